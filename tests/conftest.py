@@ -1,0 +1,78 @@
+"""Tiny model pairs built from configs in the test process (no network, no shipped weights)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from tevviz.engine.models import ModelPair
+
+VOCAB = 96
+EOS = VOCAB - 1
+
+
+def word_tokenizer(vocab: int = VOCAB):
+    """A word-level tokenizer over tokens 't0'..; the last one is EOS."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = {f"t{i}": i for i in range(vocab - 1)} | {"<eos>": vocab - 1}
+    tok = Tokenizer(models.WordLevel(words, unk_token="<eos>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", bos_token="<eos>", pad_token="<eos>")
+
+
+def tiny_config(family: str, layers: int = 2, attn: str = "sdpa"):
+    from transformers import GPT2Config, LlamaConfig, Qwen2Config
+
+    common = dict(vocab_size=VOCAB, eos_token_id=EOS, bos_token_id=EOS, pad_token_id=EOS)
+    if family == "llama":
+        cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4,
+                          num_key_value_heads=2, max_position_embeddings=512, **common)
+    elif family == "qwen2":
+        cfg = Qwen2Config(hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4,
+                          num_key_value_heads=2, max_position_embeddings=512, **common)
+    elif family == "gpt2":
+        cfg = GPT2Config(n_embd=32, n_layer=layers, n_head=4, n_positions=512, **common)
+    else:
+        raise ValueError(family)
+    cfg._attn_implementation = attn
+    return cfg
+
+
+def tiny_model(family: str, seed: int, layers: int = 2, attn: str = "sdpa", scale: float = 6.0):
+    """A random causal LM whose output logits are sharpened, so that drafts get accepted deeply."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(tiny_config(family, layers, attn))
+    with torch.no_grad():
+        head = model.get_output_embeddings()
+        if head.weight is model.get_input_embeddings().weight:
+            model.config.tie_word_embeddings = False
+            head.weight = torch.nn.Parameter(head.weight.clone())
+        head.weight.mul_(scale)
+    return model.eval().requires_grad_(False)
+
+
+def perturbed(model, seed: int, noise: float = 0.3):
+    """A draft close to `model`: its weights plus relative Gaussian noise."""
+    draft = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * noise * p.std().nan_to_num(0.0))
+    return draft
+
+
+def tiny_pair(family: str = "llama", seed: int = 0, attn: str = "sdpa", noise: float = 0.3) -> ModelPair:
+    target = tiny_model(family, seed, layers=2, attn=attn)
+    draft = perturbed(target, seed + 1, noise)
+    return ModelPair(target, draft, word_tokenizer(), f"tiny-{family}", f"tiny-{family}-draft")
+
+
+@pytest.fixture(scope="session")
+def llama_pair():
+    return tiny_pair("llama")

@@ -1,0 +1,392 @@
+"""Render layer on hand-made round records: graph shape, tidy layout, figure JSON, session stats, text spans."""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tevviz.render import (
+    BONUS,
+    METRICS,
+    acceptance_by_depth_figure,
+    block_length_histogram,
+    edges_cross,
+    highlighted_blocks,
+    node_metric,
+    round_graph,
+    stage_times_figure,
+    summary,
+    tidy_layout,
+    tree_figure,
+    verifier_law_figure,
+)
+
+STAGE_MS = {"draft": 1.0, "target": 4.0, "verify": 0.5, "other": 0.25}
+
+
+def make_round(parents, accepted, scored=True, round_no=1, C_p=1.5, texts=None):
+    """A round record over a parent array (parents[0] is None), with P, rho, w consistent: w(v) = P(v) - sum_c P(c)."""
+    n = len(parents)
+    children = {v: [c for c in range(n) if parents[c] == v] for v in range(n)}
+    P, p_edge, logq = [1.0] * n, [None] * n, [None] * n
+    for v in range(n):
+        kids = children[v]
+        weights = [len(kids) - i for i in range(len(kids))]  # distinct shares, 90% of the flow goes on
+        for c, weight in zip(kids, weights):
+            p_edge[c] = 0.9 * weight / sum(weights)
+            P[c] = P[v] * p_edge[c]
+            logq[c] = math.log(0.8 * weight / sum(weights))
+    w = [P[v] - sum(P[c] for c in children[v]) for v in range(n)]
+    depth = [0] * n
+    for v in range(1, n):
+        depth[v] = depth[parents[v]] + 1
+    score = [0.0] * n
+    for v in range(1, n):
+        score[v] = score[parents[v]] + logq[v]
+    texts = texts or [f"t{v}" for v in range(n)]
+    nodes = []
+    for v in range(n):
+        node = {"id": v, "parent": parents[v], "token_id": 100 + v, "text": texts[v], "depth": depth[v]}
+        if scored:
+            node |= {
+                "draft_logprob": logq[v],
+                "score": score[v],
+                "p_edge": p_edge[v],
+                "P": P[v],
+                "rho": w[v] / P[v],
+                "w": w[v],
+                "missing": [
+                    {"token_id": 7, "text": " (", "gain": 0.01 * (v % 5)},
+                    {"token_id": 8, "text": "x", "gain": 0.001},
+                ],
+            }
+        else:
+            node |= dict.fromkeys(("draft_logprob", "score", "p_edge", "P", "rho", "w")) | {"missing": []}
+        nodes.append(node)
+    return {
+        "directed": True,
+        "multigraph": False,
+        "graph": {
+            "round": round_no,
+            "verifier": "tev",
+            "exit_node": accepted[-1],
+            "bonus_token_id": 17,
+            "bonus_text": "x",
+            "accepted": list(accepted),
+            "C_p": C_p,
+            "stage_ms": dict(STAGE_MS),
+        },
+        "nodes": nodes,
+        "edges": [{"source": parents[v], "target": v} for v in range(1, n)],
+    }
+
+
+# root 0 -> {1, 2}; 1 -> {3, 4}; 2 -> {5}; 5 -> {6}
+SMALL_PARENTS = [None, 0, 0, 1, 1, 2, 5]
+SMALL = make_round(SMALL_PARENTS, accepted=[0, 2, 5])
+
+
+def trace(fig, name):
+    matches = [t for t in fig.data if t.name == name]
+    assert len(matches) == 1, f"expected one trace named {name!r}, found {len(matches)}"
+    return matches[0]
+
+
+def node_positions(fig):
+    nodes = [trace(fig, "nodes")] + [t for t in fig.data if t.name == "no value"]
+    return {v: (x, y) for t in nodes for v, x, y in zip(t.customdata, t.x, t.y)}
+
+
+def random_parents(rng, n):
+    return [None] + [rng.randrange(v) for v in range(1, n)]
+
+
+# --- graph -------------------------------------------------------------------------------------------------------
+
+
+def test_round_graph_has_nodes_edges_and_attributes():
+    G = round_graph(SMALL)
+    assert len(G) == 7 and G.number_of_edges() == 6
+    assert G.is_directed()
+    assert G.nodes[3]["parent"] == 1 and G.nodes[3]["text"] == "t3"
+    assert G.graph["accepted"] == [0, 2, 5]
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda r: r.pop("nodes"), "'nodes'"),
+        (lambda r: r["graph"].pop("accepted"), "'accepted'"),
+        (lambda r: r["nodes"][3].pop("depth"), "'depth'"),
+        (lambda r: r["edges"][0].pop("target"), "'target'"),
+        (lambda r: r["graph"].update(accepted=[0, 5]), "not a path"),
+        (lambda r: r["graph"].update(exit_node=6), "exit_node"),
+        (lambda r: r["edges"].pop(), "parent"),
+        (lambda r: r["nodes"][6].update(depth=7), "depth"),
+        (lambda r: r["nodes"][2].update(id=True), "non-integer id"),
+        (lambda r: r.update(graph=[1, 2]), "must be a dict"),
+    ],
+)
+def test_malformed_record_raises_value_error(damage, message):
+    record = make_round(SMALL_PARENTS, accepted=[0, 2, 5])
+    damage(record)
+    with pytest.raises(ValueError, match=message):
+        round_graph(record)
+
+
+def test_round_graph_leaves_the_record_untouched():
+    record = make_round(SMALL_PARENTS, accepted=[0, 2, 5])
+    before = copy.deepcopy(record)
+    G = round_graph(record)
+    G.graph["accepted"].append(99)
+    G.nodes[1]["missing"].clear()
+    tree_figure(record)
+    assert record == before
+
+
+def test_node_metric_values_and_nulls():
+    G = round_graph(SMALL)
+    assert node_metric(G.nodes[0], "draft_logprob") is None
+    assert node_metric(G.nodes[3], "missing") == pytest.approx(0.03)
+    assert node_metric(G.nodes[3], "w") == pytest.approx(SMALL["nodes"][3]["w"])
+    imported = round_graph(make_round(SMALL_PARENTS, accepted=[0, 2], scored=False))
+    assert node_metric(imported.nodes[2], "P") is None
+    assert node_metric(imported.nodes[2], "missing") == 0.0
+    with pytest.raises(ValueError, match="unknown metric"):
+        node_metric(G.nodes[0], "nope")
+
+
+# --- layout ------------------------------------------------------------------------------------------------------
+
+
+def test_layout_depth_rows_and_parents_centred():
+    G = round_graph(SMALL)
+    pos = tidy_layout(G)
+    for v in G:
+        assert pos[v][1] == -G.nodes[v]["depth"]
+    for v in G:
+        kids = sorted(G.successors(v), key=lambda c: pos[c][0])
+        if kids:
+            assert pos[v][0] == (pos[kids[0]][0] + pos[kids[-1]][0]) / 2
+    assert not edges_cross(G, pos)
+
+
+def test_siblings_ordered_by_descending_score():
+    record = make_round([None, 0, 0, 0], accepted=[0])
+    for node, score in zip(record["nodes"][1:], [-2.0, -0.5, -1.0]):
+        node["score"] = score
+    pos = tidy_layout(round_graph(record))
+    assert pos[2][0] < pos[3][0] < pos[1][0]
+
+
+def test_unscored_siblings_ordered_by_id():
+    pos = tidy_layout(round_graph(make_round([None, 0, 0, 0], accepted=[0], scored=False)))
+    assert pos[1][0] < pos[2][0] < pos[3][0]
+
+
+def test_edges_cross_detects_a_crossing():
+    G = round_graph(make_round([None, 0, 0, 1, 2], accepted=[0]))
+    pos = tidy_layout(G)
+    assert not edges_cross(G, pos)
+    pos[3], pos[4] = pos[4], pos[3]  # children swapped under their parents: the two lower edges cross
+    assert edges_cross(G, pos)
+
+
+def test_no_crossings_on_random_tree_of_256_nodes():
+    G = round_graph(make_round(random_parents(random.Random(0), 256), accepted=[0]))
+    pos = tidy_layout(G)
+    assert len(pos) == 256
+    assert not edges_cross(G, pos)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 300).flatmap(lambda n: st.tuples(st.just(n), st.randoms(use_true_random=False))))
+def test_no_crossings_and_centred_parents_on_random_trees(case):
+    n, rng = case
+    G = round_graph(make_round(random_parents(rng, n), accepted=[0], scored=rng.random() < 0.7))
+    pos = tidy_layout(G)
+    assert not edges_cross(G, pos)
+    xs = {pos[v] for v in G}
+    assert len(xs) == n  # no two nodes drawn on the same spot
+    for v in G:
+        kids = [pos[c][0] for c in G.successors(v)]
+        if kids:
+            assert pos[v][0] == (min(kids) + max(kids)) / 2
+
+
+def test_deep_chain_of_300_nodes():
+    record = make_round([None] + list(range(299)), accepted=list(range(300)))
+    G = round_graph(record)
+    pos = tidy_layout(G)
+    assert pos[299] == (0.0, -299.0)
+    fig = tree_figure(record)
+    assert len(trace(fig, "nodes").x) == 300
+
+
+# --- tree figure -------------------------------------------------------------------------------------------------
+
+
+def test_node_trace_has_every_node_coloured_by_metric():
+    fig = tree_figure(SMALL, metric="P")
+    nodes = trace(fig, "nodes")
+    assert len(nodes.x) == len(round_graph(SMALL)) == 7
+    assert list(nodes.customdata) == list(range(7))
+    assert list(nodes.marker.color) == pytest.approx([n["P"] for n in SMALL["nodes"]])
+    assert nodes.marker.colorbar.title.text == METRICS["P"].label
+
+    w_nodes = trace(tree_figure(SMALL, metric="w"), "nodes")
+    assert list(w_nodes.marker.color) == pytest.approx([n["w"] for n in SMALL["nodes"]])
+    assert list(w_nodes.marker.color) != list(nodes.marker.color)
+    assert w_nodes.marker.colorbar.title.text == METRICS["w"].label
+
+
+def test_metric_with_nulls_draws_grey_nodes():
+    fig = tree_figure(SMALL, metric="draft_logprob")
+    assert list(trace(fig, "nodes").customdata) == list(range(1, 7))
+    assert list(trace(fig, "no value").customdata) == [0]
+    assert trace(fig, "no value").marker.color == "lightgrey"
+
+
+def test_imported_tree_without_scores_still_draws():
+    record = make_round(SMALL_PARENTS, accepted=[0, 1], scored=False)
+    for metric in METRICS:
+        fig = tree_figure(record, metric=metric)
+        assert len(node_positions(fig)) == 7
+    fig = tree_figure(record, metric="P")
+    assert len(trace(fig, "no value").x) == 7
+    assert trace(fig, "nodes").marker.showscale is False
+
+
+def test_accepted_path_goes_through_accepted_nodes():
+    fig = tree_figure(SMALL)
+    pos = node_positions(fig)
+    path = trace(fig, "accepted path")
+    assert list(zip(path.x, path.y)) == [pos[v] for v in [0, 2, 5]]
+
+
+def test_edge_trace_has_every_edge_once():
+    fig = tree_figure(SMALL)
+    pos = node_positions(fig)
+    edges = trace(fig, "edges")
+    points = list(zip(edges.x, edges.y))
+    segments = {(points[i], points[i + 1]) for i in range(0, len(points), 3)}
+    assert segments == {(pos[SMALL_PARENTS[v]], pos[v]) for v in range(1, 7)}
+    assert points[2::3] == [(None, None)] * 6
+
+
+def test_exit_and_bonus_markers():
+    fig = tree_figure(SMALL)
+    pos = node_positions(fig)
+    exit_trace = trace(fig, "exit")
+    assert (exit_trace.x[0], exit_trace.y[0]) == pos[5]
+    bonus = trace(fig, "bonus")
+    assert (bonus.x[0], bonus.y[0]) == pos[5]
+    assert bonus.y[1] == pos[5][1] - 1
+    assert bonus.line.dash == "dash"
+    assert "x" in bonus.text[1]
+    assert bonus.x[1] != pos[6][0]  # the exit's own child keeps its spot
+
+
+def test_highlight_ring_at_node():
+    pos = node_positions(tree_figure(SMALL))
+    assert not [t for t in tree_figure(SMALL).data if t.name == "highlight"]
+    ring = trace(tree_figure(SMALL, highlight_node=2), "highlight")
+    assert (ring.x[0], ring.y[0]) == pos[2]
+    assert ring.marker.size > trace(tree_figure(SMALL), "exit").marker.size
+    bonus = trace(tree_figure(SMALL), "bonus")
+    ring = trace(tree_figure(SMALL, highlight_node=BONUS), "highlight")
+    assert (ring.x[0], ring.y[0]) == (bonus.x[1], bonus.y[1])
+    with pytest.raises(ValueError, match="highlight_node"):
+        tree_figure(SMALL, highlight_node=99)
+
+
+def test_labels_only_for_small_trees_and_hover_escapes_whitespace():
+    texts = ["def", " f", "\n", "<|x|>", "a", "b", "c"]
+    fig = tree_figure(make_round(SMALL_PARENTS, accepted=[0, 2], texts=texts))
+    nodes = trace(fig, "nodes")
+    assert "text" in nodes.mode and nodes.text[2] == "'\\n'"
+    assert "&lt;|x|&gt;" in nodes.text[3]
+    hover = nodes.hovertext[1]
+    for part in ["' f'", "id 1", "depth 1", "draft prob", "p_edge", "P ", "rho", "w ", "missing: ' ('"]:
+        assert part in hover
+
+    big = tree_figure(make_round(random_parents(random.Random(1), 100), accepted=[0]))
+    big_nodes = trace(big, "nodes")
+    assert big_nodes.mode == "markers" and big_nodes.text is None
+    assert len(big_nodes.hovertext) == 100
+
+
+def test_figure_height_grows_with_depth_and_axes_hidden():
+    shallow = tree_figure(make_round([None, 0, 0], accepted=[0]))
+    deep = tree_figure(make_round([None, 0, 1, 2, 3, 4], accepted=[0]))
+    assert deep.layout.height > shallow.layout.height
+    assert deep.layout.width == shallow.layout.width
+    assert deep.layout.xaxis.visible is False and deep.layout.yaxis.visible is False
+
+
+def test_unknown_metric_raises():
+    with pytest.raises(ValueError, match="unknown metric"):
+        tree_figure(SMALL, metric="nope")
+
+
+# --- stats and text ----------------------------------------------------------------------------------------------
+
+ROUNDS = [
+    make_round(SMALL_PARENTS, accepted=[0, 2, 5, 6], round_no=0, C_p=2.0),  # L = 4, tree depth 3
+    make_round(SMALL_PARENTS, accepted=[0, 1], round_no=1, C_p=1.0),  # L = 2
+    make_round([None, 0], accepted=[0], round_no=2, C_p=0.5),  # L = 1, tree depth 1
+]
+
+
+def test_summary_by_hand():
+    s = summary(ROUNDS)
+    assert s["rounds"] == 3
+    assert s["tokens"] == 4 + 2 + 1
+    assert s["tau"] == pytest.approx(7 / 3)
+    assert s["mean_ceiling"] == pytest.approx((3.0 + 2.0 + 1.5) / 3)
+    assert summary([]) == {"rounds": 0, "tau": None, "mean_ceiling": None, "tokens": 0}
+
+
+def test_stage_times_stacked():
+    fig = stage_times_figure(ROUNDS)
+    assert [t.name for t in fig.data] == ["draft", "target", "verify", "other"]
+    assert fig.layout.barmode == "stack"
+    assert list(fig.data[1].y) == [4.0, 4.0, 4.0]
+    assert list(fig.data[0].x) == [0, 1, 2]
+
+
+def test_block_length_histogram_counts():
+    bars = block_length_histogram(ROUNDS).data[0]
+    assert list(bars.x) == [1, 2, 3, 4]
+    assert list(bars.y) == [1, 1, 0, 1]
+
+
+def test_acceptance_by_depth_by_hand():
+    bars = acceptance_by_depth_figure(ROUNDS).data[0]
+    # depth 1: all three trees reach it, two paths do; depths 2, 3: only the first two trees, only round 0's path
+    assert list(bars.x) == [1, 2, 3]
+    assert list(bars.y) == pytest.approx([2 / 3, 1 / 2, 1 / 2])
+
+
+def test_verifier_law_grouped_bars():
+    fig = verifier_law_figure([0.5, 0.3, 0.2], {"tev": [0.48, 0.33, 0.19], "naive": [0.6, 0.3, 0.1]}, ["0", "1", "2"])
+    assert [t.name for t in fig.data] == ["exact w", "tev", "naive"]
+    assert fig.layout.barmode == "group"
+    assert list(fig.data[2].y) == [0.6, 0.3, 0.1]
+    with pytest.raises(ValueError, match="tev"):
+        verifier_law_figure([0.5, 0.5], {"tev": [1.0]}, ["0", "1"])
+
+
+def test_highlighted_blocks():
+    assert highlighted_blocks(ROUNDS) == [
+        ("t2t5t6", "round 0"),
+        ("x", "bonus"),
+        ("t1", "round 1"),
+        ("x", "bonus"),
+        ("x", "bonus"),
+    ]

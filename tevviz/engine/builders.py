@@ -1,0 +1,168 @@
+"""Draft-tree builders (SPEC section 4): best-first, static and chain, drafted level by level.
+
+Each depth costs one batched draft forward over the frontier under tree attention on the
+draft's own KV cache. The tree is deterministic given the draft model and the context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .errors import TevvizError
+from .kv import additive_mask, causal_visibility
+from .tree import DraftTree
+
+MAX_BUDGET = 1024
+MAX_DEPTH = 64
+MAX_TOP_K = 64
+MAX_WIDTH = 256
+BUILDERS = ("best-first", "static", "chain")
+
+
+@dataclass(frozen=True)
+class BuilderConfig:
+    """Which builder and its settings; fields that a builder does not use are ignored."""
+
+    kind: str = "best-first"
+    budget: int = 32  # B: non-root nodes kept (best-first)
+    depth: int = 6  # H: maximum depth (best-first, chain)
+    top_k: int = 4  # K: children per expanded node (best-first)
+    width: int = 8  # W: frontier width per depth (best-first)
+    branching: tuple[int, ...] = field(default=(4, 2, 2, 1, 1))  # children per node at each depth (static)
+
+    def __post_init__(self):
+        if self.kind not in BUILDERS:
+            raise TevvizError(f"unknown builder {self.kind!r}; choose one of {', '.join(BUILDERS)}")
+        checks = [("budget", self.budget, MAX_BUDGET), ("depth", self.depth, MAX_DEPTH)]
+        if self.kind == "best-first":
+            checks += [("top-k", self.top_k, MAX_TOP_K), ("width", self.width, MAX_WIDTH)]
+        for name, value, top in checks:
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
+                raise TevvizError(f"{name} must be an integer in [1, {top}], got {value!r}")
+        if self.kind == "static":
+            b = self.branching
+            if not b or len(b) > MAX_DEPTH or any(not isinstance(x, int) or x < 1 or x > MAX_TOP_K for x in b):
+                raise TevvizError(f"static branching must be 1 to {MAX_DEPTH} integers in [1, {MAX_TOP_K}], got {b!r}")
+            total, level = 0, 1
+            for x in b:
+                level *= x
+                total += level
+            if total > MAX_BUDGET * 4:
+                raise TevvizError(f"static branching {b} makes {total} nodes; keep it under {MAX_BUDGET * 4}")
+
+    @property
+    def max_depth(self) -> int:
+        return len(self.branching) if self.kind == "static" else self.depth
+
+    def level(self, d: int) -> tuple[int, int]:
+        """(children per expanded node, frontier width) at depth d >= 1."""
+        if self.kind == "chain":
+            return 1, 1
+        if self.kind == "static":
+            return self.branching[d - 1], 1 << 62
+        return self.top_k, self.width
+
+    @property
+    def keep(self) -> int:
+        """Non-root nodes kept at the end."""
+        if self.kind == "chain":
+            return self.depth
+        return self.budget if self.kind == "best-first" else 1 << 62
+
+
+@dataclass(frozen=True)
+class DraftResult:
+    """A built tree, which nodes the draft forwarded (their cache slots), and where the tree slots start."""
+
+    tree: DraftTree
+    slots: torch.Tensor  # (N,) long; draft-cache offset past `base` of each forwarded node, -1 if never forwarded
+    base: int  # draft cache length after the pending tokens (root included)
+
+
+def _forward(model, cache, tokens: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    out = model(
+        input_ids=tokens.unsqueeze(0),
+        attention_mask=additive_mask(visible, model.dtype),
+        position_ids=positions.unsqueeze(0),
+        cache=cache,
+        use_cache=True,
+    )
+    return out.logits[0]  # (q, V)
+
+
+@torch.no_grad()
+def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: int | None = None) -> DraftResult:
+    """Draft a tree below the last pending token (the root); `pending` are committed tokens not yet in `cache`.
+
+    `max_depth` caps the depth for this round (context length); the cache grows by the forwarded nodes.
+    """
+    device = model.device
+    past = cache.get_seq_length()
+    ids = torch.tensor(pending, dtype=torch.long, device=device)
+    logits = _forward(model, cache, ids, torch.arange(past, past + len(pending), device=device),
+                      causal_visibility(len(pending), past, device))[-1:]  # (1, V): the root's row
+    base = past + len(pending)
+    root_pos = base - 1
+    H = cfg.max_depth if max_depth is None else min(cfg.max_depth, max_depth)
+
+    tokens = [ids[-1:]]
+    parents = [torch.full((1,), -1, dtype=torch.long, device=device)]
+    depths = [torch.zeros(1, dtype=torch.long, device=device)]
+    logq = [torch.zeros(1, device=device)]
+    scores = [torch.zeros(1, device=device)]
+    slots = [torch.full((1,), -1, dtype=torch.long, device=device)]
+    n = 1
+    frontier = torch.zeros(1, dtype=torch.long, device=device)  # node ids being expanded
+    frontier_scores = scores[0]
+    vis = torch.zeros(1, 0, dtype=torch.bool, device=device)  # frontier rows over the tree slots forwarded so far
+    n_slots = 0
+    for d in range(1, H + 1):
+        k, width = cfg.level(d)
+        k = min(k, logits.shape[-1])
+        top = torch.topk(torch.log_softmax(logits.float(), dim=-1), k, dim=-1)  # (F, k)
+        f = frontier.shape[0]
+        new_scores = (frontier_scores.unsqueeze(1) + top.values).reshape(-1)
+        tokens.append(top.indices.reshape(-1))
+        parents.append(frontier.repeat_interleave(k))
+        depths.append(torch.full((f * k,), d, dtype=torch.long, device=device))
+        logq.append(top.values.reshape(-1))
+        scores.append(new_scores)
+        slots.append(torch.full((f * k,), -1, dtype=torch.long, device=device))
+        if d == H:
+            break
+        # The next frontier: the `width` best new nodes by path score, in creation order.
+        chosen = torch.arange(f * k, device=device)
+        if f * k > width:
+            chosen = torch.topk(new_scores, width).indices.sort().values
+        m = chosen.shape[0]
+        rows = torch.cat([vis[chosen // k], torch.zeros(m, m, dtype=torch.bool, device=device)], dim=1)
+        rows[:, n_slots:] = torch.eye(m, dtype=torch.bool, device=device)
+        visible = torch.cat([torch.ones(m, base, dtype=torch.bool, device=device), rows], dim=1)
+        slots[-1][chosen] = torch.arange(n_slots, n_slots + m, device=device)
+        logits = _forward(model, cache, tokens[-1][chosen], torch.full((m,), root_pos + d, device=device), visible)
+        frontier, frontier_scores, vis = chosen + n, new_scores[chosen], rows
+        n += f * k
+        n_slots += m
+
+    tree = DraftTree(*(torch.cat(x) for x in (tokens, parents, depths, logq, scores)))
+    slot = torch.cat(slots)
+    if tree.size - 1 > cfg.keep:
+        tree, slot = _keep_best(tree, slot, cfg.keep)
+    return DraftResult(tree, slot, base)
+
+
+def _keep_best(tree: DraftTree, slot: torch.Tensor, budget: int) -> tuple[DraftTree, torch.Tensor]:
+    """Keep the `budget` best non-root nodes by score (ties: earlier, hence shallower, first).
+
+    Scores never increase along a path, so the kept set is closed under ancestors.
+    """
+    best = torch.sort(tree.scores[1:], descending=True, stable=True).indices[:budget] + 1
+    kept = torch.cat([torch.zeros(1, dtype=torch.long, device=tree.device), best.sort().values])
+    new_id = torch.full((tree.size,), -1, dtype=torch.long, device=tree.device)
+    new_id[kept] = torch.arange(kept.shape[0], device=tree.device)
+    old_parent = tree.parents[kept]
+    parents = torch.where(old_parent >= 0, new_id[old_parent.clamp(min=0)], old_parent)
+    sub = DraftTree(tree.tokens[kept], parents, tree.depths[kept], tree.draft_logprobs[kept], tree.scores[kept])
+    return sub, slot[kept]

@@ -1,0 +1,99 @@
+"""The processed target distribution: logits after temperature, top-k and top-p (SPEC section 1).
+
+Every verifier and the autoregressive baseline go through this module, so they sample from the
+same law.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .errors import TevvizError
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Sampling settings of plain autoregressive decoding; temperature 0 means greedy."""
+
+    temperature: float = 1.0
+    top_k: int = 0  # 0 disables top-k
+    top_p: float = 1.0  # 1 disables top-p
+
+    def __post_init__(self):
+        t = self.temperature
+        if not isinstance(t, (int, float)) or math.isnan(t) or math.isinf(t) or t < 0:
+            raise TevvizError(f"temperature must be a finite number >= 0 (0 = greedy), got {t!r}")
+        if not isinstance(self.top_k, int) or self.top_k < 0:
+            raise TevvizError(f"top-k must be an integer >= 0 (0 = off), got {self.top_k!r}")
+        p = self.top_p
+        if not isinstance(p, (int, float)) or math.isnan(p) or not 0 < p <= 1:
+            raise TevvizError(f"top-p must lie in (0, 1], got {p!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def _check_finite(logits: torch.Tensor) -> None:
+    # One reduction; a NaN or inf logit would otherwise turn into a silently wrong sample.
+    if not torch.isfinite(logits).all():
+        raise TevvizError("the target produced NaN or inf logits (try dtype float32 or bfloat16 instead of float16)")
+
+
+def processed_logits(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
+    """Float32 logits of rows (..., V) after temperature, top-k and top-p; removed tokens are -inf."""
+    x = logits.float()
+    if cfg.greedy:
+        return x
+    x = x / cfg.temperature
+    if cfg.top_k and cfg.top_k < x.shape[-1]:
+        kth = torch.topk(x, cfg.top_k, dim=-1).values[..., -1:]
+        x = x.masked_fill(x < kth, float("-inf"))
+    if cfg.top_p < 1:
+        sorted_x, order = torch.sort(x, dim=-1, descending=True)
+        probs = torch.softmax(sorted_x, dim=-1)
+        mass_before = torch.cumsum(probs, dim=-1) - probs
+        # Keep the smallest prefix whose mass reaches top_p; the first token always stays.
+        drop_sorted = mass_before >= cfg.top_p
+        drop_sorted[..., 0] = False
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        x = x.masked_fill(drop, float("-inf"))
+    return x
+
+
+def processed_probs(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
+    """Processed target distribution of rows (..., V); one-hot on argmax at temperature 0."""
+    _check_finite(logits)
+    x = processed_logits(logits, cfg)
+    if cfg.greedy:
+        return torch.zeros_like(x).scatter_(-1, x.argmax(-1, keepdim=True), 1.0)
+    return torch.softmax(x, dim=-1)
+
+
+def edge_probs(logits: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
+    """p_rows[i](tokens[i]) without materialising the normalised rows where the settings allow.
+
+    Without top-p each row needs only its log-normaliser (and its k-th logit for top-k), not a
+    normalised copy of the row; that is the saving TEV makes over drawing at every node.
+    """
+    _check_finite(logits)
+    if cfg.greedy:
+        return (logits.argmax(-1)[rows] == tokens).float()
+    if cfg.top_p < 1:
+        return processed_probs(logits, cfg)[rows, tokens]
+    x = processed_logits(logits, cfg)  # (N, V)
+    return torch.exp(x[rows, tokens] - torch.logsumexp(x, dim=-1)[rows])
+
+
+def sample_categorical(weights: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """One index per row of non-negative weights (..., n), by inverse CDF; zero weights never drawn."""
+    cdf = torch.cumsum(weights.double(), dim=-1)
+    total = cdf[..., -1:]
+    u = torch.rand(total.shape, generator=gen, device=weights.device, dtype=torch.float64)
+    # Keep the threshold strictly below the total so that rounding cannot step past the last positive weight.
+    x = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
+    idx = torch.searchsorted(cdf, x, right=True)
+    return idx.clamp_(max=weights.shape[-1] - 1).squeeze(-1)

@@ -1,0 +1,268 @@
+"""A decoding session: rounds of draft, target pass, verify and commit (SPEC section 1).
+
+The session owns both KV caches, the pending draft tokens and the random generator; every round
+returns a plain RoundRecord.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from . import exit_law as law
+from .builders import BuilderConfig, build_tree
+from .errors import TevvizError
+from .kv import additive_mask, causal_visibility, keep_entries, new_cache, tree_visibility
+from .models import ModelPair
+from .records import RoundRecord
+from .sampling import SamplingConfig, edge_probs, processed_probs, sample_categorical
+from .tree import DraftTree, ancestor_mask, path_to, position_ids
+from .verifiers import VERIFIERS, get_verifier
+
+MAX_NEW_TOKENS = 8192
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Everything that decides a session's output besides the models and the prompt."""
+
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    builder: BuilderConfig = field(default_factory=BuilderConfig)
+    verifier: str = "tev"
+    max_new_tokens: int = 64
+    seed: int = 0
+    stop_on_eos: bool = True
+    missing_top: int = 5  # missing tokens recorded per node; 0 skips that (N x V) work, as benchmarks do
+
+    def __post_init__(self):
+        if self.verifier not in VERIFIERS:
+            get_verifier(self.verifier)
+        n = self.max_new_tokens
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_NEW_TOKENS:
+            raise TevvizError(f"max new tokens must be an integer in [1, {MAX_NEW_TOKENS}], got {n!r}")
+        if not isinstance(self.seed, int):
+            raise TevvizError(f"seed must be an integer, got {self.seed!r}")
+
+
+def encode_prompt(tokenizer, text: str, chat: bool = False) -> list[int]:
+    """Token ids of a prompt, through the tokenizer's chat template when asked."""
+    if not isinstance(text, str) or not text.strip():
+        raise TevvizError("the prompt is empty")
+    if chat:
+        if not getattr(tokenizer, "chat_template", None):
+            raise TevvizError("this tokenizer has no chat template; decode without --chat")
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+    return tokenizer(text)["input_ids"]
+
+
+def stop_ids(pair: ModelPair) -> set[int]:
+    """End-of-sequence ids of the target's generation config and tokenizer."""
+    ids: set[int] = set()
+    eos = getattr(pair.target.generation_config, "eos_token_id", None)
+    ids.update(eos if isinstance(eos, list) else [] if eos is None else [eos])
+    if pair.tokenizer.eos_token_id is not None:
+        ids.add(pair.tokenizer.eos_token_id)
+    return ids
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _texts(tokenizer, ids: list[int]) -> list[str]:
+    return tokenizer.batch_decode([[t] for t in ids])
+
+
+class DecodeSession:
+    """Tree decoding of one prompt, one round per `step()`."""
+
+    def __init__(self, pair: ModelPair, prompt_ids: list[int], cfg: DecodeConfig):
+        if not prompt_ids:
+            raise TevvizError("the prompt is empty")
+        vocab = pair.target.get_output_embeddings().weight.shape[0]
+        if max(prompt_ids) >= vocab or min(prompt_ids) < 0:
+            raise TevvizError(f"prompt token ids must lie in [0, {vocab})")
+        if len(prompt_ids) + 1 > pair.context_length:
+            raise TevvizError(
+                f"the prompt has {len(prompt_ids)} tokens, but the models accept at most {pair.context_length} positions"
+            )
+        self.pair, self.cfg = pair, cfg
+        self.verify = get_verifier(cfg.verifier)
+        self.prompt_ids = list(prompt_ids)
+        self.generated: list[int] = []
+        self.rounds: list[RoundRecord] = []
+        self.done = False
+        self.notice = ""  # said to the user when the session trims or stops early
+        self._stop = stop_ids(pair) if cfg.stop_on_eos else set()
+        self.device = pair.target.device
+        self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        self.target_cache = new_cache(pair.target)
+        self.draft_cache = new_cache(pair.draft)
+        self.pending = list(prompt_ids)  # committed tokens not yet in the draft cache; the last is the root
+        if len(prompt_ids) > 1:
+            with torch.no_grad():
+                ids = torch.tensor([prompt_ids[:-1]], device=self.device)
+                pair.target(input_ids=ids, cache=self.target_cache, use_cache=True)
+
+    @property
+    def tokens(self) -> list[int]:
+        return self.prompt_ids + self.generated
+
+    def _depth_cap(self) -> int:
+        remaining = self.cfg.max_new_tokens - len(self.generated)
+        room = self.pair.context_length - len(self.tokens)
+        cap = min(remaining - 1, room)
+        if room < self.cfg.builder.max_depth and not self.notice:
+            self.notice = f"tree depth trimmed to {max(room, 0)} to fit the context length {self.pair.context_length}"
+        return max(cap, 0)
+
+    def step(self) -> RoundRecord:
+        """Run one round and commit its block; the session is unchanged if the round fails."""
+        if self.done:
+            raise TevvizError("this session has finished; reset it to decode again")
+        t_len, d_len, pending = self.target_cache.get_seq_length(), self.draft_cache.get_seq_length(), self.pending
+        try:
+            return self._round()
+        except Exception as e:
+            # Put both caches back where the round found them, so that a failed round changes nothing.
+            for cache, length in ((self.target_cache, t_len), (self.draft_cache, d_len)):
+                extra = cache.get_seq_length() - length
+                if extra > 0:
+                    cache.crop(-extra)
+            self.pending = pending
+            if isinstance(e, TevvizError):
+                raise TevvizError(f"round {len(self.rounds)}: {e}") from None
+            raise
+
+    @torch.no_grad()
+    def _round(self) -> RoundRecord:
+        pair, cfg = self.pair, self.cfg
+        t0 = time.perf_counter()
+        drafted = build_tree(pair.draft, self.draft_cache, self.pending, cfg.builder, self._depth_cap())
+        tree = drafted.tree.to(self.device)
+        _sync(self.device)
+        t1 = time.perf_counter()
+
+        anc = ancestor_mask(tree)
+        past = self.target_cache.get_seq_length()
+        logits = pair.target(
+            input_ids=tree.tokens.unsqueeze(0),
+            attention_mask=additive_mask(tree_visibility(anc, past), pair.target.dtype),
+            position_ids=position_ids(tree, past),
+            cache=self.target_cache,
+            use_cache=True,
+        ).logits[0]  # (N, V)
+        _sync(self.device)
+        t2 = time.perf_counter()
+
+        decision = self.verify(tree, logits, cfg.sampling, self.gen, anc)
+        exit_node, bonus = torch.stack([decision.exit_node, decision.bonus_token]).tolist()
+        accepted = path_to(tree, exit_node)
+        keep_entries(self.target_cache, past, torch.tensor(accepted, device=self.device), past + tree.size)
+        slots = drafted.slots[accepted[1:]].tolist()
+        forwarded = [s for s in slots if s >= 0]  # a forwarded node's ancestors were forwarded too: a prefix
+        keep_entries(self.draft_cache, drafted.base, torch.tensor(forwarded, dtype=torch.long),
+                     self.draft_cache.get_seq_length())
+        tokens = tree.tokens.tolist()
+        self.pending = [tokens[v] for v in accepted[1 + len(forwarded):]] + [bonus]
+        _sync(self.device)
+        t3 = time.perf_counter()
+
+        block = [tokens[v] for v in accepted[1:]] + [bonus]
+        committed = self._commit(block)
+        record = self._record(tree, logits, exit_node, bonus, accepted, committed)
+        t4 = time.perf_counter()
+        ms = {"draft": t1 - t0, "target": t2 - t1, "verify": t3 - t2, "other": t4 - t3}
+        record.stage_ms.update({k: v * 1e3 for k, v in ms.items()})
+        self.rounds.append(record)
+        return record
+
+    def _commit(self, block: list[int]) -> list[int]:
+        room = self.cfg.max_new_tokens - len(self.generated)
+        committed = block[:room]
+        for i, t in enumerate(committed):
+            if t in self._stop:
+                committed = committed[: i + 1]
+                self.done = True
+                break
+        self.generated.extend(committed)
+        if len(self.generated) >= self.cfg.max_new_tokens or len(self.tokens) >= self.pair.context_length:
+            self.done = True
+        return committed
+
+    def _record(self, tree: DraftTree, logits, exit_node, bonus, accepted, committed) -> RoundRecord:
+        cfg, tok = self.cfg.sampling, self.pair.tokenizer
+        edge = torch.ones(tree.size, device=logits.device)
+        edge[1:] = edge_probs(logits, tree.parents[1:], tree.tokens[1:], cfg)
+        ex = law.exit_law_from_edges(tree, edge)
+        missing: list[list[dict]] = [[] for _ in range(tree.size)]
+        if self.cfg.missing_top > 0:
+            gains, ids = law.missing_tokens(tree, processed_probs(logits, cfg), ex.P, self.cfg.missing_top)
+            gains, ids = gains.tolist(), ids.tolist()
+            flat = [t for row in ids for t in row]
+            texts = iter(_texts(tok, flat))
+            missing = [[{"token_id": t, "text": next(texts), "gain": g} for t, g in zip(ti, gi) if g > 0] for ti, gi in zip(ids, gains)]
+        tokens = tree.tokens.tolist()
+        return RoundRecord(
+            index=len(self.rounds), verifier=self.cfg.verifier, tokens=tokens, texts=_texts(tok, tokens),
+            parents=tree.parents.tolist(), depths=tree.depths.tolist(),
+            draft_logprobs=tree.draft_logprobs.tolist(), scores=tree.scores.tolist(),
+            p_edge=ex.p_edge.tolist(), P=ex.P.tolist(), rho=ex.rho.tolist(), w=ex.w.tolist(), missing=missing,
+            exit_node=exit_node, bonus_token=bonus, bonus_text=_texts(tok, [bonus])[0], accepted=accepted,
+            committed=committed, C_p=float(ex.C_p), stage_ms={},
+        )
+
+    def run(self, rounds: int | None = None) -> list[RoundRecord]:
+        """Step until done, or `rounds` more rounds."""
+        out = []
+        while not self.done and (rounds is None or len(out) < rounds):
+            out.append(self.step())
+        return out
+
+
+@dataclass(frozen=True)
+class BaselineResult:
+    """Plain autoregressive decoding of the target: the generated tokens and the wall time."""
+
+    token_ids: list[int]
+    seconds: float
+
+    @property
+    def tokens_per_s(self) -> float:
+        return len(self.token_ids) / self.seconds if self.seconds > 0 else 0.0
+
+
+@torch.no_grad()
+def autoregressive(pair: ModelPair, prompt_ids: list[int], cfg: DecodeConfig) -> BaselineResult:
+    """Token-by-token decoding of the target with the same processed distribution as the verifiers."""
+    model, device = pair.target, pair.target.device
+    stop = stop_ids(pair) if cfg.stop_on_eos else set()
+    gen = torch.Generator(device=device).manual_seed(cfg.seed)
+    n = min(cfg.max_new_tokens, pair.context_length - len(prompt_ids))
+    _sync(device)
+    t0 = time.perf_counter()
+    cache = new_cache(model)
+    ids = torch.tensor([prompt_ids], device=device)
+    out: list[int] = []
+    for _ in range(n):
+        logits = model(input_ids=ids, cache=cache, use_cache=True).logits[0, -1:]
+        tok = sample_categorical(processed_probs(logits, cfg.sampling), gen)
+        out.append(int(tok))
+        if out[-1] in stop:
+            break
+        ids = tok.view(1, 1)
+    _sync(device)
+    return BaselineResult(out, time.perf_counter() - t0)
+
+
+def causal_forward(model, cache, tokens: list[int]) -> torch.Tensor:
+    """Logits of a plain left-to-right block on top of `cache` (used by training and re-scoring)."""
+    past = cache.get_seq_length()
+    ids = torch.tensor([tokens], device=model.device)
+    mask = additive_mask(causal_visibility(len(tokens), past, model.device), model.dtype)
+    pos = torch.arange(past, past + len(tokens), device=model.device).unsqueeze(0)
+    return model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True).logits[0]

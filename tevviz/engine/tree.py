@@ -1,0 +1,99 @@
+"""The draft tree: one frozen record in parent-array order, and pure functions derived from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class DraftTree:
+    """A token tree below the root; node 0 is the root token, parents come before children.
+
+    All fields are 1-D tensors of length N (root included) on one device.
+    """
+
+    tokens: torch.Tensor  # (N,) long; tokens[0] is the root token
+    parents: torch.Tensor  # (N,) long; -1 at the root
+    depths: torch.Tensor  # (N,) long; 0 at the root
+    draft_logprobs: torch.Tensor  # (N,) float; log q_pa(v)(x_v), 0 at the root
+    scores: torch.Tensor  # (N,) float; path score s(v), sum of draft log-probs along the path
+
+    @property
+    def size(self) -> int:
+        """Number of nodes, root included."""
+        return self.tokens.shape[0]
+
+    @property
+    def device(self) -> torch.device:
+        return self.tokens.device
+
+    def to(self, device) -> "DraftTree":
+        return DraftTree(*(t.to(device) for t in (self.tokens, self.parents, self.depths, self.draft_logprobs, self.scores)))
+
+
+def from_parents(
+    tokens: list[int],
+    parents: list[int],
+    draft_logprobs: list[float] | None = None,
+    device: torch.device | str = "cpu",
+) -> DraftTree:
+    """Build a tree from plain lists (node 0 the root, parent -1); checks parent-before-child order."""
+    n = len(tokens)
+    if n == 0 or len(parents) != n:
+        raise ValueError("a tree needs a root and one parent per node")
+    if parents[0] != -1:
+        raise ValueError("node 0 must be the root (parent -1)")
+    depths = [0] * n
+    for v in range(1, n):
+        p = parents[v]
+        if not 0 <= p < v:
+            raise ValueError(f"node {v} has parent {p}: parents must come before their children")
+        depths[v] = depths[p] + 1
+    lp = [0.0] * n if draft_logprobs is None else [0.0] + [float(x) for x in draft_logprobs[1:]]
+    scores = [0.0] * n
+    for v in range(1, n):
+        scores[v] = scores[parents[v]] + lp[v]
+    as_t = lambda xs, dt: torch.tensor(xs, dtype=dt, device=device)  # noqa: E731
+    return DraftTree(
+        as_t(tokens, torch.long), as_t(parents, torch.long), as_t(depths, torch.long),
+        as_t(lp, torch.float32), as_t(scores, torch.float32),
+    )
+
+
+def ancestor_mask(tree: DraftTree) -> torch.Tensor:
+    """(N, N) bool: [i, j] is True when j is i itself or an ancestor of i (the tree attention pattern)."""
+    n = tree.size
+    reach = torch.eye(n, dtype=torch.bool, device=tree.device)  # covers distance < span
+    jump = tree.parents.clamp(min=0)  # span-th ancestor (the root is its own parent here)
+    span, depth = 1, int(tree.depths.max()) if n > 1 else 0
+    # Pointer doubling: log2(depth) vector passes instead of one pass per generation.
+    while span <= depth:
+        reach = reach | reach[jump]
+        jump = jump[jump]
+        span *= 2
+    return reach
+
+
+def position_ids(tree: DraftTree, past_length: int) -> torch.Tensor:
+    """(1, N) position ids: the cache length plus each node's depth."""
+    return (tree.depths + past_length).unsqueeze(0)
+
+
+def children(tree: DraftTree) -> list[list[int]]:
+    """Children of each node, in node order (host lists; for display and sequential verifiers)."""
+    out: list[list[int]] = [[] for _ in range(tree.size)]
+    for v, p in enumerate(tree.parents.tolist()):
+        if p >= 0:
+            out[p].append(v)
+    return out
+
+
+def path_to(tree: DraftTree, node: int) -> list[int]:
+    """Node ids from the root down to `node`, root first."""
+    parents = tree.parents.tolist()
+    path = [node]
+    while parents[path[-1]] >= 0:
+        path.append(parents[path[-1]])
+    return path[::-1]

@@ -1,0 +1,129 @@
+"""Exact verifiers behind one interface, registered by name (SPEC section 3).
+
+Each takes the tree, the target logits of its nodes and the sampling settings, and returns the
+exit node and the bonus token as 0-d tensors on the logits' device. All share one law: exit
+node ~ w, bonus ~ the residual law at the exit node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import torch
+
+from . import exit_law as law
+from .sampling import SamplingConfig, edge_probs, processed_probs, sample_categorical
+from .tree import DraftTree, ancestor_mask, children
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Exit node and bonus token, still on the device (one host copy per round happens later)."""
+
+    exit_node: torch.Tensor  # () long
+    bonus_token: torch.Tensor  # () long
+
+
+class Verifier(Protocol):
+    def __call__(
+        self, tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig, gen: torch.Generator, anc: torch.Tensor | None = None
+    ) -> Decision: ...
+
+
+VERIFIERS: dict[str, Verifier] = {}
+
+
+def register(name: str) -> Callable[[Verifier], Verifier]:
+    def put(fn: Verifier) -> Verifier:
+        VERIFIERS[name] = fn
+        return fn
+
+    return put
+
+
+def get_verifier(name: str) -> Verifier:
+    """The verifier registered under `name`."""
+    from .errors import TevvizError
+
+    if name not in VERIFIERS:
+        raise TevvizError(f"unknown verifier {name!r}; choose one of {', '.join(VERIFIERS)}")
+    return VERIFIERS[name]
+
+
+def bonus_from(tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig, node: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Y ~ p_v_res at `node` (p_v itself at a leaf), normalising only that one row."""
+    row = processed_probs(logits.index_select(0, node.view(1)), cfg)[0]  # (V,)
+    res = law.residual(tree, row, node)
+    # Guard against a residual that rounds to zero mass; such a node has w = 0 and is drawn with probability 0.
+    res = torch.where(res.sum() > 0, res, row)
+    return sample_categorical(res, gen)
+
+
+@register("tev")
+def tev(tree, logits, cfg, gen, anc=None) -> Decision:
+    """Tree Exit Verification (paper Algorithm 1): exit V ~ w over all nodes at once, then Y ~ p_V_res.
+
+    Only the edge probabilities (one log-normaliser per row) and the exit row are computed; no
+    per-node samples and no host round trip.
+    """
+    edge = torch.ones(tree.size, device=logits.device)
+    edge[1:] = edge_probs(logits, tree.parents[1:], tree.tokens[1:], cfg)
+    w = law.exit_law_from_edges(tree, edge, anc).w
+    node = sample_categorical(w, gen)
+    return Decision(node, bonus_from(tree, logits, cfg, node, gen))
+
+
+def _follow(tree: DraftTree, draws: torch.Tensor, anc: torch.Tensor) -> torch.Tensor:
+    """Deepest node reached by following, from the root, the child whose token equals the parent's draw."""
+    match = tree.tokens == draws[tree.parents.clamp(min=0)]
+    match[0] = True
+    # A node is reached when every node on its path matched; reached nodes form one chain from the root.
+    reached = ~(anc & ~match.unsqueeze(0)).any(dim=-1)
+    return torch.where(reached, tree.depths, -1).argmax()
+
+
+@register("predraw")
+def predraw(tree, logits, cfg, gen, anc=None) -> Decision:
+    """Predraw-and-follow (DDTree): one target draw D_v ~ p_v per node, then follow the matching child."""
+    anc = ancestor_mask(tree) if anc is None else anc
+    draws = sample_categorical(processed_probs(logits, cfg), gen)  # (N,)
+    node = _follow(tree, draws, anc)
+    return Decision(node, draws[node])
+
+
+@register("predraw-loop")
+def predraw_loop(tree, logits, cfg, gen, anc=None) -> Decision:
+    """Predraw-and-follow as reference code writes it: a multinomial draw per node, then a host walk."""
+    probs = processed_probs(logits, cfg)
+    draws = [int(torch.multinomial(probs[v], 1, generator=gen)) for v in range(tree.size)]
+    kids = children(tree)
+    tokens = tree.tokens.tolist()
+    v = 0
+    while True:
+        nxt = next((u for u in kids[v] if tokens[u] == draws[v]), None)
+        if nxt is None:
+            return Decision(torch.tensor(v, device=logits.device), torch.tensor(draws[v], device=logits.device))
+        v = nxt
+
+
+@register("residual")
+def residual(tree, logits, cfg, gen, anc=None) -> Decision:
+    """Exact sequential residual verification (EAGLE style): test children in draft order, renormalise on rejection."""
+    probs = processed_probs(logits, cfg)
+    kids = children(tree)
+    tokens = tree.tokens.tolist()
+    v = 0
+    while True:
+        g = probs[v].clone()
+        for u in kids[v]:
+            mass = g.sum()
+            accept_p = g[tokens[u]] / mass if mass > 0 else mass
+            if float(torch.rand((), generator=gen, device=g.device)) < float(accept_p):
+                v = u
+                break
+            g[tokens[u]] = 0.0
+        else:
+            node = torch.tensor(v, device=logits.device)
+            g = torch.where(g.sum() > 0, g, probs[v])
+            return Decision(node, sample_categorical(g, gen))

@@ -1,0 +1,30 @@
+"""Pure rendering: round record -> networkx graph -> tidy layout -> plotly figures (no torch, no gradio)."""
+
+from tevviz.render.graph import METRICS, Metric, node_metric, round_graph
+from tevviz.render.layout import edges_cross, tidy_layout
+from tevviz.render.stats import (
+    acceptance_by_depth_figure,
+    block_length_histogram,
+    stage_times_figure,
+    summary,
+    verifier_law_figure,
+)
+from tevviz.render.text import highlighted_blocks
+from tevviz.render.tree_figure import BONUS, tree_figure
+
+__all__ = [
+    "BONUS",
+    "METRICS",
+    "Metric",
+    "acceptance_by_depth_figure",
+    "block_length_histogram",
+    "edges_cross",
+    "highlighted_blocks",
+    "node_metric",
+    "round_graph",
+    "stage_times_figure",
+    "summary",
+    "tidy_layout",
+    "tree_figure",
+    "verifier_law_figure",
+]

@@ -1,0 +1,114 @@
+"""Round record (networkx node-link dict) -> validated `networkx.DiGraph`, plus the node metrics to colour by."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+REQUIRED_TOP = ("graph", "nodes", "edges")
+REQUIRED_GRAPH = ("accepted", "exit_node", "bonus_text")
+REQUIRED_NODE = ("id", "parent", "text", "depth")
+# Imported trees carry no draft or target scores, so these may be absent or null.
+NULLABLE_NODE = ("token_id", "draft_logprob", "score", "p_edge", "P", "rho", "w")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """How a node metric is named on screen and which plotly colourscale draws it."""
+
+    label: str
+    colorscale: str
+
+
+METRICS: dict[str, Metric] = {
+    "P": Metric("target flow P(v)", "Viridis"),
+    "w": Metric("exit probability w(v)", "Plasma"),
+    "rho": Metric("local exit probability rho(v)", "Cividis"),
+    "missing": Metric("missing mass: best single coverage gain at v", "Reds"),
+    "draft_logprob": Metric("draft log-probability", "Blues"),
+}
+
+
+def round_graph(round_dict: Mapping[str, Any]) -> nx.DiGraph:
+    """Check the shape of a round record and return it as a DiGraph (node attributes = node fields)."""
+    _check_fields(round_dict, REQUIRED_TOP, "round record")
+    _check_fields(round_dict["graph"], REQUIRED_GRAPH, "round record field 'graph'")
+    for i, node in enumerate(round_dict["nodes"]):
+        _check_fields(node, REQUIRED_NODE, f"node #{i}")
+        if type(node["id"]) is not int:  # bool is an int subclass, yet no node id
+            raise ValueError(f"node #{i} has a non-integer id {node['id']!r}")
+    for i, edge in enumerate(round_dict["edges"]):
+        _check_fields(edge, ("source", "target"), f"edge #{i}")
+
+    # A deep copy keeps the caller's record untouched; the flags are forced because the drawing assumes a simple tree.
+    data = {**copy.deepcopy(dict(round_dict)), "directed": True, "multigraph": False}
+    G = nx.node_link_graph(data, edges="edges")
+    for _, attrs in G.nodes(data=True):
+        for field in NULLABLE_NODE:
+            attrs.setdefault(field, None)
+        if attrs.get("missing") is None:
+            attrs["missing"] = []
+
+    if len(G) != len(round_dict["nodes"]):
+        raise ValueError("round record has duplicate node ids")
+    _check_tree(G)
+    _check_accepted(G)
+    return G
+
+
+def node_metric(attrs: Mapping[str, Any], key: str) -> float | None:
+    """Value of metric `key` for one node's attributes; None where the record has no value."""
+    if key not in METRICS:
+        raise ValueError(f"unknown metric {key!r}; expected one of {list(METRICS)}")
+    if key == "missing":
+        missing = attrs.get("missing")
+        if missing is None:
+            return None
+        return max((float(m["gain"]) for m in missing), default=0.0)
+    value = attrs.get(key)
+    if value is None or math.isnan(value):
+        return None
+    return float(value)
+
+
+def _check_fields(obj: Any, fields: tuple[str, ...], what: str) -> None:
+    if not isinstance(obj, Mapping):
+        # Any malformed record raises ValueError, so callers handle one exception type.
+        raise ValueError(f"{what} must be a dict, got {type(obj).__name__}")  # noqa: TRY004
+    for field in fields:
+        if field not in obj:
+            raise ValueError(f"{what} is missing field {field!r}")
+
+
+def _check_tree(G: nx.DiGraph) -> None:
+    """Edges must be exactly the parent links, rooted at the one node without a parent."""
+    roots = [v for v, parent in G.nodes(data="parent") if parent is None]
+    if len(roots) != 1:
+        raise ValueError(f"round record must have exactly one root (parent null), found {len(roots)}")
+    parent_links = {(parent, v) for v, parent in G.nodes(data="parent") if parent is not None}
+    if parent_links != set(G.edges):
+        raise ValueError("round record 'edges' do not match the nodes' 'parent' fields")
+    if not nx.is_arborescence(G):
+        raise ValueError("round record is not a tree")
+    for parent, v in G.edges:
+        if G.nodes[v]["depth"] != G.nodes[parent]["depth"] + 1:
+            raise ValueError(
+                f"node {v} has depth {G.nodes[v]['depth']}, its parent {parent} has {G.nodes[parent]['depth']}"
+            )
+
+
+def _check_accepted(G: nx.DiGraph) -> None:
+    accepted = G.graph["accepted"]
+    if not accepted or G.nodes.get(accepted[0], {}).get("parent", 0) is not None:
+        raise ValueError("round record 'graph.accepted' must start at the root")
+    if accepted[-1] != G.graph["exit_node"]:
+        raise ValueError("round record 'graph.accepted' must end at 'graph.exit_node'")
+    for parent, child in itertools.pairwise(accepted):
+        if not G.has_edge(parent, child):
+            raise ValueError(f"round record 'graph.accepted' is not a path: no edge {parent} -> {child}")

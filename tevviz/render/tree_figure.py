@@ -1,0 +1,190 @@
+"""Round record -> plotly figure of the draft tree, coloured by one node metric."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+import networkx as nx
+import plotly.graph_objects as go
+
+from tevviz.render.graph import METRICS, node_metric, round_graph
+from tevviz.render.layout import Point, tidy_layout
+
+BONUS = "bonus"  # pass as `highlight_node` to ring the bonus token
+MAX_LABELLED_NODES = 64  # above this, token labels would overlap; hover still shows them
+PATH_COLOUR = "crimson"
+NO_VALUE_COLOUR = "lightgrey"
+WIDTH = 900
+ROW_HEIGHT = 70
+MAX_HEIGHT = 6000
+
+
+def tree_figure(
+    round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None, title: str | None = None
+) -> go.Figure:
+    """Draw one round's draft tree: nodes coloured by `metric`, accepted path, exit, bonus token, optional highlight."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
+    G = round_graph(round_dict)
+    bonus = max(G) + 1
+    pos = tidy_layout(_with_bonus(G, bonus))
+    exit_node = G.graph["exit_node"]
+
+    traces = [
+        _edge_trace(G, pos),
+        _line_trace([pos[v] for v in G.graph["accepted"]], "accepted path", width=5),
+        _bonus_trace(G.graph, pos[exit_node], pos[bonus]),
+        *_node_traces(G, pos, metric),
+        _ring_trace(pos[exit_node], "exit", size=24, colour=PATH_COLOUR),
+    ]
+    if highlight_node is not None:
+        node = bonus if highlight_node == BONUS else highlight_node
+        if node not in pos:
+            raise ValueError(f"highlight_node {highlight_node!r} is not a node of this round")
+        traces.append(_ring_trace(pos[node], "highlight", size=38, colour="black"))
+
+    fig = go.Figure(traces)
+    _style(fig, pos, title)
+    return fig
+
+
+def _with_bonus(G: nx.DiGraph, bonus: int) -> nx.DiGraph:
+    """G plus the bonus token as the exit node's last child, so the layout keeps a free slot for it."""
+    H = G.copy()
+    # An unscored node with the largest id sorts after every sibling.
+    H.add_node(bonus, score=None)
+    H.add_edge(G.graph["exit_node"], bonus)
+    return H
+
+
+def _edge_trace(G: nx.DiGraph, pos: Mapping[Hashable, Point]) -> go.Scatter:
+    xs, ys = [], []
+    for u, v in G.edges:
+        xs += [pos[u][0], pos[v][0], None]  # None breaks the line between edges
+        ys += [pos[u][1], pos[v][1], None]
+    return go.Scatter(x=xs, y=ys, mode="lines", name="edges", line={"color": "#b0b0b0", "width": 1}, hoverinfo="skip")
+
+
+def _line_trace(points: list[Point], name: str, width: float) -> go.Scatter:
+    return go.Scatter(
+        x=[p[0] for p in points],
+        y=[p[1] for p in points],
+        mode="lines",
+        name=name,
+        line={"color": PATH_COLOUR, "width": width},
+        opacity=0.6,
+        hoverinfo="skip",
+    )
+
+
+def _bonus_trace(info: Mapping[str, Any], exit_point: Point, bonus_point: Point) -> go.Scatter:
+    """Dashed edge from the exit node to the bonus token, marker only at the bonus end."""
+    label = _token(info["bonus_text"])
+    hover = f"bonus {label}<br>token_id {info.get('bonus_token_id')}"
+    return go.Scatter(
+        x=[exit_point[0], bonus_point[0]],
+        y=[exit_point[1], bonus_point[1]],
+        mode="lines+markers+text",
+        name="bonus",
+        line={"color": PATH_COLOUR, "width": 2, "dash": "dash"},
+        marker={"size": [0, 14], "color": "white", "line": {"color": PATH_COLOUR, "width": 2}},
+        text=["", label],
+        textposition="bottom center",
+        hovertext=["", hover],
+        hoverinfo=["skip", "text"],
+    )
+
+
+def _node_traces(G: nx.DiGraph, pos: Mapping[Hashable, Point], metric: str) -> list[go.Scatter]:
+    """The coloured "nodes" trace, plus grey "no value" markers for nodes where the metric is null."""
+    spec = METRICS[metric]
+    values = {v: node_metric(attrs, metric) for v, attrs in G.nodes(data=True)}
+    valued = [v for v in G if values[v] is not None]
+    unvalued = [v for v in G if values[v] is None]
+    colours = [values[v] for v in valued]
+    marker = {
+        "size": 12 if len(G) <= MAX_LABELLED_NODES else 8,
+        "color": colours,
+        "colorscale": spec.colorscale,
+        "cmin": min(colours, default=0.0),
+        "cmax": max(colours, default=1.0),
+        "showscale": bool(valued),
+        "colorbar": {"title": {"text": spec.label, "side": "right"}},
+        "line": {"color": "#404040", "width": 0.5},
+    }
+    traces = [_markers(G, pos, valued, "nodes", marker)]
+    if unvalued:
+        grey = {"size": marker["size"], "color": NO_VALUE_COLOUR, "line": marker["line"]}
+        traces.append(_markers(G, pos, unvalued, "no value", grey))
+    return traces
+
+
+def _markers(G: nx.DiGraph, pos: Mapping[Hashable, Point], nodes: list, name: str, marker: dict) -> go.Scatter:
+    labelled = len(G) <= MAX_LABELLED_NODES
+    return go.Scatter(
+        x=[pos[v][0] for v in nodes],
+        y=[pos[v][1] for v in nodes],
+        mode="markers+text" if labelled else "markers",
+        name=name,
+        marker=marker,
+        text=[_token(G.nodes[v]["text"]) for v in nodes] if labelled else None,
+        textposition="top center",
+        textfont={"size": 10},
+        customdata=nodes,  # node ids, so click handlers can map a point back to its node
+        hovertext=[_hover(v, G.nodes[v]) for v in nodes],
+        hoverinfo="text",
+    )
+
+
+def _ring_trace(point: Point, name: str, size: int, colour: str) -> go.Scatter:
+    return go.Scatter(
+        x=[point[0]],
+        y=[point[1]],
+        mode="markers",
+        name=name,
+        marker={"symbol": "circle-open", "size": size, "color": colour, "line": {"width": 3}},
+        hoverinfo="skip",
+    )
+
+
+def _token(text: str | None) -> str:
+    """repr makes whitespace and newlines visible; escaping keeps plotly from reading '<...>' as markup."""
+    return html.escape(repr(text), quote=False)
+
+
+def _number(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g}"
+
+
+def _hover(v: Hashable, attrs: Mapping[str, Any]) -> str:
+    logprob = attrs.get("draft_logprob")
+    q = None if logprob is None else math.exp(logprob)
+    lines = [
+        f"<b>{_token(attrs['text'])}</b>  id {v}",
+        f"depth {attrs['depth']}",
+        f"draft prob {_number(q)}   p_edge {_number(attrs.get('p_edge'))}",
+        f"P {_number(attrs.get('P'))}   rho {_number(attrs.get('rho'))}   w {_number(attrs.get('w'))}",
+    ]
+    missing = sorted(attrs.get("missing") or [], key=lambda m: -m["gain"])[:3]
+    if missing:
+        lines.append("missing: " + ", ".join(f"{_token(m.get('text'))} +{m['gain']:.3g}" for m in missing))
+    return "<br>".join(lines)
+
+
+def _style(fig: go.Figure, pos: Mapping[Hashable, Point], title: str | None) -> None:
+    xs = [p[0] for p in pos.values()]
+    rows = 1 - min(p[1] for p in pos.values())  # depth levels, bonus row included
+    fig.update_layout(
+        title=title,
+        width=WIDTH,
+        height=min(MAX_HEIGHT, 160 + ROW_HEIGHT * rows),
+        xaxis={"visible": False, "range": [min(xs) - 1, max(xs) + 1]},
+        yaxis={"visible": False, "range": [-rows + 0.4, 0.6]},
+        plot_bgcolor="white",
+        hovermode="closest",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.0},
+        margin={"l": 20, "r": 20, "t": 60 if title else 30, "b": 20},
+    )
