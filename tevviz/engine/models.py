@@ -130,7 +130,9 @@ def load_pair(target: str | None = None, draft: str | None = None, dtype: str = 
               device_map=None, attn_implementation: str = "sdpa", trust_remote_code: bool = False) -> ModelPair:
     """Load a target and a draft (the embedded stdlib pair when both are None) and check they fit together."""
     from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()
     if (target is None) != (draft is None):
         raise TevvizError("give both --target and --draft, or neither for the embedded pair")
     if target is None:

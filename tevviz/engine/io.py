@@ -1,0 +1,269 @@
+"""Session and round JSON: export, and validated import of tevviz files and DDTree traces.
+
+Import never trusts its input: sizes are capped and every field is checked, and each error names
+the round and the field (docs/json-schema.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import TevvizError
+from .records import ROUND_SCHEMA, SESSION_SCHEMA, RoundRecord
+
+MAX_BYTES = 64 * 1024 * 1024
+MAX_NODES = 8192
+MAX_ROUNDS = 100_000
+
+
+@dataclass
+class ImportedSession:
+    """What an import yields: rounds as records plus whatever session fields the file had."""
+
+    rounds: list[RoundRecord]
+    kind: str  # "session", "round" or "ddtree"
+    meta: dict = field(default_factory=dict)
+    prompt: str = ""
+    prompt_token_ids: list[int] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+    text: str = ""
+
+
+def session_dict(meta: dict, prompt: str, prompt_ids: list[int], generated: list[int], text: str,
+                 rounds: list[RoundRecord]) -> dict:
+    """The whole session in the tevviz.session/1 schema."""
+    return {
+        "schema": SESSION_SCHEMA,
+        "meta": meta,
+        "prompt": prompt,
+        "prompt_token_ids": list(prompt_ids),
+        "token_ids": list(generated),
+        "text": text,
+        "rounds": [r.to_dict() for r in rounds],
+    }
+
+
+def round_dict(record: RoundRecord) -> dict:
+    """One round in the tevviz.round/1 schema (a node-link graph with a schema tag)."""
+    return {"schema": ROUND_SCHEMA, **record.to_dict()}
+
+
+def _fail(where: str, msg: str):
+    raise TevvizError(f"{where}: {msg}")
+
+
+def _int(x, where: str, lo: int | None = None, hi: int | None = None, nullable: bool = False):
+    if x is None and nullable:
+        return None
+    if not isinstance(x, int) or isinstance(x, bool):
+        _fail(where, f"expected an integer, got {type(x).__name__}")
+    if (lo is not None and x < lo) or (hi is not None and x > hi):
+        _fail(where, f"{x} is out of range [{lo}, {hi}]")
+    return x
+
+
+def _num(x, where: str, lo: float | None = None, hi: float | None = None, nullable: bool = True):
+    if x is None and nullable:
+        return None
+    if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
+        _fail(where, f"expected a finite number, got {x!r}"[:200])
+    if (lo is not None and x < lo) or (hi is not None and x > hi):
+        _fail(where, f"{x} is out of range [{lo}, {hi}]")
+    return float(x)
+
+
+def _list(x, where: str, max_len: int = MAX_NODES) -> list:
+    if not isinstance(x, list):
+        _fail(where, f"expected a list, got {type(x).__name__}")
+    if len(x) > max_len:
+        _fail(where, f"has {len(x)} entries, more than the limit {max_len}")
+    return x
+
+
+def _dict(x, where: str) -> dict:
+    if not isinstance(x, dict):
+        _fail(where, f"expected an object, got {type(x).__name__}")
+    return x
+
+
+def _str(x, where: str, nullable: bool = True) -> str:
+    if x is None and nullable:
+        return ""
+    if not isinstance(x, str):
+        _fail(where, f"expected a string, got {type(x).__name__}")
+    return x
+
+
+def _check_tree(parents: list[int], accepted: list[int], exit_node: int, where: str) -> list[int]:
+    """Parents before children, one root, accepted = the root-to-exit path; returns depths."""
+    n = len(parents)
+    if n == 0:
+        _fail(where, "the tree has no nodes")
+    if parents[0] != -1:
+        _fail(f"{where}.nodes[0].parent", "node 0 must be the root (parent null)")
+    depths = [0] * n
+    for v in range(1, n):
+        p = parents[v]
+        if not 0 <= p < v:
+            _fail(f"{where}.nodes[{v}].parent", f"{p} is not an earlier node (parents must precede children)")
+        depths[v] = depths[p] + 1
+    _int(exit_node, f"{where}.graph.exit_node", 0, n - 1)
+    path = [exit_node]
+    while parents[path[-1]] >= 0:
+        path.append(parents[path[-1]])
+    if accepted != path[::-1]:
+        _fail(f"{where}.graph.accepted", f"{accepted[:20]} is not the path from the root to exit node {exit_node}")
+    return depths
+
+
+def parse_round(d, where: str = "round") -> RoundRecord:
+    """A validated RoundRecord from a tevviz node-link round dict."""
+    d = _dict(d, where)
+    g = _dict(d.get("graph"), f"{where}.graph")
+    nodes = _list(d.get("nodes"), f"{where}.nodes")
+    for i, n in enumerate(nodes):
+        _dict(n, f"{where}.nodes[{i}]")
+        if _int(n.get("id"), f"{where}.nodes[{i}].id") != i:
+            _fail(f"{where}.nodes[{i}].id", f"node ids must be 0..N-1 in order, got {n.get('id')}")
+    parents = [-1 if i == 0 and n.get("parent") is None else _int(n.get("parent"), f"{where}.nodes[{i}].parent")
+               for i, n in enumerate(nodes)]
+    accepted = [_int(a, f"{where}.graph.accepted") for a in _list(g.get("accepted"), f"{where}.graph.accepted")]
+    exit_node = _int(g.get("exit_node"), f"{where}.graph.exit_node")
+    depths = _check_tree(parents, accepted, exit_node, where)
+    for i, n in enumerate(nodes):
+        if "depth" in n and n["depth"] != depths[i]:
+            _fail(f"{where}.nodes[{i}].depth", f"{n['depth']} does not match the parents (expected {depths[i]})")
+        _int(n.get("token_id"), f"{where}.nodes[{i}].token_id", 0, nullable=i == 0)
+        _str(n.get("text"), f"{where}.nodes[{i}].text")
+        for key in ("p_edge", "P", "rho", "w"):
+            _num(n.get(key), f"{where}.nodes[{i}].{key}", 0.0, 1.0 + 1e-4)
+        for key in ("draft_logprob", "score"):
+            _num(n.get(key), f"{where}.nodes[{i}].{key}", hi=1e-4)
+        for j, m in enumerate(_list(n.get("missing", []), f"{where}.nodes[{i}].missing", 64)):
+            m = _dict(m, f"{where}.nodes[{i}].missing[{j}]")
+            _int(m.get("token_id"), f"{where}.nodes[{i}].missing[{j}].token_id", 0)
+            _num(m.get("gain"), f"{where}.nodes[{i}].missing[{j}].gain", 0.0, 1.0 + 1e-4, nullable=False)
+            _str(m.get("text"), f"{where}.nodes[{i}].missing[{j}].text")
+    _int(g.get("bonus_token_id"), f"{where}.graph.bonus_token_id", 0, nullable=True)
+    _num(g.get("C_p"), f"{where}.graph.C_p", 0.0)
+    stage = _dict(g.get("stage_ms", {}), f"{where}.graph.stage_ms")
+    for k, v in stage.items():
+        _num(v, f"{where}.graph.stage_ms.{k}", 0.0, nullable=False)
+    for j, t in enumerate(_list(g.get("committed", []), f"{where}.graph.committed")):
+        _int(t, f"{where}.graph.committed[{j}]", 0)
+    rec = dict(d)
+    rec["nodes"] = [dict(n, token_id=-1 if n.get("token_id") is None else n["token_id"]) for n in nodes]
+    return RoundRecord.from_dict(rec)
+
+
+def parse_ddtree(d: dict, where: str = "trace", index: int = 0) -> RoundRecord:
+    """A round from DDTree's per-round trace: node_token_ids, node_depths, parents, accepted_indices.
+
+    Node 0 is taken as the root when its parent is -1/null and no other node's is; otherwise the
+    nodes are the drafted ones and a root (token `root_token_id`, if given) is put above them.
+    """
+    toks = [_int(t, f"{where}.node_token_ids[{i}]", 0) for i, t in enumerate(_list(d.get("node_token_ids"), f"{where}.node_token_ids"))]
+    pars = [-1 if p is None else _int(p, f"{where}.parents[{i}]", -1) for i, p in enumerate(_list(d.get("parents"), f"{where}.parents"))]
+    deps = [_int(x, f"{where}.node_depths[{i}]", 0) for i, x in enumerate(_list(d.get("node_depths"), f"{where}.node_depths"))]
+    acc = [_int(a, f"{where}.accepted_indices[{i}]", 0) for i, a in enumerate(_list(d.get("accepted_indices"), f"{where}.accepted_indices"))]
+    if not (len(toks) == len(pars) == len(deps)):
+        _fail(where, f"node_token_ids, parents and node_depths differ in length ({len(toks)}, {len(pars)}, {len(deps)})")
+    if not toks:
+        _fail(where, "the trace has no nodes")
+    rooted = pars[0] == -1 and pars.count(-1) == 1
+    if not rooted:
+        root_tok = _int(d.get("root_token_id", 0), f"{where}.root_token_id", 0)
+        toks, deps = [root_tok] + toks, [0] + [x + 1 if min(deps) == 0 else x for x in deps]
+        pars = [-1] + [p + 1 for p in pars]
+        acc = [0] + [a + 1 for a in acc]
+    if not acc or acc[0] != 0:
+        acc = [0] + acc
+    depths = _check_tree(pars, acc, acc[-1], where)
+    if depths != deps:
+        bad = next(i for i in range(len(deps)) if deps[i] != depths[i])
+        _fail(f"{where}.node_depths[{bad}]", f"{deps[bad]} does not match the parents (expected {depths[bad]})")
+    n = len(toks)
+    none = [None] * n
+    return RoundRecord(
+        index=index, verifier="ddtree-trace", tokens=toks, texts=[""] * n, parents=pars, depths=depths,
+        draft_logprobs=[0.0] * n, scores=[0.0] * n, p_edge=none, P=list(none), rho=list(none), w=list(none),
+        missing=[[] for _ in range(n)], exit_node=acc[-1], bonus_token=_int(d.get("bonus_token_id", -1), f"{where}.bonus_token_id", -1),
+        bonus_text="", accepted=acc, committed=[], C_p=None, stage_ms={},
+    )
+
+
+def parse(data) -> ImportedSession:
+    """Validate a decoded JSON value as a tevviz session, a tevviz round, or DDTree trace(s)."""
+    if isinstance(data, list):
+        _list(data, "trace list", MAX_ROUNDS)
+        return ImportedSession([parse_ddtree(_dict(t, f"trace[{i}]"), f"trace[{i}]", i) for i, t in enumerate(data)], "ddtree")
+    data = _dict(data, "file")
+    schema = data.get("schema")
+    if schema == SESSION_SCHEMA:
+        rounds = [parse_round(r, f"rounds[{i}]") for i, r in enumerate(_list(data.get("rounds"), "rounds", MAX_ROUNDS))]
+        ids = lambda key: [_int(t, f"{key}[{i}]", 0) for i, t in enumerate(_list(data.get(key, []), key, 1 << 22))]  # noqa: E731
+        return ImportedSession(
+            rounds, "session", meta=_dict(data.get("meta", {}), "meta"), prompt=_str(data.get("prompt"), "prompt"),
+            prompt_token_ids=ids("prompt_token_ids"), token_ids=ids("token_ids"), text=_str(data.get("text"), "text"),
+        )
+    if schema == ROUND_SCHEMA or (schema is None and "nodes" in data and "graph" in data):
+        return ImportedSession([parse_round(data, "round")], "round")
+    if schema is None and "node_token_ids" in data:
+        return ImportedSession([parse_ddtree(data)], "ddtree")
+    if schema is None and isinstance(data.get("rounds"), list) and data["rounds"] and "node_token_ids" in data["rounds"][0]:
+        return ImportedSession([parse_ddtree(_dict(t, f"rounds[{i}]"), f"rounds[{i}]", i)
+                                for i, t in enumerate(_list(data["rounds"], "rounds", MAX_ROUNDS))], "ddtree")
+    raise TevvizError(
+        f"file: unknown format (schema {schema!r}); expected {SESSION_SCHEMA!r}, {ROUND_SCHEMA!r} or a DDTree trace"
+    )
+
+
+def loads(text: str | bytes) -> ImportedSession:
+    """Parse and validate JSON text."""
+    if len(text) > MAX_BYTES:
+        raise TevvizError(f"file: {len(text)} bytes is over the import limit of {MAX_BYTES // (1024 * 1024)} MiB")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise TevvizError(f"file: not valid JSON ({str(e)[:200]})") from None
+    return parse(data)
+
+
+def load(path: str | Path) -> ImportedSession:
+    """Parse and validate a JSON file."""
+    p = Path(path)
+    if not p.is_file():
+        raise TevvizError(f"{path}: no such file")
+    if p.stat().st_size > MAX_BYTES:
+        raise TevvizError(f"{path}: {p.stat().st_size} bytes is over the import limit of {MAX_BYTES // (1024 * 1024)} MiB")
+    return loads(p.read_bytes())
+
+
+def session_meta(session) -> dict:
+    """Models, settings and version of a DecodeSession, for the export's `meta`."""
+    from dataclasses import asdict
+
+    from .. import __version__
+
+    pair, cfg = session.pair, session.cfg
+    return {
+        "target": pair.target_name,
+        "draft": pair.draft_name,
+        "dtype": str(pair.target.dtype).removeprefix("torch."),
+        "device": str(pair.device),
+        "sampling": asdict(cfg.sampling),
+        "builder": {**asdict(cfg.builder), "branching": list(cfg.builder.branching)},
+        "verifier": cfg.verifier,
+        "seed": cfg.seed,
+        "max_new_tokens": cfg.max_new_tokens,
+        "tevviz": __version__,
+    }
+
+
+def export_session(session, prompt: str) -> dict:
+    """A DecodeSession as a tevviz.session/1 dict."""
+    text = session.pair.tokenizer.decode(session.generated)
+    return session_dict(session_meta(session), prompt, session.prompt_ids, session.generated, text, session.rounds)

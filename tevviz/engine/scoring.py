@@ -1,0 +1,54 @@
+"""Scoring a given tree under a context with the target, outside a decoding session.
+
+Used to re-score imported trees and by ExitTrain, where the frozen target gives each node's
+distribution under its actual tree-parent context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from . import exit_law as law
+from .kv import additive_mask
+from .records import RoundRecord
+from .sampling import SamplingConfig, processed_probs
+from .tree import DraftTree, ancestor_mask, from_parents
+
+
+def tree_logits(model, prefix: list[int], tree: DraftTree, anc: torch.Tensor | None = None) -> torch.Tensor:
+    """(N, V) logits of every tree node, in one forward over prefix + tree with the ancestor mask.
+
+    `prefix` is the context before the root token (tree node 0).
+    """
+    device = model.device
+    tree = tree.to(device)
+    anc = ancestor_mask(tree) if anc is None else anc.to(device)
+    m, n = len(prefix), tree.size
+    visible = torch.zeros(m + n, m + n, dtype=torch.bool, device=device)
+    visible[:m, :m] = torch.ones(m, m, dtype=torch.bool, device=device).tril_()
+    visible[m:, :m] = True
+    visible[m:, m:] = anc
+    ids = torch.cat([torch.tensor(prefix, dtype=torch.long, device=device), tree.tokens])
+    pos = torch.cat([torch.arange(m, device=device), m + tree.depths])
+    out = model(input_ids=ids[None], attention_mask=additive_mask(visible, model.dtype), position_ids=pos[None])
+    return out.logits[0, m:]
+
+
+@torch.no_grad()
+def rescore(pair, prefix: list[int], record: RoundRecord, sampling: SamplingConfig, top: int = 5) -> RoundRecord:
+    """A copy of `record` with p_edge, P, rho, w, C_p and missing tokens from `pair.target`."""
+    tree = from_parents(record.tokens, record.parents, record.draft_logprobs, device=pair.target.device)
+    probs = processed_probs(tree_logits(pair.target, prefix, tree), sampling)
+    ex = law.exit_law(tree, probs)
+    gains, ids = law.missing_tokens(tree, probs, ex.P, top)
+    tok = pair.tokenizer
+    missing = [
+        [{"token_id": t, "text": tok.decode([t]), "gain": g} for t, g in zip(ti, gi) if g > 0]
+        for ti, gi in zip(ids.tolist(), gains.tolist())
+    ]
+    return replace(
+        record, texts=tok.batch_decode([[t] for t in record.tokens]), p_edge=ex.p_edge.tolist(), P=ex.P.tolist(),
+        rho=ex.rho.tolist(), w=ex.w.tolist(), C_p=float(ex.C_p), missing=missing,
+    )
