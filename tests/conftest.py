@@ -80,3 +80,28 @@ def tiny_pair(family: str = "llama", seed: int = 0, attn: str = "sdpa", noise: f
 @pytest.fixture(scope="session")
 def llama_pair():
     return tiny_pair("llama")
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Run a module on one CPU thread: tiny models are dominated by thread hand-offs on a shared machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def random_prompts(count: int, seed: int, lo: int = 1, hi: int = 12, vocab: int = EOS) -> list[list[int]]:
+    """`count` prompts of random length in [lo, hi] over tokens [0, vocab) (EOS excluded by default)."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(lo, hi + 1, (count,), generator=g).tolist()
+    return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in lengths]
+
+
+@torch.no_grad()
+def greedy_generate(model, prompt: list[int], max_new_tokens: int = 64, stop_on_eos: bool = False) -> list[int]:
+    """The new tokens of `model.generate(..., do_sample=False)`; without EOS stopping unless asked."""
+    ids = torch.tensor([prompt])
+    kw = dict(eos_token_id=EOS, pad_token_id=EOS) if stop_on_eos else dict(eos_token_id=None, pad_token_id=0)
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False, **kw)
+    return out[0, len(prompt):].tolist()

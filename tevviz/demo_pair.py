@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import sysconfig
 import tempfile
@@ -240,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg["dtype"] = "float32"
         cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
         tokenizer.save_pretrained(folder)
+    print(f"prompts: {write_prompts(args.out.parent / 'prompts.jsonl')} written", flush=True)
     card["agreement"] = agreement(models["target"], models["draft"], held_stream, args.seq_len)
     card["total_wall_s"] = time.perf_counter() - t_start
     (args.out / "training_log.json").write_text(json.dumps({"card": card, "log": log}, indent=2) + "\n")
@@ -249,3 +251,42 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+PROMPT_KINDS = (
+    ("function head", re.compile(r"^\s*def \w+\(.*\):\s*$")),
+    ("class body", re.compile(r"^class \w+.*:\s*$")),
+    ("loop", re.compile(r"^\s+for .+ in .+:\s*$")),
+    ("docstring", re.compile(r'^\s+"""\w.*[^"]$')),
+)
+
+
+def make_prompts(files: list[Path], per_file: int = 4, context_lines: int = 6, max_chars: int = 400) -> list[dict]:
+    """Demo prompts cut from held-out files: a few lines of context ending where code should continue."""
+    prompts = []
+    for path in files:
+        lines = _read(path).splitlines()
+        taken: dict[str, int] = {}
+        for i, line in enumerate(lines):
+            for kind, pattern in PROMPT_KINDS:
+                if taken.get(kind, 0) >= 1 or sum(taken.values()) >= per_file or not pattern.match(line):
+                    continue
+                start = max(0, i - context_lines)
+                text = "\n".join(lines[start : i + 1]) + "\n"
+                if len(text) > max_chars or not text.strip():
+                    continue
+                taken[kind] = taken.get(kind, 0) + 1
+                name = line.strip().split("(")[0].split(":")[0][:40]
+                prompts.append({"title": f"{path.stem}: {kind} ({name})", "kind": kind, "source": path.name,
+                                "prompt": text})
+    return prompts
+
+
+def write_prompts(out: Path, limit: int = 48) -> int:
+    """Write assets/prompts.jsonl: ids, titles and an even train/eval split (eval every other prompt)."""
+    _, held = stdlib_files()
+    prompts = make_prompts(held)[:limit]
+    with out.open("w", encoding="utf-8") as f:
+        for i, p in enumerate(prompts):
+            f.write(json.dumps({"id": f"p{i:02d}", "split": "eval" if i % 2 else "train", **p}) + "\n")
+    return len(prompts)

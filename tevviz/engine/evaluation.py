@@ -1,0 +1,65 @@
+"""Held-out evaluation of a pair: tau, mean 1 + C_p and acceptance by depth, with standard errors."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .builders import BuilderConfig
+from .models import ModelPair
+from .sampling import SamplingConfig
+from .session import DecodeConfig, DecodeSession
+
+
+def mean_se(xs: list[float]) -> tuple[float, float]:
+    """Mean and standard error of the mean."""
+    n = len(xs)
+    if n == 0:
+        return float("nan"), float("nan")
+    m = sum(xs) / n
+    if n == 1:
+        return m, float("nan")
+    var = sum((x - m) ** 2 for x in xs) / (n - 1)
+    return m, math.sqrt(var / n)
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Per-prompt means, their mean and standard error, and acceptance by depth (pooled over rounds)."""
+
+    temperature: float
+    tau: float
+    tau_se: float
+    ceiling: float
+    ceiling_se: float
+    acceptance_by_depth: list[float]  # fraction of rounds whose block reached depth d (d = 1, 2, ...)
+    per_prompt_tau: list[float]
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def evaluate(pair: ModelPair, prompts: list[list[int]], temperature: float, builder: BuilderConfig,
+             max_new_tokens: int = 64, verifier: str = "tev", seed: int = 0, progress=None) -> EvalResult:
+    """Decode every prompt with tree decoding and report tau and 1 + C_p over prompts."""
+    taus, ceils, reach, seen = [], [], [], []
+    for i, ids in enumerate(prompts):
+        cfg = DecodeConfig(SamplingConfig(temperature=temperature), builder, verifier, max_new_tokens, seed + i,
+                           missing_top=0)
+        s = DecodeSession(pair, ids, cfg)
+        s.run()
+        taus.append(sum(r.block_length for r in s.rounds) / len(s.rounds))
+        ceils.append(sum(1 + r.C_p for r in s.rounds) / len(s.rounds))
+        for r in s.rounds:
+            depth, top = r.block_length - 1, max(r.depths)
+            for d in range(1, top + 1):
+                while len(reach) < d:
+                    reach.append(0)
+                    seen.append(0)
+                seen[d - 1] += 1
+                reach[d - 1] += depth >= d
+        if progress:
+            progress(i + 1, len(prompts))
+    tau, tau_se = mean_se(taus)
+    ceil, ceil_se = mean_se(ceils)
+    return EvalResult(temperature, tau, tau_se, ceil, ceil_se, [a / b for a, b in zip(reach, seen)], taus)

@@ -1,0 +1,176 @@
+"""ExitTrain: train the drafter on its own inference-time trees with exit weights (SPEC section 5).
+
+L = L_tok + lambda_exit * L_exit, where
+L_exit = -[sum_i sum_{v != root} w_i(v) log q(x_v | c_i, path(pa(v)))] / sum_i (|V_i| - 1)
+and q is evaluated under the real tree-parent context by one draft forward over the tree with the
+ancestor mask. Trees are rebuilt with the current drafter as training goes; the target is frozen
+and everything it gives (and the tree) is detached.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from . import exit_law as law
+from .builders import BuilderConfig, build_tree
+from .errors import TevvizError
+from .kv import new_cache
+from .models import ModelPair
+from .sampling import SamplingConfig, processed_probs
+from .scoring import tree_logits
+from .tree import DraftTree
+
+OBJECTIVES = ("exit", "prefix", "token", "residual")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """ExitTrain settings; the defaults come from the sweep in the model card."""
+
+    objective: str = "exit"  # exit (w, the paper's), prefix (P rescaled), token (L_tok only), residual (ours)
+    lambda_exit: float = 1.0
+    lr: float = 3e-4
+    steps: int = 100
+    batch: int = 8  # contexts per step
+    builder: BuilderConfig = field(default_factory=lambda: BuilderConfig(budget=32, depth=6))
+    weight_temperature: float = 1.0  # the target law that gives w and P (T = 0 would weight one node only)
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.objective not in OBJECTIVES:
+            raise TevvizError(f"unknown objective {self.objective!r}; choose one of {', '.join(OBJECTIVES)}")
+        if not self.lr > 0 or not self.lambda_exit >= 0:
+            raise TevvizError("learning rate must be > 0 and lambda_exit >= 0")
+        if not isinstance(self.steps, int) or self.steps < 0 or not isinstance(self.batch, int) or self.batch < 1:
+            raise TevvizError("steps must be >= 0 and batch >= 1")
+
+
+@dataclass(frozen=True)
+class Context:
+    """A training context: tokens up to and including the root, and the target's continuation after it."""
+
+    tokens: list[int]
+    continuation: list[int]
+
+
+def contexts_from_streams(streams: list[tuple[list[int], list[int]]], every: int = 4) -> list[Context]:
+    """Contexts at every `every`-th position of each (prompt, target continuation) stream."""
+    out = []
+    for prompt, cont in streams:
+        for j in range(0, len(cont), every):
+            out.append(Context(prompt + cont[:j], cont[j:]))
+    return out
+
+
+@torch.no_grad()
+def build_training_tree(draft, context: list[int], builder: BuilderConfig) -> DraftTree:
+    """The tree the current drafter builds at inference for `context` (a fresh draft cache)."""
+    return build_tree(draft, new_cache(draft), context, builder).tree
+
+
+@torch.no_grad()
+def target_weights(target, context: list[int], tree: DraftTree, temperature: float) -> tuple[law.ExitLaw, torch.Tensor]:
+    """Detached exit law of `tree` under the frozen target, and the target's processed rows (N, V)."""
+    probs = processed_probs(tree_logits(target, context[:-1], tree), SamplingConfig(temperature=temperature))
+    return law.exit_law(tree, probs), probs
+
+
+def node_weights(objective: str, ex: law.ExitLaw) -> torch.Tensor:
+    """Per-node weights of the incoming-token likelihood (root weight 0)."""
+    if objective in ("exit", "residual"):
+        wt = ex.w.clone()
+    elif objective == "prefix":
+        # P rescaled to the same total non-root weight as w (paper Table 2 ablation).
+        total_w = ex.w[1:].sum()
+        wt = ex.P * (total_w / ex.P[1:].sum().clamp(min=1e-12))
+    else:
+        wt = torch.zeros_like(ex.w)
+    wt[0] = 0.0
+    return wt
+
+
+def exit_loss_terms(draft, context: list[int], tree: DraftTree, ex: law.ExitLaw, probs: torch.Tensor,
+                    objective: str) -> torch.Tensor:
+    """Sum over non-root nodes of the weighted negative log-likelihood for one tree (not yet normalised)."""
+    logq = torch.log_softmax(tree_logits(draft, context[:-1], tree).float(), dim=-1)  # (N, V), with grad
+    if objective == "residual":
+        # Our extension: pull q(. | c, path(v)) toward the missing mass p_v_res, weighted by w(v).
+        taken = torch.zeros_like(probs, dtype=torch.bool)
+        taken[tree.parents[1:], tree.tokens[1:]] = True
+        res = probs.masked_fill(taken, 0.0)
+        res = res / res.sum(-1, keepdim=True).clamp(min=1e-12)
+        return -(ex.w * (res * logq).sum(-1)).sum()
+    wt = node_weights(objective, ex)
+    incoming = logq[tree.parents[1:], tree.tokens[1:]]  # log q(x_v | c, path(pa(v))) for v != root
+    return -(wt[1:] * incoming).sum()
+
+
+def token_loss(draft, ctx: Context) -> torch.Tensor:
+    """Dense next-token cross-entropy of the drafter on the target's continuation of `ctx`."""
+    ids = torch.tensor([ctx.tokens + ctx.continuation], device=draft.device)
+    logits = draft(input_ids=ids).logits[0, len(ctx.tokens) - 1 : -1].float()
+    return torch.nn.functional.cross_entropy(logits, ids[0, len(ctx.tokens):])
+
+
+@dataclass
+class StepLog:
+    step: int
+    loss: float
+    l_tok: float
+    l_exit: float
+    C_p: float  # mean C_p of the trees of this step, built before the update
+    seconds: float
+
+
+class ExitTrainer:
+    """Online ExitTrain of a private copy of the pair's drafter; the pair's own drafter is never touched."""
+
+    def __init__(self, pair: ModelPair, contexts: list[Context], cfg: TrainConfig, draft=None):
+        if not contexts:
+            raise TevvizError("no training contexts")
+        self.pair, self.cfg, self.contexts = pair, cfg, contexts
+        self.draft = copy.deepcopy(pair.draft) if draft is None else draft
+        self.draft.requires_grad_(True).train()
+        self.target = pair.target
+        self.opt = torch.optim.AdamW(self.draft.parameters(), lr=cfg.lr, weight_decay=0.0)
+        self.rng = random.Random(cfg.seed)
+        self.log: list[StepLog] = []
+
+    def step(self) -> StepLog:
+        """One optimiser step on a batch of contexts, with trees rebuilt by the current drafter."""
+        t0 = time.perf_counter()
+        cfg = self.cfg
+        batch = [self.contexts[self.rng.randrange(len(self.contexts))] for _ in range(cfg.batch)]
+        l_tok = sum(token_loss(self.draft, c) for c in batch if c.continuation) / len(batch)
+        l_exit = torch.zeros((), device=self.draft.device)
+        cps = []
+        if cfg.objective != "token" and cfg.lambda_exit > 0:
+            self.draft.eval()  # trees are built as at inference
+            built = [(c, build_training_tree(self.draft, c.tokens, cfg.builder)) for c in batch]
+            self.draft.train()
+            terms, n_nodes = [], 0
+            for c, tree in built:
+                tree = tree.to(self.target.device)
+                ex, probs = target_weights(self.target, c.tokens, tree, cfg.weight_temperature)
+                cps.append(float(ex.C_p))
+                terms.append(exit_loss_terms(self.draft, c.tokens, tree, ex, probs, cfg.objective))
+                n_nodes += tree.size - 1
+            l_exit = torch.stack(terms).sum() / max(n_nodes, 1)
+        loss = l_tok + cfg.lambda_exit * l_exit
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.draft.parameters(), 1.0)
+        self.opt.step()
+        entry = StepLog(len(self.log) + 1, loss.item(), float(l_tok.detach()), float(l_exit.detach()),
+                        sum(cps) / len(cps) if cps else float("nan"), time.perf_counter() - t0)
+        self.log.append(entry)
+        return entry
+
+    def trained_draft(self):
+        """The trained drafter, in eval mode and frozen (the trainer keeps its own copy)."""
+        return copy.deepcopy(self.draft).eval().requires_grad_(False)
