@@ -174,3 +174,19 @@ class ExitTrainer:
     def trained_draft(self):
         """The trained drafter, in eval mode and frozen (the trainer keeps its own copy)."""
         return copy.deepcopy(self.draft).eval().requires_grad_(False)
+
+
+@torch.no_grad()
+def collect_streams(pair: ModelPair, prompts: list[list[int]], temperature: float = 1.0, max_new_tokens: int = 96,
+                    seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    """Target continuations of each prompt (by exact tree decoding, so they follow the target's law)."""
+    from .session import DecodeConfig, DecodeSession
+
+    out = []
+    for i, ids in enumerate(prompts):
+        cfg = DecodeConfig(SamplingConfig(temperature=temperature), max_new_tokens=max_new_tokens, seed=seed + i,
+                           missing_top=0)
+        s = DecodeSession(pair, ids, cfg)
+        s.run()
+        out.append((list(ids), list(s.generated)))
+    return out

@@ -1,0 +1,327 @@
+"""Exactness on tiny random models: greedy output equals `generate`, caches stay in line, masks mean what they say.
+
+SPEC section 1: every verifier on every builder commits, at temperature 0, the target's own greedy
+output token for token; after each round the target cache holds every committed token but the
+root, and the draft cache every committed token but the pending ones.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+from conftest import EOS, greedy_generate, random_prompts, tiny_model, tiny_pair
+
+from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, autoregressive
+from tevviz.engine.kv import additive_mask, new_cache, tree_visibility
+from tevviz.engine.sampling import processed_probs
+from tevviz.engine.tree import ancestor_mask, from_parents, path_to, position_ids
+from tevviz.engine.verifiers import VERIFIERS
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+FAMILIES = ("llama", "qwen2", "gpt2")
+NEW = 64
+GREEDY = SamplingConfig(temperature=0.0)
+BUILDERS = {
+    "best-first-default": BuilderConfig(),
+    "best-first-small": BuilderConfig(budget=8, depth=3, top_k=2, width=4),
+    "best-first-wide": BuilderConfig(budget=48, depth=8, top_k=6, width=12),
+    "best-first-deep-narrow": BuilderConfig(budget=5, depth=10, top_k=1, width=1),
+    "static-42211": BuilderConfig(kind="static", branching=(4, 2, 2, 1, 1)),
+    "static-33": BuilderConfig(kind="static", branching=(3, 3)),
+    "chain-5": BuilderConfig(kind="chain", depth=5),
+    "chain-1": BuilderConfig(kind="chain", depth=1),
+}
+
+_pairs: dict = {}
+
+
+def pair_of(family: str, attn: str = "sdpa"):
+    """One tiny pair per (family, attention), built on first use."""
+    key = (family, attn)
+    if key not in _pairs:
+        _pairs[key] = tiny_pair(family, seed=0, attn=attn)
+    return _pairs[key]
+
+
+def greedy_cfg(builder: BuilderConfig = BuilderConfig(), verifier: str = "tev", **kw) -> DecodeConfig:
+    return DecodeConfig(sampling=GREEDY, builder=builder, verifier=verifier, max_new_tokens=NEW,
+                        stop_on_eos=False, missing_top=0, **kw)
+
+
+@torch.no_grad()
+def fresh_cache(model, tokens: list[int]):
+    """A cache filled by one plain causal forward of `tokens`."""
+    cache = new_cache(model)
+    if tokens:
+        model(input_ids=torch.tensor([tokens]), cache=cache, use_cache=True)
+    return cache
+
+
+def assert_same_cache(cache, ref, length: int, what: str) -> None:
+    assert cache.get_seq_length() == length, f"{what} cache holds {cache.get_seq_length()} entries, expected {length}"
+    if length == 0:
+        return
+    for i, (a, b) in enumerate(zip(cache.layers, ref.layers)):
+        for name in ("keys", "values"):
+            x, y = getattr(a, name)[..., :length, :], getattr(b, name)
+            assert x.shape == y.shape, f"{what} layer {i} {name}: shape {tuple(x.shape)} vs {tuple(y.shape)}"
+            err = (x - y).abs().max().item()
+            assert err <= 1e-5, f"{what} layer {i} {name} differ from a fresh prefill by {err:.3g}"
+
+
+def assert_caches_in_line(pair, s: DecodeSession) -> None:
+    """Target cache = prefill of committed tokens minus the root; draft cache = committed minus pending."""
+    toks = s.tokens
+    assert_same_cache(s.target_cache, fresh_cache(pair.target, toks[:-1]), len(toks) - 1, f"round {len(s.rounds)}: target")
+    n_draft = len(toks) - len(s.pending)
+    assert 1 <= len(s.pending) <= len(toks)
+    assert s.pending == toks[n_draft:], "pending tokens must be the last committed tokens"
+    assert_same_cache(s.draft_cache, fresh_cache(pair.draft, toks[:n_draft]), n_draft, f"round {len(s.rounds)}: draft")
+
+
+def decode(pair, prompt: list[int], cfg: DecodeConfig, check_caches: bool = True) -> DecodeSession:
+    s = DecodeSession(pair, prompt, cfg)
+    while not s.done:
+        rec = s.step()
+        assert rec.committed == s.generated[len(s.generated) - len(rec.committed):]
+        if check_caches:
+            assert_caches_in_line(pair, s)
+    return s
+
+
+def assert_greedy(pair, prompts, cfg: DecodeConfig, check_caches: bool = True) -> None:
+    for prompt in prompts:
+        ref = greedy_generate(pair.target, prompt, NEW)
+        s = decode(pair, prompt, cfg, check_caches)
+        assert len(s.generated) == NEW
+        first = next((i for i, (a, b) in enumerate(zip(s.generated, ref)) if a != b), None)
+        assert s.generated == ref, (
+            f"{cfg.verifier}/{cfg.builder.kind} diverges from generate at new token {first} for prompt {prompt}"
+        )
+
+
+# --------------------------------------------------------------------------------------------- greedy equivalence
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_greedy_tev_best_first_ten_prompts(family):
+    """Ten prompts x 64 tokens per family, TEV on the default best-first tree, caches checked every round."""
+    pair = pair_of(family)
+    prompts = random_prompts(10, seed=100 + FAMILIES.index(family))
+    assert_greedy(pair, prompts + [[7]], greedy_cfg())  # plus a one-token prompt (no prefill at all)
+
+
+@pytest.mark.parametrize("verifier", [v for v in VERIFIERS if v != "tev"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_greedy_other_verifiers(family, verifier):
+    """Every other verifier: two prompts on best-first, one on static and one on chain."""
+    pair = pair_of(family)
+    prompts = random_prompts(4, seed=200 + FAMILIES.index(family))
+    assert_greedy(pair, prompts[:2], greedy_cfg(verifier=verifier))
+    assert_greedy(pair, prompts[2:3], greedy_cfg(BUILDERS["static-42211"], verifier))
+    assert_greedy(pair, prompts[3:], greedy_cfg(BUILDERS["chain-5"], verifier))
+
+
+@pytest.mark.parametrize("builder", list(BUILDERS))
+@pytest.mark.parametrize("family", FAMILIES)
+def test_greedy_every_builder(family, builder):
+    """TEV on every builder shape (several (B, H, K, W), static, chain): two prompts each."""
+    pair = pair_of(family)
+    prompts = random_prompts(2, seed=300 + 10 * FAMILIES.index(family) + list(BUILDERS).index(builder))
+    assert_greedy(pair, prompts, greedy_cfg(BUILDERS[builder]))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_greedy_eager_attention(family):
+    """Eager attention adds the mask to the scores; the engine's additive mask must still give greedy output."""
+    pair = pair_of(family, "eager")
+    prompts = random_prompts(4, seed=400 + FAMILIES.index(family))
+    assert_greedy(pair, prompts[:2], greedy_cfg())
+    assert_greedy(pair, prompts[2:3], greedy_cfg(verifier="residual"))
+    assert_greedy(pair, prompts[3:], greedy_cfg(BUILDERS["static-33"], "predraw"))
+
+
+def test_greedy_stops_on_eos_like_generate():
+    """Both stopping on EOS: the session ends with the EOS that generate ends with."""
+    pair = copy.deepcopy(pair_of("llama"))
+    prompt = random_prompts(1, seed=500)[0]
+    plain = greedy_generate(pair.target, prompt, NEW)
+    # Make EOS the greedy choice wherever a token from the middle of the plain output was: its head row,
+    # scaled up a little, beats that token's row wherever that token's logit is positive.
+    t = plain[20]
+    with torch.no_grad():
+        for model in (pair.target, pair.draft):
+            head = model.get_output_embeddings().weight
+            head[EOS] = head[t] * 1.05
+    ref = greedy_generate(pair.target, prompt, NEW, stop_on_eos=True)
+    assert EOS in ref and len(ref) < NEW, "test setup: the edited target should stop early on EOS"
+    for verifier in VERIFIERS:
+        s = decode(pair, prompt, DecodeConfig(sampling=GREEDY, verifier=verifier, max_new_tokens=NEW, missing_top=0))
+        assert s.done and s.generated == ref, f"{verifier}: {s.generated} vs generate {ref}"
+
+
+def test_records_are_consistent_with_the_stream():
+    """Each round's record: committed = accepted path tokens + bonus, block length = depth(exit) + 1."""
+    pair = pair_of("qwen2")
+    s = decode(pair, random_prompts(1, seed=600)[0], greedy_cfg(), check_caches=False)
+    stream = []
+    for rec in s.rounds:
+        assert rec.accepted == path_to(from_parents(rec.tokens, rec.parents), rec.exit_node)
+        assert rec.committed == [rec.tokens[v] for v in rec.accepted[1:]] + [rec.bonus_token]
+        assert rec.block_length == rec.depths[rec.exit_node] + 1
+        assert rec.tokens[0] == (s.prompt_ids + stream)[-1], "the root is the last committed token"
+        assert rec.P[rec.exit_node] == pytest.approx(1.0) and rec.w[rec.exit_node] == pytest.approx(1.0)
+        stream += rec.committed
+    assert stream == s.generated
+
+
+# ------------------------------------------------------------------------------------------------------ mask guards
+
+PREFIX = [3, 14, 15, 92, 65, 35, 89, 79]
+GUARD_TREE = ([PREFIX[-1], 7, 8, 9, 10, 11, 12, 13, 7, 21], [-1, 0, 0, 1, 1, 3, 2, 5, 7, 8])
+
+
+@torch.no_grad()
+def tree_logits(model, variant: str) -> torch.Tensor:
+    """Target logits of GUARD_TREE on top of a cache of PREFIX[:-1], with the mask and positions of `variant`."""
+    tree = from_parents(*GUARD_TREE)
+    past = len(PREFIX) - 1
+    visible = tree_visibility(ancestor_mask(tree), past)  # (N, past + N) bool
+    kw = {
+        "additive": dict(attention_mask=additive_mask(visible, model.dtype), position_ids=position_ids(tree, past)),
+        "bool-4d": dict(attention_mask=visible[None, None], position_ids=position_ids(tree, past)),
+        "additive-3d": dict(attention_mask=additive_mask(visible, model.dtype)[0], position_ids=position_ids(tree, past)),
+        "no-position-ids": dict(attention_mask=additive_mask(visible, model.dtype)),
+    }[variant]
+    cache = fresh_cache(model, PREFIX[:-1])
+    return model(input_ids=tree.tokens[None], cache=cache, use_cache=True, **kw).logits[0]  # (N, V)
+
+
+@torch.no_grad()
+def path_logits(model) -> torch.Tensor:
+    """Each node's logits from a plain causal forward of PREFIX + path(node)."""
+    tree = from_parents(*GUARD_TREE)
+    rows = []
+    for v in range(tree.size):
+        toks = PREFIX + [int(tree.tokens[u]) for u in path_to(tree, v)[1:]]
+        rows.append(model(input_ids=torch.tensor([toks])).logits[0, -1])
+    return torch.stack(rows)
+
+
+# Which ways of passing the tree are wrong on which model (found by running them): eager attention adds a
+# bool mask as 0/1; GPT-2 has absolute positions and reads a 3-D mask as a padding mask; Llama-style models
+# refuse a 3-D mask.
+MODELS = [("llama", "eager"), ("llama", "sdpa"), ("qwen2", "eager"), ("gpt2", "eager"), ("gpt2", "sdpa")]
+WRONG = {
+    ("llama", "eager"): ("bool-4d", "additive-3d", "no-position-ids"),
+    ("llama", "sdpa"): ("additive-3d", "no-position-ids"),
+    ("qwen2", "eager"): ("bool-4d", "additive-3d", "no-position-ids"),
+    ("gpt2", "eager"): ("bool-4d", "additive-3d", "no-position-ids"),
+    ("gpt2", "sdpa"): ("additive-3d", "no-position-ids"),
+}
+
+
+@pytest.mark.parametrize("family,attn", MODELS)
+def test_tree_forward_mask_guards(family, attn):
+    """The engine's additive 4-D mask with depth positions reproduces every path's causal logits; the others don't."""
+    model = tiny_model(family, seed=3, attn=attn)
+    ref = path_logits(model)
+    err = (tree_logits(model, "additive") - ref).abs().max().item()
+    assert err <= 1e-4, f"{family}/{attn}: tree forward differs from the path forwards by {err:.3g}"
+    for variant in WRONG[(family, attn)]:
+        try:
+            bad = (tree_logits(model, variant) - ref).abs().max().item()
+        except (IndexError, RuntimeError, ValueError):
+            continue  # refused outright: also not a silent wrong answer
+        assert bad > 1e-3, f"{family}/{attn}: {variant} should give wrong logits here (off by only {bad:.3g})"
+
+
+def test_engine_passes_additive_mask_and_depth_positions():
+    """The session's target call uses a float 4-D mask in the model's dtype and depth position ids."""
+    pair = copy.deepcopy(pair_of("gpt2", "eager"))
+    seen = []
+
+    def grab(module, args, kwargs):
+        seen.append((kwargs.get("attention_mask"), kwargs.get("position_ids"), kwargs["input_ids"].shape[1]))
+
+    handle = pair.target.register_forward_pre_hook(grab, with_kwargs=True)
+    try:
+        s = DecodeSession(pair, [4, 5, 6], greedy_cfg())
+        rec = s.step()
+    finally:
+        handle.remove()
+    mask, pos, n = seen[-1]
+    assert mask is not None and mask.dim() == 4 and mask.dtype == pair.target.dtype
+    assert mask.shape[-2:] == (n, 2 + n) and n == rec.size
+    assert pos.tolist() == [[2 + d for d in rec.depths]]
+
+
+# ------------------------------------------------------------------------------------------------ sampling baseline
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_autoregressive_greedy_equals_generate(family):
+    pair = pair_of(family)
+    for prompt in random_prompts(2, seed=700 + FAMILIES.index(family)):
+        got = autoregressive(pair, prompt, greedy_cfg()).token_ids
+        assert got == greedy_generate(pair.target, prompt, NEW)
+
+
+def hand_processed(row: list[float], temperature: float, top_k: int, top_p: float) -> list[float]:
+    """Temperature, then top-k, then top-p (the smallest prefix reaching top_p), in plain Python."""
+    if temperature == 0:
+        best = max(range(len(row)), key=lambda i: (row[i], -i))
+        return [1.0 if i == best else 0.0 for i in range(len(row))]
+    x = [v / temperature for v in row]
+    order = sorted(range(len(x)), key=lambda i: -x[i])
+    keep = order[:top_k] if top_k else order
+    z = sum(math.exp(x[i]) for i in keep)
+    kept, mass = [], 0.0
+    for i in keep:
+        kept.append(i)
+        mass += math.exp(x[i]) / z
+        if mass >= top_p:
+            break
+    z = sum(math.exp(x[i]) for i in kept)
+    return [math.exp(x[i]) / z if i in kept else 0.0 for i in range(len(x))]
+
+
+ROW = [2.0, 1.0, 0.5, 0.1, -1.0, 3.0, 0.0, -0.5, 1.7, 2.2]
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", [
+    (1.0, 0, 1.0), (0.7, 0, 1.0), (0.7, 5, 1.0), (0.7, 0, 0.8), (0.7, 5, 0.8), (1.3, 3, 0.5), (2.0, 0, 0.3),
+    (0.5, 1, 1.0), (1.0, 0, 0.05), (0.0, 0, 1.0),
+])
+def test_processed_probs_matches_hand_computation(temperature, top_k, top_p):
+    cfg = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
+    got = processed_probs(torch.tensor([ROW, ROW[::-1]]), cfg)
+    for r, row in enumerate((ROW, ROW[::-1])):
+        want = hand_processed(row, temperature, top_k, top_p)
+        assert got[r].tolist() == pytest.approx(want, abs=1e-6), f"row {r}"
+
+
+def test_processed_probs_matches_transformers_warpers():
+    """The processed law is the one `generate(do_sample=True)` samples: HF's temperature, top-k, top-p warpers."""
+    from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(6, 50, generator=g) * 3
+    for t, k, p in [(1.0, 0, 1.0), (0.7, 10, 1.0), (0.7, 0, 0.9), (1.2, 20, 0.75), (0.6, 5, 0.5)]:
+        x = TemperatureLogitsWarper(t)(None, logits.clone())
+        if k:
+            x = TopKLogitsWarper(k)(None, x)
+        if p < 1:
+            x = TopPLogitsWarper(p)(None, x)
+        want = torch.softmax(x, dim=-1)
+        got = processed_probs(logits, SamplingConfig(temperature=t, top_k=k, top_p=p))
+        assert torch.allclose(got, want, atol=1e-6), (t, k, p)
+
+
+def test_greedy_ties_pick_the_lowest_index():
+    row = torch.tensor([[0.5, 2.0, 2.0, 1.0]])
+    assert processed_probs(row, GREEDY).tolist() == [[0.0, 1.0, 0.0, 0.0]]
