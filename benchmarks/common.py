@@ -1,0 +1,93 @@
+"""Shared pieces of the benchmark scripts: argument flags, the model pair, prompts, timers, output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tevviz.engine.models import load_pair  # noqa: E402
+from tevviz.prompts import load_prompts  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--target", default=None, help="default: the embedded stdlib target")
+    ap.add_argument("--draft", default=None, help="default: the embedded stdlib draft")
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--prompts", default=None, help="default: assets/prompts.jsonl")
+    ap.add_argument("--split", default="eval")
+    ap.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
+    ap.add_argument("--out", default=None, help="JSON output path (default benchmarks/results/<name>.json)")
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU)")
+    return ap
+
+
+def setup(args):
+    """The pair and the tokenised prompts named by the common flags."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    pair = load_pair(args.target, args.draft, dtype=args.dtype, device=args.device)
+    rows = load_prompts(args.prompts, args.split)[: args.limit]
+    return pair, [pair.tokenizer(r["prompt"])["input_ids"] for r in rows]
+
+
+def sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn, device, repeats: int, warmup: int = 2, setup_fn=None) -> float:
+    """Median seconds of fn() over `repeats` runs; setup_fn() runs before each, outside the timer."""
+    times = []
+    for i in range(warmup + repeats):
+        arg = setup_fn() if setup_fn else None
+        sync(device)
+        t0 = time.perf_counter()
+        fn(arg) if setup_fn else fn()
+        sync(device)
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def table(rows: list[dict], columns: list[str]) -> str:
+    """A plain aligned text table."""
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
+    cells = [[fmt(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(x[i]) for x in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths))]
+    lines += ["  ".join(x.rjust(w) for x, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
+
+
+def machine() -> dict:
+    import platform
+
+    info = {"python": platform.python_version(), "torch": torch.__version__, "cpu_threads": torch.get_num_threads(),
+            "platform": platform.platform()}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def write(name: str, args, payload: dict, figure=None) -> Path:
+    """Write the JSON result (and a plotly figure as standalone HTML beside it)."""
+    out = Path(args.out) if args.out else RESULTS / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"benchmark": name, "machine": machine(), "args": vars(args), **payload}, indent=1))
+    if figure is not None:
+        figure.write_html(out.with_suffix(".html"), include_plotlyjs=True)
+    print(f"wrote {out}")
+    return out

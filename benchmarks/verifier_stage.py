@@ -1,0 +1,109 @@
+"""Verifier-stage latency (decision + cache commit, target forward excluded) on the same recorded trees.
+
+For each budget B and temperature T: trees come from best-first decoding of the eval prompts with
+the same drafter; each verifier decides on the same tree and target logits and commits a copy of
+the same target cache. Medians over trees of the per-tree median time, and ratios to predraw.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+from common import parser, setup, table, timed, write
+
+from tevviz.engine.builders import BuilderConfig
+from tevviz.engine.kv import additive_mask, keep_entries, new_cache, tree_visibility
+from tevviz.engine.sampling import SamplingConfig
+from tevviz.engine.session import DecodeConfig, DecodeSession
+from tevviz.engine.tree import ancestor_mask, from_parents, path_to, position_ids
+from tevviz.engine.verifiers import VERIFIERS
+
+
+def recorded_trees(pair, prompts, budget: int, temperature: float, per_prompt: int):
+    """(prefix, tree) pairs from real decoding rounds with a best-first builder of budget B."""
+    builder = BuilderConfig(budget=budget, depth=10, top_k=8, width=max(8, budget // 4))
+    out = []
+    for i, ids in enumerate(prompts):
+        cfg = DecodeConfig(SamplingConfig(temperature=temperature), builder, max_new_tokens=200, seed=i, missing_top=0)
+        s = DecodeSession(pair, ids, cfg)
+        for _ in range(per_prompt):
+            if s.done:
+                break
+            prefix = s.tokens[:-1]
+            r = s.step()
+            out.append((prefix, from_parents(r.tokens, r.parents, r.draft_logprobs, device=pair.device)))
+    return out
+
+
+@torch.no_grad()
+def stage_times(pair, prefix, tree, cfg: SamplingConfig, names, repeats: int) -> dict:
+    """Median decision + commit time of each verifier on one tree."""
+    device = pair.device
+    cache = new_cache(pair.target)
+    pair.target(input_ids=torch.tensor([prefix], device=device), cache=cache, use_cache=True)
+    past = cache.get_seq_length()
+    anc = ancestor_mask(tree)
+    logits = pair.target(input_ids=tree.tokens[None], attention_mask=additive_mask(tree_visibility(anc, past), pair.target.dtype),
+                         position_ids=position_ids(tree, past), cache=cache, use_cache=True).logits[0]
+    full = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
+
+    def fresh_cache():
+        for layer, (k, v) in zip(cache.layers, full):
+            layer.keys, layer.values = k.clone(), v.clone()
+        return cache
+
+    out = {}
+    for name in names:
+        verify = VERIFIERS[name]
+        gen = torch.Generator(device=device).manual_seed(0)
+
+        def run(c):
+            d = verify(tree, logits, cfg, gen, anc)
+            exit_node, _ = torch.stack([d.exit_node, d.bonus_token]).tolist()
+            keep_entries(c, past, torch.tensor(path_to(tree, exit_node), device=device), past + tree.size)
+
+        out[name] = timed(run, device, repeats, setup_fn=fresh_cache)
+    return out
+
+
+def main() -> None:
+    ap = parser(__doc__)
+    ap.add_argument("--budgets", default="16,32,64,128,256")
+    ap.add_argument("--temperatures", default="0,0.6,1")
+    ap.add_argument("--verifiers", default="tev,predraw,predraw-loop,residual")
+    ap.add_argument("--trees-per-prompt", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=15)
+    args = ap.parse_args()
+    pair, prompts = setup(args)
+    names = args.verifiers.split(",")
+    rows = []
+    for budget in [int(b) for b in args.budgets.split(",")]:
+        for temp in [float(t) for t in args.temperatures.split(",")]:
+            cfg = SamplingConfig(temperature=temp)
+            trees = recorded_trees(pair, prompts, budget, temp, args.trees_per_prompt)
+            per_tree = [stage_times(pair, p, t, cfg, names, args.repeats) for p, t in trees]
+            row = {"B": budget, "T": temp, "trees": len(trees), "nodes": statistics.mean(t.size for _, t in trees)}
+            for name in names:
+                row[f"{name}_ms"] = 1e3 * statistics.median(x[name] for x in per_tree)
+            if "predraw" in names:
+                for name in names:
+                    row[f"{name}/predraw"] = row[f"{name}_ms"] / row["predraw_ms"]
+            rows.append(row)
+            print(table([row], list(row)), flush=True)
+    cols = list(rows[0])
+    print("\n" + table(rows, cols))
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for temp in sorted({r["T"] for r in rows}):
+        sub = [r for r in rows if r["T"] == temp]
+        for name in names:
+            fig.add_scatter(x=[r["B"] for r in sub], y=[r[f"{name}_ms"] for r in sub], name=f"{name} T={temp:g}")
+    fig.update_layout(title="Verifier stage (decision + cache commit)", xaxis_title="budget B", yaxis_title="ms",
+                      xaxis_type="log")
+    write("verifier_stage", args, {"rows": rows}, fig)
+
+
+if __name__ == "__main__":
+    main()
