@@ -97,25 +97,27 @@ def _str(x, where: str, nullable: bool = True) -> str:
     return x
 
 
-def _check_tree(parents: list[int], accepted: list[int], exit_node: int, where: str) -> list[int]:
+def _check_tree(parents: list[int], accepted: list[int], exit_node: int, where: str, ddtree: bool = False) -> list[int]:
     """Parents before children, one root, accepted = the root-to-exit path; returns depths."""
+    parent_field = (lambda v: f"{where}.parents[{v}]") if ddtree else (lambda v: f"{where}.nodes[{v}].parent")
+    accepted_field = f"{where}.accepted_indices" if ddtree else f"{where}.graph.accepted"
     n = len(parents)
     if n == 0:
         _fail(where, "the tree has no nodes")
     if parents[0] != -1:
-        _fail(f"{where}.nodes[0].parent", "node 0 must be the root (parent null)")
+        _fail(parent_field(0), "node 0 must be the root (parent null)")
     depths = [0] * n
     for v in range(1, n):
         p = parents[v]
         if not 0 <= p < v:
-            _fail(f"{where}.nodes[{v}].parent", f"{p} is not an earlier node (parents must precede children)")
+            _fail(parent_field(v), f"{p} is not an earlier node (parents must precede children)")
         depths[v] = depths[p] + 1
-    _int(exit_node, f"{where}.graph.exit_node", 0, n - 1)
+    _int(exit_node, accepted_field if ddtree else f"{where}.graph.exit_node", 0, n - 1)
     path = [exit_node]
     while parents[path[-1]] >= 0:
         path.append(parents[path[-1]])
     if accepted != path[::-1]:
-        _fail(f"{where}.graph.accepted", f"{accepted[:20]} is not the path from the root to exit node {exit_node}")
+        _fail(accepted_field, f"{accepted[:20]} is not the path from the root to exit node {exit_node}")
     return depths
 
 
@@ -181,7 +183,7 @@ def parse_ddtree(d: dict, where: str = "trace", index: int = 0) -> RoundRecord:
         acc = [0] + [a + 1 for a in acc]
     if not acc or acc[0] != 0:
         acc = [0] + acc
-    depths = _check_tree(pars, acc, acc[-1], where)
+    depths = _check_tree(pars, acc, acc[-1], where, ddtree=True)
     if depths != deps:
         bad = next(i for i in range(len(deps)) if deps[i] != depths[i])
         _fail(f"{where}.node_depths[{bad}]", f"{deps[bad]} does not match the parents (expected {depths[bad]})")

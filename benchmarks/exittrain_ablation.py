@@ -1,0 +1,91 @@
+"""ExitTrain ablation on the embedded pair (the analogue of the paper's Table 2).
+
+Same initialisation, data, steps and seed for every objective: token-only, prefix weight, exit
+weight (the paper's), and our residual distillation. Held-out tau at T = 0 and T = 1 with B = 64,
+mean and standard error over the eval prompts, relative to the original drafter.
+"""
+
+from __future__ import annotations
+
+import time
+
+from common import parser, setup, table, write
+
+from tevviz.engine.builders import BuilderConfig
+from tevviz.engine.evaluation import evaluate
+from tevviz.engine.models import ModelPair
+from tevviz.engine.training import ExitTrainer, TrainConfig, collect_streams, contexts_from_streams
+from tevviz.prompts import load_prompts
+
+
+def main() -> None:
+    ap = parser(__doc__)
+    ap.add_argument("--objectives", default="token,prefix,exit,residual")
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--lambda-exit", type=float, default=1.0)
+    ap.add_argument("--budget", type=int, default=64)
+    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--collect-tokens", type=int, default=96)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--save", default=None, help="save the exit-weight drafter to this folder")
+    args = ap.parse_args()
+    pair, eval_prompts = setup(args)
+    train_rows = load_prompts(args.prompts, "train")
+    train_prompts = [pair.tokenizer(r["prompt"])["input_ids"] for r in train_rows]
+    builder = BuilderConfig(budget=args.budget, depth=args.depth, top_k=4, width=max(8, args.budget // 4))
+
+    t0 = time.perf_counter()
+    streams = collect_streams(pair, train_prompts, 1.0, args.collect_tokens, args.seed)
+    contexts = contexts_from_streams(streams)
+    print(f"{len(contexts)} training contexts from {len(train_prompts)} prompts ({time.perf_counter() - t0:.0f} s)")
+
+    def held_out(p: ModelPair) -> dict:
+        return {f"T{t:g}": evaluate(p, eval_prompts, t, builder, args.max_new_tokens).to_dict() for t in (0.0, 1.0)}
+
+    results = {"original": held_out(pair)}
+    curves = {}
+    for objective in args.objectives.split(","):
+        cfg = TrainConfig(objective=objective, lambda_exit=args.lambda_exit, lr=args.lr, steps=args.steps,
+                          batch=args.batch, builder=builder, seed=args.seed)
+        trainer = ExitTrainer(pair, contexts, cfg)
+        t1 = time.perf_counter()
+        for i in range(cfg.steps):
+            s = trainer.step()
+            if (i + 1) % max(1, cfg.steps // 10) == 0:
+                print(f"[{objective}] step {i + 1}/{cfg.steps} loss {s.loss:.3f} l_tok {s.l_tok:.3f} "
+                      f"l_exit {s.l_exit:.3f} C_p {s.C_p:.3f} ({time.perf_counter() - t1:.0f} s)", flush=True)
+        curves[objective] = [s.__dict__ for s in trainer.log]
+        trained = ModelPair(pair.target, trainer.trained_draft(), pair.tokenizer, pair.target_name, objective)
+        results[objective] = held_out(trained)
+        if objective == "exit" and args.save:
+            trained.draft.save_pretrained(args.save)
+            pair.tokenizer.save_pretrained(args.save)
+            print(f"saved the exit-weight drafter to {args.save}")
+    rows = []
+    for name, res in results.items():
+        row = {"drafter": name}
+        for t in ("T0", "T1"):
+            base = results["original"][t]["tau"]
+            row[f"tau_{t}"] = res[t]["tau"]
+            row[f"se_{t}"] = res[t]["tau_se"]
+            row[f"rel_{t}"] = res[t]["tau"] / base - 1
+            row[f"1+C_p_{t}"] = res[t]["ceiling"]
+        rows.append(row)
+    print(f"\nB={args.budget} H={args.depth}, {len(eval_prompts)} eval prompts x {args.max_new_tokens} tokens, "
+          f"{args.steps} steps x {args.batch} contexts, lr {args.lr}, lambda_exit {args.lambda_exit}")
+    print(table(rows, list(rows[0])))
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("training loss", "C_p of the step's trees"))
+    for name, curve in curves.items():
+        fig.add_scatter(x=[c["step"] for c in curve], y=[c["loss"] for c in curve], name=f"{name} loss", row=1, col=1)
+        fig.add_scatter(x=[c["step"] for c in curve], y=[c["C_p"] for c in curve], name=f"{name} C_p", row=1, col=2)
+    write("exittrain_ablation", args, {"rows": rows, "results": results, "curves": curves}, fig)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,335 @@
+"""Each verifier's (exit node, bonus token) law on fixed trees against the exact law of SPEC section 2.
+
+The exact law is computed here from the formulas, independently of `exit_law`:
+P(root) = 1, P(v) = P(pa(v)) p_pa(v)(x_v); rho(v) = 1 - sum_{u in Ch(v)} p_v(x_u); w(v) = P(v) rho(v);
+Pr(exit = v, bonus = a) = w(v) p_v_res(a), p_v_res(a) = p_v(a) [a not in A(v)] / rho(v).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+
+import pytest
+import torch
+from conftest import random_prompts, tiny_pair
+
+from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
+from tevviz.engine.sampling import edge_probs, processed_probs, sample_categorical
+from tevviz.engine.tree import ancestor_mask, from_parents
+from tevviz.engine.verifiers import VERIFIERS, Decision
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+DRAWS = 24_000
+TV_MAX = 0.02
+P_MIN = 1e-3
+SETTINGS = {"t1": SamplingConfig(temperature=1.0), "t0.7-top3": SamplingConfig(temperature=0.7, top_k=3)}
+
+# A fixed tree of 8 nodes over a 6-token vocabulary (siblings distinct, parents before children).
+TOKENS = [0, 3, 5, 1, 2, 4, 4, 5]
+PARENTS = [-1, 0, 0, 0, 1, 1, 2, 4]
+V = 6
+
+
+def make_logits() -> torch.Tensor:
+    """Rows with most mass on the children's tokens (2.2, 1.4, 0.6) and on one other token (1.0), low tails."""
+    n = len(TOKENS)
+    g = torch.Generator().manual_seed(11)
+    logits = -3.0 + 0.3 * torch.randn(n, V, generator=g)
+    for v in range(n):
+        kids = [u for u in range(1, n) if PARENTS[u] == v]
+        for u, value in zip(kids, (2.2, 1.4, 0.6)):
+            logits[v, TOKENS[u]] = value
+        a = (3 * v + 1) % V
+        logits[v, a] = max(float(logits[v, a]), 1.0)
+    return logits
+
+
+LOGITS = make_logits()
+
+
+# ------------------------------------------------------------------------------------------- the law, by hand
+
+
+def hand_probs(row: list[float], cfg: SamplingConfig) -> list[float]:
+    """The processed distribution in float64 Python: temperature, top-k, top-p; one-hot argmax at T = 0."""
+    if cfg.temperature == 0:
+        best = max(range(len(row)), key=lambda i: (row[i], -i))
+        return [float(i == best) for i in range(len(row))]
+    x = [r / cfg.temperature for r in row]
+    order = sorted(range(len(x)), key=lambda i: -x[i])
+    keep = order[: cfg.top_k] if cfg.top_k else order
+    z = sum(math.exp(x[i]) for i in keep)
+    kept, mass = [], 0.0
+    for i in keep:
+        kept.append(i)
+        mass += math.exp(x[i]) / z
+        if mass >= cfg.top_p:
+            break
+    z = sum(math.exp(x[i]) for i in kept)
+    return [math.exp(x[i]) / z if i in kept else 0.0 for i in range(len(x))]
+
+
+def hand_flow(tokens, parents, logits, cfg):
+    """(p, P, rho, w, A) by the SPEC formulas, node by node in plain Python."""
+    n = len(tokens)
+    p = [hand_probs(row, cfg) for row in logits.tolist()]
+    P = [1.0] * n
+    for v in range(1, n):
+        P[v] = P[parents[v]] * p[parents[v]][tokens[v]]
+    A = [{tokens[u] for u in range(1, n) if parents[u] == v} for v in range(n)]
+    rho = [max(0.0, 1.0 - sum(p[v][a] for a in A[v])) for v in range(n)]
+    w = [P[v] * rho[v] for v in range(n)]
+    return p, P, rho, w, A
+
+
+def exact_law(tokens, parents, logits, cfg) -> dict[tuple[int, int], float]:
+    """Pr(exit = v, bonus = a) = w(v) p_v_res(a) over the cells where it is positive."""
+    p, _, rho, w, A = hand_flow(tokens, parents, logits, cfg)
+    law = {}
+    for v in range(len(tokens)):
+        if rho[v] <= 1e-12:
+            continue
+        for a in range(len(p[v])):
+            q = w[v] * p[v][a] * (a not in A[v]) / rho[v]
+            if q > 0:
+                law[(v, a)] = q
+    return law
+
+
+# ---------------------------------------------------------------------------------------------- the statistics
+
+
+def chi2_sf(x: float, dof: int) -> float:
+    """Survival function of the chi-square law: the regularised upper incomplete gamma Q(dof / 2, x / 2)."""
+    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), torch.tensor(x / 2, dtype=torch.float64)))
+
+
+def draw(verifier, tree, logits, cfg, n: int, seed: int) -> Counter:
+    gen = torch.Generator().manual_seed(seed)
+    anc = ancestor_mask(tree)
+    out = Counter()
+    for _ in range(n):
+        d = verifier(tree, logits, cfg, gen, anc)
+        out[(int(d.exit_node), int(d.bonus_token))] += 1
+    return out
+
+
+def law_check(counts: Counter, law: dict) -> tuple[float, float, list]:
+    """(total variation, chi-square p-value, impossible cells seen); cells expected below 5 are pooled."""
+    n = sum(counts.values())
+    impossible = sorted(c for c in counts if c not in law)
+    cells = set(law) | set(counts)
+    tv = 0.5 * sum(abs(counts.get(c, 0) / n - law.get(c, 0.0)) for c in cells)
+    stat, bins, pool_obs, pool_exp = 0.0, 0, 0, 0.0
+    for c, q in law.items():
+        e = n * q
+        if e >= 5:
+            stat += (counts.get(c, 0) - e) ** 2 / e
+            bins += 1
+        else:
+            pool_obs, pool_exp = pool_obs + counts.get(c, 0), pool_exp + e
+    if pool_exp > 0:
+        stat += (pool_obs - pool_exp) ** 2 / pool_exp
+        bins += 1
+    return tv, chi2_sf(stat, max(bins - 1, 1)), impossible
+
+
+def assert_law(counts: Counter, law: dict, what: str) -> None:
+    tv, p_value, impossible = law_check(counts, law)
+    assert not impossible, f"{what}: drew outcomes of probability 0: {impossible[:5]}"
+    assert tv <= TV_MAX, f"{what}: total variation {tv:.4f} from the exact law"
+    assert p_value > P_MIN, f"{what}: chi-square p-value {p_value:.2e}"
+
+
+def law_rejected(counts: Counter, law: dict) -> bool:
+    tv, p_value, impossible = law_check(counts, law)
+    return bool(impossible) or tv > TV_MAX or p_value <= P_MIN
+
+
+# --------------------------------------------------------------------------------------------- deliberately wrong
+
+
+def _children_tokens(tree, node: int) -> list[int]:
+    return [int(t) for t, p in zip(tree.tokens.tolist(), tree.parents.tolist()) if p == node]
+
+
+def exit_from_P(tree, logits, cfg, gen, anc=None) -> Decision:
+    """Wrong: the exit drawn from P normalised (prefix mass, not exit mass); the bonus is right."""
+    probs = processed_probs(logits, cfg)
+    _, P, _, _, _ = hand_flow(tree.tokens.tolist(), tree.parents.tolist(), logits, cfg)
+    node = sample_categorical(torch.tensor(P), gen)
+    row = probs[int(node)].clone()
+    row[_children_tokens(tree, int(node))] = 0.0
+    return Decision(node, sample_categorical(row if row.sum() > 0 else probs[int(node)], gen))
+
+
+def bonus_without_removal(tree, logits, cfg, gen, anc=None) -> Decision:
+    """Wrong: the exit is right (w), the bonus drawn from p_v without removing the children's tokens."""
+    _, _, _, w, _ = hand_flow(tree.tokens.tolist(), tree.parents.tolist(), logits, cfg)
+    node = sample_categorical(torch.tensor(w), gen)
+    return Decision(node, sample_categorical(processed_probs(logits, cfg)[int(node)], gen))
+
+
+# ------------------------------------------------------------------------------------------------------- tests
+
+
+def test_hand_law_is_a_distribution():
+    for cfg in SETTINGS.values():
+        law = exact_law(TOKENS, PARENTS, LOGITS, cfg)
+        assert sum(law.values()) == pytest.approx(1.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("setting", list(SETTINGS))
+@pytest.mark.parametrize("name", list(VERIFIERS))
+def test_verifier_law_matches_exact(name, setting):
+    cfg = SETTINGS[setting]
+    tree = from_parents(TOKENS, PARENTS)
+    law = exact_law(TOKENS, PARENTS, LOGITS, cfg)
+    counts = draw(VERIFIERS[name], tree, LOGITS, cfg, DRAWS, seed=1234)
+    assert_law(counts, law, f"{name} at {setting}")
+
+
+@pytest.mark.parametrize("wrong", [exit_from_P, bonus_without_removal])
+def test_wrong_verifier_fails_the_check(wrong):
+    """The same check with the same number of draws rejects a verifier with the wrong exit or bonus law."""
+    cfg = SETTINGS["t1"]
+    tree = from_parents(TOKENS, PARENTS)
+    law = exact_law(TOKENS, PARENTS, LOGITS, cfg)
+    assert law_rejected(draw(wrong, tree, LOGITS, cfg, DRAWS, seed=1234), law)
+
+
+def test_verifiers_accept_a_missing_ancestor_mask():
+    """Called without `anc`, each verifier computes it and makes the same decisions for the same seed."""
+    tree = from_parents(TOKENS, PARENTS)
+    cfg = SETTINGS["t1"]
+    for name, fn in VERIFIERS.items():
+        g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+        for _ in range(50):
+            a, b = fn(tree, LOGITS, cfg, g1, None), fn(tree, LOGITS, cfg, g2, ancestor_mask(tree))
+            assert (int(a.exit_node), int(a.bonus_token)) == (int(b.exit_node), int(b.bonus_token)), name
+
+
+# ---------------------------------------------------------------------------------------------------- edge cases
+
+
+def test_temperature_zero_exit_is_deepest_certain_node():
+    """At T = 0, P is 0/1; every verifier exits at the deepest node with P = 1 and adds the argmax there."""
+    cfg = SamplingConfig(temperature=0.0)
+    logits = LOGITS.clone()
+    # Greedy path root -> 1 -> 4 -> 7: make those children the argmax of their parents, and node 7's argmax token 2.
+    for v, tok in ((0, 3), (1, 2), (4, 5), (7, 2)):
+        logits[v, tok] = 5.0
+    _, P, _, _, _ = hand_flow(TOKENS, PARENTS, logits, cfg)
+    assert P == [1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0]
+    tree = from_parents(TOKENS, PARENTS)
+    for name, fn in VERIFIERS.items():
+        gen = torch.Generator().manual_seed(0)
+        for _ in range(20):
+            d = fn(tree, logits, cfg, gen)
+            assert (int(d.exit_node), int(d.bonus_token)) == (7, 2), name
+    # The exit is not at a leaf when the argmax there is not a child: the bonus is that argmax.
+    logits[4, 5], logits[4, 1] = 0.0, 6.0
+    for name, fn in VERIFIERS.items():
+        d = fn(tree, logits, cfg, torch.Generator().manual_seed(0))
+        assert (int(d.exit_node), int(d.bonus_token)) == (4, 1), name
+
+
+def test_temperature_zero_ties_follow_the_lowest_index():
+    """A tie at the root between a child's token (1) and a lower non-child token (0): greedy picks 0, exits at root."""
+    tree = from_parents([9, 1, 2], [-1, 0, 0])
+    logits = torch.zeros(3, 4)
+    logits[0, 0] = logits[0, 1] = 3.0
+    for name, fn in VERIFIERS.items():
+        d = fn(tree, logits, SamplingConfig(temperature=0.0), torch.Generator().manual_seed(0))
+        assert (int(d.exit_node), int(d.bonus_token)) == (0, 0), name
+
+
+# A root whose two children carry its whole top-2 support (rho = 0), both leaves except one with a child.
+COVER_TOKENS = [0, 1, 2, 3]
+COVER_PARENTS = [-1, 0, 0, 2]
+
+
+def cover_logits() -> torch.Tensor:
+    logits = torch.tensor([
+        [0.1, 2.0, 1.5, -1.0, 0.3],  # root: top-2 = tokens 1, 2 = its children's tokens
+        [0.5, 1.0, -0.5, 0.2, 1.2],  # node 1, a leaf: bonus from p_1 itself (all 5 tokens)
+        [0.0, 0.3, 0.6, 1.4, -1.0],  # node 2: one child (token 3)
+        [1.0, 0.0, 0.7, -0.3, 0.4],  # node 3, a leaf
+    ])
+    return logits
+
+
+@pytest.mark.parametrize("name", list(VERIFIERS))
+def test_children_covering_the_support_never_exit_and_leaf_bonus_is_p_v(name):
+    cfg = SamplingConfig(temperature=1.0, top_k=2)  # top-2 per row: the root's children cover its support
+    tree = from_parents(COVER_TOKENS, COVER_PARENTS)
+    logits = cover_logits()
+    _, P, rho, w, _ = hand_flow(COVER_TOKENS, COVER_PARENTS, logits, cfg)
+    assert rho[0] == pytest.approx(0.0, abs=1e-12) and w[0] == pytest.approx(0.0, abs=1e-12)
+    law = exact_law(COVER_TOKENS, COVER_PARENTS, logits, cfg)
+    counts = draw(VERIFIERS[name], tree, logits, cfg, 6000, seed=7)
+    assert not any(v == 0 for v, _ in counts), "the root has rho = 0 and must never be the exit"
+    # At leaf 1 the bonus follows p_1 (top-2 of its row: tokens 4 and 1), not a residual.
+    p1 = hand_probs(logits[1].tolist(), cfg)
+    at_leaf = {a: c for (v, a), c in counts.items() if v == 1}
+    assert set(at_leaf) <= {a for a in range(5) if p1[a] > 0}
+    total = sum(at_leaf.values())
+    assert total / 6000 == pytest.approx(P[1], abs=0.025)
+    for a, q in enumerate(p1):
+        assert at_leaf.get(a, 0) / total == pytest.approx(q, abs=0.04), f"bonus {a} at the leaf"
+    assert_law(counts, law, f"{name} on the covering tree")
+
+
+def test_rho_floor_from_float_rounding():
+    """Children whose edge probabilities sum to 1 up to float32 rounding give rho = 0, not a tiny negative or positive."""
+    tree = from_parents([0, 1, 2, 3], [-1, 0, 0, 0])
+    logits = torch.tensor([[-50.0, 1.0, 0.3, -0.2], [0.0] * 4, [0.0] * 4, [0.0] * 4])
+    cfg = SamplingConfig(temperature=1.0)
+    for name, fn in VERIFIERS.items():
+        gen = torch.Generator().manual_seed(3)
+        exits = {int(fn(tree, logits, cfg, gen).exit_node) for _ in range(300)}
+        assert 0 not in exits, f"{name}: the root's residual mass is e^-50, it must (practically) never be the exit"
+
+
+def test_edge_probs_equal_processed_rows():
+    """TEV's shortcut (one log-normaliser per row) gives the same p_pa(v)(x_v) as the normalised rows."""
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(12, 30, generator=g) * 2
+    rows = torch.randint(0, 12, (40,), generator=g)
+    toks = torch.randint(0, 30, (40,), generator=g)
+    for cfg in (SamplingConfig(1.0), SamplingConfig(0.6, top_k=7), SamplingConfig(0.9, top_p=0.7),
+                SamplingConfig(1.1, top_k=10, top_p=0.8), SamplingConfig(0.0)):
+        want = processed_probs(logits, cfg)[rows, toks]
+        assert torch.allclose(edge_probs(logits, rows, toks, cfg), want, atol=1e-6), cfg
+
+
+# ---------------------------------------------------------------------------------------------------- saturation
+
+
+@pytest.fixture(scope="module")
+def sampling_pair():
+    return tiny_pair("llama", seed=1, noise=0.3)
+
+
+@pytest.mark.parametrize("name", ["tev", "predraw", "residual"])
+def test_mean_block_length_reaches_the_ceiling(sampling_pair, name):
+    """Theorem 1: for an exact verifier E[L | tree] = 1 + C_p(T); over >= 300 rounds at T = 1 the mean gap is
+    within 3 standard errors of zero (paired per round, so the spread of trees does not enter)."""
+    gaps, lengths = [], []
+    prompts = random_prompts(40, seed=800)
+    for i, prompt in enumerate(prompts):
+        cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), builder=BuilderConfig(budget=16, depth=5),
+                           verifier=name, max_new_tokens=48, seed=i, stop_on_eos=False, missing_top=0)
+        for rec in DecodeSession(sampling_pair, prompt, cfg).run():
+            gaps.append(rec.block_length - (1 + rec.C_p))
+            lengths.append(rec.block_length)
+        if len(gaps) >= 320:
+            break
+    assert len(gaps) >= 300
+    se = statistics.stdev(gaps) / math.sqrt(len(gaps))
+    mean_gap = statistics.fmean(gaps)
+    assert statistics.fmean(lengths) > 1.5, "test setup: drafts should be accepted often enough to matter"
+    assert abs(mean_gap) <= 3 * se, f"{name}: mean L - (1 + C_p) = {mean_gap:.3f}, standard error {se:.3f}"
