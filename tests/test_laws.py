@@ -13,9 +13,10 @@ from collections import Counter
 
 import pytest
 import torch
-from conftest import random_prompts, tiny_pair
+from conftest import perturbed, random_prompts, tiny_model, word_tokenizer
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
+from tevviz.engine.models import ModelPair
 from tevviz.engine.sampling import edge_probs, processed_probs, sample_categorical
 from tevviz.engine.tree import ancestor_mask, from_parents
 from tevviz.engine.verifiers import VERIFIERS, Decision
@@ -311,7 +312,9 @@ def test_edge_probs_equal_processed_rows():
 
 @pytest.fixture(scope="module")
 def sampling_pair():
-    return tiny_pair("llama", seed=1, noise=0.3)
+    """A target sharp enough at T = 1 (head scaled by 30) that trees hold real mass: mean L is about 2."""
+    target = tiny_model("llama", seed=1, scale=30.0)
+    return ModelPair(target, perturbed(target, seed=2, noise=0.3), word_tokenizer(), "sharp-llama", "sharp-llama-draft")
 
 
 @pytest.mark.parametrize("name", ["tev", "predraw", "residual"])

@@ -214,15 +214,15 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                             token_btn = gr.Button("Step token", min_width=80)
                             run_btn = gr.Button("Run", min_width=80)
                             reset_btn = gr.Button("Reset", variant="stop", min_width=80)
-                        run_rounds = gr.Number(0, precision=0, minimum=0, label="Run: rounds (0 = to the end)")
-                        error = gr.Markdown("", elem_id="error-box")
+                        run_rounds = gr.Number(0, precision=0, label="Run: rounds (0 = to the end)")
+                        error = gr.Markdown("", label="error", elem_id="error-box")
                         with gr.Accordion("Sampling", open=True):
                             with gr.Row():
-                                temperature = gr.Number(0.0, minimum=0, label="temperature (0 = greedy)", min_width=90)
+                                temperature = gr.Number(0.0, label="temperature (0 = greedy)", min_width=90)
                                 seed = gr.Number(0, precision=0, label="seed", min_width=90)
                             with gr.Row():
-                                top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)", min_width=90)
-                                top_p = gr.Number(1.0, minimum=0, maximum=1, label="top-p (1 = off)", min_width=90)
+                                top_k = gr.Number(0, precision=0, label="top-k (0 = off)", min_width=90)
+                                top_p = gr.Number(1.0, label="top-p (1 = off)", min_width=90)
                         with gr.Accordion("Draft tree and verifier", open=True):
                             builder = gr.Radio(list(BUILDERS), value="best-first", label="builder")
                             with gr.Row():
@@ -233,17 +233,17 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                                 width = gr.Number(8, precision=0, label="W width", min_width=70)
                             branching = gr.Textbox("4,2,2,1,1", label="static branching per depth")
                             verifier = gr.Radio(list(VERIFIERS), value="tev", label="verifier")
-                            max_new = gr.Number(64, precision=0, minimum=1, label="max new tokens")
+                            max_new = gr.Number(64, precision=0, label="max new tokens")
                         baseline_btn = gr.Button("Run baseline")
                     with gr.Column(scale=3, min_width=600):
-                        stats = gr.Markdown("No rounds yet.", elem_classes="stats-table")
+                        stats = gr.Markdown("No rounds yet.", label="live stats", elem_classes="stats-table")
                         with gr.Row():
                             view = gr.Slider(0, 1, value=0, step=1, label="round", interactive=False, scale=3)
                             metric = gr.Radio(list(METRICS), value="P", label="node colour", scale=2)
                         tree = gr.Plot(tree_plot(AppState(), "P"), label="draft tree", elem_id="tree-plot")
                         with gr.Row(equal_height=False):
                             node = gr.Dropdown([], value=None, label="node details", scale=1)
-                            details = gr.Markdown("Choose a node to see its scores.")
+                            details = gr.Markdown("Choose a node to see its scores.", label="node scores")
                         text = gr.HighlightedText(text_spans(AppState()), label="text (each round's block; bonus "
                                                   "tokens marked)", color_map={"bonus": "#f4a261",
                                                                                 "current token": "#e63946"},
@@ -267,11 +267,11 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                 gr.Markdown("**(a) One tree, many draws.** Re-score the shown round's tree with the target and draw "
                             "each verifier M times: all must follow the exact exit law w.")
                 with gr.Row():
-                    draws = gr.Number(2000, precision=0, minimum=1, label="draws M")
+                    draws = gr.Number(2000, precision=0, label="draws M")
                     cmp_seed = gr.Number(0, precision=0, label="seed")
                     cmp_btn = gr.Button("Compare verifiers", variant="primary")
                 law_plot = gr.Plot(label="exit law")
-                law_md = gr.Markdown()
+                law_md = gr.Markdown(label="verifier table")
                 gr.Markdown("**(b) Side by side.** Decode the prompt with two configurations (the other settings "
                             "come from the Decode tab).")
                 sides = []
@@ -289,7 +289,7 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                 with gr.Row():
                     tree_a, tree_b = gr.Plot(label="A: final tree"), gr.Plot(label="B: final tree")
                 with gr.Row():
-                    md_a, md_b = gr.Markdown(), gr.Markdown()
+                    md_a, md_b = gr.Markdown(label="A: summary"), gr.Markdown(label="B: summary")
             with gr.Tab("ExitTrain"):
                 _exittrain_tab()
 
@@ -400,8 +400,11 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                 paths = ctl.export(st, html)
             except TevvizError as e:
                 return failed(e)
-            buttons = [gr.DownloadButton(value=str(p), interactive=True) for p in paths]
-            return {error: "", round_dl: buttons[0], session_dl: buttons[1], html_dl: buttons[2]}
+            return {error: "", round_dl: str(paths[0]), session_dl: str(paths[1]), html_dl: str(paths[2])}
+
+        def enable_downloads(st):
+            ready = current(st).round is not None
+            return [gr.DownloadButton(interactive=ready)] * 3
 
         def import_file(st, metric_name, path):
             if not path:
@@ -459,7 +462,9 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
         metric.change(set_metric, [state, metric], [tree], api_name="metric", **light)
         node.select(select_node, [state, metric, node], [state, tree, details], api_name="node", **light)
         pick.change(pick_prompt, [pick], [prompt], api_visibility="private", **light)
-        export_btn.click(export, [state, metric], [error, round_dl, session_dl, html_dl], api_name="export", **light)
+        downloads = [round_dl, session_dl, html_dl]
+        export_btn.click(export, [state, metric], [error, *downloads], api_name="export", **light).then(
+            enable_downloads, [state], downloads, api_visibility="private", **light)
         upload.upload(import_file, [state, metric, upload], all_outputs, api_name="import_file", **light)
         rescore_btn.click(rescore_round, [state, metric], all_outputs, inputs_kwargs=settings, api_name="rescore",
                           **model_work)

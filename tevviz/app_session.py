@@ -274,6 +274,8 @@ def chi_square_p(observed: list[int], expected_probs: list[float]) -> tuple[floa
     n = sum(observed)
     if n == 0:
         return 0.0, 0, 1.0
+    if any(o > 0 and p <= 0 for o, p in zip(observed, expected_probs)):
+        return math.inf, 0, 0.0  # draws where the law has no mass
     cells, pool_obs, pool_exp = [], 0, 0.0
     for o, p in zip(observed, expected_probs):
         e = n * p
@@ -281,15 +283,13 @@ def chi_square_p(observed: list[int], expected_probs: list[float]) -> tuple[floa
             cells.append((o, e))
         else:
             pool_obs, pool_exp = pool_obs + o, pool_exp + e
-    if pool_obs or pool_exp > 0:
+    if pool_exp > 0:
         if pool_exp < CHI2_MIN_EXPECTED and cells:
             # Too little mass to stand alone: merge the pool into the smallest regular cell.
             i = min(range(len(cells)), key=lambda j: cells[j][1])
             cells[i] = (cells[i][0] + pool_obs, cells[i][1] + pool_exp)
         else:
             cells.append((pool_obs, pool_exp))
-    if any(e <= 0 and o > 0 for o, e in cells):
-        return math.inf, max(len(cells) - 1, 0), 0.0
     stat = sum((o - e) ** 2 / e for o, e in cells if e > 0)
     df = len(cells) - 1
     if df <= 0:
@@ -518,9 +518,9 @@ class Controller:
         if not imported.rounds:
             raise TevvizError("the file holds no rounds")
         self.store.drop(st.sid)
-        said = f"imported {len(imported.rounds)} round(s) ({imported.kind})"
-        if imported.kind != "session":
-            said += "; scores are absent until you Re-score" if imported.kind == "ddtree" else ""
+        said = f"imported {len(imported.rounds)} round(s) from a {imported.kind} file"
+        if imported.kind == "ddtree":
+            said += "; it has no target scores until you Re-score"
         return AppState(sid=st.sid, kind=imported.kind, prompt=imported.prompt,
                         prompt_ids=list(imported.prompt_token_ids), generated=list(imported.token_ids),
                         text=imported.text, rounds=list(imported.rounds), meta=dict(imported.meta),

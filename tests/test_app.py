@@ -1,0 +1,253 @@
+"""The web app through gradio_client, launched in-process on 127.0.0.1 over a tiny random pair."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+
+import pytest
+from conftest import tiny_pair
+
+from tevviz.app import build_demo, launch_options
+from tevviz.app_session import AppState, Controller, PairSource, chi_square_p
+from tevviz.engine import TevvizError
+from tevviz.engine import io as tio
+
+PROMPT = "t1 t2 t3"
+# Outputs of the decoding endpoints, in order (the gr.State is not part of the API).
+OUT = {name: i for i, name in enumerate(
+    ["error", "stats", "stage", "hist", "depth", "tree", "view", "node", "details", "text"])}
+
+gradio_client = pytest.importorskip("gradio_client")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair("llama")
+
+
+@pytest.fixture(scope="module")
+def app_url(pair):
+    demo = build_demo(pair=pair, default_prompt=PROMPT)
+    port = free_port()
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+def client(url: str):
+    return gradio_client.Client(url, verbose=False, download_files=True)
+
+
+def rounds_in(out) -> int:
+    """The `rounds` cell of the live-stats table (0 before the first round)."""
+    row = [line for line in out[OUT["stats"]].splitlines() if line.startswith("| ") and "rounds" not in line]
+    return int(row[0].split("|")[1]) if row else 0
+
+
+def figure(out, key: str = "tree") -> dict:
+    value = out[OUT[key]] if isinstance(out, tuple) else out
+    return json.loads(value["plot"])
+
+
+def exported_session(c) -> tio.ImportedSession:
+    _, _, session_path, _ = c.predict(api_name="/export")
+    with open(session_path, encoding="utf-8") as f:
+        return tio.loads(f.read())
+
+
+def test_step_run_and_browse(app_url):
+    c = client(app_url)
+    out = c.predict(api_name="/step")
+    assert out[OUT["error"]] == "" and rounds_in(out) == 1
+    names = [t.get("name") for t in figure(out)["data"]]
+    assert "nodes" in names and "accepted path" in names
+    assert figure(out)["layout"]["title"]["text"].startswith("round 0:")
+
+    out = c.predict(api_name="/step")
+    assert rounds_in(out) == 2
+    out = c.predict(rounds=2, api_name="/run")
+    assert rounds_in(out) == 4
+    assert figure(out, "stage")["data"] and figure(out, "depth")["data"]
+    spans = out[OUT["text"]]
+    assert spans[0]["token"] == PROMPT and any(s["class_or_confidence"] == "bonus" for s in spans)
+
+    # Step token walks the shown round's block and rings that node.
+    out = c.predict(api_name="/step_token")
+    assert any(t.get("name") == "highlight" for t in figure(out)["data"])
+    assert any(s["class_or_confidence"] == "current token" for s in out[OUT["text"]])
+
+    # Back to round 1, colour by w, pick a node.
+    tree, *_ = c.predict(index=1, api_name="/view")
+    assert json.loads(tree["plot"])["layout"]["title"]["text"].startswith("round 1:")
+    tree = c.predict(metric_name="w", api_name="/metric")
+    colourbar = [t for t in json.loads(tree["plot"])["data"] if t.get("name") == "nodes"][0]["marker"]["colorbar"]
+    assert "w(v)" in colourbar["title"]["text"]
+    tree, details = c.predict(node_id=1, api_name="/node")
+    assert "**node 1**" in details and "| P |" in details
+    assert any(t.get("name") == "highlight" for t in json.loads(tree["plot"])["data"])
+
+
+def test_bad_input_leaves_state_unchanged(app_url):
+    c = client(app_url)
+    c.predict(api_name="/step")
+    out = c.predict(prompt="   ", api_name="/step")
+    assert "prompt is empty" in out[OUT["error"]]
+    out = c.predict(budget=0, api_name="/step")
+    assert "budget" in out[OUT["error"]]
+    out = c.predict(temperature=-1, api_name="/run")
+    assert "temperature" in out[OUT["error"]]
+    assert len(exported_session(c).rounds) == 1
+    out = c.predict(api_name="/step")  # the same settings continue the same session
+    assert rounds_in(out) == 2 and out[OUT["error"]] == ""
+
+
+def test_export_and_import(app_url, tmp_path):
+    c = client(app_url)
+    for _ in range(3):
+        c.predict(api_name="/step")
+    err, round_path, session_path, html_path = c.predict(api_name="/export")
+    assert err == ""
+    with open(session_path, encoding="utf-8") as f:
+        text = f.read()
+    session = tio.loads(text)
+    assert session.kind == "session" and len(session.rounds) == 3 and session.prompt == PROMPT
+    assert session.meta["verifier"] == "tev" and session.meta["builder"]["budget"] == 32
+    with open(round_path, encoding="utf-8") as f:
+        assert tio.loads(f.read()).rounds[0].index == 2
+    with open(html_path, encoding="utf-8") as f:
+        html = f.read()
+    assert "Plotly.newPlot" in html and '<script src="http' not in html  # plotly.js embedded: works offline
+    assert len(html) > 1_000_000
+
+    # Import the session in another browser: same rounds, browsable, no decoding needed.
+    other = client(app_url)
+    path = tmp_path / "session.json"
+    path.write_text(text, encoding="utf-8")
+    out = other.predict(path=gradio_client.handle_file(str(path)), api_name="/import_file")
+    assert out[OUT["error"]] == "" and rounds_in(out) == 3 and "Imported session" in out[OUT["stats"]]
+
+    # A DDTree trace has no scores until Re-score fills them in from the prompt box's text.
+    trace = {"node_token_ids": [5, 7, 9, 11], "parents": [-1, 0, 0, 1], "node_depths": [0, 1, 1, 2],
+             "accepted_indices": [0, 1]}
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(trace), encoding="utf-8")
+    out = other.predict(path=gradio_client.handle_file(str(path)), api_name="/import_file")
+    assert out[OUT["error"]] == "" and rounds_in(out) == 1
+    assert any(t.get("name") == "no value" for t in figure(out)["data"])
+    out = other.predict(api_name="/rescore")
+    assert out[OUT["error"]] == "" and "prompt box text" in out[OUT["stats"]]
+    assert not any(t.get("name") == "no value" for t in figure(out)["data"])
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"node_token_ids": [1], "parents": [3], "node_depths": [0], "accepted_indices": [0]}))
+    out = other.predict(path=gradio_client.handle_file(str(bad)), api_name="/import_file")
+    assert "parents" in out[OUT["error"]] or "parent" in out[OUT["error"]]
+    assert isinstance(out[OUT["stats"]], dict)  # not updated: the imported trace stays on screen
+
+
+def test_verifier_comparison_matches_exit_law(app_url):
+    c = client(app_url)
+    c.predict(temperature=1.0, api_name="/step")
+    err, law, table = c.predict(draws_m=1500, seed_m=1, temperature=1.0, api_name="/compare")
+    assert err == ""
+    bars = {t["name"] for t in json.loads(law["plot"])["data"]}
+    assert bars == {"exact w", "tev", "predraw", "residual"}
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| ") and "verifier" not in line]
+    assert [r[0].strip() for r in rows] == ["tev", "predraw", "residual"]
+    for r in rows:
+        tv, p = float(r[1]), float(r[3])
+        assert tv < 0.1, r
+        assert p > 1e-4, r
+
+
+def test_two_clients_do_not_mix(app_url):
+    prompts = {"a": "t4 t5 t6 t7", "b": "t60 t61"}
+    results: dict[str, tio.ImportedSession] = {}
+
+    def decode(key):
+        c = client(app_url)
+        for _ in range(3):
+            c.predict(prompt=prompts[key], api_name="/step")
+        results[key] = exported_session(c)
+
+    threads = [threading.Thread(target=decode, args=(k,)) for k in prompts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for key, session in results.items():
+        assert session.prompt == prompts[key] and len(session.rounds) == 3
+        context = list(session.prompt_token_ids)
+        for r in session.rounds:  # each round's root is the last token its own session committed
+            assert r.tokens[0] == context[-1]
+            context += r.committed
+    assert results["a"].prompt_token_ids != results["b"].prompt_token_ids
+
+
+def test_baseline_and_side_by_side(app_url, pair, tmp_path):
+    c = client(app_url)
+    c.predict(max_new_tokens=16, api_name="/run")
+    err, stats = c.predict(max_new_tokens=16, api_name="/baseline")
+    assert err == "" and re.search(r"\| \d+\.\d+x \|", stats)
+
+    draft_dir = tmp_path / "draft"
+    pair.draft.save_pretrained(draft_dir)
+    pair.tokenizer.save_pretrained(draft_dir)
+    err, tree_a, tree_b, md_a, md_b = c.predict(verifier_b="residual", budget_b=8, draft_b=str(draft_dir),
+                                                max_new_tokens=16, api_name="/side_by_side")
+    assert err == ""
+    assert md_a.startswith("**A: tev") and md_b.startswith("**B: residual") and "draft" in md_b
+    nodes = [t for t in json.loads(tree_b["plot"])["data"] if t.get("name") in ("nodes", "no value")]
+    assert sum(len(t["x"]) for t in nodes) <= 9  # B = 8 plus the root
+    out = c.predict(draft_b=str(tmp_path / "missing"), max_new_tokens=16, api_name="/side_by_side")
+    assert "does not exist" in out[0]
+
+
+def test_models_load_lazily_once(pair, tmp_path):
+    for role, model in (("target", pair.target), ("draft", pair.draft)):
+        model.save_pretrained(tmp_path / role)
+        pair.tokenizer.save_pretrained(tmp_path / role)
+    source = PairSource(str(tmp_path / "target"), str(tmp_path / "draft"), dtype="float32")
+    ctl = Controller(source)
+    build_demo(str(tmp_path / "target"), str(tmp_path / "draft"), dtype="float32")  # builds without loading
+    assert source.get() is source.get()
+    from tevviz.app_session import decode_settings
+
+    prompt, cfg = decode_settings(PROMPT, 0, 0, 1.0, 0, "chain", 32, 4, 4, 8, "4,2", "tev", 8)
+    st = ctl.step(AppState(), prompt, cfg)
+    assert st.kind == "live" and len(st.rounds) == 1 and len(ctl.store) == 1
+    ctl.reset(st)
+    assert len(ctl.store) == 0
+    with pytest.raises(TevvizError, match="does not exist"):
+        Controller(PairSource("/nonexistent/t", "/nonexistent/d")).step(AppState(), prompt, cfg)
+
+
+def test_session_store_expires_idle_sessions(pair):
+    ctl = Controller(PairSource(pair=pair))
+    from tevviz.app_session import decode_settings
+
+    prompt, cfg = decode_settings(PROMPT, 0, 0, 1.0, 0, "best-first", 8, 3, 2, 4, "4,2", "tev", 8)
+    st = ctl.step(AppState(), prompt, cfg)
+    ctl.store.ttl_s = 0.0
+    time.sleep(0.01)
+    assert ctl.store.get(st.sid) is None
+    st2 = ctl.step(st, prompt, cfg)
+    assert len(st2.rounds) == 1 and "expired" in st2.notice
+
+
+def test_chi_square_p_values():
+    # chi-square with 1 degree of freedom: P(X > 3.841) = 0.05.
+    stat, df, p = chi_square_p([50 + 9.8, 50 - 9.8], [0.5, 0.5])
+    assert df == 1 and stat == pytest.approx(3.8416, rel=1e-3) and p == pytest.approx(0.05, abs=1e-3)
+    assert chi_square_p([100, 0], [1.0, 0.0])[2] == 1.0  # a point mass: nothing to test
+    assert chi_square_p([90, 10], [1.0, 0.0])[2] == 0.0  # draws where the law has no mass
