@@ -148,7 +148,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(json_values)
 def test_importer_fuzz_raises_only_tevviz_errors(value):
     try:

@@ -38,6 +38,7 @@ from .render import (
 )
 
 DEFAULT_PROMPT = "def fibonacci(n):\n"
+PROGRESS = gr.Progress()  # default marking the handlers' progress parameter; Gradio passes a fresh tracker per call
 CSS = """
 #tree-plot { overflow-x: auto; }
 #error-box p { color: #b00020; font-weight: 600; }
@@ -61,6 +62,11 @@ def _empty_figure(message: str) -> go.Figure:
     fig.update_layout(height=220, xaxis={"visible": False}, yaxis={"visible": False}, plot_bgcolor="white",
                       margin={"l": 10, "r": 10, "t": 10, "b": 10})
     return fig
+
+
+def _compact(fig: go.Figure) -> go.Figure:
+    """Session statistics sit three in a row: shorter, with tight margins."""
+    return fig.update_layout(height=300, margin={"l": 40, "r": 10, "t": 40, "b": 40})
 
 
 def _fmt(x, digits: int = 3) -> str:
@@ -139,8 +145,8 @@ def stats_markdown(st: AppState) -> str:
     lines = [
         "| rounds | tokens | tokens/s | tau | mean 1 + C_p | baseline tokens/s | speed-up |",
         "|---|---|---|---|---|---|---|",
-        f"| {s['rounds']} | {s['tokens']} | {_fmt(tps)} | {_fmt(s['tau'])} | {_fmt(s['mean_ceiling'])} "
-        f"| {_fmt(base['tokens_per_s']) if comparable else '—'} | {'—' if speedup is None else f'{speedup:.2f}x'} |",
+        (f"| {s['rounds']} | {s['tokens']} | {_fmt(tps)} | {_fmt(s['tau'])} | {_fmt(s['mean_ceiling'])} "
+         f"| {_fmt(base['tokens_per_s']) if comparable else '—'} | {'—' if speedup is None else f'{speedup:.2f}x'} |"),
     ]
     if st.done:
         lines.append("\n*Finished (end of sequence or token limit).*")
@@ -210,10 +216,11 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                                            interactive=bool(prompts))
                         prompt = gr.Textbox(first_prompt, lines=4, max_lines=12, label="Prompt")
                         with gr.Row():
-                            step_btn = gr.Button("Step", variant="primary", min_width=80)
-                            token_btn = gr.Button("Step token", min_width=80)
-                            run_btn = gr.Button("Run", min_width=80)
-                            reset_btn = gr.Button("Reset", variant="stop", min_width=80)
+                            step_btn = gr.Button("Step", variant="primary", min_width=100)
+                            token_btn = gr.Button("Step token", min_width=100)
+                        with gr.Row(equal_height=True):
+                            run_btn = gr.Button("Run", min_width=100)
+                            reset_btn = gr.Button("Reset", variant="stop", min_width=100)
                         run_rounds = gr.Number(0, precision=0, label="Run: rounds (0 = to the end)")
                         error = gr.Markdown("", label="error", elem_id="error-box")
                         with gr.Accordion("Sampling", open=True):
@@ -248,11 +255,10 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                                                   "tokens marked)", color_map={"bonus": "#f4a261",
                                                                                 "current token": "#e63946"},
                                                   show_inline_category=False, combine_adjacent=False)
-                with gr.Accordion("Session statistics", open=True):
-                    with gr.Row():
-                        stage_plot = gr.Plot(label="stage times")
-                        hist_plot = gr.Plot(label="block lengths")
-                        depth_plot = gr.Plot(label="acceptance by depth")
+                with gr.Accordion("Session statistics", open=True), gr.Row():
+                    stage_plot = gr.Plot(label="stage times")
+                    hist_plot = gr.Plot(label="block lengths")
+                    depth_plot = gr.Plot(label="acceptance by depth")
                 with gr.Accordion("Export and import", open=True):
                     with gr.Row():
                         export_btn = gr.Button("Export", variant="primary")
@@ -319,9 +325,9 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
             return {
                 **shown(st, metric_name),
                 stats: stats_markdown(st),
-                stage_plot: stage_times_figure(dicts),
-                hist_plot: block_length_histogram(dicts),
-                depth_plot: acceptance_by_depth_figure(dicts),
+                stage_plot: _compact(stage_times_figure(dicts)),
+                hist_plot: _compact(block_length_histogram(dicts)),
+                depth_plot: _compact(acceptance_by_depth_figure(dicts)),
             }
 
         def failed(e: Exception) -> dict:
@@ -331,7 +337,7 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
         def current(st: AppState | None) -> AppState:
             return st if st is not None else AppState()
 
-        def step(st, metric_name, progress=gr.Progress(), **values):
+        def step(st, metric_name, progress=PROGRESS, **values):
             try:
                 prompt_text, cfg = decode_settings(**values)
                 progress(0, desc="drafting and verifying (models load on first use)")
@@ -348,7 +354,7 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                 return failed(e)
             return everything(new, metric_name) if len(new.rounds) != len(st.rounds) else shown(new, metric_name)
 
-        def run(st, metric_name, rounds, progress=gr.Progress(), **values):
+        def run(st, metric_name, rounds, progress=PROGRESS, **values):
             try:
                 prompt_text, cfg = decode_settings(**values)
                 limit = max(int(rounds or 0), 0)
@@ -371,7 +377,7 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
         def reset(st, metric_name):
             return everything(ctl.reset(current(st)), metric_name)
 
-        def baseline(st, metric_name, progress=gr.Progress(), **values):
+        def baseline(st, metric_name, progress=PROGRESS, **values):
             try:
                 prompt_text, cfg = decode_settings(**values)
                 progress(0, desc="autoregressive decoding of the target")
@@ -414,7 +420,7 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
             except TevvizError as e:
                 return failed(e)
 
-        def rescore_round(st, metric_name, progress=gr.Progress(), **values):
+        def rescore_round(st, metric_name, progress=PROGRESS, **values):
             try:
                 _, cfg = decode_settings(**values)
                 progress(0, desc="re-scoring with the target")
@@ -422,7 +428,7 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
             except TevvizError as e:
                 return failed(e)
 
-        def compare(st, draws_m, seed_m, progress=gr.Progress(), **values):
+        def compare(st, draws_m, seed_m, progress=PROGRESS, **values):
             try:
                 _, cfg = decode_settings(**values)
                 c = ctl.compare(current(st), values["prompt"], cfg.sampling, int(draws_m or 0), int(seed_m or 0),
@@ -433,18 +439,20 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
             return {error: "", law_plot: verifier_law_figure(c.w, emp, c.node_labels), law_md: comparison_markdown(c)}
 
         def side_by_side(verifier_a, builder_a, budget_a, draft_a, verifier_b, builder_b, budget_b, draft_b,
-                         progress=gr.Progress(), **values):
+                         progress=PROGRESS, **values):
             sides_values = ((verifier_a, builder_a, budget_a, draft_a), (verifier_b, builder_b, budget_b, draft_b))
             try:
                 prompt_text, _ = decode_settings(**values)
                 out = []
-                for label, (v, b, budget_b, draft_path) in zip("AB", sides_values):
-                    cfg_side = decode_settings(**{**values, "verifier": v, "builder": b, "budget": budget_b})[1]
-                    name = f"{label}: {v}, {b}, B={budget_b}" + (f", draft {draft_path}" if draft_path else "")
+                for label, (v, b, nodes, draft_path) in zip("AB", sides_values):
+                    cfg_side = decode_settings(**{**values, "verifier": v, "builder": b, "budget": nodes})[1]
+                    name = f"{label}: {v}, {b}, B={nodes}" + (f", draft {draft_path}" if draft_path else "")
                     out.append(ctl.decode_all(prompt_text, cfg_side, (draft_path or "").strip(), name, progress))
             except TevvizError as e:
                 return failed(e)
             figs = [tree_figure(d.rounds[-1].to_dict(), "P", title=f"{d.label} — last round") for d in out]
+            for fig in figs:  # half-width columns: let plotly fit the figure to its column
+                fig.update_layout(width=None, autosize=True)
             return {error: "", tree_a: figs[0], tree_b: figs[1], md_a: decoded_markdown(out[0]),
                     md_b: decoded_markdown(out[1])}
 

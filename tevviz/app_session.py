@@ -101,13 +101,13 @@ def _with_draft(base: ModelPair, draft: str, src: PairSource) -> ModelPair:
     """`base`'s target and tokenizer with the draft model at `draft` (checked like load_pair checks a pair)."""
     from transformers import AutoTokenizer
 
+    model = load_model(draft, "draft", dtype=src.dtype, device=str(base.device),
+                       attn_implementation=src.attn_implementation, trust_remote_code=src.trust_remote_code)
     try:
         tok = AutoTokenizer.from_pretrained(draft, trust_remote_code=src.trust_remote_code)
     except (OSError, ValueError) as e:
         raise TevvizError(f"cannot load the draft tokenizer {draft!r}: {str(e).splitlines()[0]}") from None
     check_vocabularies(base.tokenizer, tok, base.target_name, draft)
-    model = load_model(draft, "draft", dtype=src.dtype, device=str(base.device),
-                       attn_implementation=src.attn_implementation, trust_remote_code=src.trust_remote_code)
     check_cache(model, "draft")
     return ModelPair(base.target, model, base.tokenizer, base.target_name, draft)
 
@@ -490,9 +490,10 @@ class Controller:
             raise TevvizError("no round to re-score; import a file or decode first")
         pair = self.source.get()
         prefix, note = self.prefix(st, st.view, prompt_box, pair.tokenizer)
-        check_ids(pair, prefix + r.tokens + ([r.bonus_token] if r.bonus_token >= 0 else []))
+        known_bonus = r.bonus_token is not None and r.bonus_token >= 0
+        check_ids(pair, prefix + r.tokens + ([r.bonus_token] if known_bonus else []))
         new = rescore(pair, prefix, r, sampling)
-        if r.bonus_token >= 0:
+        if known_bonus:
             new = replace(new, bonus_text=pair.tokenizer.decode([r.bonus_token]))
         rounds = list(st.rounds)
         rounds[st.view] = new
@@ -527,7 +528,10 @@ class Controller:
                         seconds=sum(sum(r.stage_ms.values()) for r in imported.rounds) / 1e3, view=0, notice=said)
 
     def session_json(self, st: AppState) -> dict:
-        return tio.session_dict(st.meta, st.prompt, st.prompt_ids, st.generated, st.text, st.rounds)
+        out = tio.session_dict(st.meta, st.prompt, st.prompt_ids, st.generated, st.text, st.rounds)
+        for d in out["rounds"]:
+            _unknown_bonus_as_null(d)
+        return out
 
     def export(self, st: AppState, tree_html: str) -> tuple[Path, Path, Path]:
         """Write the shown round's JSON, the session JSON and the tree figure HTML; returns their paths."""
@@ -538,7 +542,15 @@ class Controller:
         round_path = d / f"tevviz-round-{r.index}.json"
         session_path = d / "tevviz-session.json"
         html_path = d / f"tevviz-tree-round-{r.index}.html"
-        round_path.write_text(json.dumps(tio.round_dict(r)), encoding="utf-8")
+        round_path.write_text(json.dumps(_unknown_bonus_as_null(tio.round_dict(r))), encoding="utf-8")
         session_path.write_text(json.dumps(self.session_json(st)), encoding="utf-8")
         html_path.write_text(tree_html, encoding="utf-8")
         return round_path, session_path, html_path
+
+
+def _unknown_bonus_as_null(round_json: dict) -> dict:
+    """A DDTree trace without a bonus token has bonus_token -1 in its record; the schema writes that as null."""
+    g = round_json["graph"]
+    if g.get("bonus_token_id") is not None and g["bonus_token_id"] < 0:
+        g["bonus_token_id"] = None
+    return round_json

@@ -215,7 +215,8 @@ def parse(data) -> ImportedSession:
         return ImportedSession([parse_round(data, "round")], "round")
     if schema is None and "node_token_ids" in data:
         return ImportedSession([parse_ddtree(data)], "ddtree")
-    if schema is None and isinstance(data.get("rounds"), list) and data["rounds"] and "node_token_ids" in data["rounds"][0]:
+    first = data.get("rounds")[0] if isinstance(data.get("rounds"), list) and data["rounds"] else None
+    if schema is None and isinstance(first, dict) and "node_token_ids" in first:
         return ImportedSession([parse_ddtree(_dict(t, f"rounds[{i}]"), f"rounds[{i}]", i)
                                 for i, t in enumerate(_list(data["rounds"], "rounds", MAX_ROUNDS))], "ddtree")
     raise TevvizError(

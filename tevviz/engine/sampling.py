@@ -37,9 +37,10 @@ class SamplingConfig:
         return self.temperature == 0
 
 
-def _check_finite(logits: torch.Tensor) -> None:
-    # One reduction; a NaN or inf logit would otherwise turn into a silently wrong sample.
-    if not torch.isfinite(logits).all():
+def _check_finite(reduced: torch.Tensor) -> None:
+    # Checked on a per-row reduction (max or log-normaliser), which any NaN or +inf logit poisons;
+    # such a logit would otherwise turn into a silently wrong sample.
+    if not torch.isfinite(reduced).all():
         raise TevvizError("the target produced NaN or inf logits (try dtype float32 or bfloat16 instead of float16)")
 
 
@@ -66,11 +67,14 @@ def processed_logits(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
 
 def processed_probs(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
     """Processed target distribution of rows (..., V); one-hot on argmax at temperature 0."""
-    _check_finite(logits)
     x = processed_logits(logits, cfg)
     if cfg.greedy:
-        return torch.zeros_like(x).scatter_(-1, x.argmax(-1, keepdim=True), 1.0)
-    return torch.softmax(x, dim=-1)
+        top, idx = x.max(dim=-1, keepdim=True)  # first maximum on ties, as torch.argmax
+        _check_finite(top)
+        return torch.zeros_like(x).scatter_(-1, idx, 1.0)
+    lse = torch.logsumexp(x, dim=-1, keepdim=True)
+    _check_finite(lse)
+    return torch.exp(x - lse)
 
 
 def edge_probs(logits: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
@@ -79,13 +83,16 @@ def edge_probs(logits: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, c
     Without top-p each row needs only its log-normaliser (and its k-th logit for top-k), not a
     normalised copy of the row; that is the saving TEV makes over drawing at every node.
     """
-    _check_finite(logits)
     if cfg.greedy:
-        return (logits.argmax(-1)[rows] == tokens).float()
+        top, idx = logits.max(dim=-1)
+        _check_finite(top)
+        return (idx[rows] == tokens).float()
     if cfg.top_p < 1:
         return processed_probs(logits, cfg)[rows, tokens]
     x = processed_logits(logits, cfg)  # (N, V)
-    return torch.exp(x[rows, tokens] - torch.logsumexp(x, dim=-1)[rows])
+    lse = torch.logsumexp(x, dim=-1)
+    _check_finite(lse)
+    return torch.exp(x[rows, tokens] - lse[rows])
 
 
 def sample_categorical(weights: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
