@@ -12,7 +12,7 @@ import pytest
 from conftest import tiny_pair
 
 from tevviz.app import build_demo, launch_options
-from tevviz.app_session import AppState, Controller, PairSource, chi_square_p
+from tevviz.app_session import AppState, Controller, PairSource, chi_square_p, decode_settings, load_prompts
 from tevviz.engine import TevvizError
 from tevviz.engine import io as tio
 
@@ -90,7 +90,7 @@ def test_step_run_and_browse(app_url):
     tree, *_ = c.predict(index=1, api_name="/view")
     assert json.loads(tree["plot"])["layout"]["title"]["text"].startswith("round 1:")
     tree = c.predict(metric_name="w", api_name="/metric")
-    colourbar = [t for t in json.loads(tree["plot"])["data"] if t.get("name") == "nodes"][0]["marker"]["colorbar"]
+    colourbar = next(t for t in json.loads(tree["plot"])["data"] if t.get("name") == "nodes")["marker"]["colorbar"]
     assert "w(v)" in colourbar["title"]["text"]
     tree, details = c.predict(node_id=1, api_name="/node")
     assert "**node 1**" in details and "| P |" in details
@@ -147,6 +147,8 @@ def test_export_and_import(app_url, tmp_path):
     out = other.predict(api_name="/rescore")
     assert out[OUT["error"]] == "" and "prompt box text" in out[OUT["stats"]]
     assert not any(t.get("name") == "no value" for t in figure(out)["data"])
+    rescored = exported_session(other)
+    assert rescored.rounds[0].P[0] == 1.0 and None not in rescored.rounds[0].w
 
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"node_token_ids": [1], "parents": [3], "node_depths": [0], "accepted_indices": [0]}))
@@ -203,7 +205,7 @@ def test_baseline_and_side_by_side(app_url, pair, tmp_path):
     draft_dir = tmp_path / "draft"
     pair.draft.save_pretrained(draft_dir)
     pair.tokenizer.save_pretrained(draft_dir)
-    err, tree_a, tree_b, md_a, md_b = c.predict(verifier_b="residual", budget_b=8, draft_b=str(draft_dir),
+    err, _, tree_b, md_a, md_b = c.predict(verifier_b="residual", budget_b=8, draft_b=str(draft_dir),
                                                 max_new_tokens=16, api_name="/side_by_side")
     assert err == ""
     assert md_a.startswith("**A: tev") and md_b.startswith("**B: residual") and "draft" in md_b
@@ -221,8 +223,6 @@ def test_models_load_lazily_once(pair, tmp_path):
     ctl = Controller(source)
     build_demo(str(tmp_path / "target"), str(tmp_path / "draft"), dtype="float32")  # builds without loading
     assert source.get() is source.get()
-    from tevviz.app_session import decode_settings
-
     prompt, cfg = decode_settings(PROMPT, 0, 0, 1.0, 0, "chain", 32, 4, 4, 8, "4,2", "tev", 8)
     st = ctl.step(AppState(), prompt, cfg)
     assert st.kind == "live" and len(st.rounds) == 1 and len(ctl.store) == 1
@@ -234,8 +234,6 @@ def test_models_load_lazily_once(pair, tmp_path):
 
 def test_session_store_expires_idle_sessions(pair):
     ctl = Controller(PairSource(pair=pair))
-    from tevviz.app_session import decode_settings
-
     prompt, cfg = decode_settings(PROMPT, 0, 0, 1.0, 0, "best-first", 8, 3, 2, 4, "4,2", "tev", 8)
     st = ctl.step(AppState(), prompt, cfg)
     ctl.store.ttl_s = 0.0
@@ -251,3 +249,10 @@ def test_chi_square_p_values():
     assert df == 1 and stat == pytest.approx(3.8416, rel=1e-3) and p == pytest.approx(0.05, abs=1e-3)
     assert chi_square_p([100, 0], [1.0, 0.0])[2] == 1.0  # a point mass: nothing to test
     assert chi_square_p([90, 10], [1.0, 0.0])[2] == 0.0  # draws where the law has no mass
+
+
+def test_prompts_file_is_optional(tmp_path):
+    assert load_prompts(tmp_path / "absent.jsonl") == []
+    path = tmp_path / "prompts.jsonl"
+    path.write_text('{"id": "a", "title": "A", "split": "train", "prompt": "x = 1"}\nnot json\n{"id": "b"}\n')
+    assert load_prompts(path) == [{"id": "a", "title": "A", "split": "train", "prompt": "x = 1"}]

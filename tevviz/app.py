@@ -186,8 +186,8 @@ def decoded_markdown(d: Decoded) -> str:
 # The Blocks.
 
 
-def _exittrain_tab() -> None:
-    """The ExitTrain tab; filled in by the ExitTrain work."""
+def _exittrain_tab(ctl: Controller) -> None:
+    """The ExitTrain tab (inside its gr.Tab); filled in by the ExitTrain work. `ctl.source.get()` gives the models."""
     gr.Markdown("ExitTrain (exit-guided draft-tree training, SPEC section 5) is added by the ExitTrain work.")
 
 
@@ -202,7 +202,8 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
     by_id = {p["id"]: p["prompt"] for p in prompts}
     first_prompt = default_prompt or (prompts[0]["prompt"] if prompts else DEFAULT_PROMPT)
 
-    with gr.Blocks(title="tevviz", analytics_enabled=False) as demo:
+    # delete_cache: Gradio's copies of exported files (a tree HTML embeds plotly.js, ~5 MB) go after an hour.
+    with gr.Blocks(title="tevviz", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         state = gr.State(None, delete_callback=lambda st: st is not None and ctl.store.drop(st.sid))
         gr.Markdown(f"## tevviz — draft-tree debugger for tree speculative decoding\nModels: {source.description} "
                     "(loaded on first use).")
@@ -297,7 +298,7 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                 with gr.Row():
                     md_a, md_b = gr.Markdown(label="A: summary"), gr.Markdown(label="B: summary")
             with gr.Tab("ExitTrain"):
-                _exittrain_tab()
+                _exittrain_tab(ctl)
 
         settings = {"prompt": prompt, "temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed,
                     "builder": builder, "budget": budget, "depth": depth, "children": children, "width": width,

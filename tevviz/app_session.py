@@ -225,7 +225,7 @@ class SessionStore:
         self.ttl_s = ttl_s
         self._items: dict[str, LiveSession] = {}
         self._lock = threading.Lock()
-        self.export_root = Path(tempfile.mkdtemp(prefix="tevviz-app-"))
+        self._export_root: Path | None = None  # made on the first export
 
     def __len__(self) -> int:
         return len(self._items)
@@ -246,7 +246,8 @@ class SessionStore:
     def drop(self, sid: str) -> None:
         with self._lock:
             self._items.pop(sid, None)
-        shutil.rmtree(self.export_root / sid, ignore_errors=True)
+        if self._export_root is not None:
+            shutil.rmtree(self._export_root / sid, ignore_errors=True)
 
     def sweep(self) -> None:
         now = time.monotonic()
@@ -256,7 +257,9 @@ class SessionStore:
             self.drop(sid)
 
     def export_dir(self, sid: str) -> Path:
-        d = self.export_root / sid
+        if self._export_root is None:
+            self._export_root = Path(tempfile.mkdtemp(prefix="tevviz-app-"))
+        d = self._export_root / sid
         d.mkdir(parents=True, exist_ok=True)
         return d
 
@@ -528,10 +531,7 @@ class Controller:
                         seconds=sum(sum(r.stage_ms.values()) for r in imported.rounds) / 1e3, view=0, notice=said)
 
     def session_json(self, st: AppState) -> dict:
-        out = tio.session_dict(st.meta, st.prompt, st.prompt_ids, st.generated, st.text, st.rounds)
-        for d in out["rounds"]:
-            _unknown_bonus_as_null(d)
-        return out
+        return tio.session_dict(st.meta, st.prompt, st.prompt_ids, st.generated, st.text, st.rounds)
 
     def export(self, st: AppState, tree_html: str) -> tuple[Path, Path, Path]:
         """Write the shown round's JSON, the session JSON and the tree figure HTML; returns their paths."""
@@ -542,15 +542,8 @@ class Controller:
         round_path = d / f"tevviz-round-{r.index}.json"
         session_path = d / "tevviz-session.json"
         html_path = d / f"tevviz-tree-round-{r.index}.html"
-        round_path.write_text(json.dumps(_unknown_bonus_as_null(tio.round_dict(r))), encoding="utf-8")
+        round_path.write_text(json.dumps(tio.round_dict(r)), encoding="utf-8")
         session_path.write_text(json.dumps(self.session_json(st)), encoding="utf-8")
         html_path.write_text(tree_html, encoding="utf-8")
         return round_path, session_path, html_path
 
-
-def _unknown_bonus_as_null(round_json: dict) -> dict:
-    """A DDTree trace without a bonus token has bonus_token -1 in its record; the schema writes that as null."""
-    g = round_json["graph"]
-    if g.get("bonus_token_id") is not None and g["bonus_token_id"] < 0:
-        g["bonus_token_id"] = None
-    return round_json

@@ -194,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reuse-draft", action="store_true",
+                    help="keep the draft (and its tokenizer) already in --out and train the target only")
     ap.add_argument("--save-dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
     args = ap.parse_args(argv)
     torch.manual_seed(args.seed)
@@ -202,8 +204,14 @@ def main(argv: list[str] | None = None) -> int:
 
     train_files, held_files = stdlib_files()
     print(f"corpus: {len(train_files)} train files, {len(held_files)} held-out files", flush=True)
-    with tempfile.TemporaryDirectory() as tok_dir:
-        tokenizer = train_tokenizer(train_files, Path(tok_dir))
+    draft_dir = args.out / "tevviz-stdlib-draft"
+    if args.reuse_draft:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(draft_dir)
+    else:
+        with tempfile.TemporaryDirectory() as tok_dir:
+            tokenizer = train_tokenizer(train_files, Path(tok_dir))
     train_stream = encode_corpus(tokenizer, train_files)
     held_stream = encode_corpus(tokenizer, held_files)
     print(f"tokens: {train_stream.numel()} train, {held_stream.numel()} held-out", flush=True)
@@ -218,10 +226,12 @@ def main(argv: list[str] | None = None) -> int:
         "args": {k: str(v) for k, v in vars(args).items()},
     }
     models = {}
-    for name, shape, steps, lr in (
-        ("draft", DRAFT_SHAPE, args.draft_steps, 3e-3),
-        ("target", TARGET_SHAPE, args.target_steps, 1.5e-3),
-    ):
+    plan = [("draft", DRAFT_SHAPE, args.draft_steps, 3e-3), ("target", TARGET_SHAPE, args.target_steps, 1.5e-3)]
+    if args.reuse_draft:
+        plan = plan[1:]
+        models["draft"] = AutoModelForCausalLM.from_pretrained(draft_dir, dtype=torch.float32).eval()
+        card["draft"] = {"reused": str(draft_dir), "held_out": evaluate(models["draft"], held_stream, args.seq_len, 256)}
+    for name, shape, steps, lr in plan:
         torch.manual_seed(args.seed)
         model = make_model(shape, tokenizer, args.seq_len)
         n_params = sum(p.numel() for p in model.parameters())

@@ -49,7 +49,8 @@ class ModelPair:
         return min((n for n in lengths if n), default=1 << 31)
 
 
-def _check_source(name: str, role: str) -> None:
+def check_source(name: str, role: str) -> None:
+    """Refuse a local path that does not exist, or a folder without a config or weights."""
     p = Path(name).expanduser()
     looks_local = name.startswith((".", "/", "~")) or p.exists() or name.count("/") > 1
     if looks_local and not p.exists():
@@ -66,7 +67,7 @@ def load_model(name: str, role: str, dtype: str = "auto", device: str | None = N
     """One causal LM, in eval mode, with clear errors for the usual mistakes."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    _check_source(name, role)
+    check_source(name, role)
     if dtype not in DTYPES:
         raise TevvizError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if attn_implementation not in ("sdpa", "eager"):
@@ -143,7 +144,7 @@ def load_pair(target: str | None = None, draft: str | None = None, dtype: str = 
     kw = dict(dtype=dtype, device=device, device_map=device_map, attn_implementation=attn_implementation,
               trust_remote_code=trust_remote_code)
     for name, role in ((target, "target"), (draft, "draft")):
-        _check_source(name, role)
+        check_source(name, role)
     try:
         tok_t = AutoTokenizer.from_pretrained(target, trust_remote_code=trust_remote_code)
         tok_d = AutoTokenizer.from_pretrained(draft, trust_remote_code=trust_remote_code)

@@ -68,7 +68,7 @@ class RoundRecord:
                 "round": self.index,
                 "verifier": self.verifier,
                 "exit_node": self.exit_node,
-                "bonus_token_id": self.bonus_token,
+                "bonus_token_id": self.bonus_token if self.bonus_token >= 0 else None,
                 "bonus_text": self.bonus_text,
                 "accepted": list(self.accepted),
                 "committed": list(self.committed),
@@ -92,7 +92,7 @@ class RoundRecord:
             draft_logprobs=[0.0 if x is None else x for x in col("draft_logprob")],
             scores=[0.0 if x is None else x for x in col("score", 0.0)],
             p_edge=col("p_edge"), P=col("P"), rho=col("rho"), w=col("w"), missing=col("missing", []),
-            exit_node=g["exit_node"], bonus_token=g.get("bonus_token_id", -1), bonus_text=g.get("bonus_text", ""),
+            exit_node=g["exit_node"], bonus_token=-1 if g.get("bonus_token_id") is None else g["bonus_token_id"], bonus_text=g.get("bonus_text", ""),
             accepted=list(g["accepted"]), committed=list(g.get("committed", [])), C_p=g.get("C_p"),
             stage_ms=dict(g.get("stage_ms", {})),
         )

@@ -1,0 +1,68 @@
+"""The web app in a real browser: step, watch the tree change, recolour it, download the session JSON."""
+
+from __future__ import annotations
+
+import re
+import socket
+from pathlib import Path
+
+import pytest
+from conftest import tiny_pair
+
+from tevviz.app import build_demo, launch_options
+from tevviz.engine import io as tio
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).parent / "artifacts"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the Debian chromium at /usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    demo = build_demo(pair=tiny_pair("llama"), default_prompt="t1 t2 t3")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+def test_step_recolour_and_download(app_url, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000}, accept_downloads=True)
+            page.set_default_timeout(30_000)
+            page.goto(app_url)
+            expect = sync_api.expect
+            title = page.locator("#tree-plot .gtitle")
+            step = page.get_by_role("button", name="Step", exact=True)
+            for k in range(3):
+                step.click()
+                expect(title).to_have_text(re.compile(rf"^round {k}:"))
+            nodes_before = page.locator("#tree-plot .scatterlayer .point").count()
+            assert nodes_before > 1
+
+            page.get_by_label("w", exact=True).check()
+            expect(page.locator("#tree-plot .cbtitle")).to_contain_text("w(v)")
+
+            page.get_by_role("button", name="Step token").click()
+            expect(page.locator("#tree-plot")).to_contain_text("")  # re-rendered with the highlight ring
+            page.get_by_role("button", name="Export", exact=True).click()
+            session_button = page.get_by_role("button", name="Session JSON")
+            expect(session_button).to_be_enabled()
+            with page.expect_download() as download:
+                session_button.click()
+            path = tmp_path / "session.json"
+            download.value.save_as(path)
+            session = tio.loads(path.read_text(encoding="utf-8"))
+            assert session.kind == "session" and len(session.rounds) == 3 and session.prompt == "t1 t2 t3"
+            page.screenshot(path=str(ARTIFACTS / "app.png"), full_page=True)
+        finally:
+            browser.close()
