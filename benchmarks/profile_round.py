@@ -1,0 +1,68 @@
+"""Where a decoding round's time goes: stage times, and the top functions under cProfile.
+
+Model forwards (linear, attention, norms) should dominate; everything else is engine overhead.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+import time
+
+from common import parser, setup, table, write
+
+from tevviz.engine.builders import BuilderConfig
+from tevviz.engine.records import summarize
+from tevviz.engine.sampling import SamplingConfig
+from tevviz.engine.session import DecodeConfig, DecodeSession
+
+MODEL_FILES = ("modeling_", "torch/nn/", "sdpa_attention", "masking_utils", "cache_utils", "integrations")
+
+
+def main() -> None:
+    ap = parser(__doc__)
+    ap.add_argument("--budget", type=int, default=64)
+    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--missing-top", type=int, default=0, help="5 = what the app records per node")
+    ap.add_argument("--top", type=int, default=20)
+    args = ap.parse_args()
+    pair, prompts = setup(args)
+    builder = BuilderConfig(budget=args.budget, depth=args.depth, top_k=4, width=max(8, args.budget // 4))
+
+    def decode_all():
+        rounds = []
+        for i, ids in enumerate(prompts):
+            cfg = DecodeConfig(SamplingConfig(temperature=args.temperature), builder, "tev", args.max_new_tokens, i,
+                               stop_on_eos=False, missing_top=args.missing_top)
+            s = DecodeSession(pair, ids, cfg)
+            s.run()
+            rounds += s.rounds
+        return rounds
+
+    decode_all()  # warm-up
+    t0 = time.perf_counter()
+    rounds = decode_all()
+    wall = time.perf_counter() - t0
+    s = summarize(rounds)
+    per_round = {k: v / s["rounds"] for k, v in s["stage_ms"].items()}
+    prof = cProfile.Profile()
+    prof.enable()
+    decode_all()
+    prof.disable()
+    stats = pstats.Stats(prof)
+    model_s = sum(v[2] for k, v in stats.stats.items() if any(m in k[0] for m in MODEL_FILES) or k[0] == "~")
+    total_s = sum(v[2] for v in stats.stats.values())
+    top = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[: args.top]
+    rows = [{"function": f"{k[0].split('/')[-1]}:{k[1]}({k[2]})"[:70], "calls": v[1], "tottime_s": v[2]} for k, v in top]
+    print(f"{s['rounds']} rounds, tau {s['tau']:.2f}, {wall * 1e3 / s['rounds']:.1f} ms per round (wall)")
+    print("per-round stage ms: " + "  ".join(f"{k} {v:.2f}" for k, v in per_round.items()))
+    print(table(rows, ["function", "calls", "tottime_s"]))
+    print(f"share of profiled time in model code and C ops: {model_s / total_s:.1%}")
+    write("profile_round", args, {"rounds": s["rounds"], "tau": s["tau"], "ms_per_round": wall * 1e3 / s["rounds"],
+                                  "stage_ms_per_round": per_round, "top": rows, "model_share": model_s / total_s})
+
+
+if __name__ == "__main__":
+    main()
