@@ -49,7 +49,8 @@ def processed_logits(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
     x = logits.float()
     if cfg.greedy:
         return x
-    x = x / cfg.temperature
+    if cfg.temperature != 1:
+        x = x / cfg.temperature
     if cfg.top_k and cfg.top_k < x.shape[-1]:
         kth = torch.topk(x, cfg.top_k, dim=-1).values[..., -1:]
         x = x.masked_fill(x < kth, float("-inf"))

@@ -1,0 +1,63 @@
+"""Budget sweep (the DDTree curve): tau, 1 + C_p and speed-up over autoregressive against B, at T = 0 and 1."""
+
+from __future__ import annotations
+
+import time
+
+from common import parser, setup, table, write
+
+from tevviz.engine.builders import BuilderConfig
+from tevviz.engine.sampling import SamplingConfig
+from tevviz.engine.session import DecodeConfig, DecodeSession, autoregressive
+
+
+def main() -> None:
+    ap = parser(__doc__)
+    ap.add_argument("--budgets", default="1,4,8,16,32,64,128,256")
+    ap.add_argument("--temperatures", default="0,1")
+    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--verifier", default="tev")
+    args = ap.parse_args()
+    pair, prompts = setup(args)
+    rows = []
+    for temp in [float(t) for t in args.temperatures.split(",")]:
+        base_cfg = DecodeConfig(SamplingConfig(temperature=temp), max_new_tokens=args.max_new_tokens, stop_on_eos=False)
+        autoregressive(pair, prompts[0], base_cfg)  # warm-up
+        base_s = base_n = 0
+        for ids in prompts:
+            b = autoregressive(pair, ids, base_cfg)
+            base_s += b.seconds
+            base_n += len(b.token_ids)
+        for budget in [int(b) for b in args.budgets.split(",")]:
+            builder = BuilderConfig(budget=budget, depth=args.depth, top_k=4, width=max(8, budget // 4))
+            taus, ceils, n, secs = [], [], 0, 0.0
+            for i, ids in enumerate(prompts):
+                cfg = DecodeConfig(SamplingConfig(temperature=temp), builder, args.verifier, args.max_new_tokens, i,
+                                   stop_on_eos=False, missing_top=0)
+                t0 = time.perf_counter()
+                s = DecodeSession(pair, ids, cfg)
+                s.run()
+                secs += time.perf_counter() - t0
+                n += len(s.generated)
+                taus += [r.block_length for r in s.rounds]
+                ceils += [1 + r.C_p for r in s.rounds]
+            row = {"T": temp, "B": budget, "tau": sum(taus) / len(taus), "1+C_p": sum(ceils) / len(ceils),
+                   "tok_s": n / secs, "ar_tok_s": base_n / base_s, "speedup": (n / secs) / (base_n / base_s)}
+            rows.append(row)
+            print(table([row], list(row)), flush=True)
+    print(table(rows, list(rows[0])))
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("tau against B", "speed-up against B"))
+    for temp in sorted({r["T"] for r in rows}):
+        sub = [r for r in rows if r["T"] == temp]
+        fig.add_scatter(x=[r["B"] for r in sub], y=[r["tau"] for r in sub], name=f"tau T={temp:g}", row=1, col=1)
+        fig.add_scatter(x=[r["B"] for r in sub], y=[r["speedup"] for r in sub], name=f"speed-up T={temp:g}", row=1, col=2)
+    fig.update_xaxes(type="log")
+    write("budget_sweep", args, {"rows": rows}, fig)
+
+
+if __name__ == "__main__":
+    main()
