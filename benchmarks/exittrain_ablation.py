@@ -31,6 +31,12 @@ def main() -> None:
     ap.add_argument("--collect-tokens", type=int, default=96)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--save", default=None, help="save the exit-weight drafter to this folder")
+    ap.add_argument("--sweep", action="store_true",
+                    help="first choose lr and lambda_exit for the exit objective on held-back train prompts")
+    ap.add_argument("--sweep-lrs", default="3e-4,1e-3,3e-3")
+    ap.add_argument("--sweep-lambdas", default="0.5,1,2")
+    ap.add_argument("--sweep-steps", type=int, default=60)
+    ap.add_argument("--val-prompts", type=int, default=5, help="train prompts held back for the sweep")
     args = ap.parse_args()
     pair, eval_prompts = setup(args)
     train_rows = load_prompts(args.prompts, "train")
@@ -42,8 +48,31 @@ def main() -> None:
     contexts = contexts_from_streams(streams)
     print(f"{len(contexts)} training contexts from {len(train_prompts)} prompts ({time.perf_counter() - t0:.0f} s)")
 
-    def held_out(p: ModelPair) -> dict:
-        return {f"T{t:g}": evaluate(p, eval_prompts, t, builder, args.max_new_tokens).to_dict() for t in (0.0, 1.0)}
+    def held_out(p: ModelPair, prompts=eval_prompts) -> dict:
+        return {f"T{t:g}": evaluate(p, prompts, t, builder, args.max_new_tokens).to_dict() for t in (0.0, 1.0)}
+
+    sweep = []
+    if args.sweep:
+        # Hyper-parameters are chosen on train prompts held back from training, never on the eval split.
+        k = args.val_prompts
+        fit = contexts_from_streams(streams[:-k])
+        val = train_prompts[-k:]
+        base = held_out(pair, val)
+        for lr in [float(x) for x in args.sweep_lrs.split(",")]:
+            for lam in [float(x) for x in args.sweep_lambdas.split(",")]:
+                cfg = TrainConfig(objective="exit", lambda_exit=lam, lr=lr, steps=args.sweep_steps, batch=args.batch,
+                                  builder=builder, seed=args.seed)
+                trainer = ExitTrainer(pair, fit, cfg)
+                for _ in range(cfg.steps):
+                    trainer.step()
+                res = held_out(ModelPair(pair.target, trainer.trained_draft(), pair.tokenizer, "", ""), val)
+                score = (res["T0"]["tau"] / base["T0"]["tau"] + res["T1"]["tau"] / base["T1"]["tau"]) / 2 - 1
+                sweep.append({"lr": lr, "lambda_exit": lam, "val_tau_T0": res["T0"]["tau"],
+                              "val_tau_T1": res["T1"]["tau"], "val_gain": score})
+                print(table([sweep[-1]], list(sweep[-1])), flush=True)
+        best = max(sweep, key=lambda r: r["val_gain"])
+        args.lr, args.lambda_exit = best["lr"], best["lambda_exit"]
+        print(f"sweep: chose lr {args.lr} and lambda_exit {args.lambda_exit}\n" + table(sweep, list(sweep[0])))
 
     results = {"original": held_out(pair)}
     curves = {}
@@ -84,7 +113,7 @@ def main() -> None:
     for name, curve in curves.items():
         fig.add_scatter(x=[c["step"] for c in curve], y=[c["loss"] for c in curve], name=f"{name} loss", row=1, col=1)
         fig.add_scatter(x=[c["step"] for c in curve], y=[c["C_p"] for c in curve], name=f"{name} C_p", row=1, col=2)
-    write("exittrain_ablation", args, {"rows": rows, "results": results, "curves": curves}, fig)
+    write("exittrain_ablation", args, {"rows": rows, "results": results, "curves": curves, "sweep": sweep}, fig)
 
 
 if __name__ == "__main__":
