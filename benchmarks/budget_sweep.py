@@ -47,7 +47,6 @@ def main() -> None:
             rows.append(row)
             print(table([row], list(row)), flush=True)
     print(table(rows, list(rows[0])))
-    import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=1, cols=2, subplot_titles=("tau against B", "speed-up against B"))

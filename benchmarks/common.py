@@ -14,8 +14,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tevviz.engine.models import load_pair  # noqa: E402
-from tevviz.prompts import load_prompts  # noqa: E402
+from tevviz.engine.models import load_pair
+from tevviz.prompts import load_prompts
 
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -64,7 +64,7 @@ def timed(fn, device, repeats: int, warmup: int = 2, setup_fn=None) -> float:
 
 def table(rows: list[dict], columns: list[str]) -> str:
     """A plain aligned text table."""
-    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)
     cells = [[fmt(r.get(c, "")) for c in columns] for r in rows]
     widths = [max(len(c), *(len(x[i]) for x in cells)) for i, c in enumerate(columns)]
     lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths))]

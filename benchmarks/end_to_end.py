@@ -22,7 +22,8 @@ from tevviz.engine.session import DecodeConfig, DecodeSession
 
 
 def hf_generate(pair: ModelPair, ids, n: int, temperature: float, assistant=None):
-    kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=temperature > 0, pad_token_id=pair.tokenizer.eos_token_id)
+    kw = {"max_new_tokens": n, "min_new_tokens": n, "do_sample": temperature > 0,
+          "pad_token_id": pair.tokenizer.eos_token_id}
     if temperature > 0:
         kw.update(temperature=temperature, top_k=0, top_p=1.0)
     if assistant is not None:

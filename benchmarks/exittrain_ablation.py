@@ -106,7 +106,6 @@ def main() -> None:
     print(f"\nB={args.budget} H={args.depth}, {len(eval_prompts)} eval prompts x {args.max_new_tokens} tokens, "
           f"{args.steps} steps x {args.batch} contexts, lr {args.lr}, lambda_exit {args.lambda_exit}")
     print(table(rows, list(rows[0])))
-    import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=1, cols=2, subplot_titles=("training loss", "C_p of the step's trees"))

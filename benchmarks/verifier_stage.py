@@ -58,7 +58,7 @@ def stage_times(pair, prefix, tree, cfg: SamplingConfig, names, repeats: int) ->
         verify = VERIFIERS[name]
         gen = torch.Generator(device=device).manual_seed(0)
 
-        def run(c):
+        def run(c, verify=verify, gen=gen):
             d = verify(tree, logits, cfg, gen, anc)
             exit_node, _ = torch.stack([d.exit_node, d.bonus_token]).tolist()
             keep_entries(c, past, torch.tensor(path_to(tree, exit_node), device=device), past + tree.size)

@@ -31,7 +31,7 @@ def word_tokenizer(vocab: int = VOCAB):
 def tiny_config(family: str, layers: int = 2, attn: str = "sdpa"):
     from transformers import GPT2Config, LlamaConfig, Qwen2Config
 
-    common = dict(vocab_size=VOCAB, eos_token_id=EOS, bos_token_id=EOS, pad_token_id=EOS)
+    common = {"vocab_size": VOCAB, "eos_token_id": EOS, "bos_token_id": EOS, "pad_token_id": EOS}
     if family == "llama":
         cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4,
                           num_key_value_heads=2, max_position_embeddings=512, **common)
@@ -102,6 +102,6 @@ def random_prompts(count: int, seed: int, lo: int = 1, hi: int = 12, vocab: int 
 def greedy_generate(model, prompt: list[int], max_new_tokens: int = 64, stop_on_eos: bool = False) -> list[int]:
     """The new tokens of `model.generate(..., do_sample=False)`; without EOS stopping unless asked."""
     ids = torch.tensor([prompt])
-    kw = dict(eos_token_id=EOS, pad_token_id=EOS) if stop_on_eos else dict(eos_token_id=None, pad_token_id=0)
+    kw = {"eos_token_id": EOS, "pad_token_id": EOS} if stop_on_eos else {"eos_token_id": None, "pad_token_id": 0}
     out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False, **kw)
     return out[0, len(prompt):].tolist()

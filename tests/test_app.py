@@ -11,8 +11,17 @@ import time
 import pytest
 from conftest import tiny_pair
 
-from tevviz.app import build_demo, launch_options
-from tevviz.app_session import AppState, Controller, PairSource, chi_square_p, decode_settings, load_prompts
+from tevviz.app import build_demo, launch_options, stats_markdown, text_spans
+from tevviz.app_session import (
+    AppState,
+    Controller,
+    PairSource,
+    chi_square_p,
+    decode_settings,
+    load_prompts,
+    train_settings,
+    training_contexts,
+)
 from tevviz.engine import TevvizError
 from tevviz.engine import io as tio
 
@@ -241,6 +250,48 @@ def test_session_store_expires_idle_sessions(pair):
     assert ctl.store.get(st.sid) is None
     st2 = ctl.step(st, prompt, cfg)
     assert len(st2.rounds) == 1 and "expired" in st2.notice
+
+
+def test_history_is_capped_with_a_notice(pair, tmp_path):
+    ctl = Controller(PairSource(pair=pair), history=3)
+    prompt, cfg = decode_settings(PROMPT, 0, 0, 1.0, 0, "best-first", 8, 3, 2, 4, "4,2", "tev", 64)
+    st = AppState()
+    for _ in range(6):
+        st = ctl.step(st, prompt, cfg)
+    assert [r.index for r in st.rounds] == [3, 4, 5] and st.dropped == 3 and st.view == 2
+    assert "history capped at 3 rounds; older rounds dropped" in st.notice
+    assert "| 6 |" in stats_markdown(st) and "last 3 rounds" in stats_markdown(st)
+    assert "".join(text for text, _ in text_spans(Controller.view(st, 2))) == PROMPT + "".join(
+        pair.tokenizer.convert_ids_to_tokens(st.generated))  # the dropped rounds' text is still shown
+    # The kept rounds still know their context: prefix, re-scoring and ExitTrain contexts.
+    stream = st.prompt_ids + st.generated
+    for i, r in enumerate(st.rounds):
+        prefix, note = ctl.prefix(st, i, "", pair.tokenizer)
+        assert note == "" and stream[len(prefix)] == r.tokens[0]
+        assert stream[len(prefix) + 1: len(prefix) + 1 + len(r.committed)] == r.committed
+    assert [c.tokens[-1] for c in training_contexts(st)] == [r.tokens[0] for r in st.rounds]
+    rescored = ctl.rescore(Controller.view(st, 0), "", cfg.sampling)
+    assert rescored.rounds[0].w == pytest.approx(st.rounds[0].w, abs=1e-5)
+    # An import keeps the last rounds too.
+    path = tmp_path / "session.json"
+    path.write_text(json.dumps(ctl.session_json(st)), encoding="utf-8")
+    imported = Controller(PairSource(pair=pair), history=2).import_file(AppState(), str(path))
+    assert [r.index for r in imported.rounds] == [4, 5] and "history capped at 2" in imported.notice
+
+
+def test_idle_sessions_free_the_decoder_and_the_trainer(pair):
+    ctl = Controller(PairSource(pair=pair))
+    prompt, cfg = decode_settings(PROMPT, 0, 0, 1.0, 0, "best-first", 8, 3, 2, 4, "4,2", "tev", 16)
+    st = ctl.step(ctl.step(AppState(), prompt, cfg), prompt, cfg)
+    ctl.train(st, train_settings("exit", 1e-3, 1.0, 2, 1, cfg.builder), cfg)
+    assert ctl.store.training(st.sid) is not None
+    ctl.reset(st)  # Reset frees the decoder only
+    assert ctl.store.get(st.sid) is None and ctl.store.training(st.sid) is not None and len(ctl.store) == 1
+    st = ctl.step(st, prompt, cfg)
+    ctl.store.ttl_s = 0.0
+    time.sleep(0.01)
+    ctl.store.sweep()
+    assert len(ctl.store) == 0 and ctl.store.training(st.sid) is None
 
 
 def test_chi_square_p_values():

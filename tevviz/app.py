@@ -7,24 +7,31 @@ the models load on the first action that needs them.
 
 from __future__ import annotations
 
+import html
 import math
 
 import gradio as gr
 import plotly.graph_objects as go
 
 from .app_session import (
+    EVAL_ROUNDS,
+    MAX_HISTORY,
     AppState,
     Comparison,
     Controller,
     Decoded,
+    ExitMassMove,
     PairSource,
     SessionStore,
+    TrainReport,
     decode_settings,
     load_prompts,
+    train_settings,
 )
 from .engine import ModelPair, TevvizError, summarize
 from .engine.builders import BUILDERS
 from .engine.io import MAX_BYTES
+from .engine.training import OBJECTIVES, TrainConfig
 from .engine.verifiers import VERIFIERS
 from .render import (
     BONUS,
@@ -41,7 +48,7 @@ DEFAULT_PROMPT = "def fibonacci(n):\n"
 PROGRESS = gr.Progress()  # default marking the handlers' progress parameter; Gradio passes a fresh tracker per call
 CSS = """
 #tree-plot { overflow-x: auto; }
-#error-box p { color: #b00020; font-weight: 600; }
+#error-box p, .error-box p { color: #b00020; font-weight: 600; }
 .stats-table table { font-size: 0.9em; }
 """
 
@@ -87,6 +94,8 @@ def tree_plot(st: AppState, metric: str) -> go.Figure:
 def text_spans(st: AppState) -> list[tuple[str, str | None]]:
     """Prompt, then each round's block up to the shown round; while stepping, up to the current token."""
     spans: list[tuple[str, str | None]] = [(st.prompt, None)] if st.prompt else []
+    if st.dropped_text:  # rounds the history cap dropped: their text, unmarked
+        spans.append((st.dropped_text, None))
     spans += highlighted_blocks([r.to_dict() for r in st.rounds[: st.view]])
     r = st.round
     if r is None:
@@ -138,14 +147,16 @@ def stats_markdown(st: AppState) -> str:
     if not st.rounds:
         return "No rounds yet."
     s = summarize(st.rounds)
-    tps = s["tokens"] / st.seconds if st.seconds > 0 else None
+    rounds, tokens = s["rounds"] + st.dropped, len(st.generated) if st.dropped else s["tokens"]
+    tps = tokens / st.seconds if st.seconds > 0 else None
     base = st.baseline
     comparable = base is not None and base["prompt"] == st.prompt and base["cfg"] == st.cfg
     speedup = tps / base["tokens_per_s"] if comparable and tps and base["tokens_per_s"] else None
+    kept = f" (last {s['rounds']} rounds)" if st.dropped else ""
     lines = [
-        "| rounds | tokens | tokens/s | tau | mean 1 + C_p | baseline tokens/s | speed-up |",
+        f"| rounds | tokens | tokens/s | tau{kept} | mean 1 + C_p{kept} | baseline tokens/s | speed-up |",
         "|---|---|---|---|---|---|---|",
-        (f"| {s['rounds']} | {s['tokens']} | {_fmt(tps)} | {_fmt(s['tau'])} | {_fmt(s['mean_ceiling'])} "
+        (f"| {rounds} | {tokens} | {_fmt(tps)} | {_fmt(s['tau'])} | {_fmt(s['mean_ceiling'])} "
          f"| {_fmt(base['tokens_per_s']) if comparable else '—'} | {'—' if speedup is None else f'{speedup:.2f}x'} |"),
     ]
     if st.done:
@@ -183,28 +194,228 @@ def decoded_markdown(d: Decoded) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# ExitTrain panel: report -> widget values.
+
+MOVED_BARS = 16  # nodes in the change-of-w bar chart
+MOVED_ROWS = 10  # nodes in the change-of-w table
+NO_TRAINING = "No training yet: step a few rounds in the Decode tab, then press Train step."
+
+
+def loss_figure(log: list[dict]) -> go.Figure:
+    """L, L_tok and L_exit per ExitTrain step (SPEC section 5); L_exit, an order smaller, on its own axis."""
+    if not log:
+        return _empty_figure("press Train step to train this session's copy of the draft")
+    steps = [e["step"] for e in log]
+    fig = go.Figure([
+        go.Scatter(x=steps, y=[e["l_tok"] for e in log], mode="lines+markers", name="L_tok"),
+        go.Scatter(x=steps, y=[e["l_exit"] for e in log], mode="lines+markers", name="L_exit (right axis)",
+                   yaxis="y2"),
+        # Dashed and on top: with lambda_exit * L_exit small, L lies on L_tok.
+        go.Scatter(x=steps, y=[e["loss"] for e in log], mode="lines+markers", name="L", line={"dash": "dash"}),
+    ])
+    return fig.update_layout(
+        title="ExitTrain loss per step: L = L_tok + lambda_exit · L_exit", height=320,
+        xaxis={"title": "step", "dtick": max(1, len(log) // 10)}, yaxis={"title": "L, L_tok"},
+        yaxis2={"title": "L_exit", "overlaying": "y", "side": "right", "showgrid": False},
+        margin={"l": 50, "r": 50, "t": 50, "b": 40}, legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.0})
+
+
+def _change(before: float, after: float) -> str:
+    if any(isinstance(x, float) and math.isnan(x) for x in (before, after)) or before == 0:
+        return "—"
+    return f"{(after - before) / abs(before):+.1%}"
+
+
+def train_markdown(report: TrainReport) -> str:
+    """The before/after table on the same contexts, and the last step's losses."""
+    last = report.log[-1]
+    before, after = report.table
+    lines = [
+        (f"{len(report.log)} steps so far on {report.contexts} contexts from this session's rounds. Last step "
+         f"({last['objective']}): L = {last['loss']:.4g}, L_tok = {last['l_tok']:.4g}, "
+         f"L_exit = {last['l_exit']:.4g}."),
+        "",
+        (f"Before and after on the same {before['contexts']} contexts: mean C_p of the tree each drafter builds "
+         f"(target at T = 1), and tau, the mean block length over {EVAL_ROUNDS} decoding rounds from each context "
+         f"(T = {report.temperature:g})."),
+        "",
+        "| drafter | mean C_p | mean 1 + C_p | tau | rounds |",
+        "|---|---|---|---|---|",
+    ]
+    for row in report.table:
+        lines.append(f"| {row['drafter']} | {_fmt(row['C_p'], 4)} | {_fmt(1 + row['C_p'], 4)} | "
+                     f"{_fmt(row['tau'], 4)} | {row['rounds']} |")
+    lines.append(f"| change | {_change(before['C_p'], after['C_p'])} | "
+                 f"{_change(1 + before['C_p'], 1 + after['C_p'])} | {_change(before['tau'], after['tau'])} | |")
+    if report.notice:
+        lines.append(f"\n*{report.notice}*")
+    return "\n".join(lines)
+
+
+def _path_label(texts: list[str], limit: int = 40) -> str:
+    """A node by its token path, e.g. `'def' › ' f'`; the root is "root"; long paths keep their end."""
+    label = "root" if not texts else " › ".join(repr(t) for t in texts)
+    return label if len(label) <= limit else "…" + label[-(limit - 1):]
+
+
+def moved_figure(moved: ExitMassMove) -> go.Figure:
+    """Change of w per node (trained minus original), nodes matched by token path."""
+    rows = moved.changes[:MOVED_BARS][::-1]  # largest change on top
+    fig = go.Figure(go.Bar(
+        x=[r["delta"] for r in rows], y=[html.escape(_path_label(r["texts"])) for r in rows], orientation="h",
+        marker={"color": ["#2a9d8f" if r["delta"] >= 0 else "#e76f51" for r in rows]},
+        hovertext=[f"w original {r['w_before']:.4g}<br>w trained {r['w_after']:.4g}" for r in rows],
+        hoverinfo="text",
+    ))
+    return fig.update_layout(title=f"round {moved.round_index}: change of w per node (trained − original)",
+                             xaxis_title="Δw", height=max(260, 60 + 24 * len(rows)), plot_bgcolor="white",
+                             margin={"l": 10, "r": 10, "t": 50, "b": 40}, yaxis={"automargin": True})
+
+
+def moved_markdown(moved: ExitMassMove) -> str:
+    b, a = moved.before, moved.after
+    where = {(True, True): "both", (True, False): "original only", (False, True): "trained only"}
+    lines = [
+        (f"Round {moved.round_index}'s context. Original tree: {b.size} nodes, C_p = {_fmt(b.C_p, 4)}; "
+         f"trained tree: {a.size} nodes, C_p = {_fmt(a.C_p, 4)}. Nodes match by token path; a node in one tree "
+         "only has w = 0 in the other. The largest changes:"),
+        "",
+        "| node (token path) | in | w original | w trained | Δw |",
+        "|---|---|---|---|---|",
+    ]
+    for r in moved.changes[:MOVED_ROWS]:
+        label = html.escape(_path_label(r["texts"], 60)).replace("|", "\\|")
+        side = where[(r["node_before"] is not None, r["node_after"] is not None)]
+        lines.append(f"| {label} | {side} | {r['w_before']:.4g} | {r['w_after']:.4g} | {r['delta']:+.4g} |")
+    return "\n".join(lines)
+
+
+def moved_trees(moved: ExitMassMove) -> tuple[go.Figure, go.Figure]:
+    """Both drafters' trees on the same context, coloured by w under the target; the ring is argmax w."""
+    figs = []
+    for name, r in (("original", moved.before), ("trained", moved.after)):
+        title = f"{name} draft, round {moved.round_index}: C_p = {_fmt(r.C_p, 4)} (ring: most likely exit)"
+        fig = tree_figure(r.to_dict(), "w", title=title)
+        figs.append(fig.update_layout(width=None, autosize=True))  # half-width columns
+    return figs[0], figs[1]
+
+
+# ---------------------------------------------------------------------------------------------
 # The Blocks.
 
 
-def _exittrain_tab(ctl: Controller) -> None:
-    """The ExitTrain tab (inside its gr.Tab); filled in by the ExitTrain work. `ctl.source.get()` gives the models."""
-    gr.Markdown("ExitTrain (exit-guided draft-tree training, SPEC section 5) is added by the ExitTrain work.")
+def _current(st: AppState | None) -> AppState:
+    return st if st is not None else AppState()
+
+
+def _exittrain_tab(ctl: Controller, state: gr.State, settings: dict) -> None:
+    """The ExitTrain tab (inside its gr.Tab): train this browser session's copy of the draft on its rounds."""
+    gr.Markdown(
+        "**ExitTrain** (SPEC section 5): train a copy of the draft, private to this browser session, on the rounds "
+        "decoded here. Each round gives a context (the stream up to its root) and the target's continuation (the "
+        "tokens committed after it). The drafter rebuilds its tree for each context and the frozen target weights "
+        "every node's incoming token by its exit probability w. The loaded draft never changes; **Revert** drops "
+        "the copy.")
+    with gr.Row():
+        objective = gr.Radio(list(OBJECTIVES), value="exit", label="objective", scale=2,
+                             info="exit: w (the paper's); prefix: P rescaled; token: L_tok only; residual: ours")
+        lr = gr.Number(TrainConfig.lr, label="learning rate", min_width=90)
+        lambda_exit = gr.Number(TrainConfig.lambda_exit, label="lambda_exit", min_width=90)
+        batch = gr.Number(4, precision=0, label="batch (contexts per step)", min_width=90)
+        steps = gr.Number(5, precision=0, label="N steps per click", min_width=90)
+    with gr.Row(equal_height=True):
+        train_btn = gr.Button("Train step", variant="primary", min_width=100)
+        revert_btn = gr.Button("Revert", variant="stop", min_width=100)
+        use_box = gr.Checkbox(False, label="Use trained draft for Step and Run in this session")
+    error = gr.Markdown("", label="error", elem_classes="error-box")
+    note = gr.Markdown("Step and Run decode with the original draft.", label="draft in use")
+    table = gr.Markdown(NO_TRAINING, label="before and after", elem_classes="stats-table")
+    loss_plot = gr.Plot(loss_figure([]), label="loss")
+    with gr.Accordion("Where the exit mass moved", open=True):
+        gr.Markdown("On the context of the round chosen with the Decode tab's round slider: the tree each drafter "
+                    "builds there, coloured by w under the target (T = 1), and the nodes whose w changed most.")
+        moved_btn = gr.Button("Show for the shown round", min_width=100)
+        with gr.Row(equal_height=False):
+            tree_before = gr.Plot(label="original draft's tree")
+            tree_after = gr.Plot(label="trained draft's tree")
+        moved_plot = gr.Plot(label="change of w")
+        moved_md = gr.Markdown("", label="largest changes of w")
+
+    def moved_updates(moved: ExitMassMove | None) -> dict:
+        if moved is None:
+            empty = _empty_figure("no round with a known context is shown")
+            return {tree_before: empty, tree_after: empty, moved_plot: empty, moved_md: ""}
+        before_fig, after_fig = moved_trees(moved)
+        return {tree_before: before_fig, tree_after: after_fig, moved_plot: moved_figure(moved),
+                moved_md: moved_markdown(moved)}
+
+    def failed(e: Exception) -> dict:
+        gr.Warning(str(e))
+        return {error: f"Error: {e}"}
+
+    def train(st, objective, lr, lambda_exit, batch, steps, progress=PROGRESS, **values):
+        st = _current(st)
+        try:
+            cfg = st.cfg if st.kind == "live" and st.cfg is not None else decode_settings(**values)[1]
+            tcfg = train_settings(objective, lr, lambda_exit, batch, steps, cfg.builder)
+            progress(0, desc="ExitTrain")
+            report = ctl.train(st, tcfg, cfg, progress=progress)
+        except TevvizError as e:
+            return failed(e)
+        return {state: st, error: "", note: ctl.train_status(st), table: train_markdown(report),
+                loss_plot: loss_figure(report.log), **moved_updates(report.moved)}
+
+    def revert(st):
+        st = _current(st)
+        said = ctl.train_revert(st)
+        return {state: st, error: "", note: said[0].upper() + said[1:] + ".", table: NO_TRAINING,
+                loss_plot: loss_figure([]), **moved_updates(None), use_box: False}
+
+    def use(st, use_trained):
+        st = _current(st)
+        try:
+            said = ctl.train_use(st, bool(use_trained))
+        except TevvizError as e:
+            return {**failed(e), use_box: False}
+        return {state: st, error: "", note: said}
+
+    def show_moved(st, progress=PROGRESS):
+        try:
+            progress(0, desc="building both trees")
+            return {error: "", **moved_updates(ctl.exit_mass(_current(st)))}
+        except TevvizError as e:
+            return failed(e)
+
+    model_work = {"concurrency_id": "model", "concurrency_limit": 1}
+    moved_outputs = [tree_before, tree_after, moved_plot, moved_md]
+    train_outputs = [state, error, note, table, loss_plot, *moved_outputs]
+    train_btn.click(train, [state, objective, lr, lambda_exit, batch, steps], train_outputs, inputs_kwargs=settings,
+                    api_name="train_step", **model_work)
+    revert_btn.click(revert, [state], [*train_outputs, use_box], api_name="train_revert", **model_work)
+    use_box.input(use, [state, use_box], [state, error, note, use_box], api_name="train_use", **model_work)
+    moved_btn.click(show_moved, [state], [error, *moved_outputs], api_name="train_moved", **model_work)
 
 
 def build_demo(target: str | None = None, draft: str | None = None, dtype: str = "auto", device: str | None = None,
                device_map=None, attn_implementation: str = "sdpa", trust_remote_code: bool = False,
                pair: ModelPair | None = None, default_prompt: str | None = None,
-               store: SessionStore | None = None) -> gr.Blocks:
-    """The app's Blocks over the given models (the embedded pair by default, or an injected `pair`)."""
+               store: SessionStore | None = None, history: int = MAX_HISTORY) -> gr.Blocks:
+    """The app's Blocks over the given models (the embedded pair by default, or an injected `pair`).
+
+    `history` caps the rounds each browser session keeps.
+    """
     source = PairSource(target, draft, dtype, device, device_map, attn_implementation, trust_remote_code, pair)
-    ctl = Controller(source, store)
+    ctl = Controller(source, store, history)
     prompts = load_prompts()
     by_id = {p["id"]: p["prompt"] for p in prompts}
     first_prompt = default_prompt or (prompts[0]["prompt"] if prompts else DEFAULT_PROMPT)
 
     # delete_cache: Gradio's copies of exported files (a tree HTML embeds plotly.js, ~5 MB) go after an hour.
     with gr.Blocks(title="tevviz", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
-        state = gr.State(None, delete_callback=lambda st: st is not None and ctl.store.drop(st.sid))
+        # Gradio deletes a state an hour after its tab closes, or once it has not changed for `time_to_live`
+        # seconds; either way the callback frees the session's DecodeSession and ExitTrain trainer.
+        state = gr.State(None, time_to_live=ctl.store.ttl_s,
+                         delete_callback=lambda st: st is not None and ctl.store.drop(st.sid))
         gr.Markdown(f"## tevviz — draft-tree debugger for tree speculative decoding\nModels: {source.description} "
                     "(loaded on first use).")
         with gr.Tabs():
@@ -290,19 +501,19 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                                                         label=f"{name}: verifier"),
                                 "builder": gr.Dropdown(list(BUILDERS), value="best-first", label=f"{name}: builder"),
                                 "budget": gr.Number(32, precision=0, label=f"{name}: budget B"),
-                                "draft": gr.Textbox("", label=f"{name}: draft model path (empty = loaded draft)"),
+                                "draft": gr.Textbox("", label=f"{name}: draft model path (empty = this session's draft)"),
                             })
                 sbs_btn = gr.Button("Decode both", variant="primary")
                 with gr.Row():
                     tree_a, tree_b = gr.Plot(label="A: final tree"), gr.Plot(label="B: final tree")
                 with gr.Row():
                     md_a, md_b = gr.Markdown(label="A: summary"), gr.Markdown(label="B: summary")
+            settings = {"prompt": prompt, "temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed,
+                        "builder": builder, "budget": budget, "depth": depth, "children": children, "width": width,
+                        "branching": branching, "verifier": verifier, "max_new_tokens": max_new}
             with gr.Tab("ExitTrain"):
-                _exittrain_tab(ctl)
+                _exittrain_tab(ctl, state, settings)
 
-        settings = {"prompt": prompt, "temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed,
-                    "builder": builder, "budget": budget, "depth": depth, "children": children, "width": width,
-                    "branching": branching, "verifier": verifier, "max_new_tokens": max_new}
         view_outputs = [tree, view, node, details, text]
         all_outputs = [state, error, stats, stage_plot, hist_plot, depth_plot, *view_outputs]
 
@@ -335,21 +546,18 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
             gr.Warning(str(e))
             return {error: f"Error: {e}"}
 
-        def current(st: AppState | None) -> AppState:
-            return st if st is not None else AppState()
-
         def step(st, metric_name, progress=PROGRESS, **values):
             try:
                 prompt_text, cfg = decode_settings(**values)
                 progress(0, desc="drafting and verifying (models load on first use)")
-                return everything(ctl.step(current(st), prompt_text, cfg), metric_name)
+                return everything(ctl.step(_current(st), prompt_text, cfg), metric_name)
             except TevvizError as e:
                 return failed(e)
 
         def step_token(st, metric_name, **values):
             try:
                 prompt_text, cfg = decode_settings(**values)
-                st = current(st)
+                st = _current(st)
                 new = ctl.step_token(st, prompt_text, cfg)
             except TevvizError as e:
                 return failed(e)
@@ -362,7 +570,7 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
             except (TevvizError, TypeError, ValueError) as e:
                 yield failed(TevvizError(str(e)))
                 return
-            st, done = current(st), 0
+            st, done = _current(st), 0
             while not limit or done < limit:
                 try:
                     st = ctl.step(st, prompt_text, cfg)
@@ -376,32 +584,32 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                     return
 
         def reset(st, metric_name):
-            return everything(ctl.reset(current(st)), metric_name)
+            return everything(ctl.reset(_current(st)), metric_name)
 
         def baseline(st, metric_name, progress=PROGRESS, **values):
             try:
                 prompt_text, cfg = decode_settings(**values)
                 progress(0, desc="autoregressive decoding of the target")
-                st = ctl.baseline(current(st), prompt_text, cfg)
+                st = ctl.baseline(_current(st), prompt_text, cfg)
             except TevvizError as e:
                 return failed(e)
             return {state: st, error: "", stats: stats_markdown(st)}
 
         def set_view(st, metric_name, index):
-            return shown(Controller.view(current(st), index), metric_name)
+            return shown(Controller.view(_current(st), index), metric_name)
 
         def set_metric(st, metric_name):
-            return {tree: tree_plot(current(st), metric_name)}
+            return {tree: tree_plot(_current(st), metric_name)}
 
         def select_node(st, metric_name, node_id):
-            st = Controller.select_node(current(st), node_id)
+            st = Controller.select_node(_current(st), node_id)
             return {state: st, tree: tree_plot(st, metric_name), details: node_details(st)}
 
         def pick_prompt(prompt_id):
             return by_id.get(prompt_id, gr.skip())
 
         def export(st, metric_name):
-            st = current(st)
+            st = _current(st)
             try:
                 html = tree_plot(st, metric_name).to_html(include_plotlyjs=True, full_html=True)
                 paths = ctl.export(st, html)
@@ -410,14 +618,14 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
             return {error: "", round_dl: str(paths[0]), session_dl: str(paths[1]), html_dl: str(paths[2])}
 
         def enable_downloads(st):
-            ready = current(st).round is not None
+            ready = _current(st).round is not None
             return [gr.DownloadButton(interactive=ready)] * 3
 
         def import_file(st, metric_name, path):
             if not path:
                 return {}
             try:
-                return everything(ctl.import_file(current(st), path), metric_name)
+                return everything(ctl.import_file(_current(st), path), metric_name)
             except TevvizError as e:
                 return failed(e)
 
@@ -425,21 +633,21 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
             try:
                 _, cfg = decode_settings(**values)
                 progress(0, desc="re-scoring with the target")
-                return everything(ctl.rescore(current(st), values["prompt"], cfg.sampling), metric_name)
+                return everything(ctl.rescore(_current(st), values["prompt"], cfg.sampling), metric_name)
             except TevvizError as e:
                 return failed(e)
 
         def compare(st, draws_m, seed_m, progress=PROGRESS, **values):
             try:
                 _, cfg = decode_settings(**values)
-                c = ctl.compare(current(st), values["prompt"], cfg.sampling, int(draws_m or 0), int(seed_m or 0),
+                c = ctl.compare(_current(st), values["prompt"], cfg.sampling, int(draws_m or 0), int(seed_m or 0),
                                 progress=progress)
             except TevvizError as e:
                 return failed(e)
             emp = {x.name: x.freqs for x in c.laws}
             return {error: "", law_plot: verifier_law_figure(c.w, emp, c.node_labels), law_md: comparison_markdown(c)}
 
-        def side_by_side(verifier_a, builder_a, budget_a, draft_a, verifier_b, builder_b, budget_b, draft_b,
+        def side_by_side(st, verifier_a, builder_a, budget_a, draft_a, verifier_b, builder_b, budget_b, draft_b,
                          progress=PROGRESS, **values):
             sides_values = ((verifier_a, builder_a, budget_a, draft_a), (verifier_b, builder_b, budget_b, draft_b))
             try:
@@ -448,7 +656,8 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                 for label, (v, b, nodes, draft_path) in zip("AB", sides_values):
                     cfg_side = decode_settings(**{**values, "verifier": v, "builder": b, "budget": nodes})[1]
                     name = f"{label}: {v}, {b}, B={nodes}" + (f", draft {draft_path}" if draft_path else "")
-                    out.append(ctl.decode_all(prompt_text, cfg_side, (draft_path or "").strip(), name, progress))
+                    out.append(ctl.decode_all(prompt_text, cfg_side, (draft_path or "").strip(), name, progress,
+                                              sid=_current(st).sid))
             except TevvizError as e:
                 return failed(e)
             figs = [tree_figure(d.rounds[-1].to_dict(), "P", title=f"{d.label} — last round") for d in out]
@@ -480,7 +689,7 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
         cmp_btn.click(compare, [state, draws, cmp_seed], [error, law_plot, law_md], inputs_kwargs=settings,
                       api_name="compare", **model_work)
         side_inputs = [c for side in sides for c in side.values()]
-        sbs_btn.click(side_by_side, side_inputs, [error, tree_a, tree_b, md_a, md_b], inputs_kwargs=settings,
+        sbs_btn.click(side_by_side, [state, *side_inputs], [error, tree_a, tree_b, md_a, md_b], inputs_kwargs=settings,
                       api_name="side_by_side", **model_work)
     demo.queue(default_concurrency_limit=1)
     return demo

@@ -9,6 +9,16 @@ from .session import DecodeConfig, DecodeSession, autoregressive, encode_prompt
 from .verifiers import VERIFIERS
 
 __all__ = [
-    "BuilderConfig", "DecodeConfig", "DecodeSession", "ModelPair", "RoundRecord", "SamplingConfig",
-    "TevvizError", "VERIFIERS", "autoregressive", "encode_prompt", "load_pair", "summarize",
+    "VERIFIERS",
+    "BuilderConfig",
+    "DecodeConfig",
+    "DecodeSession",
+    "ModelPair",
+    "RoundRecord",
+    "SamplingConfig",
+    "TevvizError",
+    "autoregressive",
+    "encode_prompt",
+    "load_pair",
+    "summarize",
 ]

@@ -206,7 +206,7 @@ def parse(data) -> ImportedSession:
     schema = data.get("schema")
     if schema == SESSION_SCHEMA:
         rounds = [parse_round(r, f"rounds[{i}]") for i, r in enumerate(_list(data.get("rounds"), "rounds", MAX_ROUNDS))]
-        ids = lambda key: [_int(t, f"{key}[{i}]", 0) for i, t in enumerate(_list(data.get(key, []), key, 1 << 22))]  # noqa: E731
+        ids = lambda key: [_int(t, f"{key}[{i}]", 0) for i, t in enumerate(_list(data.get(key, []), key, 1 << 22))]
         return ImportedSession(
             rounds, "session", meta=_dict(data.get("meta", {}), "meta"), prompt=_str(data.get("prompt"), "prompt"),
             prompt_token_ids=ids("prompt_token_ids"), token_ids=ids("token_ids"), text=_str(data.get("text"), "text"),

@@ -141,8 +141,8 @@ def load_pair(target: str | None = None, draft: str | None = None, dtype: str = 
         if not t_path.exists():
             raise TevvizError(f"the embedded model pair is missing from {t_path.parent}; reinstall tevviz")
         target, draft = str(t_path), str(d_path)
-    kw = dict(dtype=dtype, device=device, device_map=device_map, attn_implementation=attn_implementation,
-              trust_remote_code=trust_remote_code)
+    kw = {"dtype": dtype, "device": device, "device_map": device_map, "attn_implementation": attn_implementation,
+          "trust_remote_code": trust_remote_code}
     for name, role in ((target, "target"), (draft, "draft")):
         check_source(name, role)
     try:

@@ -80,11 +80,11 @@ class RoundRecord:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RoundRecord":
+    def from_dict(cls, d: dict) -> RoundRecord:
         """Inverse of to_dict (the input is assumed validated, see io.py)."""
         g = d["graph"]
         nodes = sorted(d["nodes"], key=lambda n: n["id"])
-        col = lambda key, default=None: [n.get(key, default) for n in nodes]  # noqa: E731
+        col = lambda key, default=None: [n.get(key, default) for n in nodes]
         return cls(
             index=g.get("round", 0), verifier=g.get("verifier", "?"),
             tokens=col("token_id"), texts=col("text", ""),

@@ -80,7 +80,7 @@ def _texts(tokenizer, ids: list[int]) -> list[str]:
 class DecodeSession:
     """Tree decoding of one prompt, one round per `step()`."""
 
-    def __init__(self, pair: ModelPair, prompt_ids: list[int], cfg: DecodeConfig):
+    def __init__(self, pair: ModelPair, prompt_ids: list[int], cfg: DecodeConfig, keep_rounds: int | None = None):
         if not prompt_ids:
             raise TevvizError("the prompt is empty")
         vocab = pair.target.get_output_embeddings().weight.shape[0]
@@ -94,7 +94,9 @@ class DecodeSession:
         self.verify = get_verifier(cfg.verifier)
         self.prompt_ids = list(prompt_ids)
         self.generated: list[int] = []
-        self.rounds: list[RoundRecord] = []
+        self.rounds: list[RoundRecord] = []  # the last `keep_rounds` records (all when None)
+        self.keep_rounds = keep_rounds
+        self.round_count = 0  # rounds run, including records no longer kept
         self.done = False
         self.notice = ""  # said to the user when the session trims or stops early
         self._stop = stop_ids(pair) if cfg.stop_on_eos else set()
@@ -135,7 +137,7 @@ class DecodeSession:
                     cache.crop(-extra)
             self.pending = pending
             if isinstance(e, TevvizError):
-                raise TevvizError(f"round {len(self.rounds)}: {e}") from None
+                raise TevvizError(f"round {self.round_count}: {e}") from None
             raise
 
     @torch.no_grad()
@@ -179,6 +181,9 @@ class DecodeSession:
         ms = {"draft": t1 - t0, "target": t2 - t1, "verify": t3 - t2, "other": t4 - t3}
         record.stage_ms.update({k: v * 1e3 for k, v in ms.items()})
         self.rounds.append(record)
+        self.round_count += 1
+        if self.keep_rounds is not None and len(self.rounds) > self.keep_rounds:
+            del self.rounds[: len(self.rounds) - self.keep_rounds]
         return record
 
     def _commit(self, block: list[int]) -> list[int]:
@@ -208,7 +213,7 @@ class DecodeSession:
             missing = [[{"token_id": t, "text": next(texts), "gain": g} for t, g in zip(ti, gi) if g > 0] for ti, gi in zip(ids, gains)]
         tokens = tree.tokens.tolist()
         return RoundRecord(
-            index=len(self.rounds), verifier=self.cfg.verifier, tokens=tokens, texts=_texts(tok, tokens),
+            index=self.round_count, verifier=self.cfg.verifier, tokens=tokens, texts=_texts(tok, tokens),
             parents=tree.parents.tolist(), depths=tree.depths.tolist(),
             draft_logprobs=tree.draft_logprobs.tolist(), scores=tree.scores.tolist(),
             p_edge=ex.p_edge.tolist(), P=ex.P.tolist(), rho=ex.rho.tolist(), w=ex.w.tolist(), missing=missing,

@@ -68,9 +68,12 @@ def contexts_from_streams(streams: list[tuple[list[int], list[int]]], every: int
 
 
 @torch.no_grad()
-def build_training_tree(draft, context: list[int], builder: BuilderConfig) -> DraftTree:
-    """The tree the current drafter builds at inference for `context` (a fresh draft cache)."""
-    return build_tree(draft, new_cache(draft), context, builder).tree
+def build_training_tree(draft, context: list[int], builder: BuilderConfig, max_depth: int | None = None) -> DraftTree:
+    """The tree the current drafter builds at inference for `context` (a fresh draft cache).
+
+    `max_depth` trims the tree near the end of the models' positions, as decoding does.
+    """
+    return build_tree(draft, new_cache(draft), context, builder, max_depth).tree
 
 
 @torch.no_grad()
@@ -141,6 +144,12 @@ class ExitTrainer:
         self.rng = random.Random(cfg.seed)
         self.log: list[StepLog] = []
 
+    def set_contexts(self, contexts: list[Context]) -> None:
+        """Train on these contexts from the next step on (an app session grows as it decodes)."""
+        if not contexts:
+            raise TevvizError("no training contexts")
+        self.contexts = contexts
+
     def step(self) -> StepLog:
         """One optimiser step on a batch of contexts, with trees rebuilt by the current drafter."""
         t0 = time.perf_counter()
@@ -151,7 +160,8 @@ class ExitTrainer:
         cps = []
         if cfg.objective != "token" and cfg.lambda_exit > 0:
             self.draft.eval()  # trees are built as at inference
-            built = [(c, build_training_tree(self.draft, c.tokens, cfg.builder)) for c in batch]
+            room = self.pair.context_length
+            built = [(c, build_training_tree(self.draft, c.tokens, cfg.builder, room - len(c.tokens))) for c in batch]
             self.draft.train()
             terms, n_nodes = [], 0
             for c, tree in built:

@@ -29,7 +29,7 @@ class DraftTree:
     def device(self) -> torch.device:
         return self.tokens.device
 
-    def to(self, device) -> "DraftTree":
+    def to(self, device) -> DraftTree:
         return DraftTree(*(t.to(device) for t in (self.tokens, self.parents, self.depths, self.draft_logprobs, self.scores)))
 
 
@@ -55,7 +55,7 @@ def from_parents(
     scores = [0.0] * n
     for v in range(1, n):
         scores[v] = scores[parents[v]] + lp[v]
-    as_t = lambda xs, dt: torch.tensor(xs, dtype=dt, device=device)  # noqa: E731
+    as_t = lambda xs, dt: torch.tensor(xs, dtype=dt, device=device)
     return DraftTree(
         as_t(tokens, torch.long), as_t(parents, torch.long), as_t(depths, torch.long),
         as_t(lp, torch.float32), as_t(scores, torch.float32),

@@ -7,8 +7,9 @@ node ~ w, bonus ~ the residual law at the exit node.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 import torch
 

@@ -1,0 +1,173 @@
+"""The ExitTrain panel through gradio_client, launched in-process on 127.0.0.1 over a tiny random pair."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from conftest import tiny_pair
+from test_app import OUT, client, exported_session, free_port, rounds_in
+
+from tevviz.app import NO_TRAINING, build_demo, launch_options
+from tevviz.app_session import exit_mass_changes
+from tevviz.engine import RoundRecord
+
+# Outputs of /train_step, in order (the gr.State is not part of the API); /train_revert adds the checkbox.
+TRAIN = {name: i for i, name in enumerate(["error", "note", "table", "loss", "tree_before", "tree_after", "moved",
+                                            "moved_md", "use"])}
+TRAIN_ARGS = {"steps": 3, "lr": 1e-2, "batch": 4}
+
+gradio_client = pytest.importorskip("gradio_client")
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair("llama")
+
+
+@pytest.fixture(scope="module")
+def app_url(pair):
+    demo = build_demo(pair=pair, default_prompt="t1 t2 t3")
+    port = free_port()
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+def params(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def same_params(model, reference: dict[str, torch.Tensor]) -> bool:
+    now = model.state_dict()
+    return now.keys() == reference.keys() and all(torch.equal(now[k], v) for k, v in reference.items())
+
+
+def plot(value) -> dict:
+    return json.loads(value["plot"])
+
+
+def decoded(session) -> list[tuple]:
+    """What a decode produced: each round's tree, draft log-probabilities and committed tokens."""
+    return [(r.tokens, r.parents, r.draft_logprobs, r.committed) for r in session.rounds]
+
+
+def test_train_step_use_and_revert(app_url, pair):
+    reference = params(pair.draft)
+    c = client(app_url)
+    for _ in range(3):
+        c.predict(api_name="/step")
+    original = exported_session(c)
+
+    out = c.predict(**TRAIN_ARGS, api_name="/train_step")
+    assert out[TRAIN["error"]] == ""
+    loss = {t["name"]: t for t in plot(out[TRAIN["loss"]])["data"]}
+    assert set(loss) == {"L", "L_tok", "L_exit (right axis)"}
+    assert loss["L"]["x"] == [1, 2, 3] and all(math.isfinite(y) for t in loss.values() for y in t["y"])
+    table = out[TRAIN["table"]]
+    assert "3 steps so far on 3 contexts" in table
+    assert "| original |" in table and "| trained (3 steps) |" in table and "| change |" in table
+    for key in ("tree_before", "tree_after"):
+        nodes = next(t for t in plot(out[TRAIN[key]])["data"] if t.get("name") == "nodes")
+        assert "w(v)" in nodes["marker"]["colorbar"]["title"]["text"]
+    assert plot(out[TRAIN["moved"]])["data"][0]["type"] == "bar"
+    assert "Δw" in out[TRAIN["moved_md"]] and "round 2" in plot(out[TRAIN["moved"]])["layout"]["title"]["text"]
+    assert same_params(pair.draft, reference)  # only the session's copy was trained
+
+    # The moved view follows the round slider.
+    c.predict(index=0, api_name="/view")
+    err, *_, moved_md = c.predict(api_name="/train_moved")
+    assert err == "" and moved_md.startswith("Round 0's context")
+
+    # Use the trained draft: the next Step starts a new session that decodes with it.
+    err, note, _ = c.predict(use_trained=True, api_name="/train_use")
+    assert err == "" and "decode with the trained draft (3 steps)" in note
+    out = c.predict(api_name="/step")
+    assert rounds_in(out) == 1 and "draft changed" in out[OUT["stats"]]
+    trained = exported_session(c)
+    assert trained.meta["draft"].endswith("ExitTrain (3 steps)")
+    assert trained.rounds[0].draft_logprobs != original.rounds[0].draft_logprobs
+
+    # Revert: the copy is gone and decoding is exactly the original's again.
+    out = c.predict(api_name="/train_revert")
+    assert out[TRAIN["error"]] == "" and out[TRAIN["use"]] is False and "Reverted" in out[TRAIN["note"]]
+    assert out[TRAIN["table"]] == NO_TRAINING
+    c.predict(api_name="/reset")
+    for _ in range(3):
+        c.predict(api_name="/step")
+    again = exported_session(c)
+    assert decoded(again) == decoded(original) and again.meta["draft"] == original.meta["draft"]
+    assert same_params(pair.draft, reference)
+
+
+def test_two_clients_are_isolated(app_url, pair):
+    reference = params(pair.draft)
+    a, b = client(app_url), client(app_url)
+    prompt_a, prompt_b = "t4 t5 t6 t7", "t60 t61"
+    for _ in range(3):
+        b.predict(prompt=prompt_b, api_name="/step")
+    before_b = exported_session(b)
+
+    for _ in range(2):
+        a.predict(prompt=prompt_a, api_name="/step")
+    assert a.predict(prompt=prompt_a, **TRAIN_ARGS, api_name="/train_step")[TRAIN["error"]] == ""
+    assert a.predict(use_trained=True, api_name="/train_use")[0] == ""
+
+    # B has no trained draft, and decodes exactly as before A trained.
+    err, _, use = b.predict(use_trained=True, api_name="/train_use")
+    assert "no trained draft" in err and use is False
+    b.predict(api_name="/reset")
+    for _ in range(3):
+        b.predict(prompt=prompt_b, api_name="/step")
+    after_b = exported_session(b)
+    assert decoded(after_b) == decoded(before_b) and after_b.meta["draft"] == before_b.meta["draft"]
+
+    # A decodes with its own trained copy.
+    a.predict(prompt=prompt_a, api_name="/step")
+    assert exported_session(a).meta["draft"].endswith("ExitTrain (3 steps)")
+    assert same_params(pair.draft, reference)
+
+
+def test_errors_leave_the_panel_unchanged(app_url):
+    c = client(app_url)
+    out = c.predict(**TRAIN_ARGS, api_name="/train_step")
+    assert "no rounds to train on" in out[TRAIN["error"]]
+    assert isinstance(out[TRAIN["table"]], dict)  # not updated
+    assert "no trained draft" in c.predict(api_name="/train_moved")[0]
+    err, _, use = c.predict(use_trained=True, api_name="/train_use")
+    assert "no trained draft" in err and use is False
+
+    c.predict(api_name="/step")
+    for bad, message in (({"lr": -1}, "learning rate"), ({"lr": 2}, "learning rate"),
+                         ({"steps": 0}, "steps N"), ({"batch": 0}, "batch"),
+                         ({"lambda_exit": -1}, "lambda_exit")):
+        out = c.predict(**{**TRAIN_ARGS, **bad}, api_name="/train_step")
+        assert message in out[TRAIN["error"]], (bad, out[TRAIN["error"]])
+        assert isinstance(out[TRAIN["loss"]], dict)
+
+    out = c.predict(**TRAIN_ARGS, api_name="/train_step")  # the session is as it was: one round, no steps yet
+    assert out[TRAIN["error"]] == "" and "3 steps so far on 1 contexts" in out[TRAIN["table"]]
+
+
+def scored(tokens: list[int], parents: list[int], w: list[float]) -> RoundRecord:
+    n = len(tokens)
+    return RoundRecord(index=0, verifier="ExitTrain", tokens=tokens, texts=[f"t{t}" for t in tokens], parents=parents,
+                       depths=[0] * n, draft_logprobs=[0.0] * n, scores=[0.0] * n, p_edge=[1.0] * n, P=[1.0] * n,
+                       rho=[1.0] * n, w=w, missing=[[] for _ in range(n)], exit_node=0, bonus_token=-1, bonus_text="",
+                       accepted=[0], committed=[], C_p=0.0)
+
+
+def test_exit_mass_changes_match_nodes_by_token_path():
+    # Before: root -> 5 -> 7, root -> 6. After: root -> 5 -> 8 (7 gone), root -> 6, in another node order.
+    before = scored([1, 5, 6, 7], [-1, 0, 0, 1], [0.1, 0.2, 0.3, 0.4])
+    after = scored([1, 6, 5, 8], [-1, 0, 0, 2], [0.1, 0.25, 0.15, 0.5])
+    rows = {tuple(r["texts"]): r for r in exit_mass_changes(before, after)}
+    assert set(rows) == {(), ("t5",), ("t6",), ("t5", "t7"), ("t5", "t8")}
+    assert rows[("t5", "t8")]["delta"] == pytest.approx(0.5) and rows[("t5", "t8")]["node_before"] is None
+    assert rows[("t5", "t7")]["delta"] == pytest.approx(-0.4) and rows[("t5", "t7")]["node_after"] is None
+    assert rows[("t6",)]["delta"] == pytest.approx(-0.05) and rows[()]["delta"] == 0.0
+    deltas = [abs(r["delta"]) for r in exit_mass_changes(before, after)]
+    assert deltas == sorted(deltas, reverse=True)
+    assert sum(r["delta"] for r in rows.values()) == pytest.approx(sum(after.w) - sum(before.w))
