@@ -196,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reuse-draft", action="store_true",
                     help="keep the draft (and its tokenizer) already in --out and train the target only")
+    ap.add_argument("--init-target", type=Path, default=None,
+                    help="continue from this target folder instead of a fresh initialisation (a second stage)")
+    ap.add_argument("--target-lr", type=float, default=1.5e-3)
     ap.add_argument("--save-dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
     args = ap.parse_args(argv)
     torch.manual_seed(args.seed)
@@ -226,14 +229,19 @@ def main(argv: list[str] | None = None) -> int:
         "args": {k: str(v) for k, v in vars(args).items()},
     }
     models = {}
-    plan = [("draft", DRAFT_SHAPE, args.draft_steps, 3e-3), ("target", TARGET_SHAPE, args.target_steps, 1.5e-3)]
+    plan = [("draft", DRAFT_SHAPE, args.draft_steps, 3e-3), ("target", TARGET_SHAPE, args.target_steps, args.target_lr)]
     if args.reuse_draft:
         plan = plan[1:]
         models["draft"] = AutoModelForCausalLM.from_pretrained(draft_dir, dtype=torch.float32).eval()
         card["draft"] = {"reused": str(draft_dir), "held_out": evaluate(models["draft"], held_stream, args.seq_len, 256)}
     for name, shape, steps, lr in plan:
         torch.manual_seed(args.seed)
-        model = make_model(shape, tokenizer, args.seq_len)
+        if name == "target" and args.init_target is not None:
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_pretrained(args.init_target, dtype=torch.float32)
+        else:
+            model = make_model(shape, tokenizer, args.seq_len)
         n_params = sum(p.numel() for p in model.parameters())
         print(f"[{name}] {n_params / 1e6:.2f} M parameters, shape {asdict(shape)}", flush=True)
         run = train_model(name, model, train_stream, held_stream, steps, args.batch, args.seq_len, lr, args.seed, log)
