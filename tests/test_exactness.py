@@ -47,9 +47,9 @@ def pair_of(family: str, attn: str = "sdpa"):
     return _pairs[key]
 
 
-def greedy_cfg(builder: BuilderConfig = BuilderConfig(), verifier: str = "tev", **kw) -> DecodeConfig:
-    return DecodeConfig(sampling=GREEDY, builder=builder, verifier=verifier, max_new_tokens=NEW,
-                        stop_on_eos=False, missing_top=0, **kw)
+def greedy_cfg(builder: BuilderConfig | None = None, verifier: str = "tev", **kw) -> DecodeConfig:
+    opts = {"max_new_tokens": NEW, "stop_on_eos": False, "missing_top": 0} | kw
+    return DecodeConfig(sampling=GREEDY, builder=builder or BuilderConfig(), verifier=verifier, **opts)
 
 
 @torch.no_grad()
@@ -164,10 +164,21 @@ def test_greedy_stops_on_eos_like_generate():
         assert s.done and s.generated == ref, f"{verifier}: {s.generated} vs generate {ref}"
 
 
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_greedy_short_budgets(n):
+    """With n new tokens left the tree is cut to depth n - 1, so no block overshoots and the output is exact."""
+    pair = pair_of("gpt2")
+    prompt = random_prompts(1, seed=550 + n)[0]
+    for verifier in VERIFIERS:
+        s = decode(pair, prompt, greedy_cfg(verifier=verifier, max_new_tokens=n))
+        assert s.generated == greedy_generate(pair.target, prompt, n), verifier
+        assert all(max(r.depths) <= n - 1 for r in s.rounds)
+
+
 def test_records_are_consistent_with_the_stream():
     """Each round's record: committed = accepted path tokens + bonus, block length = depth(exit) + 1."""
     pair = pair_of("qwen2")
-    s = decode(pair, random_prompts(1, seed=600)[0], greedy_cfg(), check_caches=False)
+    s = decode(pair, random_prompts(1, seed=600)[0], greedy_cfg(missing_top=3), check_caches=False)
     stream = []
     for rec in s.rounds:
         assert rec.accepted == path_to(from_parents(rec.tokens, rec.parents), rec.exit_node)
@@ -175,6 +186,9 @@ def test_records_are_consistent_with_the_stream():
         assert rec.block_length == rec.depths[rec.exit_node] + 1
         assert rec.tokens[0] == (s.prompt_ids + stream)[-1], "the root is the last committed token"
         assert rec.P[rec.exit_node] == pytest.approx(1.0) and rec.w[rec.exit_node] == pytest.approx(1.0)
+        # At T = 0 the only target mass outside the tree is the bonus token at the exit node.
+        missing = [(v, m["token_id"], m["gain"]) for v, ms in enumerate(rec.missing) for m in ms]
+        assert missing == [(rec.exit_node, rec.bonus_token, pytest.approx(1.0))]
         stream += rec.committed
     assert stream == s.generated
 
@@ -192,10 +206,10 @@ def tree_logits(model, variant: str) -> torch.Tensor:
     past = len(PREFIX) - 1
     visible = tree_visibility(ancestor_mask(tree), past)  # (N, past + N) bool
     kw = {
-        "additive": dict(attention_mask=additive_mask(visible, model.dtype), position_ids=position_ids(tree, past)),
-        "bool-4d": dict(attention_mask=visible[None, None], position_ids=position_ids(tree, past)),
-        "additive-3d": dict(attention_mask=additive_mask(visible, model.dtype)[0], position_ids=position_ids(tree, past)),
-        "no-position-ids": dict(attention_mask=additive_mask(visible, model.dtype)),
+        "additive": {"attention_mask": additive_mask(visible, model.dtype), "position_ids": position_ids(tree, past)},
+        "bool-4d": {"attention_mask": visible[None, None], "position_ids": position_ids(tree, past)},
+        "additive-3d": {"attention_mask": additive_mask(visible, model.dtype)[0], "position_ids": position_ids(tree, past)},
+        "no-position-ids": {"attention_mask": additive_mask(visible, model.dtype)},
     }[variant]
     cache = fresh_cache(model, PREFIX[:-1])
     return model(input_ids=tree.tokens[None], cache=cache, use_cache=True, **kw).logits[0]  # (N, V)
@@ -325,3 +339,12 @@ def test_processed_probs_matches_transformers_warpers():
 def test_greedy_ties_pick_the_lowest_index():
     row = torch.tensor([[0.5, 2.0, 2.0, 1.0]])
     assert processed_probs(row, GREEDY).tolist() == [[0.0, 1.0, 0.0, 0.0]]
+
+
+@pytest.mark.parametrize("top_p,kept", [(0.5, 1), (0.75, 2), (0.875, 3), (0.876, 4)])
+def test_top_p_keeps_the_smallest_prefix_reaching_p(top_p, kept):
+    """Probabilities 1/2, 1/4, 1/8, 1/8 are exact in float: a prefix whose mass equals top_p is enough."""
+    logits = torch.tensor([[2 * math.log(2), math.log(2), 0.0, 0.0]])
+    got = processed_probs(logits, SamplingConfig(temperature=1.0, top_p=top_p))[0]
+    assert int((got > 0).sum()) == kept
+    assert got.tolist() == pytest.approx(hand_processed(logits[0].tolist(), 1.0, 0, top_p), abs=1e-6)

@@ -115,27 +115,30 @@ class DecodeSession:
         return self.prompt_ids + self.generated
 
     def _depth_cap(self) -> int:
+        # A round commits depth + 1 tokens: keep within the token limit and the models' positions.
         remaining = self.cfg.max_new_tokens - len(self.generated)
         room = self.pair.context_length - len(self.tokens)
-        cap = min(remaining - 1, room)
-        if room < self.cfg.builder.max_depth and not self.notice:
-            self.notice = f"tree depth trimmed to {max(room, 0)} to fit the context length {self.pair.context_length}"
-        return max(cap, 0)
+        if room - 1 < self.cfg.builder.max_depth and not self.notice:
+            self.notice = f"tree depth trimmed to {max(room - 1, 0)} to fit the context length {self.pair.context_length}"
+        return max(min(remaining, room) - 1, 0)
 
     def step(self) -> RoundRecord:
         """Run one round and commit its block; the session is unchanged if the round fails."""
         if self.done:
             raise TevvizError("this session has finished; reset it to decode again")
         t_len, d_len, pending = self.target_cache.get_seq_length(), self.draft_cache.get_seq_length(), self.pending
+        n_gen, done, notice = len(self.generated), self.done, self.notice
         try:
             return self._round()
         except Exception as e:
-            # Put both caches back where the round found them, so that a failed round changes nothing.
+            # Put caches and stream back where the round found them, so that a failed round changes nothing.
             for cache, length in ((self.target_cache, t_len), (self.draft_cache, d_len)):
                 extra = cache.get_seq_length() - length
                 if extra > 0:
                     cache.crop(-extra)
             self.pending = pending
+            del self.generated[n_gen:]
+            self.done, self.notice = done, notice
             if isinstance(e, TevvizError):
                 raise TevvizError(f"round {self.round_count}: {e}") from None
             raise
@@ -174,9 +177,10 @@ class DecodeSession:
         _sync(self.device)
         t3 = time.perf_counter()
 
-        block = [tokens[v] for v in accepted[1:]] + [bonus]
-        committed = self._commit(block)
+        committed, done = self._cut([tokens[v] for v in accepted[1:]] + [bonus])
         record = self._record(tree, logits, exit_node, bonus, accepted, committed)
+        self.generated.extend(committed)
+        self.done = done
         t4 = time.perf_counter()
         ms = {"draft": t1 - t0, "target": t2 - t1, "verify": t3 - t2, "other": t4 - t3}
         record.stage_ms.update({k: v * 1e3 for k, v in ms.items()})
@@ -186,18 +190,14 @@ class DecodeSession:
             del self.rounds[: len(self.rounds) - self.keep_rounds]
         return record
 
-    def _commit(self, block: list[int]) -> list[int]:
-        room = self.cfg.max_new_tokens - len(self.generated)
-        committed = block[:room]
+    def _cut(self, block: list[int]) -> tuple[list[int], bool]:
+        """The part of a round's block that is committed (up to EOS and the token limit), and whether decoding ends."""
+        committed = block[: self.cfg.max_new_tokens - len(self.generated)]
         for i, t in enumerate(committed):
             if t in self._stop:
-                committed = committed[: i + 1]
-                self.done = True
-                break
-        self.generated.extend(committed)
-        if len(self.generated) >= self.cfg.max_new_tokens or len(self.tokens) >= self.pair.context_length:
-            self.done = True
-        return committed
+                return committed[: i + 1], True
+        total = len(self.generated) + len(committed)
+        return committed, total >= self.cfg.max_new_tokens or len(self.prompt_ids) + total >= self.pair.context_length
 
     def _record(self, tree: DraftTree, logits, exit_node, bonus, accepted, committed) -> RoundRecord:
         cfg, tok = self.cfg.sampling, self.pair.tokenizer
