@@ -16,7 +16,6 @@ from tevviz.app_session import (
     AppState,
     Controller,
     PairSource,
-    chi_square_p,
     decode_settings,
     load_prompts,
     train_settings,
@@ -24,6 +23,7 @@ from tevviz.app_session import (
 )
 from tevviz.engine import TevvizError
 from tevviz.engine import io as tio
+from tevviz.engine.comparison import chi_square_p
 
 PROMPT = "t1 t2 t3"
 # Outputs of the decoding endpoints, in order (the gr.State is not part of the API).

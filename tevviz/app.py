@@ -17,7 +17,6 @@ from .app_session import (
     EVAL_ROUNDS,
     MAX_HISTORY,
     AppState,
-    Comparison,
     Controller,
     Decoded,
     ExitMassMove,
@@ -30,6 +29,7 @@ from .app_session import (
 )
 from .engine import ModelPair, TevvizError, summarize
 from .engine.builders import BUILDERS
+from .engine.comparison import Comparison
 from .engine.io import MAX_BYTES
 from .engine.training import OBJECTIVES, TrainConfig
 from .engine.verifiers import VERIFIERS

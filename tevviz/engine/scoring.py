@@ -11,6 +11,7 @@ from dataclasses import replace
 import torch
 
 from . import exit_law as law
+from .errors import TevvizError
 from .kv import additive_mask
 from .records import RoundRecord
 from .sampling import SamplingConfig, processed_probs
@@ -52,3 +53,12 @@ def rescore(pair, prefix: list[int], record: RoundRecord, sampling: SamplingConf
         record, texts=tok.batch_decode([[t] for t in record.tokens]), p_edge=ex.p_edge.tolist(), P=ex.P.tolist(),
         rho=ex.rho.tolist(), w=ex.w.tolist(), C_p=float(ex.C_p), missing=missing,
     )
+
+
+def check_ids(pair, ids: list[int]) -> None:
+    """Refuse token ids outside the target's vocabulary (an imported tree from other models)."""
+    vocab = pair.target.get_output_embeddings().weight.shape[0]
+    bad = next((t for t in ids if not 0 <= t < vocab), None)
+    if bad is not None:
+        raise TevvizError(f"token id {bad} is outside the loaded target's vocabulary of {vocab}; "
+                          "was this tree decoded with other models?")
