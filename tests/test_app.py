@@ -45,8 +45,14 @@ def pair():
 
 
 @pytest.fixture(scope="module")
-def app_url(pair):
-    demo = build_demo(pair=pair, default_prompt=PROMPT)
+def models_dir(tmp_path_factory):
+    """The one extra folder the test app may load draft models from."""
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="module")
+def app_url(pair, models_dir):
+    demo = build_demo(pair=pair, default_prompt=PROMPT, model_dirs=(str(models_dir),))
     port = free_port()
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
     yield f"http://127.0.0.1:{port}/"
@@ -205,13 +211,13 @@ def test_two_clients_do_not_mix(app_url):
     assert results["a"].prompt_token_ids != results["b"].prompt_token_ids
 
 
-def test_baseline_and_side_by_side(app_url, pair, tmp_path):
+def test_baseline_and_side_by_side(app_url, pair, models_dir, tmp_path):
     c = client(app_url)
     c.predict(max_new_tokens=16, api_name="/run")
     err, stats = c.predict(max_new_tokens=16, api_name="/baseline")
     assert err == "" and re.search(r"\| \d+\.\d+x \|", stats)
 
-    draft_dir = tmp_path / "draft"
+    draft_dir = models_dir / "draft"
     pair.draft.save_pretrained(draft_dir)
     pair.tokenizer.save_pretrained(draft_dir)
     err, _, tree_b, md_a, md_b = c.predict(verifier_b="residual", budget_b=8, draft_b=str(draft_dir),
@@ -220,8 +226,11 @@ def test_baseline_and_side_by_side(app_url, pair, tmp_path):
     assert md_a.startswith("**A: tev") and md_b.startswith("**B: residual") and "draft" in md_b
     nodes = [t for t in json.loads(tree_b["plot"])["data"] if t.get("name") in ("nodes", "no value")]
     assert sum(len(t["x"]) for t in nodes) <= 9  # B = 8 plus the root
-    out = c.predict(draft_b=str(tmp_path / "missing"), max_new_tokens=16, api_name="/side_by_side")
+    out = c.predict(draft_b=str(models_dir / "missing"), max_new_tokens=16, api_name="/side_by_side")
     assert "does not exist" in out[0]
+    # A folder outside the shipped models, the command line's folders and --model-dir is never read.
+    out = c.predict(draft_b=str(tmp_path), max_new_tokens=16, api_name="/side_by_side")
+    assert "loads draft models only from" in out[0]
 
 
 def test_models_load_lazily_once(pair, tmp_path):

@@ -399,12 +399,15 @@ def _exittrain_tab(ctl: Controller, state: gr.State, settings: dict) -> None:
 def build_demo(target: str | None = None, draft: str | None = None, dtype: str = "auto", device: str | None = None,
                device_map=None, attn_implementation: str = "sdpa", trust_remote_code: bool = False,
                pair: ModelPair | None = None, default_prompt: str | None = None,
-               store: SessionStore | None = None, history: int = MAX_HISTORY) -> gr.Blocks:
+               store: SessionStore | None = None, history: int = MAX_HISTORY,
+               model_dirs: tuple[str, ...] = ()) -> gr.Blocks:
     """The app's Blocks over the given models (the embedded pair by default, or an injected `pair`).
 
-    `history` caps the rounds each browser session keeps.
+    `history` caps the rounds each browser session keeps; `model_dirs` are further folders the UI may
+    load draft models from.
     """
-    source = PairSource(target, draft, dtype, device, device_map, attn_implementation, trust_remote_code, pair)
+    source = PairSource(target, draft, dtype, device, device_map, attn_implementation, trust_remote_code, pair,
+                        tuple(model_dirs))
     ctl = Controller(source, store, history)
     prompts = load_prompts()
     by_id = {p["id"]: p["prompt"] for p in prompts}
@@ -697,9 +700,11 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
 
 def launch(target: str | None = None, draft: str | None = None, dtype: str = "auto", device: str | None = None,
            device_map=None, attn_implementation: str = "sdpa", trust_remote_code: bool = False,
-           server_name: str = "127.0.0.1", server_port: int | None = None, share: bool = False) -> None:
+           server_name: str = "127.0.0.1", server_port: int | None = None, share: bool = False,
+           model_dirs: tuple[str, ...] = ()) -> None:
     """Serve the app (blocking); binds this machine only and makes no share link unless asked."""
-    demo = build_demo(target, draft, dtype, device, device_map, attn_implementation, trust_remote_code)
+    demo = build_demo(target, draft, dtype, device, device_map, attn_implementation, trust_remote_code,
+                      model_dirs=model_dirs)
     demo.launch(server_name=server_name, server_port=server_port, share=share, **launch_options())
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import tempfile
 import threading
@@ -67,6 +68,22 @@ class PairSource:
     attn_implementation: str = "sdpa"
     trust_remote_code: bool = False
     pair: ModelPair | None = None  # injected (tests, notebooks); nothing is loaded then
+    model_dirs: tuple[str, ...] = ()  # further folders the UI may load draft models from
+
+    def allowed_roots(self) -> list[Path]:
+        """Folders whose models the UI may load: the shipped models, the command line's models' folders, model_dirs."""
+        roots = [assets_dir() / "models", *map(Path, self.model_dirs)]
+        roots += [Path(m).expanduser().parent for m in (self.target, self.draft) if m and Path(m).expanduser().exists()]
+        return [r.resolve() for r in roots]
+
+    def check_ui_path(self, name: str) -> None:
+        """Refuse a draft path typed into the UI unless it is a hub id or lies under an allowed folder."""
+        p = Path(name).expanduser()
+        if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not p.exists():
+            return  # a hub id, resolved by huggingface_hub (its cache when offline)
+        if not any(p.resolve().is_relative_to(root) for root in self.allowed_roots()):
+            raise TevvizError(f"the app loads draft models only from {', '.join(map(str, self.allowed_roots()))}; "
+                              "start it with --model-dir FOLDER to allow another folder")
 
     @property
     def description(self) -> str:
@@ -81,6 +98,7 @@ class PairSource:
         base = self._base()
         if not draft:
             return base
+        self.check_ui_path(draft)
         key = (self.target, self.draft, self.dtype, self.device, id(base), draft)
         with _PAIRS_LOCK:
             if key not in _PAIRS:

@@ -133,7 +133,8 @@ def cmd_app(args) -> int:
 
     launch(target=args.target, draft=args.draft, dtype=args.dtype, device=args.device, device_map=args.device_map,
            attn_implementation=args.attn, trust_remote_code=args.trust_remote_code,
-           server_name=args.server_name, server_port=args.server_port, share=args.share)
+           server_name=args.server_name, server_port=args.server_port, share=args.share,
+           model_dirs=tuple(args.model_dir))
     return 0
 
 
@@ -142,6 +143,9 @@ def _add_app(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server-name", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--server-port", type=int, default=None)
     p.add_argument("--share", action="store_true", help="make a public Gradio share link (off by default)")
+    p.add_argument("--model-dir", action="append", default=[],
+                   help="a folder whose models the UI may load as drafts (repeatable; the shipped models and the "
+                        "folders of --target/--draft are always allowed)")
 
 
 def build_parser() -> argparse.ArgumentParser:

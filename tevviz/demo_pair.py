@@ -139,6 +139,7 @@ def train_model(
     lr: float,
     seed: int,
     log: list,
+    autocast: bool = False,
 ) -> dict:
     """AdamW with warm-up and cosine decay for a fixed number of steps; logs held-out loss."""
     gen = torch.Generator().manual_seed(seed)
@@ -153,8 +154,10 @@ def train_model(
         for g in opt.param_groups:
             g["lr"] = lr * max(scale, 0.02)
         xb = next(data)
-        logits = model(input_ids=xb[:, :-1]).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), xb[:, 1:].reshape(-1))
+        # bfloat16 autocast runs the matmuls on the CPU's bf16 units (AMX/AVX-512) where present, about twice as fast.
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            logits = model(input_ids=xb[:, :-1]).logits
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), xb[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -199,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--init-target", type=Path, default=None,
                     help="continue from this target folder instead of a fresh initialisation (a second stage)")
     ap.add_argument("--target-lr", type=float, default=1.5e-3)
+    ap.add_argument("--bf16-autocast", action="store_true", help="train under bfloat16 autocast (fast on AMX CPUs)")
     ap.add_argument("--save-dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
     args = ap.parse_args(argv)
     torch.manual_seed(args.seed)
@@ -244,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
             model = make_model(shape, tokenizer, args.seq_len)
         n_params = sum(p.numel() for p in model.parameters())
         print(f"[{name}] {n_params / 1e6:.2f} M parameters, shape {asdict(shape)}", flush=True)
-        run = train_model(name, model, train_stream, held_stream, steps, args.batch, args.seq_len, lr, args.seed, log)
+        run = train_model(name, model, train_stream, held_stream, steps, args.batch, args.seq_len, lr, args.seed, log,
+                          autocast=args.bf16_autocast)
         ev = evaluate(model, held_stream, args.seq_len, max_windows=256)
         card[name] = {"parameters": n_params, "shape": asdict(shape), "lr": lr, **run, "held_out": ev}
         models[name] = model
