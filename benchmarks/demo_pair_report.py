@@ -43,7 +43,7 @@ def main() -> None:
     out: dict = {}
     log = assets_dir() / "models" / "training_log.json"
     if log.is_file():
-        out["training"] = json.loads(log.read_text())["card"]
+        out["training"] = json.loads(log.read_text())
     out["forward_ms"] = {
         f"{name} {q} tok": forward_ms(m, q) for name, m in (("target", pair.target), ("draft", pair.draft)) for q in (1, 33, 65)
     }

@@ -272,9 +272,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
 
 PROMPT_KINDS = (
     ("function head", re.compile(r"^\s*def \w+\(.*\):\s*$")),
@@ -313,3 +310,7 @@ def write_prompts(out: Path, limit: int = 48) -> int:
         for i, p in enumerate(prompts):
             f.write(json.dumps({"id": f"p{i:02d}", "split": "eval" if i % 2 else "train", **p}) + "\n")
     return len(prompts)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,50 @@
+"""The shipped stdlib pair: loads offline from assets/, fits the size budget, and decodes exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, load_pair
+from tevviz.engine.models import assets_dir, embedded_pair_paths
+from tevviz.prompts import load_prompts
+
+MODELS = assets_dir() / "models"
+pytestmark = pytest.mark.skipif(not embedded_pair_paths()[0].is_dir(), reason="the embedded pair is not in assets/")
+
+
+@pytest.fixture(scope="module")
+def pair():
+    torch.set_num_threads(2)
+    yield load_pair()
+    torch.set_num_threads(1)
+
+
+def test_assets_fit_the_budget_and_are_documented():
+    size = sum(p.stat().st_size for p in MODELS.rglob("*") if p.is_file())
+    assert size <= 40 * 1024 * 1024
+    assert (MODELS / "MODEL_CARD.md").is_file()
+    rows = load_prompts()
+    assert 30 <= len(rows) <= 60
+    assert {r["split"] for r in rows} == {"train", "eval"}
+    assert len({r["id"] for r in rows}) == len(rows)
+
+
+def test_pair_shares_one_tokenizer_and_target_is_deeper(pair):
+    assert pair.tokenizer.get_vocab() == load_pair().tokenizer.get_vocab()
+    assert pair.target.config.num_hidden_layers >= 4 * pair.draft.config.num_hidden_layers
+    assert pair.target.dtype == torch.float32  # bf16 weights computed in float32
+
+
+@pytest.mark.parametrize("verifier", ["tev", "predraw"])
+def test_greedy_tree_decoding_equals_generate_on_the_shipped_pair(pair, verifier):
+    for row in load_prompts(split="eval")[:3]:
+        ids = pair.tokenizer(row["prompt"])["input_ids"]
+        cfg = DecodeConfig(SamplingConfig(temperature=0), BuilderConfig(budget=64, depth=8, top_k=4, width=16),
+                           verifier, max_new_tokens=48, stop_on_eos=False)
+        s = DecodeSession(pair, ids, cfg)
+        s.run()
+        ref = pair.target.generate(torch.tensor([ids]), max_new_tokens=48, do_sample=False, eos_token_id=None,
+                                   pad_token_id=pair.tokenizer.eos_token_id)[0, len(ids):].tolist()
+        assert s.generated == ref
+        assert sum(r.block_length for r in s.rounds) / len(s.rounds) > 1.5  # the draft really gets accepted
