@@ -13,9 +13,9 @@ from tevviz.engine.session import DecodeConfig, DecodeSession, autoregressive
 
 def main() -> None:
     ap = parser(__doc__)
-    ap.add_argument("--budgets", default="1,4,8,16,32,64,128,256")
+    ap.add_argument("--budgets", default="8,16,32,64,128")
     ap.add_argument("--temperatures", default="0,1")
-    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--depths", default="4,6,8")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--verifier", default="tev")
     args = ap.parse_args()
@@ -29,8 +29,8 @@ def main() -> None:
             b = autoregressive(pair, ids, base_cfg)
             base_s += b.seconds
             base_n += len(b.token_ids)
-        for budget in [int(b) for b in args.budgets.split(",")]:
-            builder = BuilderConfig(budget=budget, depth=args.depth, top_k=4, width=max(8, budget // 4))
+        for depth, budget in [(int(h), int(b)) for h in args.depths.split(",") for b in args.budgets.split(",")]:
+            builder = BuilderConfig(budget=budget, depth=depth, top_k=4, width=max(8, budget // 4))
             taus, ceils, n, secs = [], [], 0, 0.0
             for i, ids in enumerate(prompts):
                 cfg = DecodeConfig(SamplingConfig(temperature=temp), builder, args.verifier, args.max_new_tokens, i,
@@ -42,7 +42,7 @@ def main() -> None:
                 n += len(s.generated)
                 taus += [r.block_length for r in s.rounds]
                 ceils += [1 + r.C_p for r in s.rounds]
-            row = {"T": temp, "B": budget, "tau": sum(taus) / len(taus), "1+C_p": sum(ceils) / len(ceils),
+            row = {"T": temp, "H": depth, "B": budget, "tau": sum(taus) / len(taus), "1+C_p": sum(ceils) / len(ceils),
                    "tok_s": n / secs, "ar_tok_s": base_n / base_s, "speedup": (n / secs) / (base_n / base_s)}
             rows.append(row)
             print(table([row], list(row)), flush=True)
@@ -50,10 +50,11 @@ def main() -> None:
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=1, cols=2, subplot_titles=("tau against B", "speed-up against B"))
-    for temp in sorted({r["T"] for r in rows}):
-        sub = [r for r in rows if r["T"] == temp]
-        fig.add_scatter(x=[r["B"] for r in sub], y=[r["tau"] for r in sub], name=f"tau T={temp:g}", row=1, col=1)
-        fig.add_scatter(x=[r["B"] for r in sub], y=[r["speedup"] for r in sub], name=f"speed-up T={temp:g}", row=1, col=2)
+    for temp, depth in sorted({(r["T"], r["H"]) for r in rows}):
+        sub = [r for r in rows if r["T"] == temp and r["H"] == depth]
+        name = f"T={temp:g} H={depth}"
+        fig.add_scatter(x=[r["B"] for r in sub], y=[r["tau"] for r in sub], name=f"tau {name}", row=1, col=1)
+        fig.add_scatter(x=[r["B"] for r in sub], y=[r["speedup"] for r in sub], name=f"speed-up {name}", row=1, col=2)
     fig.update_xaxes(type="log")
     write("budget_sweep", args, {"rows": rows}, fig)
 
