@@ -28,8 +28,13 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=64)
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--train-budget", type=int, default=None, help="budget of the training trees (default: --budget)")
+    ap.add_argument("--train-depth", type=int, default=None, help="depth of the training trees (default: --depth)")
     ap.add_argument("--collect-tokens", type=int, default=96)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--corpus-contexts", type=int, default=0,
+                    help="train on N random windows of the stdlib training files instead of the train prompts")
+    ap.add_argument("--context-tokens", type=int, default=96, help="length of each corpus window")
     ap.add_argument("--save", default=None, help="save the exit-weight drafter to this folder")
     ap.add_argument("--sweep", action="store_true",
                     help="first choose lr and lambda_exit for the exit objective on held-back train prompts")
@@ -41,7 +46,19 @@ def main() -> None:
     pair, eval_prompts = setup(args)
     train_rows = load_prompts(args.prompts, "train")
     train_prompts = [pair.tokenizer(r["prompt"])["input_ids"] for r in train_rows]
+    if args.corpus_contexts:
+        # Many short contexts from the training files (never the held-out files the eval prompts come from).
+        import random
+
+        from tevviz.demo_pair import encode_corpus, stdlib_files
+
+        stream = encode_corpus(pair.tokenizer, stdlib_files()[0]).tolist()
+        rng = random.Random(args.seed)
+        starts = [rng.randrange(len(stream) - args.context_tokens) for _ in range(args.corpus_contexts)]
+        train_prompts = [stream[i : i + args.context_tokens] for i in starts]
     builder = BuilderConfig(budget=args.budget, depth=args.depth, top_k=4, width=max(8, args.budget // 4))
+    tb = args.train_budget or args.budget
+    train_builder = BuilderConfig(budget=tb, depth=args.train_depth or args.depth, top_k=4, width=max(8, tb // 4))
 
     t0 = time.perf_counter()
     streams = collect_streams(pair, train_prompts, 1.0, args.collect_tokens, args.seed)
@@ -61,7 +78,7 @@ def main() -> None:
         for lr in [float(x) for x in args.sweep_lrs.split(",")]:
             for lam in [float(x) for x in args.sweep_lambdas.split(",")]:
                 cfg = TrainConfig(objective="exit", lambda_exit=lam, lr=lr, steps=args.sweep_steps, batch=args.batch,
-                                  builder=builder, seed=args.seed)
+                                  builder=train_builder, seed=args.seed)
                 trainer = ExitTrainer(pair, fit, cfg)
                 for _ in range(cfg.steps):
                     trainer.step()
@@ -78,7 +95,7 @@ def main() -> None:
     curves = {}
     for objective in args.objectives.split(","):
         cfg = TrainConfig(objective=objective, lambda_exit=args.lambda_exit, lr=args.lr, steps=args.steps,
-                          batch=args.batch, builder=builder, seed=args.seed)
+                          batch=args.batch, builder=train_builder, seed=args.seed)
         trainer = ExitTrainer(pair, contexts, cfg)
         t1 = time.perf_counter()
         for i in range(cfg.steps):
