@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
-from common import parser, setup, table, write
+from common import parser, setup, table, tree_decode, write
 
 from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.sampling import SamplingConfig
-from tevviz.engine.session import DecodeConfig, DecodeSession, autoregressive
+from tevviz.engine.session import DecodeConfig, autoregressive
 
 
 def main() -> None:
@@ -33,12 +31,8 @@ def main() -> None:
             builder = BuilderConfig(budget=budget, depth=depth, top_k=4, width=max(8, budget // 4))
             taus, ceils, n, secs = [], [], 0, 0.0
             for i, ids in enumerate(prompts):
-                cfg = DecodeConfig(SamplingConfig(temperature=temp), builder, args.verifier, args.max_new_tokens, i,
-                                   stop_on_eos=False, missing_top=0)
-                t0 = time.perf_counter()
-                s = DecodeSession(pair, ids, cfg)
-                s.run()
-                secs += time.perf_counter() - t0
+                s, seconds = tree_decode(pair, ids, temp, builder, args.verifier, args.max_new_tokens, i)
+                secs += seconds
                 n += len(s.generated)
                 taus += [r.block_length for r in s.rounds]
                 ceils += [1 + r.C_p for r in s.rounds]

@@ -62,6 +62,21 @@ def timed(fn, device, repeats: int, warmup: int = 2, setup_fn=None) -> float:
     return statistics.median(times)
 
 
+def tree_decode(pair, ids: list[int], temperature: float, builder, verifier: str, max_new_tokens: int, seed: int):
+    """One timed tree decode of `ids` as the benchmarks run it (no EOS stop, no missing tokens): (session, seconds)."""
+    from tevviz.engine.sampling import SamplingConfig
+    from tevviz.engine.session import DecodeConfig, DecodeSession
+
+    cfg = DecodeConfig(SamplingConfig(temperature=temperature), builder, verifier, max_new_tokens, seed,
+                       stop_on_eos=False, missing_top=0)
+    sync(pair.device)
+    t0 = time.perf_counter()
+    s = DecodeSession(pair, ids, cfg)
+    s.run()
+    sync(pair.device)
+    return s, time.perf_counter() - t0
+
+
 def table(rows: list[dict], columns: list[str]) -> str:
     """A plain aligned text table."""
     fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)

@@ -10,13 +10,12 @@ import json
 import time
 
 import torch
-from common import parser, setup, table, write
+from common import parser, setup, table, tree_decode, write
 
 from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.evaluation import evaluate
 from tevviz.engine.models import assets_dir
-from tevviz.engine.sampling import SamplingConfig
-from tevviz.engine.session import DecodeConfig, DecodeSession, autoregressive
+from tevviz.engine.session import autoregressive
 
 
 @torch.no_grad()
@@ -57,14 +56,10 @@ def main() -> None:
             tree_s = base_s = 0.0
             tree_n = base_n = 0
             for i, ids in enumerate(prompts):
-                cfg = DecodeConfig(SamplingConfig(temperature=temp), builder, "tev", args.max_new_tokens, i,
-                                   stop_on_eos=False, missing_top=0)
-                t0 = time.perf_counter()
-                s = DecodeSession(pair, ids, cfg)
-                s.run()
-                tree_s += time.perf_counter() - t0
+                s, seconds = tree_decode(pair, ids, temp, builder, "tev", args.max_new_tokens, i)
+                tree_s += seconds
                 tree_n += len(s.generated)
-                b = autoregressive(pair, ids, cfg)
+                b = autoregressive(pair, ids, s.cfg)
                 base_s += b.seconds
                 base_n += len(b.token_ids)
             rows.append({"B": budget, "T": temp, "tau": r.tau, "tau_se": r.tau_se, "1+C_p": r.ceiling,

@@ -13,12 +13,10 @@ import time
 from pathlib import Path
 
 import torch
-from common import parser, setup, sync, table, write
+from common import parser, setup, sync, table, tree_decode, write
 
 from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.models import ModelPair, assets_dir, load_model
-from tevviz.engine.sampling import SamplingConfig
-from tevviz.engine.session import DecodeConfig, DecodeSession
 
 
 def hf_generate(pair: ModelPair, ids, n: int, temperature: float, assistant=None):
@@ -33,11 +31,8 @@ def hf_generate(pair: ModelPair, ids, n: int, temperature: float, assistant=None
     return out.shape[1] - len(ids), None
 
 
-def tree_decode(pair: ModelPair, ids, n: int, temperature: float, builder: BuilderConfig, verifier: str, seed: int):
-    cfg = DecodeConfig(SamplingConfig(temperature=temperature), builder, verifier, n, seed, stop_on_eos=False,
-                       missing_top=0)
-    s = DecodeSession(pair, ids, cfg)
-    s.run()
+def tree_run(pair: ModelPair, ids, n: int, temperature: float, builder: BuilderConfig, verifier: str, seed: int):
+    s, _ = tree_decode(pair, ids, temperature, builder, verifier, n, seed)
     return len(s.generated), sum(r.block_length for r in s.rounds) / len(s.rounds)
 
 
@@ -56,14 +51,14 @@ def main() -> None:
     decoders = {
         "autoregressive": lambda ids, i: hf_generate(pair, ids, n, temp),
         "hf-assisted": lambda ids, i: hf_generate(pair, ids, n, temp, assistant=pair.draft),
-        "chain+tev": lambda ids, i: tree_decode(pair, ids, n, temp, chain, "tev", i),
-        "best-first+predraw": lambda ids, i: tree_decode(pair, ids, n, temp, best, "predraw", i),
-        "best-first+tev": lambda ids, i: tree_decode(pair, ids, n, temp, best, "tev", i),
+        "chain+tev": lambda ids, i: tree_run(pair, ids, n, temp, chain, "tev", i),
+        "best-first+predraw": lambda ids, i: tree_run(pair, ids, n, temp, best, "predraw", i),
+        "best-first+tev": lambda ids, i: tree_run(pair, ids, n, temp, best, "tev", i),
     }
     if Path(args.exittrain_draft).is_dir():
         trained = load_model(args.exittrain_draft, "draft", dtype=args.dtype, device=str(pair.device))
         pair_x = ModelPair(pair.target, trained, pair.tokenizer, pair.target_name, args.exittrain_draft)
-        decoders["best-first+tev+exittrain"] = lambda ids, i: tree_decode(pair_x, ids, n, temp, best, "tev", i)
+        decoders["best-first+tev+exittrain"] = lambda ids, i: tree_run(pair_x, ids, n, temp, best, "tev", i)
     else:
         print(f"no exit-trained drafter at {args.exittrain_draft}; skipping that row")
     for name, fn in decoders.items():  # warm-up, not timed
