@@ -1,6 +1,6 @@
 """End to end on the eval prompts: tokens/s and tau of each decoder, speed-up over autoregressive.
 
-Decoders: plain autoregressive (`target.generate`), HF assisted generation
+Decoders: plain autoregressive (`target.generate`, and tevviz's own token loop), HF assisted generation
 (`target.generate(assistant_model=draft)`), chain speculative decoding, best-first + predraw (the
 DDTree configuration), best-first + TEV, and best-first + TEV with the exit-trained drafter. Runs
 are interleaved prompt by prompt (each decoder once per prompt in turn) after one warm-up pass.
@@ -31,6 +31,14 @@ def hf_generate(pair: ModelPair, ids, n: int, temperature: float, assistant=None
     return out.shape[1] - len(ids), None
 
 
+def own_autoregressive(pair: ModelPair, ids, n: int, temperature: float, seed: int):
+    from tevviz.engine.sampling import SamplingConfig
+    from tevviz.engine.session import DecodeConfig, autoregressive
+
+    cfg = DecodeConfig(SamplingConfig(temperature=temperature), max_new_tokens=n, seed=seed, stop_on_eos=False)
+    return len(autoregressive(pair, ids, cfg).token_ids), None
+
+
 def tree_run(pair: ModelPair, ids, n: int, temperature: float, builder: BuilderConfig, verifier: str, seed: int):
     s, _ = tree_decode(pair, ids, temperature, builder, verifier, n, seed)
     return len(s.generated), sum(r.block_length for r in s.rounds) / len(s.rounds)
@@ -50,6 +58,8 @@ def main() -> None:
     chain = BuilderConfig(kind="chain", depth=args.depth)
     decoders = {
         "autoregressive": lambda ids, i: hf_generate(pair, ids, n, temp),
+        # tevviz's own token-by-token loop (same sampler, inference mode): the speculative gain net of loop overhead.
+        "autoregressive (tevviz loop)": lambda ids, i: own_autoregressive(pair, ids, n, temp, i),
         "hf-assisted": lambda ids, i: hf_generate(pair, ids, n, temp, assistant=pair.draft),
         "chain+tev": lambda ids, i: tree_run(pair, ids, n, temp, chain, "tev", i),
         "best-first+predraw": lambda ids, i: tree_run(pair, ids, n, temp, best, "predraw", i),

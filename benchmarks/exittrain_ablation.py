@@ -14,7 +14,7 @@ from common import parser, setup, table, write
 from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.evaluation import evaluate
 from tevviz.engine.models import ModelPair
-from tevviz.engine.training import ExitTrainer, TrainConfig, collect_streams, contexts_from_streams
+from tevviz.engine.training import ExitTrainer, TrainConfig, collect_mixed_streams, contexts_from_streams
 from tevviz.prompts import load_prompts
 
 
@@ -23,8 +23,11 @@ def main() -> None:
     ap.add_argument("--objectives", default="token,prefix,exit,residual")
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--lr", type=float, default=3e-4)
-    ap.add_argument("--lambda-exit", type=float, default=1.0)
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--lambda-exit", type=float, default=32.0)
+    ap.add_argument("--token-labels", default="soft", choices=("soft", "hard"))
+    ap.add_argument("--stream-temperatures", default="0,1",
+                    help="target continuations are collected at these temperatures, in turn over the contexts")
     ap.add_argument("--budget", type=int, default=64)
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=64)
@@ -61,7 +64,8 @@ def main() -> None:
     train_builder = BuilderConfig(budget=tb, depth=args.train_depth or args.depth, top_k=4, width=max(8, tb // 4))
 
     t0 = time.perf_counter()
-    streams = collect_streams(pair, train_prompts, 1.0, args.collect_tokens, args.seed)
+    temps = [float(x) for x in args.stream_temperatures.split(",")]
+    streams = collect_mixed_streams(pair, train_prompts, temps, args.collect_tokens, args.seed)
     contexts = contexts_from_streams(streams)
     print(f"{len(contexts)} training contexts from {len(train_prompts)} prompts ({time.perf_counter() - t0:.0f} s)")
 
@@ -75,10 +79,12 @@ def main() -> None:
         fit = contexts_from_streams(streams[:-k])
         val = train_prompts[-k:]
         base = held_out(pair, val)
+        sweep.append({"lr": 0.0, "lambda_exit": 0.0, "val_tau_T0": base["T0"]["tau"], "val_tau_T1": base["T1"]["tau"],
+                      "val_gain": 0.0})  # the original drafter (lr 0: not trained)
         for lr in [float(x) for x in args.sweep_lrs.split(",")]:
             for lam in [float(x) for x in args.sweep_lambdas.split(",")]:
                 cfg = TrainConfig(objective="exit", lambda_exit=lam, lr=lr, steps=args.sweep_steps, batch=args.batch,
-                                  builder=train_builder, seed=args.seed)
+                                  builder=train_builder, token_labels=args.token_labels, seed=args.seed)
                 trainer = ExitTrainer(pair, fit, cfg)
                 for _ in range(cfg.steps):
                     trainer.step()
@@ -87,7 +93,7 @@ def main() -> None:
                 sweep.append({"lr": lr, "lambda_exit": lam, "val_tau_T0": res["T0"]["tau"],
                               "val_tau_T1": res["T1"]["tau"], "val_gain": score})
                 print(table([sweep[-1]], list(sweep[-1])), flush=True)
-        best = max(sweep, key=lambda r: r["val_gain"])
+        best = max((r for r in sweep if r["lr"] > 0), key=lambda r: r["val_gain"])
         args.lr, args.lambda_exit = best["lr"], best["lambda_exit"]
         print(f"sweep: chose lr {args.lr} and lambda_exit {args.lambda_exit}\n" + table(sweep, list(sweep[0])))
 
@@ -95,7 +101,7 @@ def main() -> None:
     curves = {}
     for objective in args.objectives.split(","):
         cfg = TrainConfig(objective=objective, lambda_exit=args.lambda_exit, lr=args.lr, steps=args.steps,
-                          batch=args.batch, builder=train_builder, seed=args.seed)
+                          batch=args.batch, builder=train_builder, token_labels=args.token_labels, seed=args.seed)
         trainer = ExitTrainer(pair, contexts, cfg)
         t1 = time.perf_counter()
         for i in range(cfg.steps):
@@ -121,7 +127,8 @@ def main() -> None:
             row[f"1+C_p_{t}"] = res[t]["ceiling"]
         rows.append(row)
     print(f"\nB={args.budget} H={args.depth}, {len(eval_prompts)} eval prompts x {args.max_new_tokens} tokens, "
-          f"{args.steps} steps x {args.batch} contexts, lr {args.lr}, lambda_exit {args.lambda_exit}")
+          f"{args.steps} steps x {args.batch} contexts, lr {args.lr}, lambda_exit {args.lambda_exit}, "
+          f"{args.token_labels} token labels, streams at T = {args.stream_temperatures}")
     print(table(rows, list(rows[0])))
     from plotly.subplots import make_subplots
 

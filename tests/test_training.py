@@ -69,6 +69,27 @@ def test_loss_equals_the_formula_on_a_hand_made_tree(objective):
     assert got == pytest.approx(want, rel=1e-4, abs=1e-5)
 
 
+@pytest.mark.parametrize("labels", ["hard", "soft"])
+def test_token_loss_equals_the_formula(labels):
+    from tevviz.engine.training import Context, token_loss
+
+    draft = tiny_model("llama", 5, layers=1, scale=1.0)
+    target = tiny_model("llama", 0, scale=5.0)
+    ctx = Context(tokens=CONTEXT, continuation=[3, 8, 1])
+    got = token_loss(draft, ctx, target if labels == "soft" else None, temperature=0.7).item()
+    want = 0.0
+    for j, tok in enumerate(ctx.continuation):
+        prefix = CONTEXT + ctx.continuation[:j]
+        logq = draft_logq(draft, prefix)
+        if labels == "hard":
+            want -= logq[tok].item()
+        else:
+            with torch.no_grad():
+                p = torch.softmax(target(input_ids=torch.tensor([prefix])).logits[0, -1].float() / 0.7, dim=-1)
+            want -= (p * logq).sum().item()
+    assert got == pytest.approx(want / len(ctx.continuation), rel=1e-4)
+
+
 def test_prefix_weights_have_the_exit_weights_total():
     from tevviz.engine.training import node_weights
 
@@ -122,3 +143,5 @@ def test_bad_training_settings():
         TrainConfig(objective="magic")
     with pytest.raises(TevvizError, match="learning rate"):
         TrainConfig(lr=0)
+    with pytest.raises(TevvizError, match="token_labels"):
+        TrainConfig(token_labels="fuzzy")

@@ -26,7 +26,10 @@ def add_extra_commands(sub) -> None:
     t.add_argument("--lambda-exit", type=float, default=1.0)
     t.add_argument("--budget", type=int, default=32)
     t.add_argument("--depth", type=int, default=6)
-    t.add_argument("--collect-temperature", type=float, default=1.0)
+    t.add_argument("--collect-temperatures", default="0,1",
+                   help="target continuations are collected at these temperatures, in turn over the prompts")
+    t.add_argument("--token-labels", default="soft", choices=["soft", "hard"],
+                   help="L_tok against the target's distribution (soft) or its sampled continuation token (hard)")
     t.add_argument("--collect-tokens", type=int, default=96)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", required=True, help="folder for the trained drafter")
@@ -59,11 +62,18 @@ def cmd_train(args) -> int:
     from transformers.utils import logging as hf_logging
 
     from .engine.builders import BuilderConfig
-    from .engine.training import ExitTrainer, TrainConfig, collect_streams, contexts_from_streams
+    from .engine.training import ExitTrainer, TrainConfig, collect_mixed_streams, contexts_from_streams
     from .prompts import load_prompts
 
     cfg = TrainConfig(objective=args.objective, lambda_exit=args.lambda_exit, lr=args.lr, steps=args.steps,
-                      batch=args.batch, builder=BuilderConfig(budget=args.budget, depth=args.depth), seed=args.seed)
+                      batch=args.batch, builder=BuilderConfig(budget=args.budget, depth=args.depth),
+                      token_labels=args.token_labels, seed=args.seed)
+    try:
+        temps = [float(x) for x in args.collect_temperatures.split(",")]
+    except ValueError:
+        raise TevvizError(f"--collect-temperatures must be numbers separated by commas, got {args.collect_temperatures!r}") from None
+    if not temps or any(not 0 <= t <= 10 for t in temps):
+        raise TevvizError("--collect-temperatures must be in [0, 10]")
     rows = load_prompts(args.prompts, args.split)
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
@@ -71,7 +81,7 @@ def cmd_train(args) -> int:
     pair = _pair_with_default_target(args)
     prompts = [pair.tokenizer(r["prompt"])["input_ids"] for r in rows]
     print(f"collecting target continuations of {len(prompts)} prompts ...", file=sys.stderr)
-    streams = collect_streams(pair, prompts, args.collect_temperature, args.collect_tokens, args.seed)
+    streams = collect_mixed_streams(pair, prompts, temps, args.collect_tokens, args.seed)
     trainer = ExitTrainer(pair, contexts_from_streams(streams), cfg)
     from tqdm.auto import tqdm
 

@@ -105,7 +105,7 @@ class DecodeSession:
         self.draft_cache = new_cache(pair.draft)
         self.pending = list(prompt_ids)  # committed tokens not yet in the draft cache; the last is the root
         if len(prompt_ids) > 1:
-            with torch.no_grad():
+            with torch.inference_mode():
                 ids = torch.tensor([prompt_ids[:-1]], device=self.device)
                 pair.target(input_ids=ids, cache=self.target_cache, use_cache=True)
 
@@ -142,7 +142,9 @@ class DecodeSession:
                 raise TevvizError(f"round {self.round_count}: {e}") from None
             raise
 
-    @torch.no_grad()
+    # Inference mode, not just no_grad: nothing of a round ever meets autograd, and skipping the
+    # version counters and view tracking takes 6-15% off each small forward on a CPU.
+    @torch.inference_mode()
     def _round(self) -> RoundRecord:
         pair, cfg = self.pair, self.cfg
         t0 = time.perf_counter()
@@ -177,7 +179,7 @@ class DecodeSession:
         t3 = time.perf_counter()
 
         committed, done = self._cut([tokens[v] for v in accepted[1:]] + [bonus])
-        record = self._record(tree, logits, exit_node, bonus, accepted, committed)
+        record = self._record(tree, logits, exit_node, bonus, accepted, committed, decision.exit_law, anc)
         self.generated.extend(committed)
         self.done = done
         t4 = time.perf_counter()
@@ -198,11 +200,13 @@ class DecodeSession:
         total = len(self.generated) + len(committed)
         return committed, total >= self.cfg.max_new_tokens or len(self.prompt_ids) + total >= self.pair.context_length
 
-    def _record(self, tree: DraftTree, logits, exit_node, bonus, accepted, committed) -> RoundRecord:
+    def _record(self, tree: DraftTree, logits, exit_node, bonus, accepted, committed, ex: law.ExitLaw | None,
+                anc) -> RoundRecord:
         cfg, tok = self.cfg.sampling, self.pair.tokenizer
-        edge = torch.ones(tree.size, device=logits.device)
-        edge[1:] = edge_probs(logits, tree.parents[1:], tree.tokens[1:], cfg)
-        ex = law.exit_law_from_edges(tree, edge)
+        if ex is None:
+            edge = torch.ones(tree.size, device=logits.device)
+            edge[1:] = edge_probs(logits, tree.parents[1:], tree.tokens[1:], cfg)
+            ex = law.exit_law_from_edges(tree, edge, anc)
         missing: list[list[dict]] = [[] for _ in range(tree.size)]
         if self.cfg.missing_top > 0:
             gains, ids = law.missing_tokens(tree, processed_probs(logits, cfg), ex.P, self.cfg.missing_top)
@@ -240,7 +244,7 @@ class BaselineResult:
         return len(self.token_ids) / self.seconds if self.seconds > 0 else 0.0
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def autoregressive(pair: ModelPair, prompt_ids: list[int], cfg: DecodeConfig) -> BaselineResult:
     """Token-by-token decoding of the target with the same processed distribution as the verifiers."""
     model, device = pair.target, pair.target.device

@@ -39,11 +39,17 @@ class TrainConfig:
     batch: int = 8  # contexts per step
     builder: BuilderConfig = field(default_factory=lambda: BuilderConfig(budget=32, depth=6))
     weight_temperature: float = 1.0  # the target law that gives w and P (T = 0 would weight one node only)
+    # L_tok against the target's own next-token distribution on the continuation ("soft"), or against the
+    # sampled continuation token ("hard"). Same expected loss (the soft label is the conditional expectation
+    # of the hard one under the target's law), much lower variance.
+    token_labels: str = "soft"
     seed: int = 0
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
             raise TevvizError(f"unknown objective {self.objective!r}; choose one of {', '.join(OBJECTIVES)}")
+        if self.token_labels not in ("soft", "hard"):
+            raise TevvizError(f"token_labels must be soft or hard, not {self.token_labels!r}")
         if not self.lr > 0 or not self.lambda_exit >= 0:
             raise TevvizError("learning rate must be > 0 and lambda_exit >= 0")
         if not isinstance(self.steps, int) or self.steps < 0 or not isinstance(self.batch, int) or self.batch < 1:
@@ -113,11 +119,19 @@ def exit_loss_terms(draft, context: list[int], tree: DraftTree, ex: law.ExitLaw,
     return -(wt[1:] * incoming).sum()
 
 
-def token_loss(draft, ctx: Context) -> torch.Tensor:
-    """Dense next-token cross-entropy of the drafter on the target's continuation of `ctx`."""
+def token_loss(draft, ctx: Context, target=None, temperature: float = 1.0) -> torch.Tensor:
+    """Dense next-token cross-entropy of the drafter on the target's continuation of `ctx`.
+
+    With `target`, the labels are the target's processed distributions at those positions (soft labels).
+    """
     ids = torch.tensor([ctx.tokens + ctx.continuation], device=draft.device)
     logits = draft(input_ids=ids).logits[0, len(ctx.tokens) - 1 : -1].float()
-    return torch.nn.functional.cross_entropy(logits, ids[0, len(ctx.tokens):])
+    if target is None:
+        return torch.nn.functional.cross_entropy(logits, ids[0, len(ctx.tokens):])
+    with torch.no_grad():
+        tl = target(input_ids=ids.to(target.device)).logits[0, len(ctx.tokens) - 1 : -1]
+        p = processed_probs(tl, SamplingConfig(temperature=temperature)).to(logits.device)
+    return -(p * torch.log_softmax(logits, -1)).sum(-1).mean()
 
 
 @dataclass
@@ -155,7 +169,8 @@ class ExitTrainer:
         t0 = time.perf_counter()
         cfg = self.cfg
         batch = [self.contexts[self.rng.randrange(len(self.contexts))] for _ in range(cfg.batch)]
-        l_tok = sum(token_loss(self.draft, c) for c in batch if c.continuation) / len(batch)
+        soft = self.target if cfg.token_labels == "soft" else None
+        l_tok = sum(token_loss(self.draft, c, soft, cfg.weight_temperature) for c in batch if c.continuation) / len(batch)
         l_exit = torch.zeros((), device=self.draft.device)
         cps = []
         if cfg.objective != "token" and cfg.lambda_exit > 0:
@@ -200,3 +215,21 @@ def collect_streams(pair: ModelPair, prompts: list[list[int]], temperature: floa
         s.run()
         out.append((list(ids), list(s.generated)))
     return out
+
+
+def collect_mixed_streams(pair: ModelPair, prompts: list[list[int]], temperatures: list[float],
+                          max_new_tokens: int = 96, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    """Target continuations with the temperatures taken in turn over the prompts (prompt i at temperatures[i % k]).
+
+    Greedy and sampled continuations both: decoding at T = 0 and at T = 1 runs on such contexts.
+    """
+    if not temperatures:
+        raise TevvizError("give at least one collection temperature")
+    k = len(temperatures)
+    streams: list = [None] * len(prompts)
+    for j, t in enumerate(temperatures):
+        idx = list(range(j, len(prompts), k))
+        got = collect_streams(pair, [prompts[i] for i in idx], t, max_new_tokens, seed + j * 100_000)
+        for i, st in zip(idx, got):
+            streams[i] = st
+    return streams

@@ -24,6 +24,7 @@ class Decision:
 
     exit_node: torch.Tensor  # () long
     bonus_token: torch.Tensor  # () long
+    exit_law: law.ExitLaw | None = None  # the tree's exit law when the verifier computed it (TEV), so no one redoes it
 
 
 class Verifier(Protocol):
@@ -70,9 +71,9 @@ def tev(tree, logits, cfg, gen, anc=None) -> Decision:
     """
     edge = torch.ones(tree.size, device=logits.device)
     edge[1:] = edge_probs(logits, tree.parents[1:], tree.tokens[1:], cfg)
-    w = law.exit_law_from_edges(tree, edge, anc).w
-    node = sample_categorical(w, gen)
-    return Decision(node, bonus_from(tree, logits, cfg, node, gen))
+    ex = law.exit_law_from_edges(tree, edge, anc)
+    node = sample_categorical(ex.w, gen)
+    return Decision(node, bonus_from(tree, logits, cfg, node, gen), ex)
 
 
 def _follow(tree: DraftTree, draws: torch.Tensor, anc: torch.Tensor) -> torch.Tensor:
