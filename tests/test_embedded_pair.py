@@ -48,3 +48,20 @@ def test_greedy_tree_decoding_equals_generate_on_the_shipped_pair(pair, verifier
                                    pad_token_id=pair.tokenizer.eos_token_id)[0, len(ids):].tolist()
         assert s.generated == ref
         assert sum(r.block_length for r in s.rounds) / len(s.rounds) > 1.5  # the draft really gets accepted
+
+
+def test_the_shipped_exit_trained_drafter_pairs_with_the_target_and_stays_exact(pair):
+    from tevviz.engine.models import shipped_drafters
+
+    drafters = shipped_drafters()
+    assert set(drafters) == {"tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain"}
+    trained = load_pair(str(embedded_pair_paths()[0]), str(drafters["tevviz-stdlib-draft-exittrain"]))
+    assert any(not torch.equal(a, b) for a, b in zip(trained.draft.parameters(), pair.draft.parameters()))
+    ids = pair.tokenizer(load_prompts(split="eval")[0]["prompt"])["input_ids"]
+    cfg = DecodeConfig(SamplingConfig(temperature=0), BuilderConfig(budget=32, depth=6), "tev", max_new_tokens=32,
+                       stop_on_eos=False)
+    s = DecodeSession(trained, ids, cfg)
+    s.run()
+    ref = pair.target.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False, eos_token_id=None,
+                               pad_token_id=pair.tokenizer.eos_token_id)[0, len(ids):].tolist()
+    assert s.generated == ref

@@ -31,6 +31,7 @@ from .engine import ModelPair, TevvizError, summarize
 from .engine.builders import BUILDERS
 from .engine.comparison import Comparison
 from .engine.io import MAX_BYTES
+from .engine.models import shipped_drafters
 from .engine.training import OBJECTIVES, TrainConfig
 from .engine.verifiers import VERIFIERS
 from .render import (
@@ -496,6 +497,9 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                 gr.Markdown("**(b) Side by side.** Decode the prompt with two configurations (the other settings "
                             "come from the Decode tab).")
                 sides = []
+                # The shipped drafters only fit the shipped target.
+                shipped = shipped_drafters() if target is None and pair is None else {}
+                draft_choices = [("this session's draft", "")] + [(n, str(p)) for n, p in shipped.items()]
                 with gr.Row():
                     for name, default_verifier in (("A", "tev"), ("B", "predraw")):
                         with gr.Column():
@@ -504,7 +508,8 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                                                         label=f"{name}: verifier"),
                                 "builder": gr.Dropdown(list(BUILDERS), value="best-first", label=f"{name}: builder"),
                                 "budget": gr.Number(32, precision=0, label=f"{name}: budget B"),
-                                "draft": gr.Textbox("", label=f"{name}: draft model path (empty = this session's draft)"),
+                                "draft": gr.Dropdown(draft_choices, value="", allow_custom_value=True,
+                                                     label=f"{name}: draft (a shipped one, or type a path)"),
                             })
                 sbs_btn = gr.Button("Decode both", variant="primary")
                 with gr.Row():

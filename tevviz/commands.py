@@ -15,6 +15,7 @@ EXTRA_HANDLERS: dict = {}
 def add_extra_commands(sub) -> None:
     """Add the train, eval and bench parsers to the CLI's sub-parsers."""
     from .cli import _add_models
+    from .engine.training import TrainConfig
 
     t = sub.add_parser("train", help="ExitTrain the drafter on its own trees; writes an HF folder")
     t.add_argument("--prompts", default=None, help="prompt JSONL (default: the shipped assets/prompts.jsonl)")
@@ -22,8 +23,8 @@ def add_extra_commands(sub) -> None:
     t.add_argument("--objective", default="exit", choices=["exit", "prefix", "token", "residual"])
     t.add_argument("--steps", type=int, default=200)
     t.add_argument("--batch", type=int, default=8)
-    t.add_argument("--lr", type=float, default=3e-4)
-    t.add_argument("--lambda-exit", type=float, default=1.0)
+    t.add_argument("--lr", type=float, default=TrainConfig.lr)
+    t.add_argument("--lambda-exit", type=float, default=TrainConfig.lambda_exit)
     t.add_argument("--budget", type=int, default=32)
     t.add_argument("--depth", type=int, default=6)
     t.add_argument("--collect-temperatures", default="0,1",

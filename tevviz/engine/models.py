@@ -28,6 +28,13 @@ def embedded_pair_paths() -> tuple[Path, Path]:
     return models / "tevviz-stdlib-target", models / "tevviz-stdlib-draft"
 
 
+def shipped_drafters() -> dict[str, Path]:
+    """The shipped drafters of the embedded target, by name (the original and the exit-trained one)."""
+    models = assets_dir() / "models"
+    names = ("tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain")
+    return {n: models / n for n in names if (models / n / "config.json").is_file()}
+
+
 @dataclass
 class ModelPair:
     """A target and a draft that share one tokenizer."""

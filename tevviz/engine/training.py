@@ -5,6 +5,10 @@ L_exit = -[sum_i sum_{v != root} w_i(v) log q(x_v | c_i, path(pa(v)))] / sum_i (
 and q is evaluated under the real tree-parent context by one draft forward over the tree with the
 ancestor mask. Trees are rebuilt with the current drafter as training goes; the target is frozen
 and everything it gives (and the tree) is detached.
+
+L_tok is the drafter's cross-entropy on the target's continuations; by default against the target's
+whole next-token distribution at each continuation position (soft labels: the same expected loss as
+the sampled token, far less noise for a few hundred small steps).
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ class TrainConfig:
     """ExitTrain settings; the defaults come from the sweep in the model card."""
 
     objective: str = "exit"  # exit (w, the paper's), prefix (P rescaled), token (L_tok only), residual (ours)
-    lambda_exit: float = 1.0
-    lr: float = 3e-4
+    lambda_exit: float = 32.0  # L_exit averages w over all tree nodes, so it is ~1/B of an NLL: a weight ~B balances L_tok
+    lr: float = 1e-4
     steps: int = 100
     batch: int = 8  # contexts per step
     builder: BuilderConfig = field(default_factory=lambda: BuilderConfig(budget=32, depth=6))
