@@ -79,6 +79,8 @@ def test_export_validates_and_inspects(exported, capsys):
     (["decode", "--prompt", "x", "--target", "/no/such/model"], "give both --target and --draft"),
     (["decode", "--prompt", "x", "--max-new-tokens", "0"], "max new tokens"),
     (["inspect", "/no/such/file.json"], "no such file"),
+    (["train", "--out", "/no/such/out", "--collect-temperatures", "hot"], "--collect-temperatures must be numbers"),
+    (["train", "--out", "/no/such/out", "--collect-temperatures", "0,20"], "--collect-temperatures must be in [0, 10]"),
 ])
 def test_bad_arguments_exit_with_one_line(argv, message, capsys):
     assert main(argv) == 2
