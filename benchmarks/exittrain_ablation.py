@@ -41,8 +41,8 @@ def main() -> None:
     ap.add_argument("--save", default=None, help="save the exit-weight drafter to this folder")
     ap.add_argument("--sweep", action="store_true",
                     help="first choose lr and lambda_exit for the exit objective on held-back train prompts")
-    ap.add_argument("--sweep-lrs", default="3e-4,1e-3,3e-3")
-    ap.add_argument("--sweep-lambdas", default="0.5,1,2")
+    ap.add_argument("--sweep-lrs", default="1e-4,3e-4")
+    ap.add_argument("--sweep-lambdas", default="8,32,128")
     ap.add_argument("--sweep-steps", type=int, default=60)
     ap.add_argument("--val-prompts", type=int, default=5, help="train prompts held back for the sweep")
     args = ap.parse_args()

@@ -93,7 +93,10 @@ def cmd_train(args) -> int:
     hf_logging.disable_progress_bar()
     trainer.trained_draft().save_pretrained(out)
     pair.tokenizer.save_pretrained(out)
-    log = {"config": {k: str(v) for k, v in cfg.__dict__.items()}, "log": [s.__dict__ for s in trainer.log]}
+    log = {"config": {k: str(v) for k, v in cfg.__dict__.items()},
+           "data": {"prompts": args.prompts or "assets/prompts.jsonl", "split": args.split,
+                    "collect_temperatures": temps, "collect_tokens": args.collect_tokens},
+           "log": [s.__dict__ for s in trainer.log]}
     (out / "exittrain_log.json").write_text(json.dumps(log, indent=1))
     print(f"wrote {out}", file=sys.stderr)
     return 0

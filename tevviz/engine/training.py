@@ -7,8 +7,9 @@ ancestor mask. Trees are rebuilt with the current drafter as training goes; the 
 and everything it gives (and the tree) is detached.
 
 L_tok is the drafter's cross-entropy on the target's continuations; by default against the target's
-whole next-token distribution at each continuation position (soft labels: the same expected loss as
-the sampled token, far less noise for a few hundred small steps).
+whole next-token distribution (at `weight_temperature`) at each continuation position. For a
+continuation sampled at that temperature this is the expected hard-label loss with far less noise;
+for a greedy one it is distillation toward that law on greedy contexts.
 """
 
 from __future__ import annotations
@@ -44,8 +45,7 @@ class TrainConfig:
     builder: BuilderConfig = field(default_factory=lambda: BuilderConfig(budget=32, depth=6))
     weight_temperature: float = 1.0  # the target law that gives w and P (T = 0 would weight one node only)
     # L_tok against the target's own next-token distribution on the continuation ("soft"), or against the
-    # sampled continuation token ("hard"). Same expected loss (the soft label is the conditional expectation
-    # of the hard one under the target's law), much lower variance.
+    # continuation token itself ("hard"); see the module docstring.
     token_labels: str = "soft"
     seed: int = 0
 
@@ -107,6 +107,19 @@ def node_weights(objective: str, ex: law.ExitLaw) -> torch.Tensor:
     return wt
 
 
+def to_width(p: torch.Tensor, width: int) -> torch.Tensor:
+    """Target rows as distributions over the draft's `width` output ids, renormalised.
+
+    Tokenizers agree, but output layers may be padded differently (Qwen2.5-7B has 152,064 rows,
+    Qwen2.5-0.5B 151,936); ids past the tokenizer carry no real mass.
+    """
+    if p.shape[-1] > width:
+        p = p[..., :width]
+    elif p.shape[-1] < width:
+        p = torch.nn.functional.pad(p, (0, width - p.shape[-1]))
+    return p / p.sum(-1, keepdim=True).clamp(min=1e-12)
+
+
 def exit_loss_terms(draft, context: list[int], tree: DraftTree, ex: law.ExitLaw, probs: torch.Tensor,
                     objective: str) -> torch.Tensor:
     """Sum over non-root nodes of the weighted negative log-likelihood for one tree (not yet normalised)."""
@@ -116,7 +129,7 @@ def exit_loss_terms(draft, context: list[int], tree: DraftTree, ex: law.ExitLaw,
         taken = torch.zeros_like(probs, dtype=torch.bool)
         taken[tree.parents[1:], tree.tokens[1:]] = True
         res = probs.masked_fill(taken, 0.0)
-        res = res / res.sum(-1, keepdim=True).clamp(min=1e-12)
+        res = to_width(res, logq.shape[-1])
         return -(ex.w * (res * logq).sum(-1)).sum()
     wt = node_weights(objective, ex)
     incoming = logq[tree.parents[1:], tree.tokens[1:]]  # log q(x_v | c, path(pa(v))) for v != root
@@ -134,7 +147,7 @@ def token_loss(draft, ctx: Context, target=None, temperature: float = 1.0) -> to
         return torch.nn.functional.cross_entropy(logits, ids[0, len(ctx.tokens):])
     with torch.no_grad():
         tl = target(input_ids=ids.to(target.device)).logits[0, len(ctx.tokens) - 1 : -1]
-        p = processed_probs(tl, SamplingConfig(temperature=temperature)).to(logits.device)
+        p = to_width(processed_probs(tl, SamplingConfig(temperature=temperature)).to(logits.device), logits.shape[-1])
     return -(p * torch.log_softmax(logits, -1)).sum(-1).mean()
 
 
