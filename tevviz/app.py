@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+from pathlib import Path
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -663,7 +664,8 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                 out = []
                 for label, (v, b, nodes, draft_path) in zip("AB", sides_values):
                     cfg_side = decode_settings(**{**values, "verifier": v, "builder": b, "budget": nodes})[1]
-                    name = f"{label}: {v}, {b}, B={nodes}" + (f", draft {draft_path}" if draft_path else "")
+                    shown = Path(draft_path.strip()).name if draft_path and draft_path.strip() else ""
+                    name = f"{label}: {v}, {b}, B={nodes}" + (f", draft {shown}" if shown else "")
                     out.append(ctl.decode_all(prompt_text, cfg_side, (draft_path or "").strip(), name, progress,
                                               sid=_current(st).sid))
             except TevvizError as e:
