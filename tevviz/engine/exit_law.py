@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .sampling import SamplingConfig, edge_probs
 from .tree import DraftTree, ancestor_mask
 
 
@@ -97,6 +98,14 @@ def exit_law_from_edges(tree: DraftTree, edge: torch.Tensor, anc: torch.Tensor |
     P_ = P(tree, edge, anc)
     rho_ = rho(tree, edge)
     return ExitLaw(p_edge=edge, P=P_, rho=rho_, w=w(P_, rho_), C_p=coverage(tree, P_))
+
+
+def exit_law_from_logits(tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig,
+                         anc: torch.Tensor | None = None) -> ExitLaw:
+    """The exit law from the target logits of the tree's nodes, normalising only what the edges need."""
+    edge = torch.ones(tree.size, device=logits.device)
+    edge[1:] = edge_probs(logits, tree.parents[1:], tree.tokens[1:], cfg)
+    return exit_law_from_edges(tree, edge, anc)
 
 
 def exit_law(tree: DraftTree, probs: torch.Tensor) -> ExitLaw:

@@ -17,7 +17,7 @@ from .errors import TevvizError
 from .kv import additive_mask, causal_visibility, keep_entries, new_cache, tree_visibility
 from .models import ModelPair
 from .records import RoundRecord
-from .sampling import SamplingConfig, edge_probs, processed_probs, sample_categorical
+from .sampling import SamplingConfig, processed_probs, sample_categorical
 from .tree import DraftTree, ancestor_mask, path_to, position_ids
 from .verifiers import get_verifier
 
@@ -204,9 +204,7 @@ class DecodeSession:
                 anc) -> RoundRecord:
         cfg, tok = self.cfg.sampling, self.pair.tokenizer
         if ex is None:
-            edge = torch.ones(tree.size, device=logits.device)
-            edge[1:] = edge_probs(logits, tree.parents[1:], tree.tokens[1:], cfg)
-            ex = law.exit_law_from_edges(tree, edge, anc)
+            ex = law.exit_law_from_logits(tree, logits, cfg, anc)
         missing: list[list[dict]] = [[] for _ in range(tree.size)]
         if self.cfg.missing_top > 0:
             gains, ids = law.missing_tokens(tree, processed_probs(logits, cfg), ex.P, self.cfg.missing_top)

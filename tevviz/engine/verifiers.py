@@ -14,7 +14,7 @@ from typing import Protocol
 import torch
 
 from . import exit_law as law
-from .sampling import SamplingConfig, edge_probs, processed_probs, sample_categorical
+from .sampling import SamplingConfig, processed_probs, sample_categorical
 from .tree import DraftTree, ancestor_mask, children
 
 
@@ -69,9 +69,7 @@ def tev(tree, logits, cfg, gen, anc=None) -> Decision:
     Only the edge probabilities (one log-normaliser per row) and the exit row are computed; no
     per-node samples and no host round trip.
     """
-    edge = torch.ones(tree.size, device=logits.device)
-    edge[1:] = edge_probs(logits, tree.parents[1:], tree.tokens[1:], cfg)
-    ex = law.exit_law_from_edges(tree, edge, anc)
+    ex = law.exit_law_from_logits(tree, logits, cfg, anc)
     node = sample_categorical(ex.w, gen)
     return Decision(node, bonus_from(tree, logits, cfg, node, gen), ex)
 
