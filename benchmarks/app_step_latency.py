@@ -9,7 +9,7 @@ import socket
 import statistics
 import time
 
-from common import parser, table, write
+from common import parser, table, tree_flags, write
 
 from tevviz.app import build_demo, launch_options
 
@@ -17,9 +17,7 @@ from tevviz.app import build_demo, launch_options
 def main() -> None:
     ap = parser(__doc__)
     ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--budget", type=int, default=64)
-    ap.add_argument("--depth", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=512)
+    tree_flags(ap, budget=64, depth=8, max_new_tokens=512)
     args = ap.parse_args()
     import gradio_client
 

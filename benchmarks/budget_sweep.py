@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from common import parser, setup, table, tree_decode, write
+from common import best_first, parser, setup, table, tree_decode, write
 
-from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.sampling import SamplingConfig
 from tevviz.engine.session import DecodeConfig, autoregressive
 
@@ -28,7 +27,7 @@ def main() -> None:
             base_s += b.seconds
             base_n += len(b.token_ids)
         for depth, budget in [(int(h), int(b)) for h in args.depths.split(",") for b in args.budgets.split(",")]:
-            builder = BuilderConfig(budget=budget, depth=depth, top_k=4, width=max(8, budget // 4))
+            builder = best_first(budget, depth)
             taus, ceils, n, secs = [], [], 0, 0.0
             for i, ids in enumerate(prompts):
                 s, seconds = tree_decode(pair, ids, temp, builder, args.verifier, args.max_new_tokens, i)

@@ -14,6 +14,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.models import load_pair
 from tevviz.prompts import load_prompts
 
@@ -32,6 +33,18 @@ def parser(description: str) -> argparse.ArgumentParser:
     ap.add_argument("--out", default=None, help="JSON output path (default benchmarks/results/<name>.json)")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU)")
     return ap
+
+
+def tree_flags(ap: argparse.ArgumentParser, budget: int, depth: int, max_new_tokens: int = 64) -> None:
+    """--budget, --depth and --max-new-tokens with this script's defaults."""
+    ap.add_argument("--budget", type=int, default=budget)
+    ap.add_argument("--depth", type=int, default=depth)
+    ap.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
+
+
+def best_first(budget: int, depth: int, top_k: int = 4) -> BuilderConfig:
+    """The benchmarks' best-first tree: K children per expanded node, frontier width max(8, B / 4)."""
+    return BuilderConfig(budget=budget, depth=depth, top_k=top_k, width=max(8, budget // 4))
 
 
 def setup(args):

@@ -10,9 +10,8 @@ import json
 import time
 
 import torch
-from common import parser, setup, table, tree_decode, write
+from common import best_first, parser, setup, table, tree_decode, write
 
-from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.evaluation import evaluate
 from tevviz.engine.models import assets_dir
 from tevviz.engine.session import autoregressive
@@ -49,7 +48,7 @@ def main() -> None:
     out["target_over_draft_1tok"] = out["forward_ms"]["target 1 tok"] / out["forward_ms"]["draft 1 tok"]
     rows = []
     for budget in (32, 64):
-        builder = BuilderConfig(budget=budget, depth=8, top_k=4, width=max(8, budget // 4))
+        builder = best_first(budget, 8)
         for temp in (0.0, 1.0):
             r = evaluate(pair, prompts, temp, builder, args.max_new_tokens)
             # Throughput against plain autoregressive decoding, same prompts, measured back to back.

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import torch
-from common import parser, setup, sync, table, tree_decode, write
+from common import best_first, parser, setup, sync, table, tree_decode, tree_flags, write
 
 from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.models import ModelPair, assets_dir, load_model
@@ -47,14 +47,12 @@ def tree_run(pair: ModelPair, ids, n: int, temperature: float, builder: BuilderC
 def main() -> None:
     ap = parser(__doc__)
     ap.add_argument("--temperature", type=float, default=0.0)
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--budget", type=int, default=16)
-    ap.add_argument("--depth", type=int, default=5)
+    tree_flags(ap, budget=16, depth=5)
     ap.add_argument("--exittrain-draft", default=str(assets_dir() / "models" / "tevviz-stdlib-draft-exittrain"))
     args = ap.parse_args()
     pair, prompts = setup(args)
     n, temp = args.max_new_tokens, args.temperature
-    best = BuilderConfig(budget=args.budget, depth=args.depth, top_k=4, width=max(8, args.budget // 4))
+    best = best_first(args.budget, args.depth)
     chain = BuilderConfig(kind="chain", depth=args.depth)
     decoders = {
         "autoregressive": lambda ids, i: hf_generate(pair, ids, n, temp),

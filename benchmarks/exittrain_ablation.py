@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import time
 
-from common import parser, setup, table, write
+from common import best_first, parser, setup, table, write
 
-from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.evaluation import evaluate
 from tevviz.engine.models import ModelPair
 from tevviz.engine.training import ExitTrainer, TrainConfig, collect_mixed_streams, contexts_from_streams
@@ -59,9 +58,9 @@ def main() -> None:
         rng = random.Random(args.seed)
         starts = [rng.randrange(len(stream) - args.context_tokens) for _ in range(args.corpus_contexts)]
         train_prompts = [stream[i : i + args.context_tokens] for i in starts]
-    builder = BuilderConfig(budget=args.budget, depth=args.depth, top_k=4, width=max(8, args.budget // 4))
+    builder = best_first(args.budget, args.depth)
     tb = args.train_budget or args.budget
-    train_builder = BuilderConfig(budget=tb, depth=args.train_depth or args.depth, top_k=4, width=max(8, tb // 4))
+    train_builder = best_first(tb, args.train_depth or args.depth)
 
     t0 = time.perf_counter()
     temps = [float(x) for x in args.stream_temperatures.split(",")]

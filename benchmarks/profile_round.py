@@ -9,9 +9,8 @@ import cProfile
 import pstats
 import time
 
-from common import parser, setup, table, write
+from common import best_first, parser, setup, table, tree_flags, write
 
-from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.records import summarize
 from tevviz.engine.sampling import SamplingConfig
 from tevviz.engine.session import DecodeConfig, DecodeSession
@@ -21,15 +20,13 @@ MODEL_FILES = ("modeling_", "torch/nn/", "sdpa_attention", "masking_utils", "cac
 
 def main() -> None:
     ap = parser(__doc__)
-    ap.add_argument("--budget", type=int, default=64)
-    ap.add_argument("--depth", type=int, default=8)
+    tree_flags(ap, budget=64, depth=8)
     ap.add_argument("--temperature", type=float, default=0.0)
-    ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--missing-top", type=int, default=0, help="5 = what the app records per node")
     ap.add_argument("--top", type=int, default=20)
     args = ap.parse_args()
     pair, prompts = setup(args)
-    builder = BuilderConfig(budget=args.budget, depth=args.depth, top_k=4, width=max(8, args.budget // 4))
+    builder = best_first(args.budget, args.depth)
 
     def decode_all():
         rounds = []

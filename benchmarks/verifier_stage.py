@@ -10,9 +10,8 @@ from __future__ import annotations
 import statistics
 
 import torch
-from common import parser, setup, table, timed, write
+from common import best_first, parser, setup, table, timed, write
 
-from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.kv import additive_mask, keep_entries, new_cache, tree_visibility
 from tevviz.engine.sampling import SamplingConfig
 from tevviz.engine.session import DecodeConfig, DecodeSession
@@ -22,7 +21,7 @@ from tevviz.engine.verifiers import VERIFIERS
 
 def recorded_trees(pair, prompts, budget: int, temperature: float, per_prompt: int):
     """(prefix, tree) pairs from real decoding rounds with a best-first builder of budget B."""
-    builder = BuilderConfig(budget=budget, depth=10, top_k=8, width=max(8, budget // 4))
+    builder = best_first(budget, 10, top_k=8)
     out = []
     for i, ids in enumerate(prompts):
         cfg = DecodeConfig(SamplingConfig(temperature=temperature), builder, max_new_tokens=200, seed=i, missing_top=0)
