@@ -15,12 +15,12 @@ EXTRA_HANDLERS: dict = {}
 def add_extra_commands(sub) -> None:
     """Add the train, eval and bench parsers to the CLI's sub-parsers."""
     from .cli import _add_models
-    from .engine.training import TrainConfig
+    from .engine.training import OBJECTIVES, TOKEN_LABELS, TrainConfig
 
     t = sub.add_parser("train", help="ExitTrain the drafter on its own trees; writes an HF folder")
     t.add_argument("--prompts", default=None, help="prompt JSONL (default: the shipped assets/prompts.jsonl)")
     t.add_argument("--split", default="train")
-    t.add_argument("--objective", default="exit", choices=["exit", "prefix", "token", "residual"])
+    t.add_argument("--objective", default="exit", choices=OBJECTIVES)
     t.add_argument("--steps", type=int, default=200)
     t.add_argument("--batch", type=int, default=8)
     t.add_argument("--lr", type=float, default=TrainConfig.lr)
@@ -29,7 +29,7 @@ def add_extra_commands(sub) -> None:
     t.add_argument("--depth", type=int, default=6)
     t.add_argument("--collect-temperatures", default="0,1",
                    help="target continuations are collected at these temperatures, in turn over the prompts")
-    t.add_argument("--token-labels", default="soft", choices=["soft", "hard"],
+    t.add_argument("--token-labels", default=TrainConfig.token_labels, choices=TOKEN_LABELS,
                    help="L_tok against the target's distribution (soft) or its sampled continuation token (hard)")
     t.add_argument("--collect-tokens", type=int, default=96)
     t.add_argument("--seed", type=int, default=0)
@@ -59,6 +59,14 @@ def _pair_with_default_target(args):
     return pair_from_args(args)
 
 
+def _numbers(text: str, flag: str) -> list[float]:
+    """A comma-separated list of numbers from a flag, or a one-line error naming the flag."""
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise TevvizError(f"{flag} must be numbers separated by commas, got {text!r}") from None
+
+
 def cmd_train(args) -> int:
     from transformers.utils import logging as hf_logging
 
@@ -69,11 +77,8 @@ def cmd_train(args) -> int:
     cfg = TrainConfig(objective=args.objective, lambda_exit=args.lambda_exit, lr=args.lr, steps=args.steps,
                       batch=args.batch, builder=BuilderConfig(budget=args.budget, depth=args.depth),
                       token_labels=args.token_labels, seed=args.seed)
-    try:
-        temps = [float(x) for x in args.collect_temperatures.split(",")]
-    except ValueError:
-        raise TevvizError(f"--collect-temperatures must be numbers separated by commas, got {args.collect_temperatures!r}") from None
-    if not temps or any(not 0 <= t <= 10 for t in temps):
+    temps = _numbers(args.collect_temperatures, "--collect-temperatures")
+    if any(not 0 <= t <= 10 for t in temps):
         raise TevvizError("--collect-temperatures must be in [0, 10]")
     rows = load_prompts(args.prompts, args.split)
     out = Path(args.out)
@@ -107,10 +112,7 @@ def cmd_eval(args) -> int:
     from .engine.evaluation import evaluate
     from .prompts import load_prompts
 
-    try:
-        temps = [float(t) for t in args.temperatures.split(",")]
-    except ValueError:
-        raise TevvizError(f"--temperatures must be comma-separated numbers, got {args.temperatures!r}") from None
+    temps = _numbers(args.temperatures, "--temperatures")
     builder = BuilderConfig(budget=args.budget, depth=args.depth)
     pair = _pair_with_default_target(args)
     prompts = [pair.tokenizer(r["prompt"])["input_ids"] for r in load_prompts(args.prompts, args.split)]

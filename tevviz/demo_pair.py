@@ -212,9 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     train_files, held_files = stdlib_files()
     print(f"corpus: {len(train_files)} train files, {len(held_files)} held-out files", flush=True)
     draft_dir = args.out / "tevviz-stdlib-draft"
-    if args.reuse_draft:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if args.reuse_draft:
         tokenizer = AutoTokenizer.from_pretrained(draft_dir)
     else:
         with tempfile.TemporaryDirectory() as tok_dir:
@@ -241,8 +241,6 @@ def main(argv: list[str] | None = None) -> int:
     for name, shape, steps, lr in plan:
         torch.manual_seed(args.seed)
         if name == "target" and args.init_target is not None:
-            from transformers import AutoModelForCausalLM
-
             model = AutoModelForCausalLM.from_pretrained(args.init_target, dtype=torch.float32)
         else:
             model = make_model(shape, tokenizer, args.seq_len)

@@ -31,6 +31,7 @@ from .scoring import tree_logits
 from .tree import DraftTree
 
 OBJECTIVES = ("exit", "prefix", "token", "residual")
+TOKEN_LABELS = ("soft", "hard")
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class TrainConfig:
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
             raise TevvizError(f"unknown objective {self.objective!r}; choose one of {', '.join(OBJECTIVES)}")
-        if self.token_labels not in ("soft", "hard"):
+        if self.token_labels not in TOKEN_LABELS:
             raise TevvizError(f"token_labels must be soft or hard, not {self.token_labels!r}")
         if not self.lr > 0 or not self.lambda_exit >= 0:
             raise TevvizError("learning rate must be > 0 and lambda_exit >= 0")
