@@ -390,3 +390,17 @@ def test_highlighted_blocks():
         ("x", "bonus"),
         ("x", "bonus"),
     ]
+
+
+def test_exittrain_figures():
+    from tevviz.render import exit_mass_change_figure, loss_figure, path_label
+
+    log = [{"step": i + 1, "loss": 3.0 - i * 0.1, "l_tok": 2.9 - i * 0.1, "l_exit": 0.01} for i in range(5)]
+    fig = loss_figure(log)
+    assert [t.name for t in fig.data] == ["L_tok", "L_exit (right axis)", "L"]
+    assert fig.data[1].yaxis == "y2" and list(fig.data[2].y) == [e["loss"] for e in log]
+    changes = [{"texts": ["a"] * (i + 1), "delta": 0.5 - 0.02 * i, "w_before": 0.0, "w_after": 0.5 - 0.02 * i}
+               for i in range(20)]
+    bars = exit_mass_change_figure(changes, 3).data[0]
+    assert len(bars.x) == 16 and bars.x[-1] == changes[0]["delta"]  # the largest change drawn on top
+    assert path_label([]) == "root" and path_label(["x"] * 30, 20).startswith("…") and len(path_label(["x"] * 30, 20)) == 20

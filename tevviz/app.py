@@ -40,7 +40,10 @@ from .render import (
     METRICS,
     acceptance_by_depth_figure,
     block_length_histogram,
+    exit_mass_change_figure,
     highlighted_blocks,
+    loss_figure,
+    path_label,
     stage_times_figure,
     tree_figure,
     verifier_law_figure,
@@ -198,28 +201,12 @@ def decoded_markdown(d: Decoded) -> str:
 # ---------------------------------------------------------------------------------------------
 # ExitTrain panel: report -> widget values.
 
-MOVED_BARS = 16  # nodes in the change-of-w bar chart
 MOVED_ROWS = 10  # nodes in the change-of-w table
 NO_TRAINING = "No training yet: step a few rounds in the Decode tab, then press Train step."
 
 
-def loss_figure(log: list[dict]) -> go.Figure:
-    """L, L_tok and L_exit per ExitTrain step (SPEC section 5); L_exit, an order smaller, on its own axis."""
-    if not log:
-        return _empty_figure("press Train step to train this session's copy of the draft")
-    steps = [e["step"] for e in log]
-    fig = go.Figure([
-        go.Scatter(x=steps, y=[e["l_tok"] for e in log], mode="lines+markers", name="L_tok"),
-        go.Scatter(x=steps, y=[e["l_exit"] for e in log], mode="lines+markers", name="L_exit (right axis)",
-                   yaxis="y2"),
-        # Dashed and on top: with lambda_exit * L_exit small, L lies on L_tok.
-        go.Scatter(x=steps, y=[e["loss"] for e in log], mode="lines+markers", name="L", line={"dash": "dash"}),
-    ])
-    return fig.update_layout(
-        title="ExitTrain loss per step: L = L_tok + lambda_exit · L_exit", height=320,
-        xaxis={"title": "step", "dtick": max(1, len(log) // 10)}, yaxis={"title": "L, L_tok"},
-        yaxis2={"title": "L_exit", "overlaying": "y", "side": "right", "showgrid": False},
-        margin={"l": 50, "r": 50, "t": 50, "b": 40}, legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.0})
+def _loss_plot(log: list[dict]) -> go.Figure:
+    return loss_figure(log) if log else _empty_figure("press Train step to train this session's copy of the draft")
 
 
 def _change(before: float, after: float) -> str:
@@ -254,26 +241,6 @@ def train_markdown(report: TrainReport) -> str:
     return "\n".join(lines)
 
 
-def _path_label(texts: list[str], limit: int = 40) -> str:
-    """A node by its token path, e.g. `'def' › ' f'`; the root is "root"; long paths keep their end."""
-    label = "root" if not texts else " › ".join(repr(t) for t in texts)
-    return label if len(label) <= limit else "…" + label[-(limit - 1):]
-
-
-def moved_figure(moved: ExitMassMove) -> go.Figure:
-    """Change of w per node (trained minus original), nodes matched by token path."""
-    rows = moved.changes[:MOVED_BARS][::-1]  # largest change on top
-    fig = go.Figure(go.Bar(
-        x=[r["delta"] for r in rows], y=[html.escape(_path_label(r["texts"])) for r in rows], orientation="h",
-        marker={"color": ["#2a9d8f" if r["delta"] >= 0 else "#e76f51" for r in rows]},
-        hovertext=[f"w original {r['w_before']:.4g}<br>w trained {r['w_after']:.4g}" for r in rows],
-        hoverinfo="text",
-    ))
-    return fig.update_layout(title=f"round {moved.round_index}: change of w per node (trained − original)",
-                             xaxis_title="Δw", height=max(260, 60 + 24 * len(rows)), plot_bgcolor="white",
-                             margin={"l": 10, "r": 10, "t": 50, "b": 40}, yaxis={"automargin": True})
-
-
 def moved_markdown(moved: ExitMassMove) -> str:
     b, a = moved.before, moved.after
     where = {(True, True): "both", (True, False): "original only", (False, True): "trained only"}
@@ -286,7 +253,7 @@ def moved_markdown(moved: ExitMassMove) -> str:
         "|---|---|---|---|---|",
     ]
     for r in moved.changes[:MOVED_ROWS]:
-        label = html.escape(_path_label(r["texts"], 60)).replace("|", "\\|")
+        label = html.escape(path_label(r["texts"], 60)).replace("|", "\\|")
         side = where[(r["node_before"] is not None, r["node_after"] is not None)]
         lines.append(f"| {label} | {side} | {r['w_before']:.4g} | {r['w_after']:.4g} | {r['delta']:+.4g} |")
     return "\n".join(lines)
@@ -332,7 +299,7 @@ def _exittrain_tab(ctl: Controller, state: gr.State, settings: dict) -> None:
     error = gr.Markdown("", label="error", elem_classes="error-box")
     note = gr.Markdown("Step and Run decode with the original draft.", label="draft in use")
     table = gr.Markdown(NO_TRAINING, label="before and after", elem_classes="stats-table")
-    loss_plot = gr.Plot(loss_figure([]), label="loss")
+    loss_plot = gr.Plot(_loss_plot([]), label="loss")
     with gr.Accordion("Where the exit mass moved", open=True):
         gr.Markdown("On the context of the round chosen with the Decode tab's round slider: the tree each drafter "
                     "builds there, coloured by w under the target (T = 1), and the nodes whose w changed most.")
@@ -348,7 +315,7 @@ def _exittrain_tab(ctl: Controller, state: gr.State, settings: dict) -> None:
             empty = _empty_figure("no round with a known context is shown")
             return {tree_before: empty, tree_after: empty, moved_plot: empty, moved_md: ""}
         before_fig, after_fig = moved_trees(moved)
-        return {tree_before: before_fig, tree_after: after_fig, moved_plot: moved_figure(moved),
+        return {tree_before: before_fig, tree_after: after_fig, moved_plot: exit_mass_change_figure(moved.changes, moved.round_index),
                 moved_md: moved_markdown(moved)}
 
     def failed(e: Exception) -> dict:
@@ -365,13 +332,13 @@ def _exittrain_tab(ctl: Controller, state: gr.State, settings: dict) -> None:
         except TevvizError as e:
             return failed(e)
         return {state: st, error: "", note: ctl.train_status(st), table: train_markdown(report),
-                loss_plot: loss_figure(report.log), **moved_updates(report.moved)}
+                loss_plot: _loss_plot(report.log), **moved_updates(report.moved)}
 
     def revert(st):
         st = _current(st)
         said = ctl.train_revert(st)
         return {state: st, error: "", note: said[0].upper() + said[1:] + ".", table: NO_TRAINING,
-                loss_plot: loss_figure([]), **moved_updates(None), use_box: False}
+                loss_plot: _loss_plot([]), **moved_updates(None), use_box: False}
 
     def use(st, use_trained):
         st = _current(st)

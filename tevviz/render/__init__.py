@@ -10,6 +10,7 @@ from tevviz.render.stats import (
     verifier_law_figure,
 )
 from tevviz.render.text import highlighted_blocks
+from tevviz.render.training import exit_mass_change_figure, loss_figure, path_label
 from tevviz.render.tree_figure import BONUS, tree_figure
 
 __all__ = [
@@ -19,8 +20,11 @@ __all__ = [
     "acceptance_by_depth_figure",
     "block_length_histogram",
     "edges_cross",
+    "exit_mass_change_figure",
     "highlighted_blocks",
+    "loss_figure",
     "node_metric",
+    "path_label",
     "round_graph",
     "stage_times_figure",
     "summary",
