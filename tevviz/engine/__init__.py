@@ -2,7 +2,7 @@
 
 from .builders import BuilderConfig
 from .errors import TevvizError
-from .models import ModelPair, load_pair
+from .models import ModelPair, ModelSource, load_pair, with_draft
 from .records import RoundRecord, summarize
 from .sampling import SamplingConfig
 from .session import DecodeConfig, DecodeSession, autoregressive, encode_prompt
@@ -14,11 +14,13 @@ __all__ = [
     "DecodeConfig",
     "DecodeSession",
     "ModelPair",
+    "ModelSource",
     "RoundRecord",
     "SamplingConfig",
     "TevvizError",
     "autoregressive",
     "encode_prompt",
     "load_pair",
+    "with_draft",
     "summarize",
 ]

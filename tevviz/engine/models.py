@@ -1,38 +1,42 @@
-"""Loading a target/draft pair from hub ids or local folders, with the checks tree decoding needs."""
+"""Loading a target/draft pair from hub ids, local folders or .gguf files, with the checks tree decoding needs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
 from .errors import TevvizError
 from .kv import check_gatherable, new_cache
+from .pairs import DEFAULT_PAIR, assets_dir, named_pair
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-_PACKAGE = Path(__file__).resolve().parent.parent
-
-
-def assets_dir() -> Path:
-    """The shipped assets: inside the installed package, or beside it in a source checkout."""
-    for candidate in (_PACKAGE / "assets", _PACKAGE.parent / "assets"):
-        if (candidate / "models").is_dir():
-            return candidate
-    return _PACKAGE.parent / "assets"
+__all__ = ["assets_dir"]  # re-exported: older callers import it from here
 
 
 def embedded_pair_paths() -> tuple[Path, Path]:
     """Folders of the shipped stdlib target and draft."""
-    models = assets_dir() / "models"
-    return models / "tevviz-stdlib-target", models / "tevviz-stdlib-draft"
+    return named_pair(DEFAULT_PAIR).target_path(), named_pair(DEFAULT_PAIR).drafter_paths()["tevviz-stdlib-draft"]
 
 
-def shipped_drafters() -> dict[str, Path]:
-    """The shipped drafters of the embedded target, by name (the original and the exit-trained one)."""
-    models = assets_dir() / "models"
-    names = ("tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain")
-    return {n: models / n for n in names if (models / n / "config.json").is_file()}
+def shipped_drafters(target: str | None = None) -> dict[str, Path]:
+    """The shipped drafters of `target`'s named pair (the embedded pair's by default), by folder name."""
+    from .pairs import pair_of_target
+
+    pair = pair_of_target(target)
+    return pair.drafter_paths() if pair is not None else {}
+
+
+def resolve_device(device: str | None) -> str | None:
+    """`auto` picks cuda, then mps, then cpu; anything else is passed through (None: where the model loads)."""
+    if device != "auto":
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
 
 
 @dataclass
@@ -56,21 +60,47 @@ class ModelPair:
         return min((n for n in lengths if n), default=1 << 31)
 
 
+GGUF_MAGIC = b"GGUF"
+
+
 def check_source(name: str, role: str) -> None:
-    """Refuse a local path that does not exist, or a folder without a config or weights."""
+    """Refuse a local path that does not exist, a folder without a config or weights, or a file that is not GGUF."""
     p = Path(name).expanduser()
-    looks_local = name.startswith((".", "/", "~")) or p.exists() or name.count("/") > 1
+    looks_local = name.startswith((".", "/", "~")) or p.exists() or name.count("/") > 1 or name.endswith(".gguf")
     if looks_local and not p.exists():
         raise TevvizError(f"{role} model path {name!r} does not exist")
-    if p.is_dir():
+    if p.is_file():
+        with p.open("rb") as f:
+            if f.read(4) != GGUF_MAGIC:
+                raise TevvizError(f"{role} model file {name!r} is not a GGUF file; give a .gguf file or an HF model folder")
+    elif p.is_dir():
         if not (p / "config.json").exists():
             raise TevvizError(f"{role} model folder {name!r} has no config.json; is it a Hugging Face model folder?")
         if not any(p.glob("*.safetensors")) and not any(p.glob("*.bin")):
             raise TevvizError(f"{role} model folder {name!r} has no weights (*.safetensors or *.bin)")
 
 
+def hf_location(name: str, revision: str | None = None) -> tuple[str, dict]:
+    """What `from_pretrained` takes for `name`: a .gguf file becomes its folder plus `gguf_file`."""
+    p = Path(name).expanduser()
+    if p.is_file():
+        return str(p.parent), {"gguf_file": p.name}
+    return name, ({"revision": revision} if revision and not p.exists() else {})
+
+
+def load_tokenizer(name: str, role: str, trust_remote_code: bool = False, revision: str | None = None):
+    """The tokenizer of a model folder, hub id or .gguf file."""
+    from transformers import AutoTokenizer
+
+    where, kw = hf_location(name, revision)
+    try:
+        return AutoTokenizer.from_pretrained(where, trust_remote_code=trust_remote_code, **kw)
+    except (OSError, ValueError) as e:
+        raise TevvizError(f"cannot load the {role} tokenizer {name!r}: {str(e).splitlines()[0]}") from None
+
+
 def load_model(name: str, role: str, dtype: str = "auto", device: str | None = None, device_map=None,
-               attn_implementation: str = "sdpa", trust_remote_code: bool = False):
+               attn_implementation: str = "sdpa", trust_remote_code: bool = False, revision: str | None = None):
     """One causal LM, in eval mode, with clear errors for the usual mistakes."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -79,25 +109,29 @@ def load_model(name: str, role: str, dtype: str = "auto", device: str | None = N
         raise TevvizError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if attn_implementation not in ("sdpa", "eager"):
         raise TevvizError(f"attn_implementation must be sdpa or eager, got {attn_implementation!r}")
+    device = resolve_device(device)
+    where, kw = hf_location(name, revision)
     try:
-        config = AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
+        config = AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code, **kw)
     except ValueError as e:
         if "trust_remote_code" in str(e):
             raise TevvizError(f"{role} model {name!r} needs remote code; pass --trust-remote-code if you trust it") from None
         raise TevvizError(f"cannot read the {role} model config {name!r}: {e}") from None
-    except OSError as e:
+    except (OSError, ImportError) as e:
         raise TevvizError(f"cannot load the {role} model {name!r}: {str(e).splitlines()[0]}") from None
+    # A GGUF file is dequantised to float32 whatever "auto" would say; half precision is asked for explicitly.
+    torch_dtype = torch.float32 if "gguf_file" in kw and dtype == "auto" else DTYPES[dtype]
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            name, dtype=DTYPES[dtype], device_map=device_map, attn_implementation=attn_implementation,
-            trust_remote_code=trust_remote_code,
+            where, dtype=torch_dtype, device_map=device_map, attn_implementation=attn_implementation,
+            trust_remote_code=trust_remote_code, **kw,
         )
     except ValueError as e:
         msg = str(e).splitlines()[0]
         if "Unrecognized configuration class" in msg:
             raise TevvizError(f"{role} model {name!r} ({type(config).__name__}) is not a causal language model") from None
         raise TevvizError(f"cannot load the {role} model {name!r}: {msg}") from None
-    except OSError as e:
+    except (OSError, ImportError) as e:
         raise TevvizError(f"cannot load the {role} model {name!r}: {str(e).splitlines()[0]}") from None
     if device is not None and device_map is None:
         try:
@@ -134,29 +168,65 @@ def check_cache(model, role: str) -> None:
         raise TevvizError(f"{role} model: {e}") from None
 
 
-def load_pair(target: str | None = None, draft: str | None = None, dtype: str = "auto", device: str | None = None,
-              device_map=None, attn_implementation: str = "sdpa", trust_remote_code: bool = False) -> ModelPair:
-    """Load a target and a draft (the embedded stdlib pair when both are None) and check they fit together."""
-    from transformers import AutoTokenizer
-    from transformers.utils import logging as hf_logging
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a pair comes from and how to load it: the one value the CLI, the app and the benchmarks pass on."""
 
-    hf_logging.disable_progress_bar()
+    target: str | None = None  # hub id, HF folder or .gguf file; None: the named pair's target
+    draft: str | None = None  # likewise; None: the named pair's default drafter
+    pair: str | None = None  # a named pair (stdlib, smollm2); None: stdlib unless target and draft are given
+    dtype: str = "auto"
+    device: str | None = "auto"  # auto: cuda, then mps, then cpu
+    device_map: str | None = None  # "auto" spreads the target over GPUs (accelerate)
+    attn_implementation: str = "sdpa"
+    trust_remote_code: bool = False
+    revision: str | None = None  # for hub ids
+
+    def resolved(self) -> tuple[str, str]:
+        """The target and draft to load, with the named pair filled in."""
+        if self.pair is not None or self.target is None:
+            target, draft = named_pair(self.pair or DEFAULT_PAIR).paths()
+            return self.target or str(target), self.draft or str(draft)
+        if self.draft is None:
+            raise TevvizError("give --draft with --target (or --pair NAME for a named pair)")
+        return self.target, self.draft
+
+    @property
+    def pair_name(self) -> str | None:
+        """The named pair this source loads, or None for the user's own models."""
+        if self.pair is not None:
+            return self.pair
+        return DEFAULT_PAIR if self.target is None else None
+
+    def with_draft(self, draft: str | None) -> ModelSource:
+        return replace(self, draft=draft)
+
+    def load_kwargs(self) -> dict:
+        return {"dtype": self.dtype, "device": self.device, "device_map": self.device_map,
+                "attn_implementation": self.attn_implementation, "trust_remote_code": self.trust_remote_code,
+                "revision": self.revision}
+
+    def load(self) -> ModelPair:
+        """Load and check the pair."""
+        target, draft = self.resolved()
+        return load_pair(target, draft, **self.load_kwargs())
+
+
+def load_pair(target: str | None = None, draft: str | None = None, dtype: str = "auto", device: str | None = None,
+              device_map=None, attn_implementation: str = "sdpa", trust_remote_code: bool = False,
+              revision: str | None = None) -> ModelPair:
+    """Load a target and a draft (the embedded stdlib pair when both are None) and check they fit together."""
     if (target is None) != (draft is None):
         raise TevvizError("give both --target and --draft, or neither for the embedded pair")
     if target is None:
-        t_path, d_path = embedded_pair_paths()
-        if not t_path.exists():
-            raise TevvizError(f"the embedded model pair is missing from {t_path.parent}; reinstall tevviz")
+        t_path, d_path = named_pair(DEFAULT_PAIR).paths()
         target, draft = str(t_path), str(d_path)
-    kw = {"dtype": dtype, "device": device, "device_map": device_map, "attn_implementation": attn_implementation,
-          "trust_remote_code": trust_remote_code}
+    kw = {"dtype": dtype, "device": resolve_device(device), "device_map": device_map,
+          "attn_implementation": attn_implementation, "trust_remote_code": trust_remote_code, "revision": revision}
     for name, role in ((target, "target"), (draft, "draft")):
         check_source(name, role)
-    try:
-        tok_t = AutoTokenizer.from_pretrained(target, trust_remote_code=trust_remote_code)
-        tok_d = AutoTokenizer.from_pretrained(draft, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError) as e:
-        raise TevvizError(f"cannot load the tokenizers: {str(e).splitlines()[0]}") from None
+    tok_t = load_tokenizer(target, "target", trust_remote_code, revision)
+    tok_d = load_tokenizer(draft, "draft", trust_remote_code, revision)
     check_vocabularies(tok_t, tok_d, target, draft)
     t_model = load_model(target, "target", **kw)
     # A sharded target spreads itself; the small draft sits on the target's input device.
@@ -165,3 +235,15 @@ def load_pair(target: str | None = None, draft: str | None = None, dtype: str = 
     check_cache(t_model, "target")
     check_cache(d_model, "draft")
     return ModelPair(t_model, d_model, tok_t, target, draft)
+
+
+def with_draft(base: ModelPair, draft: str, source: ModelSource | None = None) -> ModelPair:
+    """`base`'s target and tokenizer beside the draft model at `draft`, checked as `load_pair` checks a pair."""
+    kw = (source or ModelSource()).load_kwargs()
+    kw.update(device=str(base.device), device_map=None)
+    check_source(draft, "draft")
+    tok = load_tokenizer(draft, "draft", kw["trust_remote_code"], kw["revision"])
+    check_vocabularies(base.tokenizer, tok, base.target_name, draft)
+    model = load_model(draft, "draft", **kw)
+    check_cache(model, "draft")
+    return ModelPair(base.target, model, base.tokenizer, base.target_name, draft)

