@@ -1,4 +1,7 @@
-"""Plain-Python records of decoding rounds and sessions, and their JSON schema (docs/json-schema.md)."""
+"""Plain-Python records of decoding rounds and sessions, and their JSON schema (docs/json-schema.md).
+
+No torch here: the render layer reads the same records as the engine writes.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from dataclasses import dataclass, field
 
 SESSION_SCHEMA = "tevviz.session/1"
 ROUND_SCHEMA = "tevviz.round/1"
-STAGES = ("draft", "target", "verify", "other")
+STAGES = ("draft", "target", "verify", "other")  # a round's stage times (ms), in this order
 
 
 @dataclass(frozen=True)
@@ -34,14 +37,42 @@ class RoundRecord:
     C_p: float | None
     stage_ms: dict[str, float] = field(default_factory=dict)
 
+    @classmethod
+    def unscored(cls, index: int, verifier: str, tokens: list[int], parents: list[int], depths: list[int],
+                 draft_logprobs: list[float] | None = None, scores: list[float] | None = None,
+                 texts: list[str] | None = None, exit_node: int = 0, bonus_token: int = -1) -> RoundRecord:
+        """A tree without target scores (p_edge, P, rho, w unknown, no missing tokens), exiting at `exit_node`."""
+        n = len(tokens)
+        return cls(
+            index=index, verifier=verifier, tokens=list(tokens), texts=[""] * n if texts is None else list(texts),
+            parents=list(parents), depths=list(depths),
+            draft_logprobs=[0.0] * n if draft_logprobs is None else list(draft_logprobs),
+            scores=[0.0] * n if scores is None else list(scores), p_edge=[None] * n, P=[None] * n, rho=[None] * n,
+            w=[None] * n, missing=[[] for _ in range(n)], exit_node=exit_node, bonus_token=bonus_token,
+            bonus_text="", accepted=path_to(parents, exit_node), committed=[], C_p=None,
+        )
+
     @property
     def block_length(self) -> int:
         """L = d(exit) + 1: accepted draft tokens plus the bonus token."""
         return len(self.accepted)
 
     @property
+    def tokens_committed(self) -> int:
+        """Tokens the round added to the stream: its committed block, or L where the record does not carry it."""
+        return len(self.committed) or self.block_length
+
+    @property
     def size(self) -> int:
         return len(self.tokens)
+
+    def path_to(self, node: int) -> list[int]:
+        """Node ids from the root down to `node`."""
+        return path_to(self.parents, node)
+
+    def token_path(self, node: int) -> tuple[int, ...]:
+        """path(node): the tokens from the root's child down to `node` (empty at the root)."""
+        return tuple(self.tokens[v] for v in self.path_to(node)[1:])
 
     def to_dict(self) -> dict:
         """networkx node-link form (edges="edges"), plain Python, ready for JSON."""
@@ -98,16 +129,25 @@ class RoundRecord:
         )
 
 
+def path_to(parents: list[int], node: int) -> list[int]:
+    """The walk from the root (parent -1) down to `node` in a parent array."""
+    path = [node]
+    while parents[path[-1]] >= 0:
+        path.append(parents[path[-1]])
+    return path[::-1]
+
+
 def summarize(rounds: list[RoundRecord]) -> dict:
-    """tau, mean 1 + C_p, stage totals and acceptance by depth over rounds."""
-    n = len(rounds)
-    if n == 0:
-        return {"rounds": 0, "tau": 0.0, "mean_ceiling": 0.0, "stage_ms": {s: 0.0 for s in STAGES}, "tokens": 0}
-    ceil = [1 + r.C_p for r in rounds if r.C_p is not None]
+    """Rounds, tokens committed, tau (mean L), mean 1 + C_p and stage totals; means are None when undefined."""
+    ceilings = [1 + r.C_p for r in rounds if r.C_p is not None]
     return {
-        "rounds": n,
-        "tau": sum(r.block_length for r in rounds) / n,
-        "mean_ceiling": sum(ceil) / len(ceil) if ceil else None,
+        "rounds": len(rounds),
+        "tau": _mean([r.block_length for r in rounds]),
+        "mean_ceiling": _mean(ceilings),
         "stage_ms": {s: sum(r.stage_ms.get(s, 0.0) for r in rounds) for s in STAGES},
-        "tokens": sum(len(r.committed) for r in rounds),
+        "tokens": sum(r.tokens_committed for r in rounds),
     }
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
