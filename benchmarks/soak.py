@@ -1,6 +1,6 @@
 """Soak test of one app session: many rounds through the Controller, memory sampled as it goes.
 
-Drives `tevviz.app_session.Controller` directly (no HTTP) on the embedded pair, or on a tiny random
+Drives `tevviz.app.controller.Controller` directly (no HTTP) on the embedded pair, or on a tiny random
 pair with --tiny: Step until the session is done, Reset, Step again with the next prompt, and so on
 for --rounds rounds. Every --every rounds it samples the resident set size (VmRSS), the rounds the
 session's history holds and the live sessions in the store. The goal is a flat RSS after warm-up.
@@ -14,8 +14,11 @@ import time
 
 from common import ROOT, parser, table, write
 
-from tevviz.app import stats_markdown, text_spans, tree_plot
-from tevviz.app_session import MAX_HISTORY, AppState, Controller, PairSource, decode_settings, train_settings
+from tevviz.app.controller import Controller
+from tevviz.app.source import PairSource
+from tevviz.app.state import MAX_HISTORY, AppState, decode_settings, train_settings
+from tevviz.app.views import stats_markdown, text_spans, tree_plot
+from tevviz.engine import ModelSource
 from tevviz.engine.models import embedded_pair_paths
 from tevviz.prompts import load_prompts
 
@@ -53,7 +56,7 @@ def source_and_prompts(args) -> tuple[PairSource, list[str]]:
     if args.target is None and not embedded_pair_paths()[0].exists():
         raise SystemExit("the embedded pair is not in assets/models yet; pass --tiny (or --target and --draft)")
     rows = load_prompts(args.prompts, args.split)[: args.limit or 8]
-    return (PairSource(args.target, args.draft, args.dtype, args.device),
+    return (PairSource(ModelSource(args.target, args.draft, dtype=args.dtype, device=args.device)),
             [r["prompt"] for r in rows] or ["def fibonacci(n):\n"])
 
 

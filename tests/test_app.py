@@ -11,24 +11,22 @@ import time
 import pytest
 from conftest import tiny_pair
 
-from tevviz.app import build_demo, launch_options, stats_markdown, text_spans
-from tevviz.app_session import (
-    AppState,
-    Controller,
-    PairSource,
-    decode_settings,
-    load_prompts,
-    train_settings,
-    training_contexts,
-)
-from tevviz.engine import TevvizError
+from tevviz.app import build_demo, launch_options
+from tevviz.app.controller import Controller
+from tevviz.app.compare_tab import COMPARE_OUTPUTS, SIDE_OUTPUTS
+from tevviz.app.decode_tab import BASELINE_OUTPUTS, BROWSE_OUTPUTS, EXPORT_OUTPUTS, NODE_OUTPUTS, ROUND_OUTPUTS
+from tevviz.app.demo import example_prompts
+from tevviz.app.source import PairSource
+from tevviz.app.state import AppState, decode_settings, train_settings
+from tevviz.app.views import stats_markdown, text_spans
+from tevviz.engine import ModelSource, TevvizError
 from tevviz.engine import io as tio
 from tevviz.engine.comparison import chi_square_p
+from tevviz.engine.contexts import training_contexts
 
 PROMPT = "t1 t2 t3"
-# Outputs of the decoding endpoints, in order (the gr.State is not part of the API).
-OUT = {name: i for i, name in enumerate(
-    ["error", "stats", "stage", "hist", "depth", "tree", "view", "node", "details", "text"])}
+# Outputs of the decoding endpoints by name (the gr.State is not part of the API).
+OUT = {name: i for i, name in enumerate(ROUND_OUTPUTS)}
 
 gradio_client = pytest.importorskip("gradio_client")
 
@@ -59,6 +57,11 @@ def app_url(pair, models_dir):
     demo.close()
 
 
+def named(out, names: tuple[str, ...]) -> dict:
+    """An endpoint's outputs by the app's names for them."""
+    return dict(zip(names, out, strict=True))
+
+
 def client(url: str):
     return gradio_client.Client(url, verbose=False, download_files=True)
 
@@ -75,7 +78,7 @@ def figure(out, key: str = "tree") -> dict:
 
 
 def exported_session(c) -> tio.ImportedSession:
-    _, _, session_path, _ = c.predict(api_name="/export")
+    session_path = named(c.predict(api_name="/export"), EXPORT_OUTPUTS)["session_dl"]
     with open(session_path, encoding="utf-8") as f:
         return tio.loads(f.read())
 
@@ -92,7 +95,7 @@ def test_step_run_and_browse(app_url):
     assert rounds_in(out) == 2
     out = c.predict(rounds=2, api_name="/run")
     assert rounds_in(out) == 4
-    assert figure(out, "stage")["data"] and figure(out, "depth")["data"]
+    assert figure(out, "stage")["data"] and figure(out, "depth_plot")["data"]
     spans = out[OUT["text"]]
     assert spans[0]["token"] == PROMPT and any(s["class_or_confidence"] == "bonus" for s in spans)
 
@@ -102,12 +105,12 @@ def test_step_run_and_browse(app_url):
     assert any(s["class_or_confidence"] == "current token" for s in out[OUT["text"]])
 
     # Back to round 1, colour by w, pick a node.
-    tree, *_ = c.predict(index=1, api_name="/view")
+    tree = named(c.predict(index=1, api_name="/view"), BROWSE_OUTPUTS)["tree"]
     assert json.loads(tree["plot"])["layout"]["title"]["text"].startswith("round 1:")
     tree = c.predict(metric_name="w", api_name="/metric")
     colourbar = next(t for t in json.loads(tree["plot"])["data"] if t.get("name") == "nodes")["marker"]["colorbar"]
     assert "w(v)" in colourbar["title"]["text"]
-    tree, details = c.predict(node_id=1, api_name="/node")
+    tree, details = named(c.predict(node_id=1, api_name="/node"), NODE_OUTPUTS).values()
     assert "**node 1**" in details and "| P |" in details
     assert any(t.get("name") == "highlight" for t in json.loads(tree["plot"])["data"])
 
@@ -130,7 +133,7 @@ def test_export_and_import(app_url, tmp_path):
     c = client(app_url)
     for _ in range(3):
         c.predict(api_name="/step")
-    err, round_path, session_path, html_path = c.predict(api_name="/export")
+    err, round_path, session_path, html_path = named(c.predict(api_name="/export"), EXPORT_OUTPUTS).values()
     assert err == ""
     with open(session_path, encoding="utf-8") as f:
         text = f.read()
@@ -175,7 +178,8 @@ def test_export_and_import(app_url, tmp_path):
 def test_verifier_comparison_matches_exit_law(app_url):
     c = client(app_url)
     c.predict(temperature=1.0, api_name="/step")
-    err, law, table = c.predict(draws_m=1500, seed_m=1, temperature=1.0, api_name="/compare")
+    err, law, table = named(c.predict(draws_m=1500, seed_m=1, temperature=1.0, api_name="/compare"),
+                            COMPARE_OUTPUTS).values()
     assert err == ""
     bars = {t["name"] for t in json.loads(law["plot"])["data"]}
     assert bars == {"exact w", "tev", "predraw", "residual"}
@@ -214,30 +218,32 @@ def test_two_clients_do_not_mix(app_url):
 def test_baseline_and_side_by_side(app_url, pair, models_dir, tmp_path):
     c = client(app_url)
     c.predict(max_new_tokens=16, api_name="/run")
-    err, stats = c.predict(max_new_tokens=16, api_name="/baseline")
+    err, stats = named(c.predict(max_new_tokens=16, api_name="/baseline"), BASELINE_OUTPUTS).values()
     assert err == "" and re.search(r"\| \d+\.\d+x \|", stats)
 
     draft_dir = models_dir / "draft"
     pair.draft.save_pretrained(draft_dir)
     pair.tokenizer.save_pretrained(draft_dir)
-    err, _, tree_b, md_a, md_b = c.predict(verifier_b="residual", budget_b=8, draft_b=str(draft_dir),
-                                                max_new_tokens=16, api_name="/side_by_side")
+    side = named(c.predict(verifier_b="residual", budget_b=8, draft_b=str(draft_dir), max_new_tokens=16,
+                           api_name="/side_by_side"), SIDE_OUTPUTS)
+    err, tree_b, md_a, md_b = side["error"], side["tree_b"], side["md_a"], side["md_b"]
     assert err == ""
     assert md_a.startswith("**A: tev") and md_b.startswith("**B: residual") and "draft" in md_b
     nodes = [t for t in json.loads(tree_b["plot"])["data"] if t.get("name") in ("nodes", "no value")]
     assert sum(len(t["x"]) for t in nodes) <= 9  # B = 8 plus the root
-    out = c.predict(draft_b=str(models_dir / "missing"), max_new_tokens=16, api_name="/side_by_side")
-    assert "does not exist" in out[0]
+    out = named(c.predict(draft_b=str(models_dir / "missing"), max_new_tokens=16, api_name="/side_by_side"),
+                SIDE_OUTPUTS)
+    assert "does not exist" in out["error"]
     # A folder outside the shipped models, the command line's folders and --model-dir is never read.
-    out = c.predict(draft_b=str(tmp_path), max_new_tokens=16, api_name="/side_by_side")
-    assert "loads draft models only from" in out[0]
+    out = named(c.predict(draft_b=str(tmp_path), max_new_tokens=16, api_name="/side_by_side"), SIDE_OUTPUTS)
+    assert "loads draft models only from" in out["error"]
 
 
 def test_models_load_lazily_once(pair, tmp_path):
     for role, model in (("target", pair.target), ("draft", pair.draft)):
         model.save_pretrained(tmp_path / role)
         pair.tokenizer.save_pretrained(tmp_path / role)
-    source = PairSource(str(tmp_path / "target"), str(tmp_path / "draft"), dtype="float32")
+    source = PairSource(ModelSource(str(tmp_path / "target"), str(tmp_path / "draft"), dtype="float32", device=None))
     ctl = Controller(source)
     build_demo(str(tmp_path / "target"), str(tmp_path / "draft"), dtype="float32")  # builds without loading
     assert source.get() is source.get()
@@ -247,7 +253,7 @@ def test_models_load_lazily_once(pair, tmp_path):
     ctl.reset(st)
     assert len(ctl.store) == 0
     with pytest.raises(TevvizError, match="does not exist"):
-        Controller(PairSource("/nonexistent/t", "/nonexistent/d")).step(AppState(), prompt, cfg)
+        Controller(PairSource(ModelSource("/nonexistent/t", "/nonexistent/d"))).step(AppState(), prompt, cfg)
 
 
 def test_session_store_expires_idle_sessions(pair):
@@ -278,7 +284,7 @@ def test_history_is_capped_with_a_notice(pair, tmp_path):
         prefix, note = ctl.prefix(st, i, "", pair.tokenizer)
         assert note == "" and stream[len(prefix)] == r.tokens[0]
         assert stream[len(prefix) + 1: len(prefix) + 1 + len(r.committed)] == r.committed
-    assert [c.tokens[-1] for c in training_contexts(st)] == [r.tokens[0] for r in st.rounds]
+    assert [c.tokens[-1] for c in training_contexts(st.stream, st.rounds, 256)] == [r.tokens[0] for r in st.rounds]
     rescored = ctl.rescore(Controller.view(st, 0), "", cfg.sampling)
     assert rescored.rounds[0].w == pytest.approx(st.rounds[0].w, abs=1e-5)
     # An import keeps the last rounds too.
@@ -312,7 +318,7 @@ def test_chi_square_p_values():
 
 
 def test_prompts_file_is_optional(tmp_path):
-    assert load_prompts(tmp_path / "absent.jsonl") == []
+    assert example_prompts(tmp_path / "absent.jsonl") == []
     path = tmp_path / "prompts.jsonl"
     path.write_text('{"id": "a", "title": "A", "split": "train", "prompt": "x = 1"}\nnot json\n{"id": "b"}\n')
-    assert load_prompts(path) == [{"id": "a", "title": "A", "split": "train", "prompt": "x = 1"}]
+    assert example_prompts(path) == [{"id": "a", "title": "A", "split": "train", "prompt": "x = 1"}]

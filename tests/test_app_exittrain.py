@@ -8,15 +8,16 @@ import math
 import pytest
 import torch
 from conftest import tiny_pair
-from test_app import OUT, client, exported_session, free_port, rounds_in
+from test_app import OUT, client, exported_session, free_port, named, rounds_in
 
-from tevviz.app import NO_TRAINING, build_demo, launch_options
-from tevviz.app_session import exit_mass_changes
+from tevviz.app import build_demo, launch_options
+from tevviz.app.exittrain_tab import REVERT_OUTPUTS, SHOW_MOVED_OUTPUTS, USE_OUTPUTS
+from tevviz.app.views import NO_TRAINING
 from tevviz.engine import RoundRecord
+from tevviz.engine.exit_mass import exit_mass_changes
 
-# Outputs of /train_step, in order (the gr.State is not part of the API); /train_revert adds the checkbox.
-TRAIN = {name: i for i, name in enumerate(["error", "note", "table", "loss", "tree_before", "tree_after", "moved",
-                                            "moved_md", "use"])}
+# Outputs of /train_step by name (the gr.State is not part of the API); /train_revert adds the checkbox, "use".
+TRAIN = {name: i for i, name in enumerate(REVERT_OUTPUTS)}
 TRAIN_ARGS = {"steps": 3, "lr": 1e-2, "batch": 4}
 
 gradio_client = pytest.importorskip("gradio_client")
@@ -78,11 +79,11 @@ def test_train_step_use_and_revert(app_url, pair):
 
     # The moved view follows the round slider.
     c.predict(index=0, api_name="/view")
-    err, *_, moved_md = c.predict(api_name="/train_moved")
-    assert err == "" and moved_md.startswith("Round 0's context")
+    moved = named(c.predict(api_name="/train_moved"), SHOW_MOVED_OUTPUTS)
+    assert moved["error"] == "" and moved["moved_md"].startswith("Round 0's context")
 
     # Use the trained draft: the next Step starts a new session that decodes with it.
-    err, note, _ = c.predict(use_trained=True, api_name="/train_use")
+    err, note, _ = named(c.predict(use_trained=True, api_name="/train_use"), USE_OUTPUTS).values()
     assert err == "" and "decode with the trained draft (3 steps)" in note
     out = c.predict(api_name="/step")
     assert rounds_in(out) == 1 and "draft changed" in out[OUT["stats"]]
@@ -113,10 +114,10 @@ def test_two_clients_are_isolated(app_url, pair):
     for _ in range(2):
         a.predict(prompt=prompt_a, api_name="/step")
     assert a.predict(prompt=prompt_a, **TRAIN_ARGS, api_name="/train_step")[TRAIN["error"]] == ""
-    assert a.predict(use_trained=True, api_name="/train_use")[0] == ""
+    assert named(a.predict(use_trained=True, api_name="/train_use"), USE_OUTPUTS)["error"] == ""
 
     # B has no trained draft, and decodes exactly as before A trained.
-    err, _, use = b.predict(use_trained=True, api_name="/train_use")
+    err, _, use = named(b.predict(use_trained=True, api_name="/train_use"), USE_OUTPUTS).values()
     assert "no trained draft" in err and use is False
     b.predict(api_name="/reset")
     for _ in range(3):
@@ -135,8 +136,8 @@ def test_errors_leave_the_panel_unchanged(app_url):
     out = c.predict(**TRAIN_ARGS, api_name="/train_step")
     assert "no rounds to train on" in out[TRAIN["error"]]
     assert isinstance(out[TRAIN["table"]], dict)  # not updated
-    assert "no trained draft" in c.predict(api_name="/train_moved")[0]
-    err, _, use = c.predict(use_trained=True, api_name="/train_use")
+    assert "no trained draft" in named(c.predict(api_name="/train_moved"), SHOW_MOVED_OUTPUTS)["error"]
+    err, _, use = named(c.predict(use_trained=True, api_name="/train_use"), USE_OUTPUTS).values()
     assert "no trained draft" in err and use is False
 
     c.predict(api_name="/step")

@@ -13,8 +13,11 @@ def default_prompts_path() -> Path:
     return assets_dir() / "prompts.jsonl"
 
 
-def load_prompts(path: str | Path | None = None, split: str | None = None) -> list[dict]:
-    """Prompts of a JSONL file (the shipped one by default), optionally only one split."""
+def load_prompts(path: str | Path | None = None, split: str | None = None, skip_bad: bool = False) -> list[dict]:
+    """Prompts of a JSONL file (the shipped one by default), optionally only one split.
+
+    A line that is not an object with a string 'prompt' is an error, or is left out with `skip_bad`.
+    """
     p = Path(path) if path is not None else default_prompts_path()
     if not p.is_file():
         raise TevvizError(f"prompt file {str(p)!r} does not exist")
@@ -25,9 +28,12 @@ def load_prompts(path: str | Path | None = None, split: str | None = None) -> li
         try:
             row = json.loads(line)
         except ValueError:
-            raise TevvizError(f"{p}:{i}: not a JSON object") from None
+            row = None
         if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
-            raise TevvizError(f"{p}:{i}: each line needs a string field 'prompt'")
+            if skip_bad:
+                continue
+            raise TevvizError(f"{p}:{i}: not a JSON object" if row is None else
+                              f"{p}:{i}: each line needs a string field 'prompt'")
         row.setdefault("id", f"line{i}")
         row.setdefault("title", row["id"])
         if split is None or row.get("split") == split:

@@ -1,14 +1,20 @@
-"""Held-out evaluation of a pair: tau, mean 1 + C_p and acceptance by depth, with standard errors."""
+"""Held-out evaluation of a pair: tau, mean 1 + C_p and acceptance by depth, with standard errors; and a
+drafter's mean C_p and tau on given contexts (ExitTrain's before/after table)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+import torch
+
 from .builders import BuilderConfig
 from .models import ModelPair
 from .sampling import SamplingConfig
 from .session import DecodeConfig, DecodeSession
+from .training import Context, build_training_tree, target_weights
+
+EVAL_ROUNDS = 2  # decoding rounds per context for tau in drafter_metrics
 
 
 def mean_se(xs: list[float]) -> tuple[float, float]:
@@ -44,8 +50,8 @@ def evaluate(pair: ModelPair, prompts: list[list[int]], temperature: float, buil
     """Decode every prompt with tree decoding and report tau and 1 + C_p over prompts."""
     taus, ceils, reach, seen = [], [], [], []
     for i, ids in enumerate(prompts):
-        cfg = DecodeConfig(SamplingConfig(temperature=temperature), builder, verifier, max_new_tokens, seed + i,
-                           missing_top=0)
+        cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), builder=builder, verifier=verifier,
+                           max_new_tokens=max_new_tokens, seed=seed + i, missing_top=0)
         s = DecodeSession(pair, ids, cfg)
         s.run()
         taus.append(sum(r.block_length for r in s.rounds) / len(s.rounds))
@@ -63,3 +69,23 @@ def evaluate(pair: ModelPair, prompts: list[list[int]], temperature: float, buil
     tau, tau_se = mean_se(taus)
     ceil, ceil_se = mean_se(ceils)
     return EvalResult(temperature, tau, tau_se, ceil, ceil_se, [a / b for a, b in zip(reach, seen)], taus)
+
+
+@torch.no_grad()
+def drafter_metrics(pair: ModelPair, contexts: list[Context], builder: BuilderConfig, sampling: SamplingConfig,
+                    verifier: str, rounds: int = EVAL_ROUNDS, progress=None, label: str = "") -> dict:
+    """Mean C_p (target at T = 1) of the trees `pair.draft` builds for `contexts`, and tau over `rounds` rounds each.
+
+    tau is the mean block length of a fresh DecodeSession from each context with `sampling` (seeded per
+    context, so two drafters see the same random numbers).
+    """
+    cps, lengths = [], []
+    for i, ctx in enumerate(contexts):
+        if progress is not None:
+            progress((i, len(contexts)), desc=f"evaluating the {label} draft")
+        tree = build_training_tree(pair.draft, ctx.tokens, builder).to(pair.device)
+        cps.append(float(target_weights(pair.target, ctx.tokens, tree, 1.0)[0].C_p))
+        cfg = DecodeConfig(sampling=sampling, builder=builder, verifier=verifier,
+                           max_new_tokens=rounds * (builder.max_depth + 1), seed=i, missing_top=0)
+        lengths += [r.block_length for r in DecodeSession(pair, ctx.tokens, cfg).run(rounds)]
+    return {"contexts": len(contexts), "C_p": mean_se(cps)[0], "tau": mean_se(lengths)[0], "rounds": len(lengths)}

@@ -1,0 +1,97 @@
+"""The Verifier comparison tab: (a) every verifier drawn many times on one tree, (b) two configurations side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+
+from ..engine import TevvizError
+from ..engine.builders import BUILDERS
+from ..render import tree_figure, verifier_law_figure
+from .controller import Controller
+from .state import decode_settings, settings_in_force
+from .views import comparison_markdown, decoded_markdown
+from .widgets import MODEL_WORK, PROGRESS, Panel, current, failed
+
+COMPARE_OUTPUTS = ("error", "law", "law_md")  # outputs of /compare, in order
+SIDE_OUTPUTS = ("error", "tree_a", "tree_b", "md_a", "md_b")  # outputs of /side_by_side, in order
+SIDE_FIELDS = ("verifier", "builder", "budget", "draft")  # the settings each side sets itself
+
+
+def _side(name: str, verifier: str, verifiers: list[str], drafters: dict[str, Path]) -> dict:
+    draft_choices = [("this session's draft", "")] + [(n, str(p)) for n, p in drafters.items()]
+    with gr.Column():
+        return {
+            "verifier": gr.Dropdown(verifiers, value=verifier, label=f"{name}: verifier"),
+            "builder": gr.Dropdown(list(BUILDERS), value="best-first", label=f"{name}: builder"),
+            "budget": gr.Number(32, precision=0, label=f"{name}: budget B"),
+            "draft": gr.Dropdown(draft_choices, value="", allow_custom_value=True,
+                                 label=f"{name}: draft (a shipped one, or type a path)"),
+        }
+
+
+def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
+    gr.Markdown("**(a) One tree, many draws.** Re-score the shown round's tree with the target and draw "
+                "each verifier M times: all must follow the exact exit law w.")
+    with gr.Row():
+        draws = gr.Number(2000, precision=0, label="draws M")
+        seed = gr.Number(0, precision=0, label="seed")
+        compare_btn = gr.Button("Compare verifiers", variant="primary")
+    law = gr.Plot(label="exit law")
+    law_md = gr.Markdown(label="verifier table")
+    gr.Markdown("**(b) Side by side.** Decode the prompt with two configurations (the other settings "
+                "come from the Decode tab).")
+    with gr.Row():
+        side_a = _side("A", "tev", verifiers, drafters)
+        side_b = _side("B", "predraw", verifiers, drafters)
+    side_btn = gr.Button("Decode both", variant="primary")
+    with gr.Row():
+        tree_a, tree_b = gr.Plot(label="A: final tree"), gr.Plot(label="B: final tree")
+    with gr.Row():
+        md_a, md_b = gr.Markdown(label="A: summary"), gr.Markdown(label="B: summary")
+    return Panel(draws=draws, seed=seed, compare_btn=compare_btn, law=law, law_md=law_md, side_btn=side_btn,
+                 tree_a=tree_a, tree_b=tree_b, md_a=md_a, md_b=md_b,
+                 **{f"{k}_{s}": c for s, side in (("a", side_a), ("b", side_b)) for k, c in side.items()})
+
+
+def compare_tab(ctl: Controller, state: gr.State, error, settings: dict, verifiers: list[str],
+                drafters: dict[str, Path]) -> None:
+    """The Verifier comparison tab (inside its gr.Tab); errors go to the Decode tab's `error` box."""
+    ui = _widgets(verifiers, drafters)
+    ui.error = error
+
+    def compare(st, draws_m, seed_m, progress=PROGRESS, **values):
+        st = current(st)
+        try:
+            sampling = settings_in_force(st, values).sampling
+            c = ctl.compare(st, values["prompt"], sampling, int(draws_m or 0), int(seed_m or 0), progress=progress)
+        except TevvizError as e:
+            return failed(error, e)
+        emp = {x.name: x.freqs for x in c.laws}
+        return ui.updates(error="", law=verifier_law_figure(c.w, emp, c.node_labels), law_md=comparison_markdown(c))
+
+    def side_by_side(st, verifier_a, builder_a, budget_a, draft_a, verifier_b, builder_b, budget_b, draft_b,
+                     progress=PROGRESS, **values):
+        sides = ((verifier_a, builder_a, budget_a, draft_a), (verifier_b, builder_b, budget_b, draft_b))
+        try:
+            prompt, _ = decode_settings(**values)
+            out = []
+            for label, (v, b, nodes, draft_path) in zip("AB", sides):
+                cfg = decode_settings(**{**values, "verifier": v, "builder": b, "budget": nodes})[1]
+                shown = Path(draft_path.strip()).name if draft_path and draft_path.strip() else ""
+                name = f"{label}: {v}, {b}, B={nodes}" + (f", draft {shown}" if shown else "")
+                out.append(ctl.decode_all(prompt, cfg, (draft_path or "").strip(), name, progress, sid=current(st).sid))
+        except TevvizError as e:
+            return failed(error, e)
+        figs = [tree_figure(d.rounds[-1].to_dict(), "P", title=f"{d.label} — last round") for d in out]
+        for fig in figs:  # half-width columns: let plotly fit the figure to its column
+            fig.update_layout(width=None, autosize=True)
+        return ui.updates(error="", tree_a=figs[0], tree_b=figs[1], md_a=decoded_markdown(out[0]),
+                          md_b=decoded_markdown(out[1]))
+
+    ui.compare_btn.click(compare, [state, ui.draws, ui.seed], ui.take(COMPARE_OUTPUTS), inputs_kwargs=settings,
+                         api_name="compare", **MODEL_WORK)
+    side_inputs = ui.take(f"{k}_{s}" for s in "ab" for k in SIDE_FIELDS)
+    ui.side_btn.click(side_by_side, [state, *side_inputs], ui.take(SIDE_OUTPUTS), inputs_kwargs=settings,
+                      api_name="side_by_side", **MODEL_WORK)

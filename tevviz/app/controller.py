@@ -1,0 +1,346 @@
+"""The app's actions apart from the widgets: one `Controller` method per user action.
+
+Every method takes an AppState and returns a new one (or a report), or raises TevvizError and leaves
+both the state and the SessionStore as they were.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from ..engine import (
+    DecodeConfig,
+    DecodeSession,
+    ModelPair,
+    RoundRecord,
+    SamplingConfig,
+    TevvizError,
+    autoregressive,
+    encode_prompt,
+)
+from ..engine import io as tio
+from ..engine.comparison import Comparison, compare_verifiers
+from ..engine.contexts import fits, spread, training_contexts
+from ..engine.evaluation import drafter_metrics
+from ..engine.exit_mass import ExitMassMove, exit_mass_move
+from ..engine.scoring import check_ids, rescore
+from ..engine.training import ExitTrainer, TrainConfig
+from .source import PairSource
+from .state import MAX_HISTORY, AppState, LiveSession, SessionStore, Training, block_text
+
+MAX_TRAIN_CONTEXTS = 256  # contexts handed to the trainer (spread over the session's rounds)
+EVAL_CONTEXTS = 12  # contexts of the before/after table (spread over the session's rounds)
+
+
+@dataclass(frozen=True)
+class TrainReport:
+    """What the ExitTrain panel shows after a Train step."""
+
+    log: list[dict]  # every step since the last Revert
+    table: list[dict]  # before/after rows: drafter, contexts, C_p, tau, rounds
+    contexts: int  # training contexts taken from the session
+    temperature: float  # sampling temperature of the tau column
+    use: bool  # whether Step and Run decode with the trained draft
+    notice: str
+    moved: ExitMassMove | None
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A whole decode of one configuration (side-by-side comparison)."""
+
+    label: str
+    rounds: list[RoundRecord]
+    tokens: int
+    seconds: float
+    text: str
+
+
+class Controller:
+    """Turns user actions into engine calls; holds the model source and the live sessions."""
+
+    def __init__(self, source: PairSource, store: SessionStore | None = None, history: int = MAX_HISTORY):
+        self.source = source
+        self.store = store or SessionStore()
+        self.history = history  # rounds an AppState keeps
+
+    def session_pair(self, sid: str) -> ModelPair:
+        """The pair this browser session decodes with: the trained draft when ExitTrain's "use" is on."""
+        training = self.store.training(sid)
+        return training.pair if training is not None and training.use else self.source.get()
+
+    # -- decoding ------------------------------------------------------------------------------
+
+    def step(self, st: AppState, prompt: str, cfg: DecodeConfig) -> AppState:
+        """One round of the live session, starting a new one when the prompt, settings or draft changed."""
+        pair = self.session_pair(st.sid)
+        live = self.store.get(st.sid)
+        notice = ""
+        if (live is None or st.kind != "live" or live.prompt != prompt or live.session.cfg != cfg
+                or live.session.pair is not pair):
+            if st.kind == "live" and st.rounds:
+                if live is None:
+                    notice = "the previous session had expired: started a new session"
+                elif live.session.pair is not pair:
+                    notice = f"the draft changed (now {pair.draft_name}): started a new session"
+                else:
+                    notice = "the settings or the prompt changed: started a new session"
+            live = LiveSession(DecodeSession(pair, encode_prompt(pair.tokenizer, prompt), cfg, keep_rounds=self.history),
+                               prompt)
+            fresh = AppState(sid=st.sid, kind="live", prompt=prompt, prompt_ids=list(live.session.prompt_ids),
+                             meta=tio.session_meta(live.session), cfg=cfg)
+        else:
+            fresh = st
+        t0 = time.perf_counter()
+        live.session.step()
+        live.seconds += time.perf_counter() - t0
+        self.store.put(st.sid, live)
+        s = live.session
+        kept = s.rounds[-self.history:]
+        dropped = s.round_count - len(kept)
+        # Each step drops at most the oldest kept round; its text comes from the previous state's records.
+        dropped_text = fresh.dropped_text + "".join(block_text(r) for r in fresh.rounds if fresh.dropped <= r.index < dropped)
+        capped = f"history capped at {self.history} rounds; older rounds dropped" if dropped else ""
+        return replace(
+            fresh, rounds=kept, generated=list(s.generated), text=s.pair.tokenizer.decode(s.generated),
+            seconds=live.seconds, done=s.done, view=len(kept) - 1, token=None, node=None,
+            notice="; ".join(x for x in (notice, s.notice, capped) if x), dropped=dropped, dropped_text=dropped_text,
+        )
+
+    def step_token(self, st: AppState, prompt: str, cfg: DecodeConfig) -> AppState:
+        """Next token of the shown round's block; past its end, the next round (decoding one if needed)."""
+        r = st.round
+        if r is not None and (st.token is None or st.token + 1 < r.block_length):
+            return replace(st, token=0 if st.token is None else st.token + 1)
+        if r is not None and st.view + 1 < len(st.rounds):
+            return replace(st, view=st.view + 1, token=0)
+        if st.kind not in ("empty", "live"):
+            raise TevvizError("end of the imported rounds; Reset to decode the prompt instead")
+        return replace(self.step(st, prompt, cfg), token=0)
+
+    def reset(self, st: AppState) -> AppState:
+        """Drop the live session; an ExitTrain trainer (and its "use" choice) stays."""
+        self.store.drop(st.sid, keep_training=True)
+        return AppState(sid=st.sid)
+
+    def baseline(self, st: AppState, prompt: str, cfg: DecodeConfig) -> AppState:
+        """Time plain autoregressive decoding of the target on the same prompt and settings."""
+        pair = self.source.get()
+        result = autoregressive(pair, encode_prompt(pair.tokenizer, prompt), cfg)
+        entry = {"tokens": len(result.token_ids), "seconds": result.seconds, "tokens_per_s": result.tokens_per_s,
+                 "prompt": prompt, "cfg": cfg}
+        return replace(st, baseline=entry)
+
+    def decode_all(self, prompt: str, cfg: DecodeConfig, draft: str | None, label: str, progress=None,
+                   sid: str | None = None) -> Decoded:
+        """Decode `prompt` to the end with `cfg` (and another draft model if `draft` is given).
+
+        Without `draft`, browser session `sid` decodes with its own draft (the trained one if chosen).
+        """
+        pair = self.source.get(draft) if draft or sid is None else self.session_pair(sid)
+        session = DecodeSession(pair, encode_prompt(pair.tokenizer, prompt), cfg)
+        t0 = time.perf_counter()
+        while not session.done:
+            session.step()
+            if progress is not None:
+                progress(len(session.generated) / cfg.max_new_tokens, desc=f"decoding {label}")
+        seconds = time.perf_counter() - t0
+        return Decoded(label, list(session.rounds), len(session.generated), seconds,
+                       pair.tokenizer.decode(session.generated))
+
+    # -- browsing --------------------------------------------------------------------------------
+
+    @staticmethod
+    def view(st: AppState, index) -> AppState:
+        if not st.rounds:
+            return st
+        return replace(st, view=min(max(int(index or 0), 0), len(st.rounds) - 1), token=None, node=None)
+
+    @staticmethod
+    def select_node(st: AppState, node) -> AppState:
+        return replace(st, node=None if node is None or node == "" else int(node), token=None)
+
+    # -- re-scoring and comparison ----------------------------------------------------------------
+
+    def prefix(self, st: AppState, index: int, prompt_box: str, tokenizer) -> tuple[list[int], str]:
+        """The committed tokens before round `index`'s root token, and a note when they had to be guessed."""
+        if st.prompt_ids:
+            end = st.context_ends()[index]
+            if end is not None:
+                return st.stream[: end - 1], ""
+            context = list(st.prompt_ids)
+            for r in st.rounds[:index]:
+                context += r.committed
+            note = "" if context and context[-1] == st.rounds[index].tokens[0] and not st.dropped else (
+                "the round's root token is not the last committed token; the stored context may be incomplete")
+            return context[:-1], note
+        ids = tokenizer(prompt_box)["input_ids"] if prompt_box and prompt_box.strip() else []
+        return ids, (f"the context before this tree is unknown for a {st.kind} import: "
+                     f"used the prompt box text ({len(ids)} tokens) as the prefix")
+
+    def rescore(self, st: AppState, prompt_box: str, sampling: SamplingConfig) -> AppState:
+        """Fill in p_edge, P, rho, w and missing tokens of the shown round with the loaded target."""
+        r = st.round
+        if r is None:
+            raise TevvizError("no round to re-score; import a file or decode first")
+        pair = self.source.get()
+        prefix, note = self.prefix(st, st.view, prompt_box, pair.tokenizer)
+        known_bonus = r.bonus_token is not None and r.bonus_token >= 0
+        check_ids(pair, prefix + r.tokens + ([r.bonus_token] if known_bonus else []))
+        new = rescore(pair, prefix, r, sampling)
+        if known_bonus:
+            new = replace(new, bonus_text=pair.tokenizer.decode([r.bonus_token]))
+        rounds = list(st.rounds)
+        rounds[st.view] = new
+        said = f"re-scored round {r.index} with {pair.target_name} at temperature {sampling.temperature:g}"
+        return replace(st, rounds=rounds, notice="; ".join(x for x in (said, note) if x))
+
+    def compare(self, st: AppState, prompt_box: str, sampling: SamplingConfig, draws: int, seed: int,
+                progress=None) -> Comparison:
+        """Draw each verifier `draws` times on the shown round's tree; `sampling` is the one in force."""
+        r = st.round
+        if r is None:
+            raise TevvizError("no round to compare on; press Step first")
+        pair = self.source.get()
+        prefix, note = self.prefix(st, st.view, prompt_box, pair.tokenizer)
+        out = compare_verifiers(pair, prefix, r, sampling, draws, seed, progress=progress)
+        return replace(out, note="; ".join(x for x in (out.note, note) if x))
+
+    # -- ExitTrain ---------------------------------------------------------------------------------
+
+    def train(self, st: AppState, tcfg: TrainConfig, cfg: DecodeConfig, progress=None) -> TrainReport:
+        """`tcfg.steps` ExitTrain steps of this browser session's copy of the draft on its own rounds.
+
+        `cfg` holds the settings in force (`settings_in_force`): its builder, sampling and verifier apply.
+        The first call copies the draft; the pair's own draft is never changed.
+        """
+        tcfg = replace(tcfg, builder=cfg.builder)
+        if not st.rounds:
+            raise TevvizError("no rounds to train on yet: press Step or Run in the Decode tab first")
+        base = self.source.get()
+        contexts = [c for c in training_contexts(st.stream, st.rounds, MAX_TRAIN_CONTEXTS)
+                    if fits(base, c.tokens, cfg.builder)]
+        if not contexts:
+            raise TevvizError("none of the shown rounds has a known context with room for a full-depth tree (an "
+                              "import without its prompt, or a stream at the context length); decode a prompt first")
+        check_ids(base, contexts[-1].tokens + contexts[-1].continuation)
+        old = self.store.training(st.sid)
+        notice = ""
+        if old is not None and replace(old.trainer.cfg, steps=tcfg.steps) == tcfg:
+            trainer = old.trainer
+            trainer.set_contexts(contexts)  # the session may have grown since the last click
+        else:
+            trainer = ExitTrainer(base, contexts, tcfg, draft=None if old is None else old.trainer.draft)
+            if old is not None:
+                notice = "the settings changed: a fresh optimiser continues from the trained draft"
+        log = [] if old is None else list(old.log)
+        for i in range(tcfg.steps):
+            if progress is not None:
+                progress((i, tcfg.steps), desc=f"train step {len(log) + 1}")
+            log.append({**asdict(trainer.step()), "step": len(log) + 1, "objective": tcfg.objective})
+        trained = ModelPair(base.target, trainer.trained_draft(), base.tokenizer, base.target_name,
+                            f"{base.draft_name} + ExitTrain ({len(log)} steps)")
+        training = Training(trainer, log, trained, use=old is not None and old.use,
+                            before=None if old is None else old.before)
+        self.store.put_training(st.sid, training)
+        table = self._before_after(training, base, spread(contexts, EVAL_CONTEXTS), cfg, progress)
+        return TrainReport(log, table, len(contexts), cfg.sampling.temperature, training.use, notice,
+                           self._moved(st, base, training))
+
+    @staticmethod
+    def _before_after(training: Training, base: ModelPair, evals: list, cfg: DecodeConfig, progress) -> list[dict]:
+        """The before/after rows on `evals`; the original drafter's row is kept while its inputs stay the same."""
+        key = (tuple(tuple(c.tokens) for c in evals), cfg.builder, cfg.sampling, cfg.verifier)
+        args = (evals, cfg.builder, cfg.sampling, cfg.verifier)
+        if training.before is None or training.before[0] != key:
+            training.before = (key, drafter_metrics(base, *args, progress=progress, label="original"))
+        after = drafter_metrics(training.pair, *args, progress=progress, label="trained")
+        return [{"drafter": "original", **training.before[1]},
+                {"drafter": f"trained ({len(training.log)} steps)", **after}]
+
+    def _moved(self, st: AppState, base: ModelPair, training: Training) -> ExitMassMove | None:
+        ends = st.context_ends()
+        if not 0 <= st.view < len(ends) or ends[st.view] is None:
+            return None
+        context = st.stream[: ends[st.view]]
+        builder, temperature = training.trainer.cfg.builder, training.trainer.cfg.weight_temperature
+        if not fits(base, context, builder):
+            return None
+        return exit_mass_move(base, training.pair.draft, context, builder, st.rounds[st.view].index, temperature)
+
+    def exit_mass(self, st: AppState) -> ExitMassMove:
+        """Where the exit mass moved on the shown round's context: original against trained drafter."""
+        training = self.store.training(st.sid)
+        if training is None:
+            raise TevvizError("no trained draft in this session yet: press Train step first")
+        moved = self._moved(st, self.source.get(), training)
+        if moved is None:
+            raise TevvizError("the shown round has no known context with room for a full-depth tree; "
+                              "show another round or step one in the Decode tab")
+        return moved
+
+    def train_revert(self, st: AppState) -> str:
+        """Forget the trained copy: this session decodes with the original draft again."""
+        had = self.store.training(st.sid) is not None
+        self.store.put_training(st.sid, None)
+        return ("reverted: the trained copy is gone and this session decodes with the original draft" if had
+                else "nothing to revert: this session uses the original draft")
+
+    def train_use(self, st: AppState, use: bool) -> str:
+        """Choose whether Step and Run decode with the trained draft (the next Step starts a new session)."""
+        training = self.store.training(st.sid)
+        if training is None:
+            if use:
+                raise TevvizError("no trained draft in this session yet: press Train step first")
+            return self.train_status(st)
+        training.use = bool(use)
+        return self.train_status(st) + " (the next Step starts a new session)"
+
+    def train_status(self, st: AppState) -> str:
+        training = self.store.training(st.sid)
+        if training is None:
+            return "Step and Run decode with the original draft."
+        steps = len(training.log)
+        if training.use:
+            return f"Step and Run decode with the trained draft ({steps} steps)."
+        return f"Step and Run decode with the original draft; a trained draft ({steps} steps) is ready."
+
+    # -- import and export --------------------------------------------------------------------------
+
+    def import_file(self, st: AppState, path: str) -> AppState:
+        imported = tio.load(path)
+        if not imported.rounds:
+            raise TevvizError("the file holds no rounds")
+        self.store.drop(st.sid, keep_training=True)
+        said = f"imported {len(imported.rounds)} round(s) from a {imported.kind} file"
+        if imported.kind == "ddtree":
+            said += "; it has no target scores until you Re-score"
+        dropped = max(len(imported.rounds) - self.history, 0)
+        if dropped:
+            said += f"; history capped at {self.history} rounds; older rounds dropped"
+        return AppState(sid=st.sid, kind=imported.kind, prompt=imported.prompt,
+                        prompt_ids=list(imported.prompt_token_ids), generated=list(imported.token_ids),
+                        text=imported.text, rounds=list(imported.rounds[dropped:]), meta=dict(imported.meta),
+                        seconds=sum(sum(r.stage_ms.values()) for r in imported.rounds) / 1e3, view=0, notice=said,
+                        dropped=dropped, dropped_text="".join(block_text(r) for r in imported.rounds[:dropped]))
+
+    def session_json(self, st: AppState) -> dict:
+        return tio.session_dict(st.meta, st.prompt, st.prompt_ids, st.generated, st.text, st.rounds)
+
+    def export(self, st: AppState, tree_html: str) -> tuple[Path, Path, Path]:
+        """Write the shown round's JSON, the session JSON and the tree figure HTML; returns their paths."""
+        r = st.round
+        if r is None:
+            raise TevvizError("nothing to export yet; press Step or import a file")
+        d = self.store.export_dir(st.sid)
+        round_path = d / f"tevviz-round-{r.index}.json"
+        session_path = d / "tevviz-session.json"
+        html_path = d / f"tevviz-tree-round-{r.index}.html"
+        round_path.write_text(json.dumps(tio.round_dict(r)), encoding="utf-8")
+        session_path.write_text(json.dumps(self.session_json(st)), encoding="utf-8")
+        html_path.write_text(tree_html, encoding="utf-8")
+        return round_path, session_path, html_path
+

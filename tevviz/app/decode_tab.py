@@ -1,0 +1,263 @@
+"""The Decode tab: settings, Step / Step token / Run / Reset, the tree, session statistics, export and import."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ..engine import TevvizError
+from ..engine.builders import BUILDERS
+from ..render import METRICS, acceptance_by_depth_figure, block_length_histogram, stage_times_figure
+from .controller import Controller
+from .state import AppState, decode_settings
+from .views import compact, node_choices, node_details, stats_markdown, text_spans, tree_plot
+from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed
+
+# The settings widgets, by the names `decode_settings` takes (every decoding endpoint accepts them by keyword).
+SETTINGS = ("prompt", "temperature", "top_k", "top_p", "seed", "builder", "budget", "depth", "children", "width",
+            "branching", "verifier", "max_new_tokens")
+VIEW_OUTPUTS = ("tree", "view", "node", "details", "text")  # what browsing a round updates
+# Outputs of /step, /step_token, /run, /reset, /import_file and /rescore after the gr.State, in order.
+ROUND_OUTPUTS = ("error", "stats", "stage", "hist", "depth_plot", *VIEW_OUTPUTS)
+BROWSE_OUTPUTS = (*VIEW_OUTPUTS, "error")  # outputs of /view after the gr.State
+NODE_OUTPUTS = ("tree", "details")  # outputs of /node after the gr.State
+BASELINE_OUTPUTS = ("error", "stats")  # outputs of /baseline after the gr.State
+DOWNLOADS = ("round_dl", "session_dl", "html_dl")
+EXPORT_OUTPUTS = ("error", *DOWNLOADS)  # outputs of /export
+
+
+def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str]) -> dict:
+    """The left column: example prompts, the prompt, the action buttons, the error box and the settings."""
+    c = {"pick": gr.Dropdown([(f"{p['title']} [{p.get('split', '')}]", p["id"]) for p in prompts], value=None,
+                             label="Example prompt", info=None if prompts else "assets/prompts.jsonl is not there yet",
+                             interactive=bool(prompts)),
+         "prompt": gr.Textbox(first_prompt, lines=4, max_lines=12, label="Prompt")}
+    with gr.Row():
+        c["step_btn"] = gr.Button("Step", variant="primary", min_width=100)
+        c["token_btn"] = gr.Button("Step token", min_width=100)
+    with gr.Row(equal_height=True):
+        c["run_btn"] = gr.Button("Run", min_width=100)
+        c["reset_btn"] = gr.Button("Reset", variant="stop", min_width=100)
+    c["run_rounds"] = gr.Number(0, precision=0, label="Run: rounds (0 = to the end)")
+    c["error"] = gr.Markdown("", label="error", elem_id="error-box")
+    with gr.Accordion("Sampling", open=True):
+        with gr.Row():
+            c["temperature"] = gr.Number(0.0, label="temperature (0 = greedy)", min_width=90)
+            c["seed"] = gr.Number(0, precision=0, label="seed", min_width=90)
+        with gr.Row():
+            c["top_k"] = gr.Number(0, precision=0, label="top-k (0 = off)", min_width=90)
+            c["top_p"] = gr.Number(1.0, label="top-p (1 = off)", min_width=90)
+    with gr.Accordion("Draft tree and verifier", open=True):
+        c["builder"] = gr.Radio(list(BUILDERS), value="best-first", label="builder")
+        with gr.Row():
+            c["budget"] = gr.Number(32, precision=0, label="B budget", min_width=70)
+            c["depth"] = gr.Number(6, precision=0, label="H depth", min_width=70)
+        with gr.Row():
+            c["children"] = gr.Number(4, precision=0, label="K children", min_width=70)
+            c["width"] = gr.Number(8, precision=0, label="W width", min_width=70)
+        c["branching"] = gr.Textbox("4,2,2,1,1", label="static branching per depth")
+        c["verifier"] = gr.Radio(verifiers, value="tev", label="verifier")
+        c["max_new_tokens"] = gr.Number(64, precision=0, label="max new tokens")
+    c["baseline_btn"] = gr.Button("Run baseline")
+    return c
+
+
+def _view_column() -> dict:
+    """The right column: live statistics, the round slider and metric, the tree, node details and the text."""
+    c = {"stats": gr.Markdown("No rounds yet.", label="live stats", elem_classes="stats-table")}
+    with gr.Row():
+        c["view"] = gr.Slider(0, 1, value=0, step=1, label="round", interactive=False, scale=3)
+        c["metric"] = gr.Radio(list(METRICS), value="P", label="node colour", scale=2)
+    c["tree"] = gr.Plot(tree_plot(AppState(), "P"), label="draft tree", elem_id="tree-plot")
+    with gr.Row(equal_height=False):
+        c["node"] = gr.Dropdown([], value=None, label="node details", scale=1)
+        c["details"] = gr.Markdown("Choose a node to see its scores.", label="node scores")
+    c["text"] = gr.HighlightedText(text_spans(AppState()), label="text (each round's block; bonus tokens marked)",
+                                   color_map={"bonus": "#f4a261", "current token": "#e63946"},
+                                   show_inline_category=False, combine_adjacent=False)
+    return c
+
+
+def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str]) -> Panel:
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=320):
+            left = _settings_column(prompts, first_prompt, verifiers)
+        with gr.Column(scale=3, min_width=600):
+            right = _view_column()
+    c = {}
+    with gr.Accordion("Session statistics", open=True), gr.Row():
+        c["stage"] = gr.Plot(label="stage times")
+        c["hist"] = gr.Plot(label="block lengths")
+        c["depth_plot"] = gr.Plot(label="acceptance by depth")
+    with gr.Accordion("Export and import", open=True):
+        with gr.Row():
+            c["export_btn"] = gr.Button("Export", variant="primary")
+            c["round_dl"] = gr.DownloadButton("Round JSON", interactive=False)
+            c["session_dl"] = gr.DownloadButton("Session JSON", interactive=False)
+            c["html_dl"] = gr.DownloadButton("Tree HTML", interactive=False)
+        with gr.Row():
+            c["upload"] = gr.File(file_types=[".json"], label="Import a tevviz session/round JSON or a DDTree trace "
+                                  "(≤ 64 MiB)", height=120)
+            c["rescore_btn"] = gr.Button("Re-score", scale=0, min_width=120)
+    return Panel(**left, **right, **c)
+
+
+def shown(ui: Panel, st: AppState, metric: str) -> dict:
+    """Updates of the state, error box, tree, round slider, node picker, details and text for `st`."""
+    return {ui.state: st, **ui.updates(
+        error="",
+        tree=tree_plot(st, metric),
+        view=gr.Slider(minimum=0, maximum=max(len(st.rounds) - 1, 1), value=max(st.view, 0),
+                       interactive=len(st.rounds) > 1),
+        node=gr.Dropdown(choices=node_choices(st), value=st.highlight if isinstance(st.highlight, int) else None),
+        details=node_details(st),
+        text=text_spans(st) if st.round is not None or st.prompt else [],
+    )}
+
+
+def everything(ui: Panel, st: AppState, metric: str) -> dict:
+    """`shown` plus the live statistics and the session figures."""
+    dicts = [r.to_dict() for r in st.rounds]
+    return {**shown(ui, st, metric), **ui.updates(
+        stats=stats_markdown(st),
+        stage=compact(stage_times_figure(dicts)),
+        hist=compact(block_length_histogram(dicts)),
+        depth_plot=compact(acceptance_by_depth_figure(dicts)),
+    )}
+
+
+def _wire_decoding(ctl: Controller, ui: Panel, settings: dict) -> None:
+    """Step, Step token, Run, Reset and Run baseline."""
+
+    def step(st, metric_name, progress=PROGRESS, **values):
+        try:
+            prompt, cfg = decode_settings(**values)
+            progress(0, desc="drafting and verifying (models load on first use)")
+            return everything(ui, ctl.step(current(st), prompt, cfg), metric_name)
+        except TevvizError as e:
+            return failed(ui.error, e)
+
+    def step_token(st, metric_name, **values):
+        try:
+            prompt, cfg = decode_settings(**values)
+            st = current(st)
+            new = ctl.step_token(st, prompt, cfg)
+        except TevvizError as e:
+            return failed(ui.error, e)
+        return everything(ui, new, metric_name) if len(new.rounds) != len(st.rounds) else shown(ui, new, metric_name)
+
+    def run(st, metric_name, rounds, progress=PROGRESS, **values):
+        try:
+            prompt, cfg = decode_settings(**values)
+            limit = max(int(rounds or 0), 0)
+        except (TevvizError, TypeError, ValueError) as e:
+            yield failed(ui.error, TevvizError(str(e)))
+            return
+        st, done = current(st), 0
+        while not limit or done < limit:
+            try:
+                st = ctl.step(st, prompt, cfg)
+            except TevvizError as e:
+                yield failed(ui.error, e)
+                return
+            done += 1
+            progress(len(st.generated) / cfg.max_new_tokens, desc=f"round {len(st.rounds)}")
+            yield everything(ui, st, metric_name)
+            if st.done:
+                return
+
+    def reset(st, metric_name):
+        return everything(ui, ctl.reset(current(st)), metric_name)
+
+    def baseline(st, metric_name, progress=PROGRESS, **values):
+        try:
+            prompt, cfg = decode_settings(**values)
+            progress(0, desc="autoregressive decoding of the target")
+            st = ctl.baseline(current(st), prompt, cfg)
+        except TevvizError as e:
+            return failed(ui.error, e)
+        return {ui.state: st, **ui.updates(error="", stats=stats_markdown(st))}
+
+    inputs, outputs = [ui.state, ui.metric], [ui.state, *ui.take(ROUND_OUTPUTS)]
+    ui.step_btn.click(step, inputs, outputs, inputs_kwargs=settings, api_name="step", **MODEL_WORK)
+    ui.token_btn.click(step_token, inputs, outputs, inputs_kwargs=settings, api_name="step_token", **MODEL_WORK)
+    run_event = ui.run_btn.click(run, [*inputs, ui.run_rounds], outputs, inputs_kwargs=settings, api_name="run",
+                                 **MODEL_WORK)
+    ui.reset_btn.click(reset, inputs, outputs, api_name="reset", cancels=[run_event], **LIGHT)
+    ui.baseline_btn.click(baseline, inputs, [ui.state, *ui.take(BASELINE_OUTPUTS)], inputs_kwargs=settings,
+                          api_name="baseline", **MODEL_WORK)
+
+
+def _wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
+    """The round slider, the node colour, the node picker and the example prompts."""
+
+    def set_view(st, metric_name, index):
+        return shown(ui, Controller.view(current(st), index), metric_name)
+
+    def set_metric(st, metric_name):
+        return {ui.tree: tree_plot(current(st), metric_name)}
+
+    def select_node(st, metric_name, node_id):
+        st = Controller.select_node(current(st), node_id)
+        return {ui.state: st, **ui.updates(tree=tree_plot(st, metric_name), details=node_details(st))}
+
+    def pick_prompt(prompt_id):
+        return by_id.get(prompt_id, gr.skip())
+
+    ui.view.release(set_view, [ui.state, ui.metric, ui.view], [ui.state, *ui.take(BROWSE_OUTPUTS)], api_name="view",
+                    **LIGHT)
+    ui.metric.change(set_metric, [ui.state, ui.metric], [ui.tree], api_name="metric", **LIGHT)
+    ui.node.select(select_node, [ui.state, ui.metric, ui.node], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="node",
+                   **LIGHT)
+    ui.pick.change(pick_prompt, [ui.pick], [ui.prompt], api_visibility="private", **LIGHT)
+
+
+def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
+    """Export, import and Re-score."""
+
+    def export(st, metric_name):
+        st = current(st)
+        try:
+            html = tree_plot(st, metric_name).to_html(include_plotlyjs=True, full_html=True)
+            paths = ctl.export(st, html)
+        except TevvizError as e:
+            return failed(ui.error, e)
+        return ui.updates(error="", **dict(zip(DOWNLOADS, map(str, paths))))
+
+    def enable_downloads(st):
+        ready = current(st).round is not None
+        return [gr.DownloadButton(interactive=ready)] * len(DOWNLOADS)
+
+    def import_file(st, metric_name, path):
+        if not path:
+            return {}
+        try:
+            return everything(ui, ctl.import_file(current(st), path), metric_name)
+        except TevvizError as e:
+            return failed(ui.error, e)
+
+    def rescore_round(st, metric_name, progress=PROGRESS, **values):
+        try:
+            _, cfg = decode_settings(**values)
+            progress(0, desc="re-scoring with the target")
+            return everything(ui, ctl.rescore(current(st), values["prompt"], cfg.sampling), metric_name)
+        except TevvizError as e:
+            return failed(ui.error, e)
+
+    inputs, outputs = [ui.state, ui.metric], [ui.state, *ui.take(ROUND_OUTPUTS)]
+    downloads = ui.take(DOWNLOADS)
+    ui.export_btn.click(export, inputs, ui.take(EXPORT_OUTPUTS), api_name="export", **LIGHT).then(
+        enable_downloads, [ui.state], downloads, api_visibility="private", **LIGHT)
+    ui.upload.upload(import_file, [*inputs, ui.upload], outputs, api_name="import_file", **LIGHT)
+    ui.rescore_btn.click(rescore_round, inputs, outputs, inputs_kwargs=settings, api_name="rescore", **MODEL_WORK)
+
+
+def decode_tab(ctl: Controller, state: gr.State, prompts: list[dict], first_prompt: str,
+               verifiers: list[str]) -> Panel:
+    """The Decode tab (inside its gr.Tab); returns its components, whose `settings` the other tabs read."""
+    ui = _widgets(prompts, first_prompt, verifiers)
+    ui.state = state
+    ui.settings = dict(zip(SETTINGS, ui.take(SETTINGS)))  # name -> widget, for `inputs_kwargs`
+    _wire_decoding(ctl, ui, ui.settings)
+    _wire_browsing(ui, {p["id"]: p["prompt"] for p in prompts})
+    _wire_files(ctl, ui, ui.settings)
+    return ui

@@ -1,0 +1,94 @@
+"""The tevviz web app: `build_demo(...)` returns the Gradio Blocks, `launch(...)` serves it.
+
+`build_demo` wires one function per tab; each tab builds its widgets and turns their values into one
+`Controller` call and its result into widget updates through the pure views. Nothing is loaded at
+import: the models load on the first action that needs them.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ..engine import ModelPair, ModelSource, TevvizError
+from ..engine.io import MAX_BYTES
+from ..engine.verifiers import VERIFIERS
+from ..prompts import load_prompts
+from .compare_tab import compare_tab
+from .controller import Controller
+from .decode_tab import decode_tab
+from .exittrain_tab import exittrain_tab
+from .source import PairSource
+from .state import MAX_HISTORY, SessionStore
+
+DEFAULT_PROMPT = "def fibonacci(n):\n"
+REFERENCE_VERIFIERS = ("predraw-loop",)  # reference code for the tests, not offered in the UI
+CSS = """
+#tree-plot { overflow-x: auto; }
+#error-box p, .error-box p { color: #b00020; font-weight: 600; }
+.stats-table table { font-size: 0.9em; }
+"""
+
+
+def launch_options() -> dict:
+    """Theme and CSS for `Blocks.launch` (Gradio 6 takes them there, not in Blocks())."""
+    return {"theme": gr.themes.Soft(), "css": CSS, "max_file_size": MAX_BYTES}
+
+
+def ui_verifiers() -> list[str]:
+    """The verifiers a user picks from: every registered one but the reference implementations."""
+    return [v for v in VERIFIERS if v not in REFERENCE_VERIFIERS]
+
+
+def example_prompts(path=None) -> list[dict]:
+    """The example prompts (the shipped file by default); none when the file is absent, bad lines left out."""
+    try:
+        return load_prompts(path, skip_bad=True)
+    except TevvizError:
+        return []
+
+
+def build_demo(target: str | None = None, draft: str | None = None, dtype: str = "auto", device: str | None = None,
+               device_map=None, attn_implementation: str = "sdpa", trust_remote_code: bool = False,
+               pair: ModelPair | None = None, default_prompt: str | None = None,
+               store: SessionStore | None = None, history: int = MAX_HISTORY,
+               model_dirs: tuple[str, ...] = (), source: ModelSource | None = None) -> gr.Blocks:
+    """The app's Blocks over the given models (the embedded pair by default, `source`, or an injected `pair`).
+
+    `history` caps the rounds each browser session keeps; `model_dirs` are further folders the UI may
+    load draft models from.
+    """
+    model = source or ModelSource(target, draft, dtype=dtype, device=device, device_map=device_map,
+                                  attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
+    models = PairSource(model, pair, tuple(model_dirs))
+    ctl = Controller(models, store, history)
+    prompts = example_prompts()
+    first_prompt = default_prompt or (prompts[0]["prompt"] if prompts else DEFAULT_PROMPT)
+    verifiers = ui_verifiers()
+
+    # delete_cache: Gradio's copies of exported files (a tree HTML embeds plotly.js, ~5 MB) go after an hour.
+    with gr.Blocks(title="tevviz", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
+        # Gradio deletes a state an hour after its tab closes, or once it has not changed for `time_to_live`
+        # seconds; either way the callback frees the session's DecodeSession and ExitTrain trainer.
+        state = gr.State(None, time_to_live=ctl.store.ttl_s,
+                         delete_callback=lambda st: st is not None and ctl.store.drop(st.sid))
+        gr.Markdown(f"## tevviz — draft-tree debugger for tree speculative decoding\nModels: {models.description} "
+                    "(loaded on first use).")
+        with gr.Tabs():
+            with gr.Tab("Decode"):
+                decode = decode_tab(ctl, state, prompts, first_prompt, verifiers)
+            with gr.Tab("Verifier comparison"):
+                compare_tab(ctl, state, decode.error, decode.settings, verifiers, models.drafters())
+            with gr.Tab("ExitTrain"):
+                exittrain_tab(ctl, state, decode.settings)
+    demo.queue(default_concurrency_limit=1)
+    return demo
+
+
+def launch(target: str | None = None, draft: str | None = None, dtype: str = "auto", device: str | None = None,
+           device_map=None, attn_implementation: str = "sdpa", trust_remote_code: bool = False,
+           server_name: str = "127.0.0.1", server_port: int | None = None, share: bool = False,
+           model_dirs: tuple[str, ...] = (), source: ModelSource | None = None) -> None:
+    """Serve the app (blocking); binds this machine only and makes no share link unless asked."""
+    demo = build_demo(target, draft, dtype, device, device_map, attn_implementation, trust_remote_code,
+                      model_dirs=model_dirs, source=source)
+    demo.launch(server_name=server_name, server_port=server_port, share=share, **launch_options())

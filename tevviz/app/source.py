@@ -1,0 +1,79 @@
+"""Where the app's models come from: one process-wide cache of pairs, loaded on first use."""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..engine import ModelPair, ModelSource, TevvizError, with_draft
+from ..engine.models import shipped_drafters
+from ..engine.pairs import assets_dir, named_pair
+
+_PAIRS: dict[tuple, ModelPair] = {}
+_PAIRS_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class PairSource:
+    """The app's models: an injected pair, or `model.load()` through the process-wide cache."""
+
+    model: ModelSource = field(default_factory=lambda: ModelSource(device=None))
+    pair: ModelPair | None = None  # injected (tests, notebooks); nothing is loaded then
+    model_dirs: tuple[str, ...] = ()  # further folders the UI may load draft models from
+
+    def allowed_roots(self) -> list[Path]:
+        """Folders whose models the UI may load: the shipped models, the command line's models' folders, model_dirs."""
+        roots = [assets_dir() / "models", *map(Path, self.model_dirs)]
+        roots += [Path(m).expanduser().parent for m in (self.model.target, self.model.draft)
+                  if m and Path(m).expanduser().exists()]
+        return [r.resolve() for r in roots]
+
+    def check_ui_path(self, name: str) -> None:
+        """Refuse a draft path typed into the UI unless it is a hub id or lies under an allowed folder."""
+        p = Path(name).expanduser()
+        if re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not p.exists():
+            return  # a hub id, resolved by huggingface_hub (its cache when offline)
+        if not any(p.resolve().is_relative_to(root) for root in self.allowed_roots()):
+            raise TevvizError(f"the app loads draft models only from {', '.join(map(str, self.allowed_roots()))}; "
+                              "start it with --model-dir FOLDER to allow another folder")
+
+    @property
+    def description(self) -> str:
+        if self.pair is not None:
+            return f"target `{self.pair.target_name}`, draft `{self.pair.draft_name}`"
+        if self.model.pair is not None:
+            return f"the {self.model.pair} pair: {named_pair(self.model.pair).description}"
+        if self.model.target is None:
+            return "the embedded stdlib pair (`assets/models/tevviz-stdlib-target|draft`)"
+        return f"target `{self.model.target}`, draft `{self.model.draft}`"
+
+    def drafters(self) -> dict[str, Path]:
+        """The shipped drafters that fit this source's target, by folder name (none for an injected pair)."""
+        if self.pair is not None:
+            return {}
+        if self.model.pair is not None:
+            return named_pair(self.model.pair).drafter_paths()
+        return shipped_drafters() if self.model.target is None else {}
+
+    def get(self, draft: str | None = None) -> ModelPair:
+        """The pair, loading it on first use; `draft` swaps in another draft model beside the same target."""
+        base = self._base()
+        if not draft:
+            return base
+        self.check_ui_path(draft)
+        key = (self.model, id(base), draft)
+        with _PAIRS_LOCK:
+            if key not in _PAIRS:
+                _PAIRS[key] = with_draft(base, draft, self.model)
+            return _PAIRS[key]
+
+    def _base(self) -> ModelPair:
+        if self.pair is not None:
+            return self.pair
+        key = (self.model,)
+        with _PAIRS_LOCK:
+            if key not in _PAIRS:
+                _PAIRS[key] = self.model.load()
+            return _PAIRS[key]

@@ -1,0 +1,219 @@
+"""What the app shows, as plain values: markdown tables and plotly figures from AppState and reports.
+
+No gradio here; the figures come from tevviz.render.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import plotly.graph_objects as go
+
+from ..engine import summarize
+from ..engine.comparison import Comparison
+from ..engine.evaluation import EVAL_ROUNDS
+from ..engine.exit_mass import ExitMassMove
+from ..render import BONUS, highlighted_blocks, loss_figure, path_label, tree_figure
+from .controller import Decoded, TrainReport
+from .state import AppState
+
+def empty_figure(message: str) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, font={"size": 14, "color": "grey"}, x=0.5, y=0.5,
+                       xref="paper", yref="paper")
+    fig.update_layout(height=220, xaxis={"visible": False}, yaxis={"visible": False}, plot_bgcolor="white",
+                      margin={"l": 10, "r": 10, "t": 10, "b": 10})
+    return fig
+
+
+def compact(fig: go.Figure) -> go.Figure:
+    """Session statistics sit three in a row: shorter, with tight margins."""
+    return fig.update_layout(height=300, margin={"l": 40, "r": 10, "t": 40, "b": 40})
+
+
+def _fmt(x, digits: int = 3) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}g}"
+
+
+def tree_plot(st: AppState, metric: str) -> go.Figure:
+    r = st.round
+    if r is None:
+        return empty_figure("press Step to draft, verify and commit one round")
+    ceiling = "—" if r.C_p is None else f"{1 + r.C_p:.3f}"
+    title = (f"round {r.index}: {r.size} nodes, exit node {r.exit_node}, "
+             f"L = {r.block_length}, 1 + C_p = {ceiling} ({r.verifier})")
+    highlight = st.highlight
+    return tree_figure(r.to_dict(), metric, BONUS if highlight == "bonus" else highlight, title)
+
+
+def text_spans(st: AppState) -> list[tuple[str, str | None]]:
+    """Prompt, then each round's block up to the shown round; while stepping, up to the current token."""
+    spans: list[tuple[str, str | None]] = [(st.prompt, None)] if st.prompt else []
+    if st.dropped_text:  # rounds the history cap dropped: their text, unmarked
+        spans.append((st.dropped_text, None))
+    spans += highlighted_blocks([r.to_dict() for r in st.rounds[: st.view]])
+    r = st.round
+    if r is None:
+        return spans
+    if st.token is None:
+        return spans + highlighted_blocks([r.to_dict()])
+    block = [(r.texts[v], f"round {r.index}") for v in r.accepted[1:]] + [(r.bonus_text, "bonus")]
+    for i, (text, label) in enumerate(block[: st.token + 1]):
+        spans.append((text, "current token" if i == st.token else label))
+    return spans
+
+
+def node_choices(st: AppState) -> list[tuple[str, int]]:
+    r = st.round
+    if r is None:
+        return []
+    return [(f"{v}: {r.texts[v]!r} (depth {r.depths[v]})", v) for v in range(r.size)]
+
+
+def node_details(st: AppState) -> str:
+    r, v = st.round, st.highlight
+    if r is None:
+        return "Choose a node to see its scores."
+    if v == "bonus":
+        return (f"**bonus token** `{r.bonus_text!r}` (id {r.bonus_token}), drawn at exit node {r.exit_node} "
+                "from its residual law p_res (p itself at a leaf).")
+    if v is None:
+        return "Choose a node (or press Step token) to see its scores."
+    q = None if v == 0 else math.exp(r.draft_logprobs[v])
+    where = "root" if v == 0 else f"parent {r.parents[v]}"
+    on_path = "on the accepted path" if v in r.accepted else "off the accepted path"
+    lines = [
+        f"**node {v}** `{r.texts[v]!r}` (token id {r.tokens[v]}), depth {r.depths[v]}, {where}, {on_path}"
+        + (" — **exit node**" if v == r.exit_node else ""),
+        "",
+        "| draft prob q | p_edge | P | rho | w |",
+        "|---|---|---|---|---|",
+        f"| {_fmt(q)} | {_fmt(r.p_edge[v])} | {_fmt(r.P[v])} | {_fmt(r.rho[v])} | {_fmt(r.w[v])} |",
+    ]
+    missing = sorted(r.missing[v] if r.missing else [], key=lambda m: -m["gain"])
+    if missing:
+        lines += ["", "Top missing tokens (coverage gain P(v)·p_v(a) if added as a child):", "",
+                  "| token | id | gain |", "|---|---|---|"]
+        lines += [f"| `{m['text']!r}` | {m['token_id']} | {m['gain']:.4g} |" for m in missing]
+    return "\n".join(lines)
+
+
+def stats_markdown(st: AppState) -> str:
+    if not st.rounds:
+        return "No rounds yet."
+    s = summarize(st.rounds)
+    rounds, tokens = s["rounds"] + st.dropped, len(st.generated) if st.dropped else s["tokens"]
+    tps = tokens / st.seconds if st.seconds > 0 else None
+    base = st.baseline
+    comparable = base is not None and base["prompt"] == st.prompt and base["cfg"] == st.cfg
+    speedup = tps / base["tokens_per_s"] if comparable and tps and base["tokens_per_s"] else None
+    kept = f" (last {s['rounds']} rounds)" if st.dropped else ""
+    lines = [
+        f"| rounds | tokens | tokens/s | tau{kept} | mean 1 + C_p{kept} | baseline tokens/s | speed-up |",
+        "|---|---|---|---|---|---|---|",
+        (f"| {rounds} | {tokens} | {_fmt(tps)} | {_fmt(s['tau'])} | {_fmt(s['mean_ceiling'])} "
+         f"| {_fmt(base['tokens_per_s']) if comparable else '—'} | {'—' if speedup is None else f'{speedup:.2f}x'} |"),
+    ]
+    if st.done:
+        lines.append("\n*Finished (end of sequence or token limit).*")
+    if st.kind not in ("live", "empty"):
+        lines.append(f"\n*Imported {st.kind}: browse it, or Re-score a round with the loaded target.*")
+    if base is not None and not comparable:
+        lines.append("\n*The baseline was timed on another prompt or settings; press Run baseline again.*")
+    if st.notice:
+        lines.append(f"\n*{st.notice}*")
+    return "\n".join(lines)
+
+
+def comparison_markdown(c: Comparison) -> str:
+    lines = [
+        f"Round {c.round_index}, {c.draws} draws per verifier; exact 1 + C_p = {c.ceiling:.4f}.",
+        "",
+        "| verifier | TV distance | chi-square (df) | p-value | mean L | µs per draw |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [f"| {x.name} | {x.tv:.4f} | {x.chi2:.2f} ({x.df}) | {x.p:.3g} | {x.mean_length:.3f} "
+              f"| {x.us_per_draw:.0f} |" for x in c.laws]
+    if c.note:
+        lines.append(f"\n*{c.note}*")
+    return "\n".join(lines)
+
+
+def decoded_markdown(d: Decoded) -> str:
+    s = summarize(d.rounds)
+    tps = d.tokens / d.seconds if d.seconds > 0 else 0.0
+    ms = "  ".join(f"{k} {v:.0f}" for k, v in s["stage_ms"].items())
+    return (f"**{d.label}**: {s['rounds']} rounds, {d.tokens} tokens, tau {_fmt(s['tau'])}, "
+            f"mean 1 + C_p {_fmt(s['mean_ceiling'])}, {tps:.1f} tokens/s\n\nstage ms: {ms}\n\n"
+            f"```\n{d.text}\n```")
+
+
+# ExitTrain panel: report -> widget values.
+
+MOVED_ROWS = 10  # nodes in the change-of-w table
+NO_TRAINING = "No training yet: step a few rounds in the Decode tab, then press Train step."
+
+
+def loss_plot(log: list[dict]) -> go.Figure:
+    return loss_figure(log) if log else empty_figure("press Train step to train this session's copy of the draft")
+
+
+def _change(before: float, after: float) -> str:
+    if any(isinstance(x, float) and math.isnan(x) for x in (before, after)) or before == 0:
+        return "—"
+    return f"{(after - before) / abs(before):+.1%}"
+
+
+def train_markdown(report: TrainReport) -> str:
+    """The before/after table on the same contexts, and the last step's losses."""
+    last = report.log[-1]
+    before, after = report.table
+    lines = [
+        (f"{len(report.log)} steps so far on {report.contexts} contexts from this session's rounds. Last step "
+         f"({last['objective']}): L = {last['loss']:.4g}, L_tok = {last['l_tok']:.4g}, "
+         f"L_exit = {last['l_exit']:.4g}."),
+        "",
+        (f"Before and after on the same {before['contexts']} contexts: mean C_p of the tree each drafter builds "
+         f"(target at T = 1), and tau, the mean block length over {EVAL_ROUNDS} decoding rounds from each context "
+         f"(T = {report.temperature:g})."),
+        "",
+        "| drafter | mean C_p | mean 1 + C_p | tau | rounds |",
+        "|---|---|---|---|---|",
+    ]
+    for row in report.table:
+        lines.append(f"| {row['drafter']} | {_fmt(row['C_p'], 4)} | {_fmt(1 + row['C_p'], 4)} | "
+                     f"{_fmt(row['tau'], 4)} | {row['rounds']} |")
+    lines.append(f"| change | {_change(before['C_p'], after['C_p'])} | "
+                 f"{_change(1 + before['C_p'], 1 + after['C_p'])} | {_change(before['tau'], after['tau'])} | |")
+    if report.notice:
+        lines.append(f"\n*{report.notice}*")
+    return "\n".join(lines)
+
+
+def moved_markdown(moved: ExitMassMove) -> str:
+    b, a = moved.before, moved.after
+    where = {(True, True): "both", (True, False): "original only", (False, True): "trained only"}
+    lines = [
+        (f"Round {moved.round_index}'s context. Original tree: {b.size} nodes, C_p = {_fmt(b.C_p, 4)}; "
+         f"trained tree: {a.size} nodes, C_p = {_fmt(a.C_p, 4)}. Nodes match by token path; a node in one tree "
+         "only has w = 0 in the other. The largest changes:"),
+        "",
+        "| node (token path) | in | w original | w trained | Δw |",
+        "|---|---|---|---|---|",
+    ]
+    for r in moved.changes[:MOVED_ROWS]:
+        label = html.escape(path_label(r["texts"], 60)).replace("|", "\\|")
+        side = where[(r["node_before"] is not None, r["node_after"] is not None)]
+        lines.append(f"| {label} | {side} | {r['w_before']:.4g} | {r['w_after']:.4g} | {r['delta']:+.4g} |")
+    return "\n".join(lines)
+
+
+def moved_trees(moved: ExitMassMove) -> tuple[go.Figure, go.Figure]:
+    """Both drafters' trees on the same context, coloured by w under the target; the ring is argmax w."""
+    figs = []
+    for name, r in (("original", moved.before), ("trained", moved.after)):
+        title = f"{name} draft, round {moved.round_index}: C_p = {_fmt(r.C_p, 4)} (ring: most likely exit)"
+        fig = tree_figure(r.to_dict(), "w", title=title)
+        figs.append(fig.update_layout(width=None, autosize=True))  # half-width columns
+    return figs[0], figs[1]

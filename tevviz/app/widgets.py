@@ -1,0 +1,38 @@
+"""What the tabs share: components by name, the progress marker, the queue settings and the error path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import gradio as gr
+
+from .state import AppState
+
+PROGRESS = gr.Progress()  # default marking the handlers' progress parameter; Gradio passes a fresh tracker per call
+MODEL_WORK = {"concurrency_id": "model", "concurrency_limit": 1}  # one model job at a time, queued
+LIGHT = {"concurrency_limit": None}  # browsing and formatting: no queueing behind the models
+
+
+class Panel:
+    """A tab's components by name: `panel.tree` for one, `panel.take(NAMES)` for an input or output list."""
+
+    def __init__(self, **components):
+        self.__dict__.update(components)
+
+    def take(self, names: Iterable[str]) -> list:
+        return [getattr(self, n) for n in names]
+
+    def updates(self, **values) -> dict:
+        """Gradio's {component: value} form of values given by component name."""
+        return {getattr(self, n): v for n, v in values.items()}
+
+
+def current(st: AppState | None) -> AppState:
+    """The browser's state; a fresh one before its first action."""
+    return st if st is not None else AppState()
+
+
+def failed(error, e: Exception) -> dict:
+    """Show `e` in the `error` box and as a toast; nothing else changes."""
+    gr.Warning(str(e))
+    return {error: f"Error: {e}"}
