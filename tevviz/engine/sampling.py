@@ -52,15 +52,18 @@ def processed_logits(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
     if cfg.temperature != 1:
         x = x / cfg.temperature
     if cfg.top_k and cfg.top_k < x.shape[-1]:
+        # Every token tied with the k-th logit stays (transformers' TopKLogitsWarper does the same).
         kth = torch.topk(x, cfg.top_k, dim=-1).values[..., -1:]
         x = x.masked_fill(x < kth, float("-inf"))
     if cfg.top_p < 1:
-        sorted_x, order = torch.sort(x, dim=-1, descending=True)
-        probs = torch.softmax(sorted_x, dim=-1)
-        mass_before = torch.cumsum(probs, dim=-1) - probs
-        # Keep the smallest prefix whose mass reaches top_p; the first token always stays.
-        drop_sorted = mass_before >= cfg.top_p
-        drop_sorted[..., 0] = False
+        # transformers' TopPLogitsWarper rule, op for op, so that the kept set is the same one, ties included:
+        # sort ascending (torch.sort's own order among equal logits, as transformers sorts), and drop every
+        # token whose ascending cumulative mass is <= 1 - top_p; the most probable token always stays.
+        # This is the smallest prefix (from the top) whose mass reaches top_p.
+        sorted_x, order = torch.sort(x, dim=-1, descending=False)
+        cum = torch.softmax(sorted_x, dim=-1).cumsum(dim=-1)
+        drop_sorted = cum <= 1 - cfg.top_p
+        drop_sorted[..., -1] = False
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         x = x.masked_fill(drop, float("-inf"))
     return x
@@ -96,8 +99,21 @@ def edge_probs(logits: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, c
     return torch.exp(x[rows, tokens] - lse[rows])
 
 
-def sample_categorical(weights: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """One index per row of non-negative weights (..., n), by inverse CDF; zero weights never drawn."""
+def float64_sampling(device: torch.device | str) -> bool:
+    """Whether sampling may use float64 on `device`: everywhere but Apple's mps, which has no float64."""
+    return torch.device(device).type != "mps"
+
+
+def sample_categorical(weights: torch.Tensor, gen: torch.Generator, float32: bool | None = None) -> torch.Tensor:
+    """One index per row of non-negative weights (..., n); zero weights are never drawn.
+
+    Float64 inverse CDF by default; `float32` (chosen on mps, where float64 does not exist) uses an
+    exponential race instead, whose law is exact without any cumulative sum.
+    """
+    if float32 is None:
+        float32 = not float64_sampling(weights.device)
+    if float32:
+        return _exponential_race(weights, gen)
     cdf = torch.cumsum(weights.double(), dim=-1)
     total = cdf[..., -1:]
     u = torch.rand(total.shape, generator=gen, device=weights.device, dtype=torch.float64)
@@ -105,3 +121,18 @@ def sample_categorical(weights: torch.Tensor, gen: torch.Generator) -> torch.Ten
     x = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
     idx = torch.searchsorted(cdf, x, right=True)
     return idx.clamp_(max=weights.shape[-1] - 1).squeeze(-1)
+
+
+def _exponential_race(weights: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """argmin_i E_i / w_i over i.i.d. E_i ~ Exp(1): index i wins with probability w_i / sum(w), in float32.
+
+    A float32 CDF would carry the rounding of a sum over the whole vocabulary (about 1e-5 of the
+    total over 150k tokens) into every interval, and a float32 uniform cuts the total into 2^24 steps.
+    Here each weight only meets its own exponential: the law is off by float32 rounding of
+    log(w_i) - log(E_i), a relative 1e-7 per token however small its weight.
+    """
+    w = weights.float()
+    u = torch.rand(w.shape, generator=gen, device=w.device)  # [0, 1)
+    e = -torch.log1p(-u)  # Exp(1); 0 only when u = 0, and then that token arrives first (log w - log 0 = +inf)
+    key = torch.where(w > 0, torch.log(w) - torch.log(e), float("-inf"))  # log(w_i / E_i)
+    return key.argmax(dim=-1)
