@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import pytest
@@ -11,12 +12,12 @@ from conftest import VOCAB, tiny_pair
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tevviz.engine import BuilderConfig, SamplingConfig
+from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, TevvizError
 from tevviz.engine import exit_law as law
 from tevviz.engine.builders import build_tree
 from tevviz.engine.kv import new_cache
 from tevviz.engine.sampling import edge_probs, processed_probs
-from tevviz.engine.tree import ancestor_mask, children, from_parents, path_to, position_ids
+from tevviz.engine.tree import DraftTree, ancestor_mask, children, from_parents, path_to, position_ids
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -263,3 +264,43 @@ def test_best_first_keeps_the_best_scores():
     assert cut.size == 11
     best = sorted(full.scores[1:].tolist(), reverse=True)[:10]
     assert sorted(cut.scores[1:].tolist(), reverse=True) == pytest.approx(best, abs=1e-6)
+
+
+# -------------------------------------------------------------------------------------------- repeated siblings
+
+
+def test_repeated_sibling_tokens_are_refused():
+    """Siblings carry distinct tokens; a tree that repeats one is refused and the message names the nodes.
+
+    The exit law would count the repeated token's mass once per copy: root mass 1/2 on token 5, children
+    5 and 5 give C_p = 1 where the truth is 1/2."""
+    with pytest.raises(TevvizError, match=r"nodes 1, 3 under node 0 repeat token 5"):
+        from_parents([9, 5, 6, 5], [-1, 0, 0, 0])
+    with pytest.raises(TevvizError, match=r"nodes 4, 6 under node 2 repeat token 8"):
+        from_parents([9, 5, 6, 1, 8, 2, 8], [-1, 0, 0, 1, 2, 2, 2])
+    t = torch.tensor
+    with pytest.raises(TevvizError, match=r"nodes 1, 2 under node 0 repeat token 3"):
+        DraftTree(t([0, 3, 3]), t([-1, 0, 0]), t([0, 1, 1]), torch.zeros(3), torch.zeros(3))
+    # Cousins, and a child with its parent's token, are fine.
+    from_parents([5, 5, 6, 5, 5], [-1, 0, 0, 1, 2])
+
+
+def test_import_refuses_repeated_siblings_and_names_the_round():
+    from tevviz.engine.io import loads, session_dict
+
+    pair = tiny_pair("llama")
+    s = DecodeSession(pair, [3, 4, 5], DecodeConfig(sampling=SamplingConfig(0.0), max_new_tokens=12, missing_top=0))
+    s.run()
+    data = session_dict({}, "", s.prompt_ids, s.generated, "", s.rounds)
+    assert len(data["rounds"]) >= 2
+    loads(json.dumps(data))  # the real session imports
+    nodes = data["rounds"][1]["nodes"]
+    kids = [n["id"] for n in nodes if n["parent"] == 0]
+    assert len(kids) >= 2, "test setup: the root has two children"
+    nodes[kids[1]]["token_id"] = nodes[kids[0]]["token_id"]
+    with pytest.raises(TevvizError, match=rf"rounds\[1\]: nodes {kids[0]} and {kids[1]} .*both carry token"):
+        loads(json.dumps(data))
+    trace = {"node_token_ids": [6, 7, 7], "node_depths": [1, 1, 1], "parents": [-1, -1, -1], "accepted_indices": [0]}
+    ok = {"node_token_ids": [6, 7, 8], "node_depths": [1, 1, 1], "parents": [-1, -1, -1], "accepted_indices": [0]}
+    with pytest.raises(TevvizError, match=r"trace\[1\]: nodes 2 and 3 \(node_token_ids\[1\] and node_token_ids\[2\]\)"):
+        loads(json.dumps([ok, trace]))

@@ -121,6 +121,16 @@ def _check_tree(parents: list[int], accepted: list[int], exit_node: int, where: 
     return depths
 
 
+def _check_siblings(parents: list[int], tokens: list[int], where: str, node_name) -> None:
+    """Siblings carry distinct tokens (SPEC section 4); a repeat would count one token's mass twice in the exit law."""
+    first: dict[tuple[int, int], int] = {}
+    for v in range(1, len(parents)):
+        other = first.setdefault((parents[v], tokens[v]), v)
+        if other != v:
+            _fail(where, f"nodes {other} and {v} ({node_name(other)} and {node_name(v)}) are siblings that both carry "
+                         f"token {tokens[v]}; siblings must carry distinct tokens")
+
+
 def parse_round(d, where: str = "round") -> RoundRecord:
     """A validated RoundRecord from a tevviz node-link round dict."""
     d = _dict(d, where)
@@ -149,6 +159,7 @@ def parse_round(d, where: str = "round") -> RoundRecord:
             _int(m.get("token_id"), f"{where}.nodes[{i}].missing[{j}].token_id", 0)
             _num(m.get("gain"), f"{where}.nodes[{i}].missing[{j}].gain", 0.0, 1.0 + 1e-4, nullable=False)
             _str(m.get("text"), f"{where}.nodes[{i}].missing[{j}].text")
+    _check_siblings(parents, [n.get("token_id") for n in nodes], where, lambda v: f"nodes[{v}].token_id")
     _int(g.get("bonus_token_id"), f"{where}.graph.bonus_token_id", 0, nullable=True)
     _num(g.get("C_p"), f"{where}.graph.C_p", 0.0)
     stage = _dict(g.get("stage_ms", {}), f"{where}.graph.stage_ms")
@@ -184,6 +195,8 @@ def parse_ddtree(d: dict, where: str = "trace", index: int = 0) -> RoundRecord:
     if not acc or acc[0] != 0:
         acc = [0] + acc
     depths = _check_tree(pars, acc, acc[-1], where, ddtree=True)
+    shift = 0 if rooted else 1  # trace index of tree node v is v - shift
+    _check_siblings(pars, toks, where, lambda v: f"node_token_ids[{v - shift}]")
     if depths != deps:
         bad = next(i for i in range(len(deps)) if deps[i] != depths[i])
         _fail(f"{where}.node_depths[{bad}]", f"{deps[bad]} does not match the parents (expected {depths[bad]})")

@@ -6,12 +6,16 @@ from dataclasses import dataclass
 
 import torch
 
+from .errors import TevvizError
+
 
 @dataclass(frozen=True)
 class DraftTree:
     """A token tree below the root; node 0 is the root token, parents come before children.
 
-    All fields are 1-D tensors of length N (root included) on one device.
+    All fields are 1-D tensors of length N (root included) on one device. Siblings carry distinct
+    tokens (SPEC section 4): a tree that repeats one is refused when it is made, since the exit law
+    would count that token's target mass once per copy.
     """
 
     tokens: torch.Tensor  # (N,) long; tokens[0] is the root token
@@ -19,6 +23,14 @@ class DraftTree:
     depths: torch.Tensor  # (N,) long; 0 at the root
     draft_logprobs: torch.Tensor  # (N,) float; log q_pa(v)(x_v), 0 at the root
     scores: torch.Tensor  # (N,) float; path score s(v), sum of draft log-probs along the path
+
+    def __post_init__(self):
+        clash = repeated_siblings(self)
+        if clash:
+            said = "; ".join(f"nodes {', '.join(map(str, nodes))} under node {p} repeat token {t}"
+                             for p, t, nodes in clash[:5])
+            more = f" and {len(clash) - 5} more" if len(clash) > 5 else ""
+            raise TevvizError(f"siblings must carry distinct tokens: {said}{more}")
 
     @property
     def size(self) -> int:
@@ -30,7 +42,29 @@ class DraftTree:
         return self.tokens.device
 
     def to(self, device) -> DraftTree:
+        if self.tokens.device == torch.device(device):
+            return self  # already there: no copy, and no second check
         return DraftTree(*(t.to(device) for t in (self.tokens, self.parents, self.depths, self.draft_logprobs, self.scores)))
+
+
+def repeated_siblings(tree: DraftTree) -> list[tuple[int, int, list[int]]]:
+    """(parent, token, nodes) for each token that two or more children of one parent carry; [] if none.
+
+    One sort of the (parent, token) keys and one host read, whatever the size of the tree; the
+    per-node host work only happens when there is a clash to report.
+    """
+    key = tree.parents[1:] * (1 << 32) + tree.tokens[1:]  # distinct for distinct pairs while |token| < 2^31
+    if key.numel() < 2:
+        return []
+    sorted_key, order = torch.sort(key, stable=True)
+    same = sorted_key[1:] == sorted_key[:-1]
+    if not bool(same.any()):
+        return []
+    groups: dict[int, list[int]] = {}
+    for i in same.nonzero().flatten().tolist():
+        k = int(sorted_key[i])
+        groups.setdefault(k, [int(order[i]) + 1]).append(int(order[i + 1]) + 1)
+    return [(int(tree.parents[nodes[0]]), int(tree.tokens[nodes[0]]), nodes) for nodes in groups.values()]
 
 
 def from_parents(
