@@ -292,3 +292,12 @@ def test_finished_session_refuses_to_step(pair):
     with pytest.raises(TevvizError, match="finished"):
         s.step()
 
+
+
+def test_missing_token_texts_match_their_ids():
+    """Rows with fewer than `missing_top` positive gains (top-k sampling) keep each text beside its own id."""
+    pair = tiny_pair("llama")
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.7, top_k=2))
+    r = DecodeSession(pair, pair.tokenizer("t1 t2 t3")["input_ids"], cfg).step()
+    shown = [(m["token_id"], m["text"]) for row in r.missing for m in row]
+    assert shown and all(text == pair.tokenizer.decode([t]) for t, text in shown)

@@ -116,12 +116,11 @@ def shown(ui: Panel, st: AppState, metric: str) -> dict:
 
 def everything(ui: Panel, st: AppState, metric: str) -> dict:
     """`shown` plus the live statistics and the session figures."""
-    dicts = [r.to_dict() for r in st.rounds]
     return {**shown(ui, st, metric), **ui.updates(
         stats=stats_markdown(st),
-        stage=compact(stage_times_figure(dicts)),
-        hist=compact(block_length_histogram(dicts)),
-        depth_plot=compact(acceptance_by_depth_figure(dicts)),
+        stage=compact(stage_times_figure(st.rounds)),
+        hist=compact(block_length_histogram(st.rounds)),
+        depth_plot=compact(acceptance_by_depth_figure(st.rounds)),
     )}
 
 

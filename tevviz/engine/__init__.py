@@ -1,26 +1,39 @@
-"""The tevviz engine: trees, tree attention, the exit law, verifiers, decoding and training."""
+"""The tevviz engine: trees, tree attention, the exit law, verifiers, decoding and training.
 
-from .builders import BuilderConfig
-from .errors import TevvizError
-from .models import ModelPair, ModelSource, load_pair, with_draft
-from .records import RoundRecord, summarize
-from .sampling import SamplingConfig
-from .session import DecodeConfig, DecodeSession, autoregressive, encode_prompt
-from .verifiers import VERIFIERS
+The names below load their module (and torch) on first use, so the torch-free modules
+(`tevviz.engine.records`, `tevviz.engine.errors`, `tevviz.engine.pairs`) import without it.
+"""
 
-__all__ = [
-    "VERIFIERS",
-    "BuilderConfig",
-    "DecodeConfig",
-    "DecodeSession",
-    "ModelPair",
-    "ModelSource",
-    "RoundRecord",
-    "SamplingConfig",
-    "TevvizError",
-    "autoregressive",
-    "encode_prompt",
-    "load_pair",
-    "with_draft",
-    "summarize",
-]
+from __future__ import annotations
+
+import importlib
+
+_HOMES = {
+    "VERIFIERS": "verifiers",
+    "BuilderConfig": "builders",
+    "DecodeConfig": "session",
+    "DecodeSession": "session",
+    "ModelPair": "models",
+    "ModelSource": "models",
+    "RoundRecord": "records",
+    "SamplingConfig": "sampling",
+    "TevvizError": "errors",
+    "autoregressive": "session",
+    "encode_prompt": "session",
+    "load_pair": "models",
+    "with_draft": "models",
+    "summarize": "records",
+}
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

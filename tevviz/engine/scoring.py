@@ -37,21 +37,27 @@ def tree_logits(model, prefix: list[int], tree: DraftTree, anc: torch.Tensor | N
     return out.logits[0, m:]
 
 
+def missing_records(tokenizer, tree: DraftTree, probs: torch.Tensor, P: torch.Tensor, top: int) -> list[list[dict]]:
+    """Per node: up to `top` missing tokens {token_id, text, gain}, gain P(v) * p_v(a) > 0, largest first."""
+    if top <= 0:
+        return [[] for _ in range(tree.size)]
+    gains, ids = law.missing_tokens(tree, probs, P, top)
+    gains, ids, k = gains.tolist(), ids.tolist(), ids.shape[-1]
+    texts = tokenizer.batch_decode([[t] for row in ids for t in row])  # one call for all N * k tokens
+    return [[{"token_id": t, "text": x, "gain": g} for t, g, x in zip(ti, gi, texts[v * k:(v + 1) * k]) if g > 0]
+            for v, (ti, gi) in enumerate(zip(ids, gains))]
+
+
 @torch.no_grad()
 def rescore(pair, prefix: list[int], record: RoundRecord, sampling: SamplingConfig, top: int = 5) -> RoundRecord:
     """A copy of `record` with p_edge, P, rho, w, C_p and missing tokens from `pair.target`."""
     tree = from_parents(record.tokens, record.parents, record.draft_logprobs, device=pair.target.device)
     probs = processed_probs(tree_logits(pair.target, prefix, tree), sampling)
     ex = law.exit_law(tree, probs)
-    gains, ids = law.missing_tokens(tree, probs, ex.P, top)
     tok = pair.tokenizer
-    missing = [
-        [{"token_id": t, "text": tok.decode([t]), "gain": g} for t, g in zip(ti, gi) if g > 0]
-        for ti, gi in zip(ids.tolist(), gains.tolist())
-    ]
     return replace(
         record, texts=tok.batch_decode([[t] for t in record.tokens]), p_edge=ex.p_edge.tolist(), P=ex.P.tolist(),
-        rho=ex.rho.tolist(), w=ex.w.tolist(), C_p=float(ex.C_p), missing=missing,
+        rho=ex.rho.tolist(), w=ex.w.tolist(), C_p=float(ex.C_p), missing=missing_records(tok, tree, probs, ex.P, top),
     )
 
 

@@ -1,4 +1,4 @@
-"""A decoding session: rounds of draft, target pass, verify and commit (SPEC section 1).
+"""A decoding session: rounds of draft, target pass, verify and commit (docs/math.md, *One decoding round*).
 
 The session owns both KV caches, the pending draft tokens and the random generator; every round
 returns a plain RoundRecord.
@@ -14,10 +14,11 @@ import torch
 from . import exit_law as law
 from .builders import BuilderConfig, build_tree
 from .errors import TevvizError
-from .kv import additive_mask, causal_visibility, keep_entries, new_cache, tree_visibility
+from .kv import additive_mask, keep_entries, new_cache, tree_visibility
 from .models import ModelPair
 from .records import RoundRecord
 from .sampling import SamplingConfig, processed_probs, sample_categorical
+from .scoring import missing_records
 from .tree import DraftTree, ancestor_mask, path_to, position_ids
 from .verifiers import get_verifier
 
@@ -179,12 +180,12 @@ class DecodeSession:
         t3 = time.perf_counter()
 
         committed, done = self._cut([tokens[v] for v in accepted[1:]] + [bonus])
-        record = self._record(tree, logits, exit_node, bonus, accepted, committed, decision.exit_law, anc)
+        fields = self._fields(tree, logits, exit_node, bonus, accepted, committed, decision.exit_law, anc)
         self.generated.extend(committed)
         self.done = done
         t4 = time.perf_counter()
         ms = {"draft": t1 - t0, "target": t2 - t1, "verify": t3 - t2, "other": t4 - t3}
-        record.stage_ms.update({k: v * 1e3 for k, v in ms.items()})
+        record = RoundRecord(**fields, stage_ms={k: v * 1e3 for k, v in ms.items()})
         self.rounds.append(record)
         self.round_count += 1
         if self.keep_rounds is not None and len(self.rounds) > self.keep_rounds:
@@ -200,26 +201,22 @@ class DecodeSession:
         total = len(self.generated) + len(committed)
         return committed, total >= self.cfg.max_new_tokens or len(self.prompt_ids) + total >= self.pair.context_length
 
-    def _record(self, tree: DraftTree, logits, exit_node, bonus, accepted, committed, ex: law.ExitLaw | None,
-                anc) -> RoundRecord:
+    def _fields(self, tree: DraftTree, logits, exit_node, bonus, accepted, committed, ex: law.ExitLaw | None,
+                anc) -> dict:
+        """The round record's fields but the stage times: the tree, its target flow, the decision, missing tokens."""
         cfg, tok = self.cfg.sampling, self.pair.tokenizer
         if ex is None:
             ex = law.exit_law_from_logits(tree, logits, cfg, anc)
-        missing: list[list[dict]] = [[] for _ in range(tree.size)]
-        if self.cfg.missing_top > 0:
-            gains, ids = law.missing_tokens(tree, processed_probs(logits, cfg), ex.P, self.cfg.missing_top)
-            gains, ids = gains.tolist(), ids.tolist()
-            flat = [t for row in ids for t in row]
-            texts = iter(_texts(tok, flat))
-            missing = [[{"token_id": t, "text": next(texts), "gain": g} for t, g in zip(ti, gi) if g > 0] for ti, gi in zip(ids, gains)]
+        missing = (missing_records(tok, tree, processed_probs(logits, cfg), ex.P, self.cfg.missing_top)
+                   if self.cfg.missing_top > 0 else [[] for _ in range(tree.size)])
         tokens = tree.tokens.tolist()
-        return RoundRecord(
+        return dict(
             index=self.round_count, verifier=self.cfg.verifier, tokens=tokens, texts=_texts(tok, tokens),
             parents=tree.parents.tolist(), depths=tree.depths.tolist(),
             draft_logprobs=tree.draft_logprobs.tolist(), scores=tree.scores.tolist(),
             p_edge=ex.p_edge.tolist(), P=ex.P.tolist(), rho=ex.rho.tolist(), w=ex.w.tolist(), missing=missing,
             exit_node=exit_node, bonus_token=bonus, bonus_text=_texts(tok, [bonus])[0], accepted=accepted,
-            committed=committed, C_p=float(ex.C_p), stage_ms={},
+            committed=committed, C_p=float(ex.C_p),
         )
 
     def run(self, rounds: int | None = None) -> list[RoundRecord]:
@@ -264,11 +261,3 @@ def autoregressive(pair: ModelPair, prompt_ids: list[int], cfg: DecodeConfig) ->
     _sync(device)
     return BaselineResult(out, time.perf_counter() - t0)
 
-
-def causal_forward(model, cache, tokens: list[int]) -> torch.Tensor:
-    """Logits of a plain left-to-right block on top of `cache` (used by training and re-scoring)."""
-    past = cache.get_seq_length()
-    ids = torch.tensor([tokens], device=model.device)
-    mask = additive_mask(causal_visibility(len(tokens), past, model.device), model.dtype)
-    pos = torch.arange(past, past + len(tokens), device=model.device).unsqueeze(0)
-    return model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True).logits[0]

@@ -6,7 +6,6 @@ from tevviz.render.stats import (
     acceptance_by_depth_figure,
     block_length_histogram,
     stage_times_figure,
-    summary,
     verifier_law_figure,
 )
 from tevviz.render.text import highlighted_blocks
@@ -27,7 +26,6 @@ __all__ = [
     "path_label",
     "round_graph",
     "stage_times_figure",
-    "summary",
     "tidy_layout",
     "tree_figure",
     "verifier_law_figure",

@@ -1,4 +1,4 @@
-"""Session-level figures and numbers from a list of round records."""
+"""Session-level figures from a list of rounds (RoundRecords, or their `to_dict()` form)."""
 
 from __future__ import annotations
 
@@ -8,41 +8,28 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-STAGES = ("draft", "target", "verify", "other")
+from tevviz.engine.records import STAGES, RoundRecord
 
-Round = Mapping[str, Any]
-
-
-def block_length(round_dict: Round) -> int:
-    """Tokens the round commits: L = d(exit) + 1 = len(accepted), since `accepted` runs root..exit."""
-    return len(round_dict["graph"]["accepted"])
+Round = RoundRecord | Mapping[str, Any]
 
 
-def summary(rounds: Sequence[Round]) -> dict[str, Any]:
-    """Rounds, tokens (sum of L), tau (mean L) and mean_ceiling (mean of 1 + C_p); means are None when undefined."""
-    lengths = [block_length(r) for r in rounds]
-    ceilings = [1 + r["graph"]["C_p"] for r in rounds if r["graph"].get("C_p") is not None]
-    return {
-        "rounds": len(rounds),
-        "tau": _mean(lengths),
-        "mean_ceiling": _mean(ceilings),
-        "tokens": sum(lengths),
-    }
+def records(rounds: Sequence[Round]) -> list[RoundRecord]:
+    """The rounds as RoundRecords (a dict is read with `RoundRecord.from_dict`)."""
+    return [r if isinstance(r, RoundRecord) else RoundRecord.from_dict(r) for r in rounds]
 
 
 def stage_times_figure(rounds: Sequence[Round]) -> go.Figure:
     """Stacked bar per round of the milliseconds spent in each stage."""
-    x = _round_numbers(rounds)
-    fig = go.Figure(
-        [go.Bar(x=x, y=[(r["graph"].get("stage_ms") or {}).get(s, 0.0) for r in rounds], name=s) for s in STAGES]
-    )
+    rs = records(rounds)
+    x = [r.index for r in rs]
+    fig = go.Figure([go.Bar(x=x, y=[r.stage_ms.get(s, 0.0) for r in rs], name=s) for s in STAGES])
     fig.update_layout(barmode="stack", title="time per round by stage", xaxis_title="round", yaxis_title="ms")
     return fig
 
 
 def block_length_histogram(rounds: Sequence[Round]) -> go.Figure:
     """Number of rounds per block length L."""
-    counts = Counter(block_length(r) for r in rounds)
+    counts = Counter(r.block_length for r in records(rounds))
     lengths = list(range(1, max(counts, default=1) + 1))
     fig = go.Figure(go.Bar(x=lengths, y=[counts[n] for n in lengths], name="rounds"))
     fig.update_layout(title="block length L per round", xaxis_title="L (tokens committed)", yaxis_title="rounds")
@@ -52,9 +39,8 @@ def block_length_histogram(rounds: Sequence[Round]) -> go.Figure:
 def acceptance_by_depth(rounds: Sequence[Round]) -> dict[int, tuple[int, int]]:
     """For each depth d >= 1: (rounds whose accepted path reached d, rounds whose tree has a node at d)."""
     table: dict[int, tuple[int, int]] = {}
-    for r in rounds:
-        tree_depth = max(n["depth"] for n in r["nodes"])
-        exit_depth = block_length(r) - 1
+    for r in records(rounds):
+        tree_depth, exit_depth = max(r.depths), r.block_length - 1
         for d in range(1, tree_depth + 1):
             reached, present = table.get(d, (0, 0))
             table[d] = (reached + (exit_depth >= d), present + 1)
@@ -92,11 +78,3 @@ def verifier_law_figure(
     fig = go.Figure(bars)
     fig.update_layout(barmode="group", title="exit node law", xaxis_title="exit node", yaxis_title="probability")
     return fig
-
-
-def _round_numbers(rounds: Sequence[Round]) -> list:
-    return [r["graph"].get("round", i) for i, r in enumerate(rounds)]
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
