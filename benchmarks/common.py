@@ -42,9 +42,9 @@ def tree_flags(ap: argparse.ArgumentParser, budget: int, depth: int, max_new_tok
     ap.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
 
 
-def best_first(budget: int, depth: int, top_k: int = 4) -> BuilderConfig:
+def best_first(budget: int, depth: int, children: int = 4) -> BuilderConfig:
     """The benchmarks' best-first tree: K children per expanded node, frontier width max(8, B / 4)."""
-    return BuilderConfig(budget=budget, depth=depth, top_k=top_k, width=max(8, budget // 4))
+    return BuilderConfig(budget=budget, depth=depth, children=children, width=max(8, budget // 4))
 
 
 def setup(args):
@@ -80,8 +80,8 @@ def tree_decode(pair, ids: list[int], temperature: float, builder, verifier: str
     from tevviz.engine.sampling import SamplingConfig
     from tevviz.engine.session import DecodeConfig, DecodeSession
 
-    cfg = DecodeConfig(SamplingConfig(temperature=temperature), builder, verifier, max_new_tokens, seed,
-                       stop_on_eos=False, missing_top=0)
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), builder=builder, verifier=verifier,
+                       max_new_tokens=max_new_tokens, seed=seed, stop_on_eos=False, missing_top=0)
     sync(pair.device)
     t0 = time.perf_counter()
     s = DecodeSession(pair, ids, cfg)

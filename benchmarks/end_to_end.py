@@ -35,7 +35,7 @@ def own_autoregressive(pair: ModelPair, ids, n: int, temperature: float, seed: i
     from tevviz.engine.sampling import SamplingConfig
     from tevviz.engine.session import DecodeConfig, autoregressive
 
-    cfg = DecodeConfig(SamplingConfig(temperature=temperature), max_new_tokens=n, seed=seed, stop_on_eos=False)
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), max_new_tokens=n, seed=seed, stop_on_eos=False)
     return len(autoregressive(pair, ids, cfg).token_ids), None
 
 

@@ -31,8 +31,9 @@ def main() -> None:
     def decode_all():
         rounds = []
         for i, ids in enumerate(prompts):
-            cfg = DecodeConfig(SamplingConfig(temperature=args.temperature), builder, "tev", args.max_new_tokens, i,
-                               stop_on_eos=False, missing_top=args.missing_top)
+            cfg = DecodeConfig(sampling=SamplingConfig(temperature=args.temperature), builder=builder, verifier="tev",
+                               max_new_tokens=args.max_new_tokens, seed=i, stop_on_eos=False,
+                               missing_top=args.missing_top)
             s = DecodeSession(pair, ids, cfg)
             s.run()
             rounds += s.rounds

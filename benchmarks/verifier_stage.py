@@ -21,10 +21,11 @@ from tevviz.engine.verifiers import VERIFIERS
 
 def recorded_trees(pair, prompts, budget: int, temperature: float, per_prompt: int):
     """(prefix, tree) pairs from real decoding rounds with a best-first builder of budget B."""
-    builder = best_first(budget, 10, top_k=8)
+    builder = best_first(budget, 10, children=8)
     out = []
     for i, ids in enumerate(prompts):
-        cfg = DecodeConfig(SamplingConfig(temperature=temperature), builder, max_new_tokens=200, seed=i, missing_top=0)
+        cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), builder=builder, max_new_tokens=200, seed=i,
+                           missing_top=0)
         s = DecodeSession(pair, ids, cfg)
         for _ in range(per_prompt):
             if s.done:

@@ -80,7 +80,8 @@ def test_long_prompt_trims_the_tree_and_says_so():
     pair = tiny_pair("gpt2")  # 512 positions
     n_pos = pair.context_length
     prompt = [i % 90 for i in range(n_pos - 3)]
-    cfg = DecodeConfig(SamplingConfig(temperature=0), BuilderConfig(depth=6), max_new_tokens=50, stop_on_eos=False)
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=0), builder=BuilderConfig(depth=6), max_new_tokens=50,
+                       stop_on_eos=False)
     s = DecodeSession(pair, prompt, cfg)
     s.run()
     assert "trimmed" in s.notice and len(s.tokens) <= n_pos

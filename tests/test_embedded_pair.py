@@ -40,8 +40,9 @@ def test_pair_shares_one_tokenizer_and_target_is_deeper(pair):
 def test_greedy_tree_decoding_equals_generate_on_the_shipped_pair(pair, verifier):
     for row in load_prompts(split="eval")[:3]:
         ids = pair.tokenizer(row["prompt"])["input_ids"]
-        cfg = DecodeConfig(SamplingConfig(temperature=0), BuilderConfig(budget=64, depth=8, top_k=4, width=16),
-                           verifier, max_new_tokens=48, stop_on_eos=False)
+        cfg = DecodeConfig(sampling=SamplingConfig(temperature=0),
+                           builder=BuilderConfig(budget=64, depth=8, children=4, width=16), verifier=verifier,
+                           max_new_tokens=48, stop_on_eos=False)
         s = DecodeSession(pair, ids, cfg)
         s.run()
         ref = pair.target.generate(torch.tensor([ids]), max_new_tokens=48, do_sample=False, eos_token_id=None,
@@ -58,8 +59,8 @@ def test_the_shipped_exit_trained_drafter_pairs_with_the_target_and_stays_exact(
     trained = load_pair(str(embedded_pair_paths()[0]), str(drafters["tevviz-stdlib-draft-exittrain"]))
     assert any(not torch.equal(a, b) for a, b in zip(trained.draft.parameters(), pair.draft.parameters()))
     ids = pair.tokenizer(load_prompts(split="eval")[0]["prompt"])["input_ids"]
-    cfg = DecodeConfig(SamplingConfig(temperature=0), BuilderConfig(budget=32, depth=6), "tev", max_new_tokens=32,
-                       stop_on_eos=False)
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=0), builder=BuilderConfig(budget=32, depth=6),
+                       verifier="tev", max_new_tokens=32, stop_on_eos=False)
     s = DecodeSession(trained, ids, cfg)
     s.run()
     ref = pair.target.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False, eos_token_id=None,

@@ -20,7 +20,7 @@ from tevviz.engine import (
     encode_prompt,
     load_pair,
 )
-from tevviz.engine.builders import MAX_BUDGET, MAX_DEPTH, MAX_TOP_K, MAX_WIDTH
+from tevviz.engine.builders import MAX_BUDGET, MAX_CHILDREN, MAX_DEPTH, MAX_WIDTH
 from tevviz.engine.models import check_vocabularies
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -50,11 +50,11 @@ def test_different_vocabularies_are_refused():
 @pytest.mark.parametrize("kwargs,field", [
     ({"budget": 0}, "budget"), ({"budget": -3}, "budget"), ({"budget": MAX_BUDGET + 1}, "budget"),
     ({"depth": 0}, "depth"), ({"depth": MAX_DEPTH + 1}, "depth"), ({"depth": 2.5}, "depth"),
-    ({"top_k": 0}, "top-k"), ({"top_k": MAX_TOP_K + 1}, "top-k"),
+    ({"children": 0}, "children K"), ({"children": MAX_CHILDREN + 1}, "children K"),
     ({"width": 0}, "width"), ({"width": MAX_WIDTH + 1}, "width"), ({"budget": True}, "budget"),
     ({"kind": "beam"}, "builder"),
     ({"kind": "static", "branching": ()}, "branching"), ({"kind": "static", "branching": (2, 0)}, "branching"),
-    ({"kind": "static", "branching": (MAX_TOP_K + 1,)}, "branching"),
+    ({"kind": "static", "branching": (MAX_CHILDREN + 1,)}, "branching"),
     ({"kind": "static", "branching": (64, 64, 64)}, "nodes"),
     ({"kind": "chain", "depth": 0}, "depth"),
 ])
@@ -64,8 +64,8 @@ def test_bad_builder_config(kwargs, field):
 
 
 def test_builder_limits_are_inclusive():
-    BuilderConfig(budget=MAX_BUDGET, depth=MAX_DEPTH, top_k=MAX_TOP_K, width=MAX_WIDTH)
-    BuilderConfig(budget=1, depth=1, top_k=1, width=1)
+    BuilderConfig(budget=MAX_BUDGET, depth=MAX_DEPTH, children=MAX_CHILDREN, width=MAX_WIDTH)
+    BuilderConfig(budget=1, depth=1, children=1, width=1)
 
 
 @pytest.mark.parametrize("kwargs,field", [

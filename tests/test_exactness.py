@@ -27,9 +27,9 @@ NEW = 64
 GREEDY = SamplingConfig(temperature=0.0)
 BUILDERS = {
     "best-first-default": BuilderConfig(),
-    "best-first-small": BuilderConfig(budget=8, depth=3, top_k=2, width=4),
-    "best-first-wide": BuilderConfig(budget=48, depth=8, top_k=6, width=12),
-    "best-first-deep-narrow": BuilderConfig(budget=5, depth=10, top_k=1, width=1),
+    "best-first-small": BuilderConfig(budget=8, depth=3, children=2, width=4),
+    "best-first-wide": BuilderConfig(budget=48, depth=8, children=6, width=12),
+    "best-first-deep-narrow": BuilderConfig(budget=5, depth=10, children=1, width=1),
     "static-42211": BuilderConfig(kind="static", branching=(4, 2, 2, 1, 1)),
     "static-33": BuilderConfig(kind="static", branching=(3, 3)),
     "chain-5": BuilderConfig(kind="chain", depth=5),

@@ -140,7 +140,7 @@ def builder_configs(draw):
     kind = draw(st.sampled_from(["best-first", "best-first", "static", "chain"]))
     if kind == "best-first":
         return BuilderConfig(kind=kind, budget=draw(st.integers(1, 40)), depth=draw(st.integers(1, 6)),
-                             top_k=draw(st.integers(1, 5)), width=draw(st.integers(1, 8)))
+                             children=draw(st.integers(1, 5)), width=draw(st.integers(1, 8)))
     if kind == "static":
         return BuilderConfig(kind=kind, branching=tuple(draw(st.lists(st.integers(1, 3), min_size=1, max_size=4))))
     return BuilderConfig(kind=kind, depth=draw(st.integers(1, 8)))
@@ -259,8 +259,8 @@ def test_chain_is_the_greedy_draft_path():
 def test_best_first_keeps_the_best_scores():
     """With a budget below what is drafted, every kept node scores at least as high as a dropped one."""
     model = draft_model()
-    full = build_tree(model, new_cache(model), [1, 2, 3], BuilderConfig(budget=1024, depth=4, top_k=3, width=4)).tree
-    cut = build_tree(model, new_cache(model), [1, 2, 3], BuilderConfig(budget=10, depth=4, top_k=3, width=4)).tree
+    full = build_tree(model, new_cache(model), [1, 2, 3], BuilderConfig(budget=1024, depth=4, children=3, width=4)).tree
+    cut = build_tree(model, new_cache(model), [1, 2, 3], BuilderConfig(budget=10, depth=4, children=3, width=4)).tree
     assert cut.size == 11
     best = sorted(full.scores[1:].tolist(), reverse=True)[:10]
     assert sorted(cut.scores[1:].tolist(), reverse=True) == pytest.approx(best, abs=1e-6)

@@ -60,7 +60,7 @@ def decode_settings(prompt: str, temperature: float, top_k: int, top_p: float, s
     sampling = SamplingConfig(temperature=_float(temperature, "temperature"), top_k=_int(top_k, "top-k"),
                               top_p=_float(top_p, "top-p"))
     tree = BuilderConfig(kind=builder, budget=_int(budget, "budget B"), depth=_int(depth, "depth H"),
-                         top_k=_int(children, "children K"), width=_int(width, "width W"), branching=shape)
+                         children=_int(children, "children K"), width=_int(width, "width W"), branching=shape)
     cfg = DecodeConfig(sampling=sampling, builder=tree, verifier=verifier,
                        max_new_tokens=_int(max_new_tokens, "max new tokens"), seed=_int(seed, "seed"))
     return prompt, cfg

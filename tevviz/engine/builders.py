@@ -16,7 +16,7 @@ from .tree import DraftTree
 
 MAX_BUDGET = 1024
 MAX_DEPTH = 64
-MAX_TOP_K = 64
+MAX_CHILDREN = 64  # K, and a static level's branching
 MAX_WIDTH = 256
 BUILDERS = ("best-first", "static", "chain")
 
@@ -28,7 +28,7 @@ class BuilderConfig:
     kind: str = "best-first"
     budget: int = 32  # B: non-root nodes kept (best-first)
     depth: int = 6  # H: maximum depth (best-first, chain)
-    top_k: int = 4  # K: children per expanded node (best-first)
+    children: int = 4  # K: children per expanded node (best-first)
     width: int = 8  # W: frontier width per depth (best-first)
     branching: tuple[int, ...] = field(default=(4, 2, 2, 1, 1))  # children per node at each depth (static)
 
@@ -37,14 +37,14 @@ class BuilderConfig:
             raise TevvizError(f"unknown builder {self.kind!r}; choose one of {', '.join(BUILDERS)}")
         checks = [("budget", self.budget, MAX_BUDGET), ("depth", self.depth, MAX_DEPTH)]
         if self.kind == "best-first":
-            checks += [("top-k", self.top_k, MAX_TOP_K), ("width", self.width, MAX_WIDTH)]
+            checks += [("children K", self.children, MAX_CHILDREN), ("width", self.width, MAX_WIDTH)]
         for name, value, top in checks:
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
                 raise TevvizError(f"{name} must be an integer in [1, {top}], got {value!r}")
         if self.kind == "static":
             b = self.branching
-            if not b or len(b) > MAX_DEPTH or any(not isinstance(x, int) or x < 1 or x > MAX_TOP_K for x in b):
-                raise TevvizError(f"static branching must be 1 to {MAX_DEPTH} integers in [1, {MAX_TOP_K}], got {b!r}")
+            if not b or len(b) > MAX_DEPTH or any(not isinstance(x, int) or x < 1 or x > MAX_CHILDREN for x in b):
+                raise TevvizError(f"static branching must be 1 to {MAX_DEPTH} integers in [1, {MAX_CHILDREN}], got {b!r}")
             total, level = 0, 1
             for x in b:
                 level *= x
@@ -62,7 +62,7 @@ class BuilderConfig:
             return 1, 1
         if self.kind == "static":
             return self.branching[d - 1], 1 << 62
-        return self.top_k, self.width
+        return self.children, self.width
 
     @property
     def keep(self) -> int:

@@ -227,8 +227,8 @@ def collect_streams(pair: ModelPair, prompts: list[list[int]], temperature: floa
 
     out = []
     for i, ids in enumerate(prompts):
-        cfg = DecodeConfig(SamplingConfig(temperature=temperature), max_new_tokens=max_new_tokens, seed=seed + i,
-                           missing_top=0)
+        cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), max_new_tokens=max_new_tokens,
+                           seed=seed + i, missing_top=0)
         s = DecodeSession(pair, ids, cfg)
         s.run()
         out.append((list(ids), list(s.generated)))
