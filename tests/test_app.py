@@ -12,8 +12,8 @@ import pytest
 from conftest import tiny_pair
 
 from tevviz.app import build_demo, launch_options
-from tevviz.app.controller import Controller
 from tevviz.app.compare_tab import COMPARE_OUTPUTS, SIDE_OUTPUTS
+from tevviz.app.controller import Controller
 from tevviz.app.decode_tab import BASELINE_OUTPUTS, BROWSE_OUTPUTS, EXPORT_OUTPUTS, NODE_OUTPUTS, ROUND_OUTPUTS
 from tevviz.app.demo import example_prompts
 from tevviz.app.source import PairSource

@@ -18,6 +18,7 @@ from ..render import BONUS, highlighted_blocks, loss_figure, path_label, tree_fi
 from .controller import Decoded, TrainReport
 from .state import AppState
 
+
 def empty_figure(message: str) -> go.Figure:
     fig = go.Figure()
     fig.add_annotation(text=message, showarrow=False, font={"size": 14, "color": "grey"}, x=0.5, y=0.5,

@@ -210,14 +210,14 @@ class DecodeSession:
         missing = (missing_records(tok, tree, processed_probs(logits, cfg), ex.P, self.cfg.missing_top)
                    if self.cfg.missing_top > 0 else [[] for _ in range(tree.size)])
         tokens = tree.tokens.tolist()
-        return dict(
-            index=self.round_count, verifier=self.cfg.verifier, tokens=tokens, texts=_texts(tok, tokens),
-            parents=tree.parents.tolist(), depths=tree.depths.tolist(),
-            draft_logprobs=tree.draft_logprobs.tolist(), scores=tree.scores.tolist(),
-            p_edge=ex.p_edge.tolist(), P=ex.P.tolist(), rho=ex.rho.tolist(), w=ex.w.tolist(), missing=missing,
-            exit_node=exit_node, bonus_token=bonus, bonus_text=_texts(tok, [bonus])[0], accepted=accepted,
-            committed=committed, C_p=float(ex.C_p),
-        )
+        return {
+            "index": self.round_count, "verifier": self.cfg.verifier, "tokens": tokens, "texts": _texts(tok, tokens),
+            "parents": tree.parents.tolist(), "depths": tree.depths.tolist(),
+            "draft_logprobs": tree.draft_logprobs.tolist(), "scores": tree.scores.tolist(),
+            "p_edge": ex.p_edge.tolist(), "P": ex.P.tolist(), "rho": ex.rho.tolist(), "w": ex.w.tolist(),
+            "missing": missing, "exit_node": exit_node, "bonus_token": bonus, "bonus_text": _texts(tok, [bonus])[0],
+            "accepted": accepted, "committed": committed, "C_p": float(ex.C_p),
+        }
 
     def run(self, rounds: int | None = None) -> list[RoundRecord]:
         """Step until done, or `rounds` more rounds."""
