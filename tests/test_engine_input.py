@@ -270,7 +270,7 @@ class FlakyTokenizer:
 
 
 def test_failure_while_recording_leaves_no_partial_state(pair):
-    """SPEC/`step`: the session is unchanged if the round fails, also when it fails after committing tokens."""
+    """`DecodeSession.step`: the session is unchanged if the round fails, also when it fails after committing tokens."""
     flaky = copy.copy(pair)
     flaky.tokenizer = FlakyTokenizer(pair.tokenizer)
     prompt = random_prompts(1, seed=953)[0]

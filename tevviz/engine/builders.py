@@ -1,4 +1,4 @@
-"""Draft-tree builders (SPEC section 4): best-first, static and chain, drafted level by level.
+"""Draft-tree builders (docs/math.md, *Draft trees*): best-first, static and chain, drafted level by level.
 
 Each depth costs one batched draft forward over the frontier under tree attention on the
 draft's own KV cache. The tree is deterministic given the draft model and the context.

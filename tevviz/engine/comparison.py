@@ -1,7 +1,7 @@
 """Verifier comparison on one fixed tree: each verifier's empirical exit law against the exact w.
 
 A chi-square goodness-of-fit test and the total-variation distance say whether a verifier draws
-from the canonical exit law (SPEC section 3); the app's comparison tab shows the result.
+from the canonical exit law (docs/math.md, *Verifiers*); the app's comparison tab shows the result.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ExitTrain: train the drafter on its own inference-time trees with exit weights (SPEC section 5).
+"""ExitTrain: train the drafter on its own inference-time trees with exit weights (docs/math.md, *ExitTrain*).
 
 L = L_tok + lambda_exit * L_exit, where
 L_exit = -[sum_i sum_{v != root} w_i(v) log q(x_v | c_i, path(pa(v)))] / sum_i (|V_i| - 1)

@@ -12,7 +12,7 @@ CHANGE_BARS = 16  # nodes in the change-of-w bar chart
 
 
 def loss_figure(log: Sequence[dict[str, Any]]) -> go.Figure:
-    """L, L_tok and L_exit per ExitTrain step (SPEC section 5); L_exit, an order smaller, on its own axis."""
+    """L, L_tok and L_exit per ExitTrain step (docs/math.md, *ExitTrain*); L_exit, an order smaller, on its own axis."""
     steps = [e["step"] for e in log]
     fig = go.Figure([
         go.Scatter(x=steps, y=[e["l_tok"] for e in log], mode="lines+markers", name="L_tok"),

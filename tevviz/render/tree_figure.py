@@ -133,7 +133,7 @@ def _markers(G: nx.DiGraph, pos: Mapping[Hashable, Point], nodes: list, name: st
         text=[_token(G.nodes[v]["text"]) for v in nodes] if labelled else None,
         textposition="top center",
         textfont={"size": 10},
-        customdata=nodes,  # node ids, so click handlers can map a point back to its node
+        customdata=nodes,  # node ids in the figure JSON, so a point can be traced back to its node
         hovertext=[_hover(v, G.nodes[v]) for v in nodes],
         hoverinfo="text",
     )
