@@ -7,6 +7,7 @@ both the state and the SessionStore as they were.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -32,6 +33,7 @@ from .source import PairSource
 from .state import MAX_HISTORY, AppState, LiveSession, SessionStore, Training, block_text
 
 MAX_TRAIN_CONTEXTS = 256  # contexts handed to the trainer (spread over the session's rounds)
+logger = logging.getLogger("tevviz")
 EVAL_CONTEXTS = 12  # contexts of the before/after table (spread over the session's rounds)
 
 
@@ -88,6 +90,7 @@ class Controller:
                     notice = f"the draft changed (now {pair.draft_name}): started a new session"
                 else:
                     notice = "the settings or the prompt changed: started a new session"
+                logger.info("session %s: %s", st.sid[:8], notice)
             live = LiveSession(DecodeSession(pair, encode_prompt(pair.tokenizer, prompt), cfg, keep_rounds=self.history),
                                prompt)
             fresh = AppState(sid=st.sid, kind="live", prompt=prompt, prompt_ids=list(live.session.prompt_ids),
@@ -236,6 +239,7 @@ class Controller:
             trainer = ExitTrainer(base, contexts, tcfg, draft=None if old is None else old.trainer.draft)
             if old is not None:
                 notice = "the settings changed: a fresh optimiser continues from the trained draft"
+                logger.info("session %s: ExitTrain %s", st.sid[:8], notice)
         log = [] if old is None else list(old.log)
         for i in range(tcfg.steps):
             if progress is not None:

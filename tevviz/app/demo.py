@@ -7,6 +7,8 @@ import: the models load on the first action that needs them.
 
 from __future__ import annotations
 
+import logging
+
 import gradio as gr
 
 from ..engine import ModelPair, ModelSource, TevvizError
@@ -21,6 +23,7 @@ from .source import PairSource
 from .state import MAX_HISTORY, SessionStore
 
 DEFAULT_PROMPT = "def fibonacci(n):\n"
+logger = logging.getLogger("tevviz")
 REFERENCE_VERIFIERS = ("predraw-loop",)  # reference code for the tests, not offered in the UI
 CSS = """
 #tree-plot { overflow-x: auto; }
@@ -43,7 +46,8 @@ def example_prompts(path=None) -> list[dict]:
     """The example prompts (the shipped file by default); none when the file is absent, bad lines left out."""
     try:
         return load_prompts(path, skip_bad=True)
-    except TevvizError:
+    except TevvizError as e:
+        logger.info("no example prompts: %s", e)
         return []
 
 

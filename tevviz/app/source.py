@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from ..engine.pairs import assets_dir, named_pair
 
 _PAIRS: dict[tuple, ModelPair] = {}
 _PAIRS_LOCK = threading.Lock()
+logger = logging.getLogger("tevviz")
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class PairSource:
         key = (self.model, id(base), draft)
         with _PAIRS_LOCK:
             if key not in _PAIRS:
+                logger.info("loading draft model %s beside %s", draft, base.target_name)
                 _PAIRS[key] = with_draft(base, draft, self.model)
             return _PAIRS[key]
 
@@ -75,5 +78,6 @@ class PairSource:
         key = (self.model,)
         with _PAIRS_LOCK:
             if key not in _PAIRS:
+                logger.info("loading %s (first use)", self.description)
                 _PAIRS[key] = self.model.load()
             return _PAIRS[key]

@@ -6,6 +6,7 @@ returns a plain RoundRecord.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -23,6 +24,7 @@ from .tree import DraftTree, ancestor_mask, path_to, position_ids
 from .verifiers import get_verifier
 
 MAX_NEW_TOKENS = 8192
+logger = logging.getLogger("tevviz")
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,7 @@ class DecodeSession:
         room = self.pair.context_length - len(self.tokens)
         if room - 1 < self.cfg.builder.max_depth and not self.notice:
             self.notice = f"tree depth trimmed to {max(room - 1, 0)} to fit the context length {self.pair.context_length}"
+            logger.info(self.notice)
         return max(min(remaining, room) - 1, 0)
 
     def step(self) -> RoundRecord:
