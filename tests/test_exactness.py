@@ -12,7 +12,7 @@ import math
 
 import pytest
 import torch
-from conftest import EOS, greedy_generate, random_prompts, tiny_model, tiny_pair
+from conftest import EOS, greedy_generate, perturbed, random_prompts, tiny_model, tiny_pair, word_tokenizer
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, autoregressive
 from tevviz.engine.kv import additive_mask, new_cache, tree_visibility
@@ -348,3 +348,94 @@ def test_top_p_keeps_the_smallest_prefix_reaching_p(top_p, kept):
     got = processed_probs(logits, SamplingConfig(temperature=1.0, top_p=top_p))[0]
     assert int((got > 0).sum()) == kept
     assert got.tolist() == pytest.approx(hand_processed(logits[0].tolist(), 1.0, 0, top_p), abs=1e-6)
+
+
+# ------------------------------------------------------------------------------------------------ sampling at T > 0
+
+SAMPLED = {"t1-top5": SamplingConfig(temperature=1.0, top_k=5), "t1.2-topp0.95": SamplingConfig(temperature=1.2, top_p=0.95),
+           "t1.5-top8-topp0.9": SamplingConfig(temperature=1.5, top_k=8, top_p=0.9)}
+
+
+@pytest.mark.parametrize("setting", list(SAMPLED))
+@pytest.mark.parametrize("verifier", list(VERIFIERS))
+def test_caches_in_line_after_every_sampled_round(verifier, setting):
+    """At T > 0 the accepted path leaves the greedy branch; both caches still equal a fresh prefill every round."""
+    pair = pair_of("llama")
+    cfg = DecodeConfig(sampling=SAMPLED[setting], builder=BUILDERS["best-first-small"], verifier=verifier,
+                       max_new_tokens=20, seed=list(VERIFIERS).index(verifier), stop_on_eos=False, missing_top=0)
+    off_first_branch = 0
+    for prompt in random_prompts(2 if setting == "t1-top5" else 1, seed=900 + list(SAMPLED).index(setting)):
+        s = decode(pair, prompt, cfg)
+        for r in s.rounds:
+            first = {}  # each node's first (most likely by the draft) child
+            for v, p in enumerate(r.parents):
+                first.setdefault(p, v)
+            off_first_branch += any(first[r.parents[v]] != v for v in r.accepted[1:])
+        assert len(s.generated) == 20
+    if setting == "t1-top5":
+        assert off_first_branch > 0, "test setup: some round should accept a path off the first branch"
+
+
+STREAM_V = 8
+STREAM_SESSIONS = 2000
+STREAM_SAMPLING = SamplingConfig(temperature=1.0, top_k=3)
+
+
+def stream_pair():
+    """A one-layer Llama pair over 8 tokens: small enough for thousands of sessions, the law over 3 tokens 27 cells."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tevviz.engine.models import ModelPair
+
+    cfg = LlamaConfig(vocab_size=STREAM_V, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
+                      eos_token_id=STREAM_V - 1, bos_token_id=STREAM_V - 1, pad_token_id=STREAM_V - 1)
+    torch.manual_seed(21)
+    target = LlamaForCausalLM(cfg)
+    with torch.no_grad():
+        target.lm_head.weight.mul_(4.0)
+    target = target.eval().requires_grad_(False)
+    return ModelPair(target, perturbed(target, 22, noise=0.5), word_tokenizer(STREAM_V), "stream", "stream-draft")
+
+
+@torch.no_grad()
+def first_three_law(model, prompt: list[int], sampling: SamplingConfig) -> dict[tuple[int, int, int], float]:
+    """Pr(x1, x2, x3) of plain autoregressive sampling, from one batched forward over all (x1, x2) continuations."""
+    pairs = [(a, b) for a in range(STREAM_V) for b in range(STREAM_V)]
+    ids = torch.tensor([prompt + [a, b] for a, b in pairs])
+    p = processed_probs(model(input_ids=ids).logits[:, -3:].double(), sampling)  # (V^2, 3, V)
+    law = {}
+    for i, (a, b) in enumerate(pairs):
+        for c in range(STREAM_V):
+            q = float(p[i, 0, a] * p[i, 1, b] * p[i, 2, c])
+            if q > 0:
+                law[(a, b, c)] = q
+    return law
+
+
+def test_first_three_tokens_follow_autoregressive_sampling():
+    """Tree decoding (best-first, TEV) at T = 1 with top-k: over 2,000 seeded sessions the first three committed
+    tokens follow plain autoregressive sampling (chi-square), across round boundaries and cache commits."""
+    from tevviz.engine.comparison import chi_square_p
+
+    pair = stream_pair()
+    prompt = [4]  # one token: no prefill forward, so a session costs about four tiny forwards
+    law = first_three_law(pair.target, prompt, STREAM_SAMPLING)
+    counts: dict[tuple[int, ...], int] = {}
+    rounds = 0
+    builder = BuilderConfig(budget=6, depth=3, children=3, width=3)
+    with torch.inference_mode():
+        for seed in range(STREAM_SESSIONS):
+            cfg = DecodeConfig(sampling=STREAM_SAMPLING, builder=builder, max_new_tokens=3, seed=seed,
+                               stop_on_eos=False, missing_top=0)
+            s = DecodeSession(pair, prompt, cfg)
+            rounds += len(s.run())
+            key = tuple(s.generated)
+            counts[key] = counts.get(key, 0) + 1
+    assert rounds < 2 * STREAM_SESSIONS, "test setup: drafts should often commit several tokens per round"
+    assert rounds > STREAM_SESSIONS, "test setup: some sessions should take more than one round"
+    impossible = [k for k in counts if k not in law]
+    assert not impossible, f"committed streams of probability 0: {impossible[:5]}"
+    cells = sorted(law)
+    _, df, p_value = chi_square_p([counts.get(c, 0) for c in cells], [law[c] for c in cells])
+    assert df >= 10 and p_value > 1e-3, f"chi-square p-value {p_value:.2e} over {df} degrees of freedom"
