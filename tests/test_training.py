@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -150,3 +151,111 @@ def test_bad_training_settings():
         TrainConfig(lr=0)
     with pytest.raises(TevvizError, match="token_labels"):
         TrainConfig(token_labels="fuzzy")
+
+
+# ------------------------------------------------------------------------------------ objectives told apart
+
+
+# Root children: node 1 (token 3) an internal node whose children hold 95% of its mass (small w, large P),
+# node 2 (token 5) a leaf (w = P). Exit weighting must pull the root toward token 5, prefix toward token 3.
+SPLIT_TOKENS = [7, 3, 5, 8, 1]
+SPLIT_PARENTS = [-1, 0, 0, 1, 1]
+
+
+def split_probs(vocab: int) -> torch.Tensor:
+    probs = torch.full((5, vocab), 1.0)
+    for row, mass in ((0, {3: 0.6, 5: 0.3}), (1, {8: 0.5, 1: 0.45})):
+        rest = (1 - sum(mass.values())) / (vocab - len(mass))
+        probs[row] = rest
+        for t, q in mass.items():
+            probs[row, t] = q
+    probs[2:] = 1.0 / vocab
+    return probs
+
+
+def root_logit_gradient(objective: str) -> tuple[torch.Tensor, object]:
+    """d L_exit-terms / d (draft logits of the root row), for a draft whose logits are all 0 (q uniform)."""
+    draft = tiny_model("llama", 5, layers=1, scale=1.0).requires_grad_(True)
+    with torch.no_grad():
+        draft.lm_head.weight.zero_()
+    vocab = draft.config.vocab_size
+    tree = from_parents(SPLIT_TOKENS, SPLIT_PARENTS)
+    probs = split_probs(vocab)
+    ex = exit_law(tree, probs)
+    seen = []
+
+    def keep(module, inputs, out):
+        out.retain_grad()
+        seen.append(out)
+
+    handle = draft.lm_head.register_forward_hook(keep)
+    try:
+        loss = exit_loss_terms(draft, CONTEXT, tree, ex, probs, objective)
+        if loss.requires_grad:
+            loss.backward()
+    finally:
+        handle.remove()
+    out = seen[-1]
+    root_row = out.shape[1] - tree.size  # the tree starts after the prefix CONTEXT[:-1]
+    grad = torch.zeros(vocab) if out.grad is None else out.grad[0, root_row]
+    return grad, ex
+
+
+def test_exit_and_prefix_gradients_point_the_predicted_way():
+    from tevviz.engine.training import node_weights
+
+    g_exit, ex = root_logit_gradient("exit")
+    g_prefix, _ = root_logit_gradient("prefix")
+    g_token, _ = root_logit_gradient("token")
+    assert ex.w[1].item() == pytest.approx(0.03, abs=1e-6) and ex.w[2].item() == pytest.approx(0.3, abs=1e-6)
+    # A descent step raises token 5 over token 3 under exit weights (w: 0.03 vs 0.3) and the reverse under
+    # prefix weights (P: 0.6 vs 0.3); the token-only objective has no tree term at all.
+    assert g_exit[5] < g_exit[3] and g_prefix[3] < g_prefix[5]
+    assert torch.count_nonzero(g_token) == 0
+    # Exactly: with uniform q, d/dz_a of -sum_u wt(u) log q(x_u) over the root's children is q(a) W - wt(u_a).
+    vocab = g_exit.shape[0]
+    for objective, g in (("exit", g_exit), ("prefix", g_prefix)):
+        wt = node_weights(objective, ex)
+        total = float(wt[1] + wt[2])
+        want = torch.full((vocab,), total / vocab)
+        want[3] -= wt[1]
+        want[5] -= wt[2]
+        assert torch.allclose(g, want, atol=1e-6), objective
+
+
+def test_trainer_step_normalises_by_all_nodes_and_weighs_by_lambda():
+    """L_exit = sum over the batch of the weighted NLL / sum_i (|V_i| - 1), and L = L_tok + lambda_exit * L_exit.
+
+    Two contexts whose trees differ in size (one sits at the end of the positions, so its tree is cut to
+    depth 2): dividing per tree, or by the batch size, gives a different number."""
+    import random
+
+    target = tiny_model("llama", 0, scale=5.0)
+    draft = tiny_model("llama", 7, layers=1, scale=1.0)
+    pair = ModelPair(target, draft, word_tokenizer(), "t", "d")
+    g = torch.Generator().manual_seed(8)
+    long = torch.randint(0, 90, (pair.context_length - 2,), generator=g).tolist()
+    from tevviz.engine.training import Context
+
+    contexts = [Context(CONTEXT, [3, 8, 1]), Context(long, [2])]
+    builder = BuilderConfig(budget=8, depth=3, children=2, width=2)  # 2 + 4 + 4 drafted: 8 kept, 6 at depth 2
+    cfg = TrainConfig(objective="exit", lambda_exit=7.0, lr=1e-3, batch=3, builder=builder, token_labels="hard", seed=4)
+    trainer = ExitTrainer(pair, contexts, cfg)
+    before = copy.deepcopy(trainer.draft).eval()
+    rng = random.Random(cfg.seed)  # the trainer draws its batch the same way
+    batch = [contexts[rng.randrange(len(contexts))] for _ in range(cfg.batch)]
+    assert len({len(c.tokens) for c in batch}) == 2, "test setup: both contexts in the batch"
+    log = trainer.step()
+    terms, nodes = 0.0, 0
+    for c in batch:
+        tree = build_training_tree(before, c.tokens, builder, pair.context_length - len(c.tokens))
+        ex, _ = target_weights(target, c.tokens, tree, 1.0)
+        tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
+        for v in range(1, tree.size):
+            parent_path = [tokens[u] for u in path_to(tree, parents[v])[1:]]
+            terms -= ex.w[v].item() * draft_logq(before, c.tokens + parent_path)[tokens[v]].item()
+        nodes += tree.size - 1
+    assert len({build_training_tree(before, c.tokens, builder, pair.context_length - len(c.tokens)).size
+                for c in batch}) == 2, "test setup: trees of two sizes"
+    assert log.l_exit == pytest.approx(terms / nodes, rel=1e-4)
+    assert log.loss == pytest.approx(log.l_tok + 7.0 * log.l_exit, rel=1e-5)
