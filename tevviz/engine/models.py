@@ -188,7 +188,7 @@ class ModelSource:
             target, draft = named_pair(self.pair or DEFAULT_PAIR).paths()
             return self.target or str(target), self.draft or str(draft)
         if self.draft is None:
-            raise TevvizError("give --draft with --target (or --pair NAME for a named pair)")
+            raise TevvizError("give both --target and --draft (or --pair NAME, whose target a --draft alone goes beside)")
         return self.target, self.draft
 
     @property
