@@ -275,6 +275,7 @@ def session_meta(session) -> dict:
         "verifier": cfg.verifier,
         "seed": cfg.seed,
         "max_new_tokens": cfg.max_new_tokens,
+        "chat": cfg.chat,
         "tevviz": __version__,
     }
 

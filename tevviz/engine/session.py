@@ -38,6 +38,7 @@ class DecodeConfig:
     seed: int = 0
     stop_on_eos: bool = True
     missing_top: int = 5  # missing tokens recorded per node; 0 skips that (N x V) work, as benchmarks do
+    chat: bool = False  # the prompt goes through the tokenizer's chat template (read where the prompt is encoded)
 
     def __post_init__(self):
         get_verifier(self.verifier)  # a clear error for an unknown name
@@ -48,6 +49,11 @@ class DecodeConfig:
             raise TevvizError(f"seed must be an integer, got {self.seed!r}")
 
 
+def has_chat_template(tokenizer) -> bool:
+    """Whether prompts can be wrapped in the tokenizer's chat template (the default for such pairs)."""
+    return bool(getattr(tokenizer, "chat_template", None))
+
+
 def encode_prompt(tokenizer, text: str, chat: bool = False) -> list[int]:
     """Token ids of a prompt, through the tokenizer's chat template when asked."""
     if not isinstance(text, str) or not text.strip():
@@ -55,7 +61,10 @@ def encode_prompt(tokenizer, text: str, chat: bool = False) -> list[int]:
     if chat:
         if not getattr(tokenizer, "chat_template", None):
             raise TevvizError("this tokenizer has no chat template; decode without --chat")
-        ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
+        # Templates with a thinking switch (Qwen3 and kin) answer directly, as a chat user expects here.
+        kw = {"enable_thinking": False} if "enable_thinking" in str(tokenizer.chat_template) else {}
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                            tokenize=True, **kw)
         return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
     return tokenizer(text)["input_ids"]
 
@@ -244,15 +253,20 @@ class BaselineResult:
 
 @torch.inference_mode()
 def autoregressive(pair: ModelPair, prompt_ids: list[int], cfg: DecodeConfig) -> BaselineResult:
-    """Token-by-token decoding of the target with the same processed distribution as the verifiers."""
+    """Token-by-token decoding of the target with the same processed distribution as the verifiers.
+
+    The prompt's prefill (all but its last token) is left out of the time, as `DecodeSession` does it
+    before its first round: speed-ups compare like with like."""
     model, device = pair.target, pair.target.device
     stop = stop_ids(pair) if cfg.stop_on_eos else set()
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     n = min(cfg.max_new_tokens, pair.context_length - len(prompt_ids))
+    cache = new_cache(model)
+    if len(prompt_ids) > 1:
+        model(input_ids=torch.tensor([prompt_ids[:-1]], device=device), cache=cache, use_cache=True)
+    ids = torch.tensor([prompt_ids[-1:]], device=device)
     _sync(device)
     t0 = time.perf_counter()
-    cache = new_cache(model)
-    ids = torch.tensor([prompt_ids], device=device)
     out: list[int] = []
     for _ in range(n):
         logits = model(input_ids=ids, cache=cache, use_cache=True).logits[0, -1:]
