@@ -91,7 +91,7 @@ class Controller:
                 else:
                     notice = "the settings or the prompt changed: started a new session"
                 logger.info("session %s: %s", st.sid[:8], notice)
-            live = LiveSession(DecodeSession(pair, encode_prompt(pair.tokenizer, prompt), cfg, keep_rounds=self.history),
+            live = LiveSession(DecodeSession(pair, encode_prompt(pair.tokenizer, prompt, chat=cfg.chat), cfg, keep_rounds=self.history),
                                prompt)
             fresh = AppState(sid=st.sid, kind="live", prompt=prompt, prompt_ids=list(live.session.prompt_ids),
                              meta=tio.session_meta(live.session), cfg=cfg)
@@ -132,7 +132,7 @@ class Controller:
     def baseline(self, st: AppState, prompt: str, cfg: DecodeConfig) -> AppState:
         """Time plain autoregressive decoding of the target on the same prompt and settings."""
         pair = self.source.get()
-        result = autoregressive(pair, encode_prompt(pair.tokenizer, prompt), cfg)
+        result = autoregressive(pair, encode_prompt(pair.tokenizer, prompt, chat=cfg.chat), cfg)
         entry = {"tokens": len(result.token_ids), "seconds": result.seconds, "tokens_per_s": result.tokens_per_s,
                  "prompt": prompt, "cfg": cfg}
         return replace(st, baseline=entry)
@@ -144,7 +144,7 @@ class Controller:
         Without `draft`, browser session `sid` decodes with its own draft (the trained one if chosen).
         """
         pair = self.source.get(draft) if draft or sid is None else self.session_pair(sid)
-        session = DecodeSession(pair, encode_prompt(pair.tokenizer, prompt), cfg)
+        session = DecodeSession(pair, encode_prompt(pair.tokenizer, prompt, chat=cfg.chat), cfg)
         t0 = time.perf_counter()
         while not session.done:
             session.step()

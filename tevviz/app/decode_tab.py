@@ -14,7 +14,7 @@ from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed
 
 # The settings widgets, by the names `decode_settings` takes (every decoding endpoint accepts them by keyword).
 SETTINGS = ("prompt", "temperature", "top_k", "top_p", "seed", "builder", "budget", "depth", "children", "width",
-            "branching", "verifier", "max_new_tokens")
+            "branching", "verifier", "max_new_tokens", "chat")
 VIEW_OUTPUTS = ("tree", "view", "node", "details", "text")  # what browsing a round updates
 # Outputs of /step, /step_token, /run, /reset, /import_file and /rescore after the gr.State, in order.
 ROUND_OUTPUTS = ("error", "stats", "stage", "hist", "depth_plot", *VIEW_OUTPUTS)
@@ -25,12 +25,14 @@ DOWNLOADS = ("round_dl", "session_dl", "html_dl")
 EXPORT_OUTPUTS = ("error", *DOWNLOADS)  # outputs of /export
 
 
-def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str]) -> dict:
+def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str], chat: bool) -> dict:
     """The left column: example prompts, the prompt, the action buttons, the error box and the settings."""
     c = {"pick": gr.Dropdown([(f"{p['title']} [{p.get('split', '')}]", p["id"]) for p in prompts], value=None,
-                             label="Example prompt", info=None if prompts else "assets/prompts.jsonl is not there yet",
+                             label="Example prompt", info=None if prompts else "no example prompt file for this pair",
                              interactive=bool(prompts)),
-         "prompt": gr.Textbox(first_prompt, lines=4, max_lines=12, label="Prompt")}
+         "prompt": gr.Textbox(first_prompt, lines=4, max_lines=12, label="Prompt"),
+         "chat": gr.Checkbox(chat, label="chat: wrap the prompt in the tokenizer's chat template",
+                             info="on by default for a pair whose tokenizer has one")}
     with gr.Row():
         c["step_btn"] = gr.Button("Step", variant="primary", min_width=100)
         c["token_btn"] = gr.Button("Step token", min_width=100)
@@ -77,10 +79,10 @@ def _view_column() -> dict:
     return c
 
 
-def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str]) -> Panel:
+def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat: bool) -> Panel:
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=320):
-            left = _settings_column(prompts, first_prompt, verifiers)
+            left = _settings_column(prompts, first_prompt, verifiers, chat)
         with gr.Column(scale=3, min_width=600):
             right = _view_column()
     c = {}
@@ -251,9 +253,9 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
 
 
 def decode_tab(ctl: Controller, state: gr.State, prompts: list[dict], first_prompt: str,
-               verifiers: list[str]) -> Panel:
+               verifiers: list[str], chat: bool = False) -> Panel:
     """The Decode tab (inside its gr.Tab); returns its components, whose `settings` the other tabs read."""
-    ui = _widgets(prompts, first_prompt, verifiers)
+    ui = _widgets(prompts, first_prompt, verifiers, chat)
     ui.state = state
     ui.settings = dict(zip(SETTINGS, ui.take(SETTINGS)))  # name -> widget, for `inputs_kwargs`
     _wire_decoding(ctl, ui, ui.settings)

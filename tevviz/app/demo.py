@@ -65,7 +65,7 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                                   attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
     models = PairSource(model, pair, tuple(model_dirs))
     ctl = Controller(models, store, history)
-    prompts = example_prompts()
+    prompts = example_prompts(models.prompts_path())
     first_prompt = default_prompt or (prompts[0]["prompt"] if prompts else DEFAULT_PROMPT)
     verifiers = ui_verifiers()
 
@@ -75,11 +75,10 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
         # seconds; either way the callback frees the session's DecodeSession and ExitTrain trainer.
         state = gr.State(None, time_to_live=ctl.store.ttl_s,
                          delete_callback=lambda st: st is not None and ctl.store.drop(st.sid))
-        gr.Markdown(f"## tevviz — draft-tree debugger for tree speculative decoding\nModels: {models.description} "
-                    "(loaded on first use).")
+        gr.Markdown(f"## tevviz — draft-tree debugger for tree speculative decoding\nModels: {models.description}.")
         with gr.Tabs():
             with gr.Tab("Decode"):
-                decode = decode_tab(ctl, state, prompts, first_prompt, verifiers)
+                decode = decode_tab(ctl, state, prompts, first_prompt, verifiers, models.chat_default())
             with gr.Tab("Verifier comparison"):
                 compare_tab(ctl, state, decode.error, decode.settings, verifiers, models.drafters())
             with gr.Tab("ExitTrain"):
@@ -91,8 +90,15 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
 def launch(target: str | None = None, draft: str | None = None, dtype: str = "auto", device: str | None = None,
            device_map=None, attn_implementation: str = "sdpa", trust_remote_code: bool = False,
            server_name: str = "127.0.0.1", server_port: int | None = None, share: bool = False,
-           model_dirs: tuple[str, ...] = (), source: ModelSource | None = None) -> None:
-    """Serve the app (blocking); binds this machine only and makes no share link unless asked."""
-    demo = build_demo(target, draft, dtype, device, device_map, attn_implementation, trust_remote_code,
-                      model_dirs=model_dirs, source=source)
+           model_dirs: tuple[str, ...] = (), source: ModelSource | None = None, preload: bool = False) -> None:
+    """Serve the app (blocking); binds this machine only and makes no share link unless asked.
+
+    `preload` loads the models before serving, with their progress in the terminal, so the first Step
+    does not wait for them."""
+    model = source or ModelSource(target, draft, dtype=dtype, device=device, device_map=device_map,
+                                  attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
+    if preload:
+        print(f"loading {PairSource(model).description} ...", flush=True)
+        PairSource(model).get()
+    demo = build_demo(model_dirs=model_dirs, source=model)
     demo.launch(server_name=server_name, server_port=server_port, share=share, **launch_options())

@@ -59,6 +59,28 @@ class PairSource:
             return named_pair(self.model.pair).drafter_paths()
         return shipped_drafters() if self.model.target is None else {}
 
+    def chat_default(self) -> bool:
+        """Whether the chat checkbox starts on: the pair's tokenizer has a chat template."""
+        from ..engine.session import has_chat_template
+
+        if self.pair is not None:
+            return has_chat_template(self.pair.tokenizer)
+        if self.model.pair_name is not None and self.model.target is None:
+            return named_pair(self.model.pair_name).chat
+        loaded = _PAIRS.get((self.model,))
+        if loaded is not None:
+            return has_chat_template(loaded.tokenizer)
+        folder = Path(self.model.target).expanduser()
+        folder = folder.parent if folder.is_file() else folder
+        config = folder / "tokenizer_config.json"
+        return (folder / "chat_template.jinja").is_file() or (config.is_file() and "chat_template" in config.read_text())
+
+    def prompts_path(self) -> Path:
+        """The example prompts for this pair: the named pair's file, else the chat prompts for a chat model."""
+        if self.model.pair_name is not None and self.model.target is None:
+            return named_pair(self.model.pair_name).prompts_path()
+        return assets_dir() / ("prompts_chat.jsonl" if self.chat_default() else "prompts.jsonl")
+
     def get(self, draft: str | None = None) -> ModelPair:
         """The pair, loading it on first use; `draft` swaps in another draft model beside the same target."""
         base = self._base()
