@@ -266,7 +266,7 @@ def cmd_bench(args) -> int:
         raise TevvizError(f"no benchmark {args.name!r}; available: {', '.join(have) or 'none (not a source checkout)'}")
     # The scripts import their shared helpers as `common`, from their own folder.
     sys.path.insert(0, str(root))
-    sys.argv = [str(script), *[a for a in args.args if a != "--"]]
+    argv, sys.argv = sys.argv, [str(script), *[a for a in args.args if a != "--"]]
     args.started = True
     try:
         runpy.run_path(str(script), run_name="__main__")
@@ -274,4 +274,5 @@ def cmd_bench(args) -> int:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:
         sys.path.remove(str(root))
+        sys.argv = argv
     return 0
