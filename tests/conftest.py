@@ -7,6 +7,7 @@ import copy
 import pytest
 import torch
 
+from tevviz.engine.kv import new_cache
 from tevviz.engine.models import ModelPair
 
 # Tiny models gain nothing from intra-op threads, and oversubscribed threads on a busy 2-core
@@ -105,3 +106,34 @@ def greedy_generate(model, prompt: list[int], max_new_tokens: int = 64, stop_on_
     kw = {"eos_token_id": EOS, "pad_token_id": EOS} if stop_on_eos else {"eos_token_id": None, "pad_token_id": 0}
     out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False, **kw)
     return out[0, len(prompt):].tolist()
+
+
+@torch.no_grad()
+def fresh_cache(model, tokens: list[int]):
+    """A cache filled by one plain causal forward of `tokens`."""
+    cache = new_cache(model)
+    if tokens:
+        model(input_ids=torch.tensor([tokens]), cache=cache, use_cache=True)
+    return cache
+
+
+def assert_same_cache(cache, ref, length: int, what: str) -> None:
+    assert cache.get_seq_length() == length, f"{what} cache holds {cache.get_seq_length()} entries, expected {length}"
+    if length == 0:
+        return
+    for i, (a, b) in enumerate(zip(cache.layers, ref.layers)):
+        for name in ("keys", "values"):
+            x, y = getattr(a, name)[..., :length, :], getattr(b, name)
+            assert x.shape == y.shape, f"{what} layer {i} {name}: shape {tuple(x.shape)} vs {tuple(y.shape)}"
+            err = (x - y).abs().max().item()
+            assert err <= 1e-5, f"{what} layer {i} {name} differ from a fresh prefill by {err:.3g}"
+
+
+def assert_caches_in_line(pair, s) -> None:
+    """Target cache = prefill of committed tokens minus the root; draft cache = committed minus pending."""
+    toks = s.tokens
+    assert_same_cache(s.target_cache, fresh_cache(pair.target, toks[:-1]), len(toks) - 1, f"round {len(s.rounds)}: target")
+    n_draft = len(toks) - len(s.pending)
+    assert 1 <= len(s.pending) <= len(toks)
+    assert s.pending == toks[n_draft:], "pending tokens must be the last committed tokens"
+    assert_same_cache(s.draft_cache, fresh_cache(pair.draft, toks[:n_draft]), n_draft, f"round {len(s.rounds)}: draft")

