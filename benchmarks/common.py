@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tevviz.engine.builders import BuilderConfig
-from tevviz.engine.models import load_pair
+from tevviz.engine.models import ModelSource
+from tevviz.engine.pairs import NAMED_PAIRS, named_pair
+from tevviz.engine.session import encode_prompt
 from tevviz.prompts import load_prompts
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -23,11 +25,12 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 def parser(description: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=description)
-    ap.add_argument("--target", default=None, help="default: the embedded stdlib target")
-    ap.add_argument("--draft", default=None, help="default: the embedded stdlib draft")
+    ap.add_argument("--pair", default=None, choices=list(NAMED_PAIRS), help="a named pair (default: stdlib)")
+    ap.add_argument("--target", default=None, help="default: the named pair's target")
+    ap.add_argument("--draft", default=None, help="default: the named pair's drafter")
     ap.add_argument("--dtype", default="auto")
-    ap.add_argument("--device", default=None)
-    ap.add_argument("--prompts", default=None, help="default: assets/prompts.jsonl")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--prompts", default=None, help="default: the pair's prompt file (assets/prompts.jsonl for stdlib)")
     ap.add_argument("--split", default="eval")
     ap.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
     ap.add_argument("--out", default=None, help="JSON output path (default benchmarks/results/<name>.json)")
@@ -51,9 +54,12 @@ def setup(args):
     """The pair and the tokenised prompts named by the common flags."""
     if args.threads:
         torch.set_num_threads(args.threads)
-    pair = load_pair(args.target, args.draft, dtype=args.dtype, device=args.device)
-    rows = load_prompts(args.prompts, args.split)[: args.limit]
-    return pair, [pair.tokenizer(r["prompt"])["input_ids"] for r in rows]
+    source = ModelSource(target=args.target, draft=args.draft, pair=args.pair, dtype=args.dtype, device=args.device)
+    pair = source.load()
+    path = args.prompts or (named_pair(args.pair).prompts_path() if args.pair else None)
+    rows = load_prompts(path, args.split)[: args.limit]
+    # Chat rows (a chat pair's prompt file) go through the tokenizer's chat template.
+    return pair, [encode_prompt(pair.tokenizer, r["prompt"], chat=bool(r.get("chat"))) for r in rows]
 
 
 def sync(device) -> None:

@@ -1,9 +1,10 @@
-"""End to end on the eval prompts: tokens/s and tau of each decoder, speed-up over autoregressive.
+"""End to end on the eval prompts: tokens/s, tau and 1 + C_p of each decoder, speed-up over autoregressive.
 
 Decoders: plain autoregressive (`target.generate`, and tevviz's own token loop), HF assisted generation
 (`target.generate(assistant_model=draft)`), chain speculative decoding, best-first + predraw (the
-DDTree configuration), best-first + TEV, and best-first + TEV with the exit-trained drafter. Runs
-are interleaved prompt by prompt (each decoder once per prompt in turn) after one warm-up pass.
+DDTree configuration), best-first + TEV at each budget of --budgets, and best-first + TEV with the
+exit-trained drafter. Runs are interleaved prompt by prompt and temperature by temperature (each
+decoder once per prompt in turn) after one warm-up pass. Prompt prefill is left out of every time.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import torch
 from common import best_first, parser, setup, sync, table, tree_decode, tree_flags, write
 
 from tevviz.engine.builders import BuilderConfig
-from tevviz.engine.models import ModelPair, assets_dir, load_model
+from tevviz.engine.models import ModelPair, load_model
+from tevviz.engine.pairs import named_pair
 
 
 def hf_generate(pair: ModelPair, ids, n: int, temperature: float, assistant=None):
@@ -41,62 +43,99 @@ def own_autoregressive(pair: ModelPair, ids, n: int, temperature: float, seed: i
 
 def tree_run(pair: ModelPair, ids, n: int, temperature: float, builder: BuilderConfig, verifier: str, seed: int):
     s, _ = tree_decode(pair, ids, temperature, builder, verifier, n, seed)
-    return len(s.generated), sum(r.block_length for r in s.rounds) / len(s.rounds)
+    ceilings = [1 + r.C_p for r in s.rounds if r.C_p is not None]
+    return len(s.generated), (sum(r.block_length for r in s.rounds) / len(s.rounds),
+                              sum(ceilings) / len(ceilings) if ceilings else float("nan"))
 
 
-def main() -> None:
-    ap = parser(__doc__)
-    ap.add_argument("--temperature", type=float, default=0.0)
-    tree_flags(ap, budget=16, depth=5)
-    ap.add_argument("--exittrain-draft", default=str(assets_dir() / "models" / "tevviz-stdlib-draft-exittrain"))
-    args = ap.parse_args()
-    pair, prompts = setup(args)
-    n, temp = args.max_new_tokens, args.temperature
-    best = best_first(args.budget, args.depth)
+def mean_se(xs: list[float]) -> tuple[float, float]:
+    """Mean and its standard error over prompts."""
+    if not xs:
+        return float("nan"), float("nan")
+    return statistics.mean(xs), (statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else float("nan"))
+
+
+def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None) -> dict:
+    n = args.max_new_tokens
     chain = BuilderConfig(kind="chain", depth=args.depth)
-    decoders = {
+    out = {
         "autoregressive": lambda ids, i: hf_generate(pair, ids, n, temp),
         # tevviz's own token-by-token loop (same sampler, inference mode): the speculative gain net of loop overhead.
         "autoregressive (tevviz loop)": lambda ids, i: own_autoregressive(pair, ids, n, temp, i),
         "hf-assisted": lambda ids, i: hf_generate(pair, ids, n, temp, assistant=pair.draft),
         "chain+tev": lambda ids, i: tree_run(pair, ids, n, temp, chain, "tev", i),
-        "best-first+predraw": lambda ids, i: tree_run(pair, ids, n, temp, best, "predraw", i),
-        "best-first+tev": lambda ids, i: tree_run(pair, ids, n, temp, best, "tev", i),
+        "best-first+predraw": lambda ids, i: tree_run(pair, ids, n, temp, best_first(args.budget, args.depth),
+                                                      "predraw", i),
     }
-    if Path(args.exittrain_draft).is_dir():
-        trained = load_model(args.exittrain_draft, "draft", dtype=args.dtype, device=str(pair.device))
-        pair_x = ModelPair(pair.target, trained, pair.tokenizer, pair.target_name, args.exittrain_draft)
-        decoders["best-first+tev+exittrain"] = lambda ids, i: tree_run(pair_x, ids, n, temp, best, "tev", i)
+    for b in sorted({args.budget, *args.budgets}):
+        out[f"best-first+tev B={b}"] = lambda ids, i, b=b: tree_run(pair, ids, n, temp, best_first(b, args.depth),
+                                                                    "tev", i)
+    if trained is not None:
+        out["best-first+tev+exittrain"] = lambda ids, i: tree_run(trained, ids, n, temp,
+                                                                  best_first(args.budget, args.depth), "tev", i)
+    return out
+
+
+def main() -> None:
+    ap = parser(__doc__)
+    ap.add_argument("--temperatures", default="0", help="comma-separated; interleaved prompt by prompt")
+    tree_flags(ap, budget=16, depth=5)
+    ap.add_argument("--budgets", default="", help="further best-first + TEV budgets, comma-separated (a small sweep)")
+    ap.add_argument("--exittrain-draft", default=None, help="default: the pair's exit-trained drafter, if shipped")
+    args = ap.parse_args()
+    args.budgets = [int(b) for b in args.budgets.split(",") if b]
+    temps = [float(t) for t in args.temperatures.split(",")]
+    pair, prompts = setup(args)
+    drafters = list(named_pair(args.pair or "stdlib").drafter_paths().values())
+    x_path = args.exittrain_draft or (str(drafters[1]) if len(drafters) > 1 else None)
+    trained = None
+    if x_path and Path(x_path).is_dir():
+        model = load_model(x_path, "draft", dtype=args.dtype, device=str(pair.device))
+        trained = ModelPair(pair.target, model, pair.tokenizer, pair.target_name, x_path)
     else:
-        print(f"no exit-trained drafter at {args.exittrain_draft}; skipping that row")
-    for name, fn in decoders.items():  # warm-up, not timed
-        fn(prompts[0], 0)
-    seconds = {k: 0.0 for k in decoders}
-    tokens = {k: 0 for k in decoders}
-    taus = {k: [] for k in decoders}
+        print("no exit-trained drafter; skipping that row")
+    runs = {t: decoders_for(pair, args, t, trained) for t in temps}
+    for t, decoders in runs.items():  # warm-up, not timed
+        for fn in decoders.values():
+            fn(prompts[0], 0)
+    seconds = {(t, k): 0.0 for t, d in runs.items() for k in d}
+    tokens = {key: 0 for key in seconds}
+    taus = {key: [] for key in seconds}
+    ceilings = {key: [] for key in seconds}
     for i, ids in enumerate(prompts):
-        for name, fn in decoders.items():
-            sync(pair.device)
-            t0 = time.perf_counter()
-            count, tau = fn(ids, i)
-            sync(pair.device)
-            seconds[name] += time.perf_counter() - t0
-            tokens[name] += count
-            if tau is not None:
-                taus[name].append(tau)
-    ar = tokens["autoregressive"] / seconds["autoregressive"]
+        for t, decoders in runs.items():
+            for name, fn in decoders.items():
+                sync(pair.device)
+                t0 = time.perf_counter()
+                count, stats = fn(ids, i)
+                sync(pair.device)
+                seconds[t, name] += time.perf_counter() - t0
+                tokens[t, name] += count
+                if stats is not None:
+                    taus[t, name].append(stats[0])
+                    ceilings[t, name].append(stats[1])
+        print(f"prompt {i + 1}/{len(prompts)} done", flush=True)
     rows = []
-    for name in decoders:
-        tps = tokens[name] / seconds[name]
-        rows.append({"decoder": name, "tau": statistics.mean(taus[name]) if taus[name] else float("nan"),
-                     "tokens": tokens[name], "seconds": seconds[name], "tokens_per_s": tps, "speedup": tps / ar})
-    print(f"T={temp:g}  B={args.budget}  H={args.depth}  {len(prompts)} prompts x {n} tokens  device {pair.device}")
-    print(table(rows, ["decoder", "tau", "tokens", "seconds", "tokens_per_s", "speedup"]))
+    for t, decoders in runs.items():
+        ar = tokens[t, "autoregressive"] / seconds[t, "autoregressive"]
+        assisted = tokens[t, "hf-assisted"] / seconds[t, "hf-assisted"]
+        for name in decoders:
+            tps = tokens[t, name] / seconds[t, name]
+            tau, tau_se = mean_se(taus[t, name])
+            ceil, ceil_se = mean_se(ceilings[t, name])
+            rows.append({"T": t, "decoder": name, "tau": tau, "tau_se": tau_se, "ceiling": ceil, "ceiling_se": ceil_se,
+                         "tokens": tokens[t, name], "seconds": seconds[t, name], "tokens_per_s": tps,
+                         "speedup": tps / ar, "vs_assisted": tps / assisted})
+    print(f"B={args.budget} (sweep {args.budgets})  H={args.depth}  {len(prompts)} prompts x {args.max_new_tokens} "
+          f"tokens  device {pair.device}  pair {pair.target_name} / {pair.draft_name}")
+    print(table(rows, ["T", "decoder", "tau", "tau_se", "ceiling", "ceiling_se", "tokens_per_s", "speedup",
+                       "vs_assisted"]))
     import plotly.graph_objects as go
 
-    fig = go.Figure(go.Bar(x=[r["decoder"] for r in rows], y=[r["speedup"] for r in rows]))
-    fig.update_layout(title=f"Speed-up over autoregressive (T={temp:g})", yaxis_title="x")
-    write(f"end_to_end_T{temp:g}", args, {"rows": rows}, fig)
+    fig = go.Figure([go.Bar(name=f"T={t:g}", x=[r["decoder"] for r in rows if r["T"] == t],
+                            y=[r["speedup"] for r in rows if r["T"] == t]) for t in temps])
+    fig.update_layout(title="Speed-up over autoregressive generate", yaxis_title="x")
+    write(f"end_to_end_{args.pair or 'stdlib'}", args, {"rows": rows}, fig)
 
 
 if __name__ == "__main__":
