@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import TevvizError
-from .records import ROUND_SCHEMA, SESSION_SCHEMA, RoundRecord
+from .records import ROUND_SCHEMA, SESSION_SCHEMA, RoundRecord, path_to
 
 MAX_BYTES = 64 * 1024 * 1024
 MAX_NODES = 8192
@@ -97,6 +97,17 @@ def _str(x, where: str, nullable: bool = True) -> str:
     return x
 
 
+def _depths(parents: list[int], parent_field) -> list[int]:
+    """Each node's depth in a parent array whose node 0 is the root; refuses a parent that is not an earlier node."""
+    depths = [0] * len(parents)
+    for v in range(1, len(parents)):
+        p = parents[v]
+        if not 0 <= p < v:
+            _fail(parent_field(v), f"{p} is not an earlier node (parents must precede children)")
+        depths[v] = depths[p] + 1
+    return depths
+
+
 def _check_tree(parents: list[int], accepted: list[int], exit_node: int, where: str, ddtree: bool = False) -> list[int]:
     """Parents before children, one root, accepted = the root-to-exit path; returns depths."""
     parent_field = (lambda v: f"{where}.parents[{v}]") if ddtree else (lambda v: f"{where}.nodes[{v}].parent")
@@ -106,23 +117,29 @@ def _check_tree(parents: list[int], accepted: list[int], exit_node: int, where: 
         _fail(where, "the tree has no nodes")
     if parents[0] != -1:
         _fail(parent_field(0), "node 0 must be the root (parent null)")
-    depths = [0] * n
-    for v in range(1, n):
-        p = parents[v]
-        if not 0 <= p < v:
-            _fail(parent_field(v), f"{p} is not an earlier node (parents must precede children)")
-        depths[v] = depths[p] + 1
+    depths = _depths(parents, parent_field)
     _int(exit_node, accepted_field if ddtree else f"{where}.graph.exit_node", 0, n - 1)
-    path = [exit_node]
-    while parents[path[-1]] >= 0:
-        path.append(parents[path[-1]])
-    if accepted != path[::-1]:
+    if accepted != path_to(parents, exit_node):
         _fail(accepted_field, f"{accepted[:20]} is not the path from the root to exit node {exit_node}")
     return depths
 
 
+def _check_path(parents: list[int], accepted: list[int], field: str) -> None:
+    """`accepted` walks from the root (0) down through `parents`, each node a child of the one before."""
+    if not accepted:
+        _fail(field, "is empty; it must start at the root, 0")
+    if accepted[0] != 0:
+        _fail(f"{field}[0]", f"{accepted[0]} is not the root; the path must start at 0")
+    for k in range(1, len(accepted)):
+        v, u = accepted[k], accepted[k - 1]
+        if v >= len(parents):
+            _fail(f"{field}[{k}]", f"{v} is not a node (the tree has nodes 0..{len(parents) - 1})")
+        if parents[v] != u:
+            _fail(f"{field}[{k}]", f"node {v} is not a child of node {u} (its parent is {parents[v]})")
+
+
 def _check_siblings(parents: list[int], tokens: list[int], where: str, node_name) -> None:
-    """Siblings carry distinct tokens (SPEC section 4); a repeat would count one token's mass twice in the exit law."""
+    """Siblings carry distinct tokens (docs/math.md, *Notation*); a repeat would count one token's mass twice in the exit law."""
     first: dict[tuple[int, int], int] = {}
     for v in range(1, len(parents)):
         other = first.setdefault((parents[v], tokens[v]), v)
@@ -172,24 +189,75 @@ def parse_round(d, where: str = "round") -> RoundRecord:
     return RoundRecord.from_dict(rec)
 
 
-def parse_ddtree(d: dict, where: str = "trace", index: int = 0) -> RoundRecord:
-    """A round from DDTree's per-round trace: node_token_ids, node_depths, parents, accepted_indices.
+def _ints(x, where: str, lo: int | None = None, max_len: int = MAX_NODES) -> list[int]:
+    return [_int(v, f"{where}[{i}]", lo) for i, v in enumerate(_list(x, where, max_len))]
+
+
+def _root_token(d: dict, where: str) -> int:
+    """A trace that does not store its root's token: `root_token_id` when given, else 0 (unknown)."""
+    return _int(d.get("root_token_id", 0), f"{where}.root_token_id", 0)
+
+
+def _bonus_token(d: dict, where: str) -> int:
+    return _int(d.get("bonus_token_id", -1), f"{where}.bonus_token_id", -1)
+
+
+def parse_ddtree(d, where: str = "trace", index: int = 0) -> RoundRecord:
+    """A round from a DDTree trace: DDTree's own `{"accepted_indices", "tree"}` round, or the flat fields."""
+    d = _dict(d, where)
+    if "tree" in d:
+        return _parse_ddtree_round(d, where, index)
+    return _parse_ddtree_flat(d, where, index)
+
+
+def _parse_ddtree_round(d: dict, where: str, index: int) -> RoundRecord:
+    """One entry of `ddtree_generate(..., save_tree_traces=True).round_trees`.
+
+    Tree node v > 0 is `node_token_ids[v - 1]` at depth `node_depths[v - 1]` under `parents[v]`; node 0
+    is the root (parents[0] = -1, its token not stored); `accepted_indices` is the path from 0 down.
+    """
+    tree = _dict(d.get("tree"), f"{where}.tree")
+    at = f"{where}.tree"
+    toks = _ints(tree.get("node_token_ids"), f"{at}.node_token_ids", 0)
+    deps = _ints(tree.get("node_depths"), f"{at}.node_depths", 0)
+    pars = _ints(tree.get("parents"), f"{at}.parents", -1, MAX_NODES + 1)
+    acc = _ints(d.get("accepted_indices"), f"{where}.accepted_indices", 0)
+    n = len(toks)
+    if len(deps) != n:
+        _fail(f"{at}.node_depths", f"has {len(deps)} entries, expected {n} (one per node_token_ids)")
+    if len(pars) != n + 1:
+        _fail(f"{at}.parents", f"has {len(pars)} entries, expected {n + 1} (the root, then one per node_token_ids)")
+    if pars[0] != -1:
+        _fail(f"{at}.parents[0]", f"{pars[0]} must be -1: node 0 is the root")
+    depths = _depths(pars, lambda v: f"{at}.parents[{v}]")
+    bad = next((v for v in range(1, n + 1) if deps[v - 1] != depths[v]), None)
+    if bad is not None:
+        _fail(f"{at}.node_depths[{bad - 1}]",
+              f"{deps[bad - 1]} does not match the parents (expected {depths[bad]}, the parent's depth + 1)")
+    _check_path(pars, acc, f"{where}.accepted_indices")
+    tokens = [_root_token(d, where)] + toks
+    _check_siblings(pars, tokens, at, lambda v: f"node_token_ids[{v - 1}]")
+    return RoundRecord.unscored(index, "ddtree-trace", tokens, pars, depths, exit_node=acc[-1],
+                                bonus_token=_bonus_token(d, where))
+
+
+def _parse_ddtree_flat(d: dict, where: str, index: int) -> RoundRecord:
+    """A round as flat fields of equal length: node_token_ids, node_depths, parents, accepted_indices.
 
     Node 0 is taken as the root when its parent is -1/null and no other node's is; otherwise the
     nodes are the drafted ones and a root (token `root_token_id`, if given) is put above them.
     """
-    toks = [_int(t, f"{where}.node_token_ids[{i}]", 0) for i, t in enumerate(_list(d.get("node_token_ids"), f"{where}.node_token_ids"))]
+    toks = _ints(d.get("node_token_ids"), f"{where}.node_token_ids", 0)
     pars = [-1 if p is None else _int(p, f"{where}.parents[{i}]", -1) for i, p in enumerate(_list(d.get("parents"), f"{where}.parents"))]
-    deps = [_int(x, f"{where}.node_depths[{i}]", 0) for i, x in enumerate(_list(d.get("node_depths"), f"{where}.node_depths"))]
-    acc = [_int(a, f"{where}.accepted_indices[{i}]", 0) for i, a in enumerate(_list(d.get("accepted_indices"), f"{where}.accepted_indices"))]
+    deps = _ints(d.get("node_depths"), f"{where}.node_depths", 0)
+    acc = _ints(d.get("accepted_indices"), f"{where}.accepted_indices", 0)
     if not (len(toks) == len(pars) == len(deps)):
         _fail(where, f"node_token_ids, parents and node_depths differ in length ({len(toks)}, {len(pars)}, {len(deps)})")
     if not toks:
         _fail(where, "the trace has no nodes")
     rooted = pars[0] == -1 and pars.count(-1) == 1
     if not rooted:
-        root_tok = _int(d.get("root_token_id", 0), f"{where}.root_token_id", 0)
-        toks, deps = [root_tok] + toks, [0] + [x + 1 if min(deps) == 0 else x for x in deps]
+        toks, deps = [_root_token(d, where)] + toks, [0] + [x + 1 if min(deps) == 0 else x for x in deps]
         pars = [-1] + [p + 1 for p in pars]
         acc = [0] + [a + 1 for a in acc]
     if not acc or acc[0] != 0:
@@ -200,21 +268,19 @@ def parse_ddtree(d: dict, where: str = "trace", index: int = 0) -> RoundRecord:
     if depths != deps:
         bad = next(i for i in range(len(deps)) if deps[i] != depths[i])
         _fail(f"{where}.node_depths[{bad}]", f"{deps[bad]} does not match the parents (expected {depths[bad]})")
-    n = len(toks)
-    none = [None] * n
-    return RoundRecord(
-        index=index, verifier="ddtree-trace", tokens=toks, texts=[""] * n, parents=pars, depths=depths,
-        draft_logprobs=[0.0] * n, scores=[0.0] * n, p_edge=none, P=list(none), rho=list(none), w=list(none),
-        missing=[[] for _ in range(n)], exit_node=acc[-1], bonus_token=_int(d.get("bonus_token_id", -1), f"{where}.bonus_token_id", -1),
-        bonus_text="", accepted=acc, committed=[], C_p=None, stage_ms={},
-    )
+    return RoundRecord.unscored(index, "ddtree-trace", toks, pars, depths, exit_node=acc[-1],
+                                bonus_token=_bonus_token(d, where))
+
+
+def _ddtree_rounds(rounds, where: str) -> ImportedSession:
+    rounds = _list(rounds, where, MAX_ROUNDS)
+    return ImportedSession([parse_ddtree(t, f"{where}[{i}]", i) for i, t in enumerate(rounds)], "ddtree")
 
 
 def parse(data) -> ImportedSession:
     """Validate a decoded JSON value as a tevviz session, a tevviz round, or DDTree trace(s)."""
     if isinstance(data, list):
-        _list(data, "trace list", MAX_ROUNDS)
-        return ImportedSession([parse_ddtree(_dict(t, f"trace[{i}]"), f"trace[{i}]", i) for i, t in enumerate(data)], "ddtree")
+        return _ddtree_rounds(data, "trace")
     data = _dict(data, "file")
     schema = data.get("schema")
     if schema == SESSION_SCHEMA:
@@ -226,12 +292,13 @@ def parse(data) -> ImportedSession:
         )
     if schema == ROUND_SCHEMA or (schema is None and "nodes" in data and "graph" in data):
         return ImportedSession([parse_round(data, "round")], "round")
-    if schema is None and "node_token_ids" in data:
+    if schema is None and "round_trees" in data:
+        return _ddtree_rounds(data["round_trees"], "round_trees")
+    if schema is None and ("node_token_ids" in data or "tree" in data):
         return ImportedSession([parse_ddtree(data)], "ddtree")
     first = data.get("rounds")[0] if isinstance(data.get("rounds"), list) and data["rounds"] else None
-    if schema is None and isinstance(first, dict) and "node_token_ids" in first:
-        return ImportedSession([parse_ddtree(_dict(t, f"rounds[{i}]"), f"rounds[{i}]", i)
-                                for i, t in enumerate(_list(data["rounds"], "rounds", MAX_ROUNDS))], "ddtree")
+    if schema is None and isinstance(first, dict) and ("node_token_ids" in first or "tree" in first):
+        return _ddtree_rounds(data["rounds"], "rounds")
     raise TevvizError(
         f"file: unknown format (schema {schema!r}); expected {SESSION_SCHEMA!r}, {ROUND_SCHEMA!r} or a DDTree trace"
     )

@@ -1,0 +1,174 @@
+"""DDTree's own trace layout: `ddtree_generate(..., save_tree_traces=True).round_trees`, imported as DDTree writes it.
+
+Per round: {"accepted_indices": [...], "tree": {"node_token_ids": [N], "node_depths": [N], "parents": [N + 1]}},
+tree node i > 0 is node_token_ids[i - 1], node 0 the root (token not stored, parents[0] = -1).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tevviz.cli import main
+from tevviz.engine.io import load, parse_round, round_dict
+from tevviz.engine.records import path_to
+
+
+def ddtree_round(tokens: list[int], parents: list[int], accepted: list[int]) -> dict:
+    """A round as DDTree writes it, from the drafted nodes' tokens and the full parent array (root first)."""
+    depths = [0] * len(parents)
+    for v in range(1, len(parents)):
+        depths[v] = depths[parents[v]] + 1
+    return {"accepted_indices": list(accepted),
+            "tree": {"node_token_ids": list(tokens), "node_depths": depths[1:], "parents": list(parents)}}
+
+
+# Round 0: root -> 1 -> 3 -> 5 accepted (L = 4); round 1: root -> 3 accepted (L = 2).
+ROUND_TREES = [
+    ddtree_round([11, 12, 13, 14, 15], [-1, 0, 0, 1, 1, 3], [0, 1, 3, 5]),
+    ddtree_round([21, 22, 23], [-1, 0, 1, 0], [0, 3]),
+]
+
+
+def write(tmp_path, data, name="trace.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("wrap", ["list", "dict"], ids=["bare list", "round_trees"])
+def test_two_round_trace_imports(tmp_path, wrap):
+    data = ROUND_TREES if wrap == "list" else {"round_trees": ROUND_TREES, "acceptance_lengths": [4, 2]}
+    imp = load(write(tmp_path, data))
+    assert imp.kind == "ddtree" and len(imp.rounds) == 2
+    r0, r1 = imp.rounds
+    assert [r0.index, r1.index] == [0, 1]
+    assert [r0.size, r1.size] == [6, 4]  # the root plus N drafted nodes
+    assert r0.tokens[1:] == [11, 12, 13, 14, 15] and r1.tokens[1:] == [21, 22, 23]
+    assert r0.tokens[0] == 0 and r1.tokens[0] == 0  # the root's token is unknown, as in the flat import
+    assert r0.parents == [-1, 0, 0, 1, 1, 3] and r1.parents == [-1, 0, 1, 0]
+    assert r0.depths == [0, 1, 1, 2, 2, 3] and r1.depths == [0, 1, 2, 1]
+    assert r0.accepted == [0, 1, 3, 5] and r0.exit_node == 5 and r0.block_length == 4
+    assert r1.accepted == [0, 3] and r1.exit_node == 3 and r1.block_length == 2
+    assert r0.verifier == "ddtree-trace" and r0.P == [None] * 6 and r0.C_p is None and r0.bonus_token == -1
+
+
+def test_root_and_bonus_tokens_are_kept_when_given(tmp_path):
+    rnd = dict(ROUND_TREES[1], root_token_id=7, bonus_token_id=9)
+    r = load(write(tmp_path, {"round_trees": [rnd]})).rounds[0]
+    assert r.tokens == [7, 21, 22, 23] and r.bonus_token == 9
+
+
+def test_a_round_with_an_empty_tree_is_the_root_alone(tmp_path):
+    r = load(write(tmp_path, [ddtree_round([], [-1], [0])])).rounds[0]
+    assert r.size == 1 and r.parents == [-1] and r.accepted == [0] and r.block_length == 1
+
+
+def test_inspect_reads_the_layout(tmp_path, capsys):
+    path = write(tmp_path, {"round_trees": ROUND_TREES})
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{path}: ddtree, 2 rounds, tau 3.000, no target scores"
+    assert len(out) == 4  # the line above, the header, two rounds
+    assert out[2].split() == ["0", "6", "3", "5", "4", "-"]
+    assert main(["inspect", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["kind"] == "ddtree" and doc["summary"]["rounds"] == 2 and doc["summary"]["tau"] == pytest.approx(3.0)
+    assert [(r["nodes"], r["depth"], r["exit"], r["L"], r["ceiling"]) for r in doc["rounds"]] == [
+        (6, 3, 5, 4, None), (4, 2, 3, 2, None)]
+
+
+def _set(path: str, value):
+    """A change to round 1 of ROUND_TREES: `path` is a dotted key path."""
+    def change(rounds):
+        node = rounds[1]
+        *head, last = path.split(".")
+        for key in head:
+            node = node[key]
+        node[last] = value
+    return change
+
+
+def _drop(key):
+    def change(rounds):
+        del rounds[1]["tree"][key]
+    return change
+
+
+MALFORMED = [
+    (_set("tree.parents", [-1, 0, 1]), "round_trees[1].tree.parents: has 3 entries, expected 4"),
+    (_set("tree.node_depths", [1, 2, 1, 1]), "round_trees[1].tree.node_depths: has 4 entries, expected 3"),
+    (_set("tree.parents", [0, 0, 1, 0]), "round_trees[1].tree.parents[0]: 0 must be -1"),
+    (_set("tree.parents", [-1, 0, 3, 0]), "round_trees[1].tree.parents[2]: 3 is not an earlier node"),
+    (_set("tree.parents", [-1, -1, 1, 0]), "round_trees[1].tree.parents[1]: -1 is not an earlier node"),
+    (_set("tree.node_depths", [1, 2, 2]), "round_trees[1].tree.node_depths[2]: 2 does not match the parents"),
+    (_set("tree.node_depths", [0, 1, 0]), "round_trees[1].tree.node_depths[0]: 0 does not match the parents"),
+    (_set("accepted_indices", []), "round_trees[1].accepted_indices: is empty"),
+    (_set("accepted_indices", [3]), "round_trees[1].accepted_indices[0]: 3 is not the root"),
+    (_set("accepted_indices", [0, 2]), "round_trees[1].accepted_indices[1]: node 2 is not a child of node 0"),
+    (_set("accepted_indices", [0, 1, 3]), "round_trees[1].accepted_indices[2]: node 3 is not a child of node 1"),
+    (_set("accepted_indices", [0, 9]), "round_trees[1].accepted_indices[1]: 9 is not a node"),
+    (_set("accepted_indices", [0, -1]), "round_trees[1].accepted_indices[1]: -1 is out of range"),
+    (_set("tree.node_token_ids", [21, 22, 21]),
+     "round_trees[1].tree: nodes 1 and 3 (node_token_ids[0] and node_token_ids[2]) are siblings that both carry token 21"),
+    (_set("tree.node_token_ids", [21, "x", 23]), "round_trees[1].tree.node_token_ids[1]: expected an integer"),
+    (_set("tree.node_token_ids", [21, -4, 23]), "round_trees[1].tree.node_token_ids[1]: -4 is out of range"),
+    (_drop("parents"), "round_trees[1].tree.parents: expected a list, got NoneType"),
+    (_set("tree", [1, 2]), "round_trees[1].tree: expected an object, got list"),
+    (_set("root_token_id", "a"), "round_trees[1].root_token_id: expected an integer"),
+]
+
+
+@pytest.mark.parametrize("change, message", MALFORMED, ids=[m for _, m in MALFORMED])
+def test_malformed_round_exits_2_naming_round_and_field(tmp_path, capsys, change, message):
+    rounds = copy.deepcopy(ROUND_TREES)
+    change(rounds)
+    assert main(["inspect", str(write(tmp_path, {"round_trees": rounds}))]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert captured.out == "" and len(err.splitlines()) == 1
+    assert err.startswith("tevviz inspect: error: ") and message in err
+    # The same round in a bare list is named by its place in the list.
+    assert main(["inspect", str(write(tmp_path, rounds, "bare.json"))]) == 2
+    assert message.replace("round_trees[1]", "trace[1]") in capsys.readouterr().err
+
+
+def test_round_trees_missing_exits_2(tmp_path, capsys):
+    """What ddtree_generate returns without save_tree_traces: round_trees is None."""
+    assert main(["inspect", str(write(tmp_path, {"round_trees": None, "acceptance_lengths": [3]}))]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "round_trees: expected a list, got NoneType" in err
+
+
+@st.composite
+def ddtree_trees(draw):
+    """A random valid DDTree round: parent array in parent-before-child order, sibling tokens distinct."""
+    n = draw(st.integers(0, 40))
+    parents = [-1] + [draw(st.integers(0, v - 1)) for v in range(1, n + 1)]
+    seen, tokens = set(), []
+    for v in range(1, n + 1):
+        tok = draw(st.integers(0, 30))
+        while (parents[v], tok) in seen:
+            tok += 1
+        seen.add((parents[v], tok))
+        tokens.append(tok)
+    exit_node = draw(st.integers(0, n))
+    return tokens, parents, path_to(parents, exit_node)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trees=st.lists(ddtree_trees(), min_size=1, max_size=3))
+def test_random_trees_round_trip(tmp_path, trees):
+    rounds = [ddtree_round(*t) for t in trees]
+    imp = load(write(tmp_path, {"round_trees": rounds}))
+    assert len(imp.rounds) == len(trees)
+    for i, (r, (tokens, parents, accepted), written) in enumerate(zip(imp.rounds, trees, rounds)):
+        assert r.index == i
+        assert r.tokens[1:] == tokens and r.parents == parents and r.accepted == accepted
+        assert r.depths[1:] == written["tree"]["node_depths"] and r.depths[0] == 0
+        assert r.exit_node == accepted[-1] and r.block_length == len(accepted)
+        assert parse_round(json.loads(json.dumps(round_dict(r)))) == r  # and on through tevviz's own round file
