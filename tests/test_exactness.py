@@ -1,8 +1,9 @@
 """Exactness on tiny random models: greedy output equals `generate`, caches stay in line, masks mean what they say.
 
-SPEC section 1: every verifier on every builder commits, at temperature 0, the target's own greedy
-output token for token; after each round the target cache holds every committed token but the
-root, and the draft cache every committed token but the pending ones.
+Exactness (docs/math.md, *One decoding round*): every verifier on every builder commits, at
+temperature 0, the target's own greedy output token for token; after each round the target cache
+holds every committed token but the root, and the draft cache every committed token but the
+pending ones.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Each verifier's (exit node, bonus token) law on fixed trees against the exact law of SPEC section 2.
+"""Each verifier's (exit node, bonus token) law on fixed trees against the exact law (docs/math.md, *The exit law*).
 
 The exact law is computed here from the formulas, independently of `exit_law`:
 P(root) = 1, P(v) = P(pa(v)) p_pa(v)(x_v); rho(v) = 1 - sum_{u in Ch(v)} p_v(x_u); w(v) = P(v) rho(v);
@@ -88,7 +88,7 @@ def hand_probs(row: list[float], cfg: SamplingConfig) -> list[float]:
 
 
 def hand_flow(tokens, parents, logits, cfg):
-    """(p, P, rho, w, A) by the SPEC formulas, node by node in plain Python."""
+    """(p, P, rho, w, A) by the formulas of docs/math.md, *The exit law*, node by node in plain Python."""
     n = len(tokens)
     p = [hand_probs(row, cfg) for row in logits.tolist()]
     P = [1.0] * n

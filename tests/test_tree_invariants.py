@@ -1,4 +1,7 @@
-"""Property tests: the exit law on random trees (SPEC section 2) and the draft-tree builders (section 4)."""
+"""Property tests: the exit law on random trees and the draft-tree builders.
+
+The laws are those of docs/math.md, *The exit law* and *Draft trees*.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Target flow and the canonical exit law of a fixed tree (SPEC section 2; paper section 3).
+"""Target flow and the canonical exit law of a fixed tree (docs/math.md, *The exit law*; paper section 3).
 
 All functions are vectorised over nodes; `probs` rows are the processed target distributions
 p_v(.) of the nodes in tree order.

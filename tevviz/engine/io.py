@@ -139,7 +139,7 @@ def _check_path(parents: list[int], accepted: list[int], field: str) -> None:
 
 
 def _check_siblings(parents: list[int], tokens: list[int], where: str, node_name) -> None:
-    """Siblings carry distinct tokens (docs/math.md, *Notation*); a repeat would count one token's mass twice in the exit law."""
+    """Siblings carry distinct tokens (docs/math.md, *Notation*); a repeat would count one token's mass twice."""
     first: dict[tuple[int, int], int] = {}
     for v in range(1, len(parents)):
         other = first.setdefault((parents[v], tokens[v]), v)

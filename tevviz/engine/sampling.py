@@ -1,4 +1,4 @@
-"""The processed target distribution: logits after temperature, top-k and top-p (SPEC section 1).
+"""The processed target distribution: logits after temperature, top-k and top-p (docs/math.md, *Notation*).
 
 Every verifier and the autoregressive baseline go through this module, so they sample from the
 same law.

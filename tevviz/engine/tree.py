@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import records
 from .errors import TevvizError
 
 
@@ -14,8 +15,8 @@ class DraftTree:
     """A token tree below the root; node 0 is the root token, parents come before children.
 
     All fields are 1-D tensors of length N (root included) on one device. Siblings carry distinct
-    tokens (SPEC section 4): a tree that repeats one is refused when it is made, since the exit law
-    would count that token's target mass once per copy.
+    tokens (docs/math.md, *Notation*): a tree that repeats one is refused when it is made, since the
+    exit law would count that token's target mass once per copy.
     """
 
     tokens: torch.Tensor  # (N,) long; tokens[0] is the root token
@@ -125,9 +126,5 @@ def children(tree: DraftTree) -> list[list[int]]:
 
 
 def path_to(tree: DraftTree, node: int) -> list[int]:
-    """Node ids from the root down to `node`, root first."""
-    parents = tree.parents.tolist()
-    path = [node]
-    while parents[path[-1]] >= 0:
-        path.append(parents[path[-1]])
-    return path[::-1]
+    """Node ids from the root down to `node`, root first (the walk of records.path_to, on the tree's parents)."""
+    return records.path_to(tree.parents.tolist(), node)

@@ -1,4 +1,4 @@
-"""Exact verifiers behind one interface, registered by name (SPEC section 3).
+"""Exact verifiers behind one interface, registered by name (docs/math.md, *Verifiers*).
 
 Each takes the tree, the target logits of its nodes and the sampling settings, and returns the
 exit node and the bonus token as 0-d tensors on the logits' device. All share one law: exit
