@@ -47,7 +47,7 @@ def round_graph(round_dict: Mapping[str, Any]) -> nx.DiGraph:
         _check_fields(edge, ("source", "target"), f"edge #{i}")
 
     # A deep copy keeps the caller's record untouched; the flags are forced because the drawing assumes a simple tree.
-    data = {**copy.deepcopy(dict(round_dict)), "directed": True, "multigraph": False}
+    data = {**_deep_copy(dict(round_dict)), "directed": True, "multigraph": False}
     G = nx.node_link_graph(data, edges="edges")
     for _, attrs in G.nodes(data=True):
         for field in NULLABLE_NODE:
@@ -75,6 +75,17 @@ def node_metric(attrs: Mapping[str, Any], key: str) -> float | None:
     if value is None or math.isnan(value):
         return None
     return float(value)
+
+
+def _deep_copy(value: Any) -> Any:
+    """copy.deepcopy for JSON-shaped records, several times faster: dicts and lists rebuilt, scalars shared."""
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    return copy.deepcopy(value)
 
 
 def _check_fields(obj: Any, fields: tuple[str, ...], what: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 from collections.abc import Hashable, Mapping
@@ -26,6 +27,14 @@ def tree_figure(
     round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None, title: str | None = None
 ) -> go.Figure:
     """Draw one round's draft tree: nodes coloured by `metric`, accepted path, exit, bonus token, optional highlight."""
+    # The dict is already in the form plotly's validators would produce, so the per-property validation is skipped.
+    return go.Figure(tree_figure_dict(round_dict, metric, highlight_node, title), _validate=False)
+
+
+def tree_figure_dict(
+    round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None, title: str | None = None
+) -> dict[str, Any]:
+    """`tree_figure` as a plain {"data", "layout"} dict, written as plotly's validation would normalise it."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
     G = round_graph(round_dict)
@@ -45,10 +54,7 @@ def tree_figure(
         if node not in pos:
             raise ValueError(f"highlight_node {highlight_node!r} is not a node of this round")
         traces.append(_ring_trace(pos[node], "highlight", size=38, colour="black"))
-
-    fig = go.Figure(traces)
-    _style(fig, pos, title)
-    return fig
+    return {"data": traces, "layout": _layout(pos, title)}
 
 
 def _with_bonus(G: nx.DiGraph, bonus: int) -> nx.DiGraph:
@@ -60,35 +66,34 @@ def _with_bonus(G: nx.DiGraph, bonus: int) -> nx.DiGraph:
     return H
 
 
-def _edge_trace(G: nx.DiGraph, pos: Mapping[Hashable, Point]) -> go.Scatter:
+# Trace dicts below carry plotly's property names with the values its validators would store: a colourscale name is
+# expanded to its list of stops, a layout title string becomes {"text": ...}; tests/test_render.py checks the dicts
+# against validated figures.
+
+
+def _scatter(name: str, x: list, y: list, mode: str, **props: Any) -> dict[str, Any]:
+    return {"type": "scatter", "name": name, "x": x, "y": y, "mode": mode, **props}
+
+
+def _edge_trace(G: nx.DiGraph, pos: Mapping[Hashable, Point]) -> dict[str, Any]:
     xs, ys = [], []
     for u, v in G.edges:
         xs += [pos[u][0], pos[v][0], None]  # None breaks the line between edges
         ys += [pos[u][1], pos[v][1], None]
-    return go.Scatter(x=xs, y=ys, mode="lines", name="edges", line={"color": "#b0b0b0", "width": 1}, hoverinfo="skip")
+    return _scatter("edges", xs, ys, "lines", line={"color": "#b0b0b0", "width": 1}, hoverinfo="skip")
 
 
-def _line_trace(points: list[Point], name: str, width: float) -> go.Scatter:
-    return go.Scatter(
-        x=[p[0] for p in points],
-        y=[p[1] for p in points],
-        mode="lines",
-        name=name,
-        line={"color": PATH_COLOUR, "width": width},
-        opacity=0.6,
-        hoverinfo="skip",
-    )
+def _line_trace(points: list[Point], name: str, width: float) -> dict[str, Any]:
+    return _scatter(name, [p[0] for p in points], [p[1] for p in points], "lines",
+                    line={"color": PATH_COLOUR, "width": width}, opacity=0.6, hoverinfo="skip")
 
 
-def _bonus_trace(info: Mapping[str, Any], exit_point: Point, bonus_point: Point) -> go.Scatter:
+def _bonus_trace(info: Mapping[str, Any], exit_point: Point, bonus_point: Point) -> dict[str, Any]:
     """Dashed edge from the exit node to the bonus token, marker only at the bonus end."""
     label = _token(info["bonus_text"])
     hover = f"bonus {label}<br>token_id {info.get('bonus_token_id')}"
-    return go.Scatter(
-        x=[exit_point[0], bonus_point[0]],
-        y=[exit_point[1], bonus_point[1]],
-        mode="lines+markers+text",
-        name="bonus",
+    return _scatter(
+        "bonus", [exit_point[0], bonus_point[0]], [exit_point[1], bonus_point[1]], "lines+markers+text",
         line={"color": PATH_COLOUR, "width": 2, "dash": "dash"},
         marker={"size": [0, 14], "color": "white", "line": {"color": PATH_COLOUR, "width": 2}},
         text=["", label],
@@ -98,8 +103,8 @@ def _bonus_trace(info: Mapping[str, Any], exit_point: Point, bonus_point: Point)
     )
 
 
-def _node_traces(G: nx.DiGraph, pos: Mapping[Hashable, Point], metric: str) -> list[go.Scatter]:
-    """The coloured "nodes" trace, plus grey "no value" markers for nodes where the metric is null."""
+def _node_traces(G: nx.DiGraph, pos: Mapping[Hashable, Point], metric: str) -> list[dict[str, Any]]:
+    """All nodes in at most two traces: the coloured "nodes", and grey "no value" for nodes where the metric is null."""
     spec = METRICS[metric]
     values = {v: node_metric(attrs, metric) for v, attrs in G.nodes(data=True)}
     valued = [v for v in G if values[v] is not None]
@@ -108,7 +113,7 @@ def _node_traces(G: nx.DiGraph, pos: Mapping[Hashable, Point], metric: str) -> l
     marker = {
         "size": 12 if len(G) <= MAX_LABELLED_NODES else 8,
         "color": colours,
-        "colorscale": spec.colorscale,
+        "colorscale": _colorscale(spec.colorscale),
         "cmin": min(colours, default=0.0),
         "cmax": max(colours, default=1.0),
         "showscale": bool(valued),
@@ -117,37 +122,40 @@ def _node_traces(G: nx.DiGraph, pos: Mapping[Hashable, Point], metric: str) -> l
     }
     traces = [_markers(G, pos, valued, "nodes", marker)]
     if unvalued:
-        grey = {"size": marker["size"], "color": NO_VALUE_COLOUR, "line": marker["line"]}
+        grey = {"size": marker["size"], "color": NO_VALUE_COLOUR, "line": dict(marker["line"])}
         traces.append(_markers(G, pos, unvalued, "no value", grey))
     return traces
 
 
-def _markers(G: nx.DiGraph, pos: Mapping[Hashable, Point], nodes: list, name: str, marker: dict) -> go.Scatter:
+def _colorscale(name: str) -> list[list]:
+    """A named colourscale as the [[position, colour], ...] stops plotly's validator expands it to."""
+    return [list(stop) for stop in _validated_colorscale(name)]
+
+
+@functools.cache
+def _validated_colorscale(name: str) -> tuple[tuple, ...]:
+    return tuple(map(tuple, go.scatter.Marker(colorscale=name).to_plotly_json()["colorscale"]))
+
+
+def _markers(G: nx.DiGraph, pos: Mapping[Hashable, Point], nodes: list, name: str, marker: dict) -> dict[str, Any]:
     labelled = len(G) <= MAX_LABELLED_NODES
-    return go.Scatter(
-        x=[pos[v][0] for v in nodes],
-        y=[pos[v][1] for v in nodes],
-        mode="markers+text" if labelled else "markers",
-        name=name,
-        marker=marker,
-        text=[_token(G.nodes[v]["text"]) for v in nodes] if labelled else None,
-        textposition="top center",
-        textfont={"size": 10},
-        customdata=nodes,  # node ids in the figure JSON, so a point can be traced back to its node
-        hovertext=[_hover(v, G.nodes[v]) for v in nodes],
-        hoverinfo="text",
-    )
+    trace = _scatter(name, [pos[v][0] for v in nodes], [pos[v][1] for v in nodes],
+                     "markers+text" if labelled else "markers", marker=marker)
+    if labelled:
+        trace["text"] = [_token(G.nodes[v]["text"]) for v in nodes]
+    return trace | {
+        "textposition": "top center",
+        "textfont": {"size": 10},
+        "customdata": list(nodes),  # node ids in the figure JSON, so a point can be traced back to its node
+        "hovertext": [_hover(v, G.nodes[v]) for v in nodes],
+        "hoverinfo": "text",
+    }
 
 
-def _ring_trace(point: Point, name: str, size: int, colour: str) -> go.Scatter:
-    return go.Scatter(
-        x=[point[0]],
-        y=[point[1]],
-        mode="markers",
-        name=name,
-        marker={"symbol": "circle-open", "size": size, "color": colour, "line": {"width": 3}},
-        hoverinfo="skip",
-    )
+def _ring_trace(point: Point, name: str, size: int, colour: str) -> dict[str, Any]:
+    return _scatter(name, [point[0]], [point[1]], "markers",
+                    marker={"symbol": "circle-open", "size": size, "color": colour, "line": {"width": 3}},
+                    hoverinfo="skip")
 
 
 def _token(text: str | None) -> str:
@@ -174,17 +182,17 @@ def _hover(v: Hashable, attrs: Mapping[str, Any]) -> str:
     return "<br>".join(lines)
 
 
-def _style(fig: go.Figure, pos: Mapping[Hashable, Point], title: str | None) -> None:
+def _layout(pos: Mapping[Hashable, Point], title: str | None) -> dict[str, Any]:
     xs = [p[0] for p in pos.values()]
     rows = 1 - min(p[1] for p in pos.values())  # depth levels, bonus row included
-    fig.update_layout(
-        title=title,
-        width=WIDTH,
-        height=min(MAX_HEIGHT, 160 + ROW_HEIGHT * rows),
-        xaxis={"visible": False, "range": [min(xs) - 1, max(xs) + 1]},
-        yaxis={"visible": False, "range": [-rows + 0.4, 0.6]},
-        plot_bgcolor="white",
-        hovermode="closest",
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.0},
-        margin={"l": 20, "r": 20, "t": 60 if title else 30, "b": 20},
-    )
+    return {
+        "title": {} if title is None else {"text": title},
+        "width": WIDTH,
+        "height": min(MAX_HEIGHT, 160 + ROW_HEIGHT * rows),
+        "xaxis": {"visible": False, "range": [min(xs) - 1, max(xs) + 1]},
+        "yaxis": {"visible": False, "range": [-rows + 0.4, 0.6]},
+        "plot_bgcolor": "white",
+        "hovermode": "closest",
+        "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.0},
+        "margin": {"l": 20, "r": 20, "t": 60 if title else 30, "b": 20},
+    }
