@@ -6,10 +6,10 @@ import gradio as gr
 
 from ..engine import TevvizError
 from ..engine.builders import BUILDERS
-from ..render import METRICS, acceptance_by_depth_figure, block_length_histogram, stage_times_figure
+from ..render import METRICS
 from .controller import Controller
 from .state import AppState, decode_settings
-from .views import compact, node_choices, node_details, stats_markdown, text_spans, tree_plot
+from .views import node_choices, node_details, session_figures, stats_markdown, text_spans, tree_plot
 from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed
 
 # The settings widgets, by the names `decode_settings` takes (every decoding endpoint accepts them by keyword).
@@ -118,12 +118,7 @@ def shown(ui: Panel, st: AppState, metric: str) -> dict:
 
 def everything(ui: Panel, st: AppState, metric: str) -> dict:
     """`shown` plus the live statistics and the session figures."""
-    return {**shown(ui, st, metric), **ui.updates(
-        stats=stats_markdown(st),
-        stage=compact(stage_times_figure(st.rounds)),
-        hist=compact(block_length_histogram(st.rounds)),
-        depth_plot=compact(acceptance_by_depth_figure(st.rounds)),
-    )}
+    return {**shown(ui, st, metric), **ui.updates(stats=stats_markdown(st), **session_figures(st))}
 
 
 def _wire_decoding(ctl: Controller, ui: Panel, settings: dict) -> None:

@@ -14,7 +14,16 @@ from ..engine import summarize
 from ..engine.comparison import Comparison
 from ..engine.evaluation import EVAL_ROUNDS
 from ..engine.exit_mass import ExitMassMove
-from ..render import BONUS, highlighted_blocks, loss_figure, path_label, tree_figure
+from ..render import (
+    BONUS,
+    acceptance_by_depth_figure,
+    block_length_histogram,
+    highlighted_blocks,
+    loss_figure,
+    path_label,
+    stage_times_figure,
+    tree_figure,
+)
 from .controller import Decoded, TrainReport
 from .state import AppState
 
@@ -28,9 +37,14 @@ def empty_figure(message: str) -> go.Figure:
     return fig
 
 
-def compact(fig: go.Figure) -> go.Figure:
-    """Session statistics sit three in a row: shorter, with tight margins."""
-    return fig.update_layout(height=300, margin={"l": 40, "r": 10, "t": 40, "b": 40})
+# Session statistics sit three in a row: shorter, with tight margins.
+COMPACT = {"height": 300, "margin": {"l": 40, "r": 10, "t": 40, "b": 40}}
+
+
+def session_figures(st: AppState) -> dict[str, go.Figure]:
+    """The three session statistics figures by widget name: stage times, block lengths, acceptance by depth."""
+    return {"stage": stage_times_figure(st.rounds, COMPACT), "hist": block_length_histogram(st.rounds, COMPACT),
+            "depth_plot": acceptance_by_depth_figure(st.rounds, COMPACT)}
 
 
 def _fmt(x, digits: int = 3) -> str:
@@ -53,12 +67,12 @@ def text_spans(st: AppState) -> list[tuple[str, str | None]]:
     spans: list[tuple[str, str | None]] = [(st.prompt, None)] if st.prompt else []
     if st.dropped_text:  # rounds the history cap dropped: their text, unmarked
         spans.append((st.dropped_text, None))
-    spans += highlighted_blocks([r.to_dict() for r in st.rounds[: st.view]])
+    spans += highlighted_blocks(st.rounds[: st.view])
     r = st.round
     if r is None:
         return spans
     if st.token is None:
-        return spans + highlighted_blocks([r.to_dict()])
+        return spans + highlighted_blocks([r])
     block = [(r.texts[v], f"round {r.index}") for v in r.accepted[1:]] + [(r.bonus_text, "bonus")]
     for i, (text, label) in enumerate(block[: st.token + 1]):
         spans.append((text, "current token" if i == st.token else label))

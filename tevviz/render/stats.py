@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -11,6 +12,7 @@ import plotly.graph_objects as go
 from tevviz.engine.records import STAGES, RoundRecord
 
 Round = RoundRecord | Mapping[str, Any]
+Layout = Mapping[str, Any]  # plotly layout entries, as plain values in the form plotly's validators store them
 
 
 def records(rounds: Sequence[Round]) -> list[RoundRecord]:
@@ -18,22 +20,20 @@ def records(rounds: Sequence[Round]) -> list[RoundRecord]:
     return [r if isinstance(r, RoundRecord) else RoundRecord.from_dict(r) for r in rounds]
 
 
-def stage_times_figure(rounds: Sequence[Round]) -> go.Figure:
-    """Stacked bar per round of the milliseconds spent in each stage."""
+def stage_times_figure(rounds: Sequence[Round], layout: Layout | None = None) -> go.Figure:
+    """Stacked bar per round of the milliseconds spent in each stage; `layout` entries override the figure's."""
     rs = records(rounds)
     x = [r.index for r in rs]
-    fig = go.Figure([go.Bar(x=x, y=[r.stage_ms.get(s, 0.0) for r in rs], name=s) for s in STAGES])
-    fig.update_layout(barmode="stack", title="time per round by stage", xaxis_title="round", yaxis_title="ms")
-    return fig
+    bars = [_bar(s, x, [r.stage_ms.get(s, 0.0) for r in rs]) for s in STAGES]
+    return _figure(bars, layout, "time per round by stage", "round", "ms", barmode="stack")
 
 
-def block_length_histogram(rounds: Sequence[Round]) -> go.Figure:
-    """Number of rounds per block length L."""
+def block_length_histogram(rounds: Sequence[Round], layout: Layout | None = None) -> go.Figure:
+    """Number of rounds per block length L; `layout` entries override the figure's."""
     counts = Counter(r.block_length for r in records(rounds))
     lengths = list(range(1, max(counts, default=1) + 1))
-    fig = go.Figure(go.Bar(x=lengths, y=[counts[n] for n in lengths], name="rounds"))
-    fig.update_layout(title="block length L per round", xaxis_title="L (tokens committed)", yaxis_title="rounds")
-    return fig
+    return _figure([_bar("rounds", lengths, [counts[n] for n in lengths])], layout, "block length L per round",
+                   "L (tokens committed)", "rounds")
 
 
 def acceptance_by_depth(rounds: Sequence[Round]) -> dict[int, tuple[int, int]]:
@@ -47,22 +47,12 @@ def acceptance_by_depth(rounds: Sequence[Round]) -> dict[int, tuple[int, int]]:
     return dict(sorted(table.items()))
 
 
-def acceptance_by_depth_figure(rounds: Sequence[Round]) -> go.Figure:
-    """Bar per depth d: fraction of rounds reaching d, among rounds whose tree reaches d."""
+def acceptance_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = None) -> go.Figure:
+    """Bar per depth d: fraction of rounds reaching d, among rounds whose tree reaches d; `layout` overrides."""
     table = acceptance_by_depth(rounds)
-    depths = list(table)
-    fig = go.Figure(
-        go.Bar(
-            x=depths,
-            y=[reached / present for reached, present in table.values()],
-            name="accepted to depth",
-            hovertext=[f"{reached}/{present} rounds" for reached, present in table.values()],
-        )
-    )
-    fig.update_layout(
-        title="acceptance by depth", xaxis_title="depth d", yaxis_title="fraction reaching d", yaxis_range=[0, 1]
-    )
-    return fig
+    bar = _bar("accepted to depth", list(table), [reached / present for reached, present in table.values()],
+               hovertext=[f"{reached}/{present} rounds" for reached, present in table.values()])
+    return _figure([bar], layout, "acceptance by depth", "depth d", "fraction reaching d", yaxis_range=[0, 1])
 
 
 def verifier_law_figure(
@@ -78,3 +68,19 @@ def verifier_law_figure(
     fig = go.Figure(bars)
     fig.update_layout(barmode="group", title="exit node law", xaxis_title="exit node", yaxis_title="probability")
     return fig
+
+
+# The session figures are redrawn after every round, so they are built as plain dicts in the form plotly's validators
+# would store (a title string becomes {"text": ...}) and wrapped without per-property validation;
+# tests/test_render.py checks them against validated figures.
+
+
+def _bar(name: str, x: list, y: list, **props: Any) -> dict[str, Any]:
+    return {"type": "bar", "name": name, "x": x, "y": y, **props}
+
+
+def _figure(traces: list[dict], overrides: Layout | None, title: str, xaxis_title: str, yaxis_title: str,
+            yaxis_range: list | None = None, **layout: Any) -> go.Figure:
+    yaxis = {"title": {"text": yaxis_title}} | ({} if yaxis_range is None else {"range": yaxis_range})
+    layout |= {"title": {"text": title}, "xaxis": {"title": {"text": xaxis_title}}, "yaxis": yaxis}
+    return go.Figure({"data": traces, "layout": layout | copy.deepcopy(dict(overrides or {}))}, _validate=False)
