@@ -1,12 +1,15 @@
-"""Where a decoding round's time goes: stage times, and the top functions under cProfile.
+"""Where a decoding round's time goes: stage times, the top functions under cProfile, and the app's render cost.
 
-Model forwards (linear, attention, norms) should dominate; everything else is engine overhead.
+Model forwards (linear, attention, norms) should dominate; everything else is engine overhead. The render line is
+what the app adds per Step after the round: the tree figure of the round and the three session statistics figures,
+built and serialised to JSON (as gr.Plot sends them).
 """
 
 from __future__ import annotations
 
 import cProfile
 import pstats
+import statistics
 import time
 
 from common import best_first, parser, setup, table, tree_flags, write
@@ -14,8 +17,31 @@ from common import best_first, parser, setup, table, tree_flags, write
 from tevviz.engine.records import summarize
 from tevviz.engine.sampling import SamplingConfig
 from tevviz.engine.session import DecodeConfig, DecodeSession
+from tevviz.render import acceptance_by_depth_figure, block_length_histogram, stage_times_figure, tree_figure
 
 MODEL_FILES = ("modeling_", "torch/nn/", "sdpa_attention", "masking_utils", "cache_utils", "integrations")
+RENDER_ROUNDS = 30  # rounds whose figures the render line times
+
+
+def _ms(fn) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    out = fn()
+    return 1e3 * (time.perf_counter() - t0), out
+
+
+def render_cost(rounds: list) -> dict[str, float]:
+    """Median ms per round: tree figure and session figures (over the rounds so far), each built and to JSON."""
+    times: dict[str, list[float]] = {"tree": [], "tree_json": [], "stats": [], "stats_json": []}
+    for i, r in enumerate(rounds[:RENDER_ROUNDS]):
+        ms, fig = _ms(lambda r=r: tree_figure(r.to_dict(), "P", title=f"round {r.index}"))
+        times["tree"].append(ms)
+        times["tree_json"].append(_ms(fig.to_json)[0])
+        so_far = rounds[: i + 1]
+        ms, figs = _ms(lambda s=so_far: [f(s) for f in (stage_times_figure, block_length_histogram,
+                                                         acceptance_by_depth_figure)])
+        times["stats"].append(ms)
+        times["stats_json"].append(_ms(lambda figs=figs: [f.to_json() for f in figs])[0])
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def main() -> None:
@@ -58,8 +84,14 @@ def main() -> None:
     print("per-round stage ms: " + "  ".join(f"{k} {v:.2f}" for k, v in per_round.items()))
     print(table(rows, ["function", "calls", "tottime_s"]))
     print(f"share of profiled time in model code and C ops: {model_s / total_s:.1%}")
+    render = render_cost(rounds)
+    sizes = sorted(r.size for r in rounds[:RENDER_ROUNDS])
+    print(f"render (median of {len(sizes)} rounds, {sizes[len(sizes) // 2]} nodes): tree figure "
+          f"{render['tree']:.1f} ms + JSON {render['tree_json']:.1f} ms; three statistics figures "
+          f"{render['stats']:.1f} ms + JSON {render['stats_json']:.1f} ms")
     write("profile_round", args, {"rounds": s["rounds"], "tau": s["tau"], "ms_per_round": wall * 1e3 / s["rounds"],
-                                  "stage_ms_per_round": per_round, "top": rows, "model_share": model_s / total_s})
+                                  "stage_ms_per_round": per_round, "top": rows, "model_share": model_s / total_s,
+                                  "render_ms": render})
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import copy
 import math
 import random
 
+import plotly.graph_objects as go
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,6 +26,7 @@ from tevviz.render import (
     tree_figure,
     verifier_law_figure,
 )
+from tevviz.render.tree_figure import tree_figure_dict
 
 STAGE_MS = {"draft": 1.0, "target": 4.0, "verify": 0.5, "other": 0.25}
 
@@ -334,6 +336,29 @@ def test_unknown_metric_raises():
         tree_figure(SMALL, metric="nope")
 
 
+def validated(fig: go.Figure) -> dict:
+    """The figure rebuilt through plotly's per-property validation, as plain data."""
+    return go.Figure(fig.to_dict()).to_plotly_json()
+
+
+FIGURE_CASES = [
+    (SMALL, {}),
+    (SMALL, {"metric": "draft_logprob", "highlight_node": BONUS, "title": "round 1: <b>x</b>"}),
+    (make_round(SMALL_PARENTS, accepted=[0, 1], scored=False), {"metric": "missing", "highlight_node": 2}),
+    (make_round(SMALL_PARENTS, accepted=[0, 2], texts=["def", " f", "\n", "<|x|>", "a", None, "c"]), {"title": ""}),
+    (make_round(random_parents(random.Random(2), 100), accepted=[0]), {"metric": "w"}),
+]
+
+
+@pytest.mark.parametrize("metric", list(METRICS))
+@pytest.mark.parametrize("record, options", FIGURE_CASES)
+def test_tree_figure_built_without_validation_equals_the_validated_one(record, options, metric):
+    # The figure skips plotly's validation for speed; validating it must change nothing, so the picture is the same.
+    fig = tree_figure(record, **{"metric": metric, **options})
+    assert fig.to_plotly_json() == validated(fig)
+    assert fig.to_plotly_json() == go.Figure(tree_figure_dict(record, **{"metric": metric, **options})).to_plotly_json()
+
+
 # --- stats and text ----------------------------------------------------------------------------------------------
 
 ROUNDS = [
@@ -372,6 +397,15 @@ def test_acceptance_by_depth_by_hand():
     # depth 1: all three trees reach it, two paths do; depths 2, 3: only the first two trees, only round 0's path
     assert list(bars.x) == [1, 2, 3]
     assert list(bars.y) == pytest.approx([2 / 3, 1 / 2, 1 / 2])
+
+
+@pytest.mark.parametrize("figure", [stage_times_figure, block_length_histogram, acceptance_by_depth_figure])
+@pytest.mark.parametrize("rounds", [ROUNDS, ROUNDS[:1], []])
+def test_session_figures_built_without_validation_equal_the_validated_ones(figure, rounds):
+    compact = {"height": 300, "margin": {"l": 40, "r": 10, "t": 40, "b": 40}}
+    for fig in (figure(rounds), figure(rounds, compact)):
+        assert fig.to_plotly_json() == validated(fig)
+    assert figure(rounds, compact).layout.height == 300 and figure(rounds).layout.height is None
 
 
 def test_verifier_law_grouped_bars():

@@ -186,7 +186,7 @@ def _layout(pos: Mapping[Hashable, Point], title: str | None) -> dict[str, Any]:
     xs = [p[0] for p in pos.values()]
     rows = 1 - min(p[1] for p in pos.values())  # depth levels, bonus row included
     return {
-        "title": {} if title is None else {"text": title},
+        **({} if title is None else {"title": {"text": title}}),
         "width": WIDTH,
         "height": min(MAX_HEIGHT, 160 + ROW_HEIGHT * rows),
         "xaxis": {"visible": False, "range": [min(xs) - 1, max(xs) + 1]},
