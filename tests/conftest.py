@@ -125,8 +125,9 @@ def assert_same_cache(cache, ref, length: int, what: str) -> None:
         for name in ("keys", "values"):
             x, y = getattr(a, name)[..., :length, :], getattr(b, name)
             assert x.shape == y.shape, f"{what} layer {i} {name}: shape {tuple(x.shape)} vs {tuple(y.shape)}"
-            err = (x - y).abs().max().item()
-            assert err <= 1e-5, f"{what} layer {i} {name} differ from a fresh prefill by {err:.3g}"
+            # float32 rounding grows with the entries' size (a 30-layer model's keys reach tens): relative to scale.
+            err, scale = (x - y).abs().max().item(), max(1.0, y.abs().max().item())
+            assert err <= 1e-5 * scale, f"{what} layer {i} {name} differ from a fresh prefill by {err:.3g} (scale {scale:.3g})"
 
 
 def assert_caches_in_line(pair, s) -> None:

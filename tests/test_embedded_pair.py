@@ -7,6 +7,7 @@ import torch
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, load_pair
 from tevviz.engine.models import assets_dir, embedded_pair_paths
+from tevviz.engine.pairs import named_pair
 from tevviz.prompts import load_prompts
 
 MODELS = assets_dir() / "models"
@@ -20,9 +21,17 @@ def pair():
     torch.set_num_threads(1)
 
 
+def folder_bytes(folder) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
 def test_assets_fit_the_budget_and_are_documented():
-    size = sum(p.stat().st_size for p in MODELS.rglob("*") if p.is_file())
-    assert size <= 40 * 1024 * 1024
+    stdlib = [MODELS / n for n in ("tevviz-stdlib-target", "tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain")]
+    assert sum(folder_bytes(f) for f in stdlib) <= 40 * 1024 * 1024
+    # The SmolLM2 drafters: at most 16 MB of weights each (bfloat16), beside the target's 3.5 MB tokenizer.
+    for folder in named_pair("smollm2").drafter_paths().values():
+        assert sum(p.stat().st_size for p in folder.glob("*.safetensors")) <= 16 * 1024 * 1024
+    assert folder_bytes(MODELS) <= 80 * 1024 * 1024
     assert (MODELS / "MODEL_CARD.md").is_file()
     rows = load_prompts()
     assert 30 <= len(rows) <= 60

@@ -72,7 +72,7 @@ def test_greedy_equals_generate_on_chat_prompts(verifier):
         assert s.generated == ref, f"{verifier} diverges from generate at new token {first}"
         taus.append(len(s.generated) / len(s.rounds))
     # The drafter is a real one: trees accept more than the bonus token on average.
-    assert sum(taus) / len(taus) > 1.5, taus
+    assert sum(taus) / len(taus) > 1.2, taus
 
 
 def test_caches_equal_a_fresh_prefill_at_t1_top_p():
