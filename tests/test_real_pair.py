@@ -110,3 +110,18 @@ def test_the_drafter_shares_the_tokenizer_byte_for_byte():
     check_vocabularies(pair.tokenizer, load_tokenizer(str(draft_dir), "draft"), "target", "draft")
     config = json.loads((draft_dir / "config.json").read_text())
     assert config["vocab_size"] == pair.target.config.vocab_size and config["dtype"] == "float32"
+
+
+def test_the_app_steps_a_chat_prompt_through_real_trees():
+    """The app on the named pair: chat on by default, its held-out chat prompts offered, a Step decodes a round."""
+    from tevviz.app.controller import Controller
+    from tevviz.app.source import PairSource
+    from tevviz.app.state import AppState, decode_settings
+
+    source = PairSource(ModelSource(pair="smollm2", device="cpu", dtype="float32"), real_pair())
+    assert source.chat_default() and source.prompts_path() == named_pair("smollm2").prompts_path()
+    prompt = load_prompts(source.prompts_path(), "eval")[0]["prompt"]
+    text, cfg = decode_settings(prompt, 0, 0, 1.0, 0, "best-first", 32, 6, 4, 8, "4,2", "tev", 16, chat=True)
+    st = Controller(source).step(AppState(), text, cfg)
+    assert len(st.rounds) == 1 and st.rounds[0].size > 1 and st.generated
+    assert st.prompt_ids == encode_prompt(real_pair().tokenizer, prompt, chat=True)
