@@ -104,9 +104,8 @@ def convert_gguf(gguf: Path, out: Path) -> None:
     # config holding the dequantised weights saves as an ordinary checkpoint.
     config = loaded.config
     config.dtype = "float32"
-    for attr in ("quantization_config",):
-        if hasattr(config, attr):
-            delattr(config, attr)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
     with torch.device("meta"):
         fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     fresh.load_state_dict(loaded.state_dict(), assign=True)

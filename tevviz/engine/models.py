@@ -17,7 +17,8 @@ __all__ = ["assets_dir"]  # re-exported: older callers import it from here
 
 def embedded_pair_paths() -> tuple[Path, Path]:
     """Folders of the shipped stdlib target and draft."""
-    return named_pair(DEFAULT_PAIR).target_path(), named_pair(DEFAULT_PAIR).drafter_paths()["tevviz-stdlib-draft"]
+    pair = named_pair(DEFAULT_PAIR)
+    return pair.target_path(), assets_dir() / "models" / pair.drafters[0]
 
 
 def shipped_drafters(target: str | None = None) -> dict[str, Path]:
