@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine import ModelPair, ModelSource, TevvizError, with_draft
-from ..engine.models import shipped_drafters
 from ..engine.pairs import assets_dir, named_pair
 
 _PAIRS: dict[tuple, ModelPair] = {}
@@ -53,11 +52,8 @@ class PairSource:
 
     def drafters(self) -> dict[str, Path]:
         """The shipped drafters that fit this source's target, by folder name (none for an injected pair)."""
-        if self.pair is not None:
-            return {}
-        if self.model.pair is not None:
-            return named_pair(self.model.pair).drafter_paths()
-        return shipped_drafters() if self.model.target is None else {}
+        named = self.model.named if self.pair is None else None
+        return named.drafter_paths() if named is not None else {}
 
     def chat_default(self) -> bool:
         """Whether the chat checkbox starts on: the pair's tokenizer has a chat template."""
@@ -65,8 +61,8 @@ class PairSource:
 
         if self.pair is not None:
             return has_chat_template(self.pair.tokenizer)
-        if self.model.pair_name is not None and self.model.target is None:
-            return named_pair(self.model.pair_name).chat
+        if self.model.named is not None:
+            return self.model.named.chat
         loaded = _PAIRS.get((self.model,))
         if loaded is not None:
             return has_chat_template(loaded.tokenizer)
@@ -77,8 +73,8 @@ class PairSource:
 
     def prompts_path(self) -> Path:
         """The example prompts for this pair: the named pair's file, else the chat prompts for a chat model."""
-        if self.model.pair_name is not None and self.model.target is None:
-            return named_pair(self.model.pair_name).prompts_path()
+        if self.model.named is not None:
+            return self.model.named.prompts_path()
         return assets_dir() / ("prompts_chat.jsonl" if self.chat_default() else "prompts.jsonl")
 
     def get(self, draft: str | None = None) -> ModelPair:

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from .errors import TevvizError
 from .kv import check_gatherable, new_cache
-from .pairs import DEFAULT_PAIR, assets_dir, named_pair
+from .pairs import DEFAULT_PAIR, NamedPair, assets_dir, named_pair
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-__all__ = ["assets_dir"]  # re-exported: older callers import it from here
 
 
 def embedded_pair_paths() -> tuple[Path, Path]:
@@ -193,14 +192,9 @@ class ModelSource:
         return self.target, self.draft
 
     @property
-    def pair_name(self) -> str | None:
-        """The named pair this source loads, or None for the user's own models."""
-        if self.pair is not None:
-            return self.pair
-        return DEFAULT_PAIR if self.target is None else None
-
-    def with_draft(self, draft: str | None) -> ModelSource:
-        return replace(self, draft=draft)
+    def named(self) -> NamedPair | None:
+        """The named pair whose target this source loads, or None for the user's own target."""
+        return named_pair(self.pair or DEFAULT_PAIR) if self.target is None else None
 
     def load_kwargs(self) -> dict:
         return {"dtype": self.dtype, "device": self.device, "device_map": self.device_map,
