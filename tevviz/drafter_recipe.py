@@ -137,19 +137,17 @@ def soft_loss(draft, batch: list[dict]) -> torch.Tensor:
 
 
 @torch.no_grad()
-def agreement(draft, examples: list[dict], batch: int = 16) -> dict:
+def agreement(draft, examples: list[dict]) -> dict:
     """Argmax agreement with the target and sum of min(p, q) over the target's top-k, on held-out answers."""
     agree, overlap, n = 0.0, 0.0, 0
-    for start in range(0, len(examples), batch):
-        chunk = examples[start:start + batch]
-        for ex in chunk:
-            s = torch.tensor([ex["prompt"] + ex["answer"]])
-            p0 = len(ex["prompt"])
-            q = torch.softmax(draft(input_ids=s).logits[0, p0 - 1:p0 - 1 + len(ex["answer"])].float(), -1)
-            ids = ex["ids"].long()
-            agree += (q.argmax(-1) == ids[:, 0]).sum().item()
-            overlap += torch.minimum(ex["logp"].float().exp(), q.gather(-1, ids)).sum().item()
-            n += len(ex["answer"])
+    for ex in examples:
+        s = torch.tensor([ex["prompt"] + ex["answer"]])
+        p0 = len(ex["prompt"])
+        q = torch.softmax(draft(input_ids=s).logits[0, p0 - 1:p0 - 1 + len(ex["answer"])].float(), -1)
+        ids = ex["ids"].long()
+        agree += (q.argmax(-1) == ids[:, 0]).sum().item()
+        overlap += torch.minimum(ex["logp"].float().exp(), q.gather(-1, ids)).sum().item()
+        n += len(ex["answer"])
     return {"argmax_agreement": agree / max(n, 1), "sum_min_pq_topk": overlap / max(n, 1), "positions": n}
 
 
