@@ -37,6 +37,10 @@ def main() -> None:
     ap.add_argument("--corpus-contexts", type=int, default=0,
                     help="train on N random windows of the stdlib training files instead of the train prompts")
     ap.add_argument("--context-tokens", type=int, default=96, help="length of each corpus window")
+    ap.add_argument("--streams", default=None,
+                    help="train on the target answers in a drafter recipe's data file (WORK/data.pt of "
+                         "`tevviz pair train-drafter`) instead of collecting continuations of the train prompts")
+    ap.add_argument("--stream-limit", type=int, default=None, help="use only the first N answers of --streams")
     ap.add_argument("--save", default=None, help="save the exit-weight drafter to this folder")
     ap.add_argument("--sweep", action="store_true",
                     help="first choose lr and lambda_exit for the exit objective on held-back train prompts")
@@ -64,7 +68,15 @@ def main() -> None:
 
     t0 = time.perf_counter()
     temps = [float(x) for x in args.stream_temperatures.split(",")]
-    streams = collect_mixed_streams(pair, train_prompts, temps, args.collect_tokens, args.seed)
+    if args.streams:
+        import torch
+
+        # The recipe's answers are the target's own greedy and T = 1 continuations of held-in prompts.
+        rows = torch.load(args.streams, weights_only=False)["train"][: args.stream_limit]
+        streams = [(list(r["prompt"]), list(r["answer"])) for r in rows]
+        train_prompts = [s[0] for s in streams]
+    else:
+        streams = collect_mixed_streams(pair, train_prompts, temps, args.collect_tokens, args.seed)
     contexts = contexts_from_streams(streams)
     print(f"{len(contexts)} training contexts from {len(train_prompts)} prompts ({time.perf_counter() - t0:.0f} s)")
 

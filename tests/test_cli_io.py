@@ -57,7 +57,7 @@ def test_decode_json_matches_greedy_generate(pair_dirs, capsys):
 
 def test_export_validates_and_inspects(exported, capsys):
     data = json.loads(exported.read_text())
-    assert data["schema"] == "tevviz.session/1"
+    assert data["schema"] == "tevviz.session/2"
     assert data["meta"]["verifier"] == "tev" and data["meta"]["sampling"]["temperature"] == 1.0
     imported = loads(exported.read_text())
     assert len(imported.rounds) == len(data["rounds"]) > 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import TevvizError
-from .records import ROUND_SCHEMA, SESSION_SCHEMA, RoundRecord, path_to
+from .records import ROUND_SCHEMA, ROUND_SCHEMAS, SESSION_SCHEMA, SESSION_SCHEMAS, RoundRecord, path_to
 
 MAX_BYTES = 64 * 1024 * 1024
 MAX_NODES = 8192
@@ -34,7 +34,7 @@ class ImportedSession:
 
 def session_dict(meta: dict, prompt: str, prompt_ids: list[int], generated: list[int], text: str,
                  rounds: list[RoundRecord]) -> dict:
-    """The whole session in the tevviz.session/1 schema."""
+    """The whole session in the tevviz.session/2 schema."""
     return {
         "schema": SESSION_SCHEMA,
         "meta": meta,
@@ -47,7 +47,7 @@ def session_dict(meta: dict, prompt: str, prompt_ids: list[int], generated: list
 
 
 def round_dict(record: RoundRecord) -> dict:
-    """One round in the tevviz.round/1 schema (a node-link graph with a schema tag)."""
+    """One round in the tevviz.round/2 schema (a node-link graph with a schema tag)."""
     return {"schema": ROUND_SCHEMA, **record.to_dict()}
 
 
@@ -184,9 +184,43 @@ def parse_round(d, where: str = "round") -> RoundRecord:
         _num(v, f"{where}.graph.stage_ms.{k}", 0.0, nullable=False)
     for j, t in enumerate(_list(g.get("committed", []), f"{where}.graph.committed")):
         _int(t, f"{where}.graph.committed[{j}]", 0)
+    if g.get("optimal") is not None:
+        _check_optimal(g["optimal"], f"{where}.graph.optimal", nodes[0].get("token_id"))
     rec = dict(d)
     rec["nodes"] = [dict(n, token_id=-1 if n.get("token_id") is None else n["token_id"]) for n in nodes]
     return RoundRecord.from_dict(rec)
+
+
+def _check_optimal(o, where: str, root_token) -> None:
+    """An optimal tree: a prefix-closed tree below the round's root, P in [0, 1] not growing along a path."""
+    o = _dict(o, where)
+    _int(o.get("budget"), f"{where}.budget", 0)
+    H = _int(o.get("depth"), f"{where}.depth", 0)
+    _num(o.get("ms", 0.0), f"{where}.ms", 0.0)
+    _int(o.get("passes", 0), f"{where}.passes", 0)
+    nodes = _list(o.get("nodes"), f"{where}.nodes")
+    if not nodes:
+        _fail(f"{where}.nodes", "needs the root")
+    for i, n in enumerate(nodes):
+        _dict(n, f"{where}.nodes[{i}]")
+        if _int(n.get("id"), f"{where}.nodes[{i}].id") != i:
+            _fail(f"{where}.nodes[{i}].id", f"node ids must be 0..N-1 in order, got {n.get('id')}")
+    parents = [-1 if i == 0 and n.get("parent") is None else _int(n.get("parent"), f"{where}.nodes[{i}].parent")
+               for i, n in enumerate(nodes)]
+    if parents[0] != -1:
+        _fail(f"{where}.nodes[0].parent", "node 0 must be the root (parent null)")
+    depths = _depths(parents, lambda v: f"{where}.nodes[{v}].parent")
+    P = [_num(n.get("P"), f"{where}.nodes[{i}].P", 0.0, 1.0 + 1e-4, nullable=False) for i, n in enumerate(nodes)]
+    for i, n in enumerate(nodes):
+        _int(n.get("token_id"), f"{where}.nodes[{i}].token_id", 0)
+        _str(n.get("text"), f"{where}.nodes[{i}].text")
+        if n.get("depth") != depths[i] or depths[i] > H:
+            _fail(f"{where}.nodes[{i}].depth", f"{n.get('depth')} does not match the parents or exceeds depth {H}")
+        if i and P[i] > P[parents[i]] * (1 + 1e-6):
+            _fail(f"{where}.nodes[{i}].P", "a prefix probability cannot exceed its parent's")
+    if nodes[0]["token_id"] != root_token:
+        _fail(f"{where}.nodes[0].token_id", f"{nodes[0]['token_id']} is not the round's root token {root_token}")
+    _check_siblings(parents, [n["token_id"] for n in nodes], where, lambda v: f"nodes[{v}].token_id")
 
 
 def _ints(x, where: str, lo: int | None = None, max_len: int = MAX_NODES) -> list[int]:
@@ -283,14 +317,14 @@ def parse(data) -> ImportedSession:
         return _ddtree_rounds(data, "trace")
     data = _dict(data, "file")
     schema = data.get("schema")
-    if schema == SESSION_SCHEMA:
+    if schema in SESSION_SCHEMAS:
         rounds = [parse_round(r, f"rounds[{i}]") for i, r in enumerate(_list(data.get("rounds"), "rounds", MAX_ROUNDS))]
         ids = lambda key: [_int(t, f"{key}[{i}]", 0) for i, t in enumerate(_list(data.get(key, []), key, 1 << 22))]
         return ImportedSession(
             rounds, "session", meta=_dict(data.get("meta", {}), "meta"), prompt=_str(data.get("prompt"), "prompt"),
             prompt_token_ids=ids("prompt_token_ids"), token_ids=ids("token_ids"), text=_str(data.get("text"), "text"),
         )
-    if schema == ROUND_SCHEMA or (schema is None and "nodes" in data and "graph" in data):
+    if schema in ROUND_SCHEMAS or (schema is None and "nodes" in data and "graph" in data):
         return ImportedSession([parse_round(data, "round")], "round")
     if schema is None and "round_trees" in data:
         return _ddtree_rounds(data["round_trees"], "round_trees")
@@ -348,6 +382,6 @@ def session_meta(session) -> dict:
 
 
 def export_session(session, prompt: str) -> dict:
-    """A DecodeSession as a tevviz.session/1 dict."""
+    """A DecodeSession as a tevviz.session/2 dict."""
     text = session.pair.tokenizer.decode(session.generated)
     return session_dict(session_meta(session), prompt, session.prompt_ids, session.generated, text, session.rounds)

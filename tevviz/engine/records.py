@@ -7,9 +7,82 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SESSION_SCHEMA = "tevviz.session/1"
-ROUND_SCHEMA = "tevviz.round/1"
+SESSION_SCHEMA = "tevviz.session/2"
+ROUND_SCHEMA = "tevviz.round/2"
+# Older versions still import: /2 only added a round's optional `graph.optimal`.
+SESSION_SCHEMAS = ("tevviz.session/1", SESSION_SCHEMA)
+ROUND_SCHEMAS = ("tevviz.round/1", ROUND_SCHEMA)
 STAGES = ("draft", "target", "verify", "other")  # a round's stage times (ms), in this order
+
+
+@dataclass(frozen=True)
+class OptimalTree:
+    """The top-B target prefixes of length at most H of a round's context (docs/math.md, *The optimal tree*).
+
+    Node 0 is the round's root; parents come before children; `P` is the target prefix probability.
+    Only prefixes with P > 0 are kept, so a greedy round's optimal tree is the target's own chain.
+    """
+
+    tokens: list[int]
+    texts: list[str]
+    parents: list[int]
+    depths: list[int]
+    P: list[float]
+    budget: int  # B: the draft tree's non-root node count
+    depth: int  # H: the depth limit the round had
+    ms: float = 0.0  # wall time of the computation
+    passes: int = 0  # target forwards it took
+
+    @property
+    def C_p(self) -> float:
+        """C_p*(B): the coverage of the optimal tree."""
+        return sum(self.P[1:])
+
+    def token_path(self, node: int) -> tuple[int, ...]:
+        return tuple(self.tokens[v] for v in path_to(self.parents, node)[1:])
+
+    def to_dict(self) -> dict:
+        return {"budget": self.budget, "depth": self.depth, "C_p": self.C_p, "ms": self.ms, "passes": self.passes,
+                "nodes": [{"id": v, "parent": None if p < 0 else p, "token_id": t, "text": x, "depth": d, "P": q}
+                          for v, (t, x, p, d, q) in enumerate(zip(self.tokens, self.texts, self.parents, self.depths,
+                                                                   self.P))]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> OptimalTree:
+        nodes = sorted(d["nodes"], key=lambda n: n["id"])
+        return cls(tokens=[n["token_id"] for n in nodes], texts=[n.get("text", "") for n in nodes],
+                   parents=[-1 if n["parent"] is None else n["parent"] for n in nodes],
+                   depths=[n["depth"] for n in nodes], P=[n["P"] for n in nodes], budget=d["budget"],
+                   depth=d["depth"], ms=d.get("ms", 0.0), passes=d.get("passes", 0))
+
+
+@dataclass(frozen=True)
+class Ghost:
+    """A node of the optimal tree that the draft tree lacks; it hangs under `anchor`, the deepest draft node on its path."""
+
+    node: int  # id in the optimal tree
+    token: int
+    text: str
+    P: float
+    depth: int
+    anchor: int  # draft-tree node id of the deepest ancestor the draft tree holds
+    parent_ghost: int | None  # optimal-tree id of its parent when that parent is a ghost too
+    path_text: str  # the tokens from the root's child down to it
+
+
+@dataclass(frozen=True)
+class CoverageGap:
+    """A round's draft tree against its optimal tree: C_p, C_p*, the drafter gap and the ghost branches."""
+
+    C_p: float
+    C_p_star: float
+    held: float  # share of the optimal tree's mass that the draft tree holds
+    ghosts: list[Ghost]
+
+    @property
+    def gap(self) -> float:
+        """C_p* - C_p: the expected block length the drafter lost at this budget."""
+        return self.C_p_star - self.C_p
 
 
 @dataclass(frozen=True)
@@ -36,6 +109,7 @@ class RoundRecord:
     committed: list[int]  # tokens this round appended (path + bonus; cut at EOS or the token limit)
     C_p: float | None
     stage_ms: dict[str, float] = field(default_factory=dict)
+    optimal: OptimalTree | None = None  # computed on request (DecodeSession.optimal, --optimal)
 
     @classmethod
     def unscored(cls, index: int, verifier: str, tokens: list[int], parents: list[int], depths: list[int],
@@ -105,6 +179,7 @@ class RoundRecord:
                 "committed": list(self.committed),
                 "C_p": self.C_p,
                 "stage_ms": dict(self.stage_ms),
+                **({"optimal": self.optimal.to_dict()} if self.optimal is not None else {}),
             },
             "nodes": nodes,
             "edges": [{"source": p, "target": v} for v, p in enumerate(self.parents) if p >= 0],
@@ -126,7 +201,42 @@ class RoundRecord:
             exit_node=g["exit_node"], bonus_token=-1 if g.get("bonus_token_id") is None else g["bonus_token_id"], bonus_text=g.get("bonus_text", ""),
             accepted=list(g["accepted"]), committed=list(g.get("committed", [])), C_p=g.get("C_p"),
             stage_ms=dict(g.get("stage_ms", {})),
+            optimal=OptimalTree.from_dict(g["optimal"]) if g.get("optimal") is not None else None,
         )
+
+    def coverage_gap(self) -> CoverageGap | None:
+        """This round against its optimal tree; None until the optimal tree is computed and the tree is scored."""
+        opt = self.optimal
+        if opt is None or self.C_p is None:
+            return None
+        mine = {self.token_path(v): v for v in range(self.size)}
+        held, ghosts = 0.0, []
+        for v in range(1, len(opt.tokens)):
+            path = opt.token_path(v)
+            if path in mine:
+                held += opt.P[v]
+                continue
+            k = len(path) - 1
+            while path[:k] not in mine:
+                k -= 1
+            parent = opt.parents[v]
+            ghosts.append(Ghost(node=v, token=opt.tokens[v], text=opt.texts[v], P=opt.P[v], depth=opt.depths[v],
+                                anchor=mine[path[:k]], parent_ghost=None if opt.token_path(parent) in mine else parent,
+                                path_text="".join(opt.texts[u] for u in path_to(opt.parents, v)[1:])))
+        star = opt.C_p
+        return CoverageGap(C_p=self.C_p, C_p_star=star, held=held / star if star > 0 else 1.0, ghosts=ghosts)
+
+    def exit_by_depth(self) -> tuple[list[float], list[float]]:
+        """(width, leaf) exit mass per depth 0..max: w summed over internal nodes (the target's token was not
+        among the children) and over leaves (the tree ended there); empty lists for an unscored tree."""
+        if any(x is None for x in self.w):
+            return [], []
+        top = max(self.depths)
+        width, leaf = [0.0] * (top + 1), [0.0] * (top + 1)
+        internal = set(p for p in self.parents if p >= 0)
+        for v, (d, x) in enumerate(zip(self.depths, self.w)):
+            (width if v in internal else leaf)[d] += x
+        return width, leaf
 
 
 def path_to(parents: list[int], node: int) -> list[int]:
@@ -146,7 +256,20 @@ def summarize(rounds: list[RoundRecord]) -> dict:
         "mean_ceiling": _mean(ceilings),
         "stage_ms": {s: sum(r.stage_ms.get(s, 0.0) for r in rounds) for s in STAGES},
         "tokens": sum(r.tokens_committed for r in rounds),
+        "mean_optimal": _mean([r.optimal.C_p for r in rounds if r.optimal is not None]),
+        "mean_gap": _mean([g.gap for g in map(RoundRecord.coverage_gap, rounds) if g is not None]),
+        "optimal_rounds": sum(r.optimal is not None for r in rounds),
     }
+
+
+def exit_by_depth(rounds: list[RoundRecord]) -> dict:
+    """Session means per depth of the width and leaf exit mass (over scored rounds; 0 where a round is shallower)."""
+    splits = [r.exit_by_depth() for r in rounds]
+    splits = [s for s in splits if s[0]]
+    top = max((len(s[0]) for s in splits), default=0)
+    n = len(splits)
+    mean = lambda k, d: sum(s[k][d] for s in splits if d < len(s[k])) / n
+    return {"width": [mean(0, d) for d in range(top)], "leaf": [mean(1, d) for d in range(top)], "rounds": n}
 
 
 def _mean(values: list[float]) -> float | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -39,6 +39,7 @@ class DecodeConfig:
     stop_on_eos: bool = True
     missing_top: int = 5  # missing tokens recorded per node; 0 skips that (N x V) work, as benchmarks do
     chat: bool = False  # the prompt goes through the tokenizer's chat template (read where the prompt is encoded)
+    optimal: bool = False  # compute each round's optimal tree (one more target pass per depth; off by default)
 
     def __post_init__(self):
         get_verifier(self.verifier)  # a clear error for an unknown name
@@ -116,6 +117,7 @@ class DecodeSession:
         self.target_cache = new_cache(pair.target)
         self.draft_cache = new_cache(pair.draft)
         self.pending = list(prompt_ids)  # committed tokens not yet in the draft cache; the last is the root
+        self._round_at: dict[int, tuple[int, int]] = {}  # round index -> (stream length at its start, its depth cap)
         if len(prompt_ids) > 1:
             with torch.inference_mode():
                 ids = torch.tensor([prompt_ids[:-1]], device=self.device)
@@ -141,7 +143,7 @@ class DecodeSession:
         t_len, d_len, pending = self.target_cache.get_seq_length(), self.draft_cache.get_seq_length(), self.pending
         n_gen, done, notice = len(self.generated), self.done, self.notice
         try:
-            return self._round()
+            record = self._round()
         except Exception as e:
             # Put caches and stream back where the round found them, so that a failed round changes nothing.
             for cache, length in ((self.target_cache, t_len), (self.draft_cache, d_len)):
@@ -154,6 +156,28 @@ class DecodeSession:
             if isinstance(e, TevvizError):
                 raise TevvizError(f"round {self.round_count}: {e}") from None
             raise
+        return self.optimal(record.index) if self.cfg.optimal else record
+
+    def optimal(self, index: int | None = None) -> RoundRecord:
+        """The kept round `index` (default: the last) with its optimal tree; the record is replaced in `rounds`.
+
+        Reads the target cache's prefix only: caches, pending tokens, the generator and the round
+        count are as they were.
+        """
+        from .optimal import optimal_tree
+
+        pos = {r.index: i for i, r in enumerate(self.rounds)}
+        if not self.rounds or (index is not None and index not in pos):
+            raise TevvizError("no such round in this session" if self.rounds else "no round has run yet")
+        i = pos[self.rounds[-1].index if index is None else index]
+        record = self.rounds[i]
+        if record.optimal is None:
+            start, cap = self._round_at[record.index]
+            H = min(self.cfg.builder.max_depth, cap)
+            opt = optimal_tree(self.pair.target, self.pair.tokenizer, self.tokens[:start], self.cfg.sampling,
+                               record.size - 1 if H else 0, H, self.target_cache)
+            record = self.rounds[i] = replace(record, optimal=opt)
+        return record
 
     # Inference mode, not just no_grad: nothing of a round ever meets autograd, and skipping the
     # version counters and view tracking takes 6-15% off each small forward on a CPU.
@@ -161,7 +185,9 @@ class DecodeSession:
     def _round(self) -> RoundRecord:
         pair, cfg = self.pair, self.cfg
         t0 = time.perf_counter()
-        drafted = build_tree(pair.draft, self.draft_cache, self.pending, cfg.builder, self._depth_cap())
+        cap = self._depth_cap()
+        self._round_at[self.round_count] = (len(self.tokens), cap)
+        drafted = build_tree(pair.draft, self.draft_cache, self.pending, cfg.builder, cap)
         tree = drafted.tree.to(self.device)
         _sync(self.device)
         t1 = time.perf_counter()
