@@ -133,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     d.add_argument("--baseline", action="store_true",
                    help="also time plain autoregressive decoding (prompt prefill left out of both) for the speed-up")
+    d.add_argument("--optimal", action="store_true",
+                   help="compute every round's optimal tree (the top-B target prefixes: C_p*, the drafter gap, ghost "
+                        "branches) and export it; costs up to H target passes a round, left out of tokens/s")
     add_models(d)
     add_decoding(d)
 

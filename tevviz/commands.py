@@ -43,6 +43,7 @@ def decode_config_from_args(args):
         builder=BuilderConfig(kind=args.builder, budget=args.budget, depth=args.depth, children=args.children,
                               width=args.width, branching=branching),
         verifier=args.verifier, max_new_tokens=args.max_new_tokens, seed=args.seed,
+        optimal=getattr(args, "optimal", False),
     )
 
 
@@ -81,7 +82,8 @@ def cmd_decode(args) -> int:
     session = DecodeSession(pair, prompt_ids, cfg)
     t_prefill = time.perf_counter() - t0
     session.run()
-    seconds = time.perf_counter() - t0 - t_prefill
+    # The optimal trees are analysis, not decoding: their time is not the decoder's.
+    seconds = time.perf_counter() - t0 - t_prefill - sum(r.optimal.ms for r in session.rounds if r.optimal) / 1e3
     s = summarize(session.rounds)
     out = {
         "text": pair.tokenizer.decode(session.generated),
@@ -92,6 +94,9 @@ def cmd_decode(args) -> int:
         "tokens_per_s": len(session.generated) / seconds if seconds > 0 else 0.0,
         "stage_ms": s["stage_ms"],
     }
+    if args.optimal:
+        out |= {"mean_optimal_ceiling": 1 + s["mean_optimal"], "mean_gap": s["mean_gap"],
+                "optimal_ms": sum(r.optimal.ms for r in session.rounds) / max(len(session.rounds), 1)}
     if session.notice:
         out["notice"] = session.notice
     if args.baseline:
@@ -111,6 +116,9 @@ def cmd_decode(args) -> int:
     print(f"rounds {s['rounds']}  tau {tau}  mean 1+C_p {ceiling}  {out['tokens_per_s']:.1f} tok/s"
           + (f"  speed-up {out['speedup']:.2f}x" if args.baseline and out["speedup"] else ""), file=sys.stderr)
     print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in s["stage_ms"].items()), file=sys.stderr)
+    if args.optimal:
+        print(f"optimal tree: mean 1+C_p* {out['mean_optimal_ceiling']:.2f}  mean drafter gap {s['mean_gap']:.2f}  "
+              f"{out['optimal_ms']:.0f} ms a round to compute", file=sys.stderr)
     if session.notice:
         print("note: " + session.notice, file=sys.stderr)
     return 0
@@ -123,17 +131,22 @@ def cmd_inspect(args) -> int:
     imported = load(args.file)
     s = summarize(imported.rounds)
     rows = [{"round": r.index, "nodes": r.size, "depth": max(r.depths), "exit": r.exit_node, "L": r.block_length,
-             "ceiling": None if r.C_p is None else 1 + r.C_p} for r in imported.rounds]
+             "ceiling": None if r.C_p is None else 1 + r.C_p,
+             "optimal_ceiling": None if r.optimal is None else 1 + r.optimal.C_p} for r in imported.rounds]
     if args.json:
         print(json.dumps({"file": args.file, "kind": imported.kind, "summary": s, "rounds": rows}))
         return 0
     tau = "-" if s["tau"] is None else f"{s['tau']:.3f}"
     print(f"{args.file}: {imported.kind}, {s['rounds']} rounds, tau {tau}, "
           + (f"mean 1+C_p {s['mean_ceiling']:.3f}" if s["mean_ceiling"] is not None else "no target scores"))
-    print(f"{'round':>5} {'nodes':>6} {'depth':>5} {'exit':>5} {'L':>3} {'1+C_p':>7}")
+    if s["optimal_rounds"]:
+        print(f"optimal trees in {s['optimal_rounds']} rounds: mean 1+C_p* {1 + s['mean_optimal']:.3f}, "
+              f"mean drafter gap {s['mean_gap']:.3f}")
+    print(f"{'round':>5} {'nodes':>6} {'depth':>5} {'exit':>5} {'L':>3} {'1+C_p':>7} {'1+C_p*':>7}")
+    cell = lambda x: "      -" if x is None else f"{x:7.3f}"
     for r in rows:
-        ceil = f"{r['ceiling']:7.3f}" if r["ceiling"] is not None else "      -"
-        print(f"{r['round']:>5} {r['nodes']:>6} {r['depth']:>5} {r['exit']:>5} {r['L']:>3} {ceil}")
+        print(f"{r['round']:>5} {r['nodes']:>6} {r['depth']:>5} {r['exit']:>5} {r['L']:>3} {cell(r['ceiling'])} "
+              f"{cell(r['optimal_ceiling'])}")
     return 0
 
 

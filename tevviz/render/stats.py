@@ -9,7 +9,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from tevviz.engine.records import STAGES, RoundRecord
+from tevviz.engine.records import STAGES, RoundRecord, exit_by_depth
 
 Round = RoundRecord | Mapping[str, Any]
 Layout = Mapping[str, Any]  # plotly layout entries, as plain values in the form plotly's validators store them
@@ -53,6 +53,40 @@ def acceptance_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = 
     bar = _bar("accepted to depth", list(table), [reached / present for reached, present in table.values()],
                hovertext=[f"{reached}/{present} rounds" for reached, present in table.values()])
     return _figure([bar], layout, "acceptance by depth", "depth d", "fraction reaching d", yaxis_range=[0, 1])
+
+
+def exit_mass_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = None) -> go.Figure:
+    """Where the mass went: per depth, the session's mean exit mass at internal nodes (width) and at leaves
+    (depth or budget), stacked, beside acceptance by depth on a second axis."""
+    split = exit_by_depth(records(rounds))
+    depths = list(range(len(split["width"])))
+    acc = acceptance_by_depth(rounds)
+    traces = [
+        _bar("width exits (target left among the children)", depths, split["width"],
+             hovertemplate="depth %{x}: %{y:.3f} of the exit mass at internal nodes<extra></extra>"),
+        _bar("leaf exits (tree ended: depth or budget)", depths, split["leaf"],
+             hovertemplate="depth %{x}: %{y:.3f} of the exit mass at leaves<extra></extra>"),
+        {"type": "scatter", "mode": "lines+markers", "name": "acceptance by depth", "x": list(acc),
+         "y": [reached / present for reached, present in acc.values()], "yaxis": "y2"},
+    ]
+    return _figure(traces, layout, f"where the mass went ({split['rounds']} rounds)", "depth of the exit node",
+                   "mean exit mass", barmode="stack",
+                   yaxis2={"overlaying": "y", "side": "right", "range": [0, 1],
+                           "title": {"text": "fraction reaching d"}},
+                   legend={"orientation": "h", "y": -0.25})
+
+
+def coverage_figure(rounds: Sequence[Round], layout: Layout | None = None) -> go.Figure:
+    """C_p per round and, where computed, C_p* (the optimal tree of the same budget) with the gap between them."""
+    rs = records(rounds)
+    x = [r.index for r in rs]
+    star = [r.optimal.C_p if r.optimal is not None else None for r in rs]
+    traces = [
+        {"type": "scatter", "mode": "lines+markers", "name": "C_p (draft tree)", "x": x, "y": [r.C_p for r in rs]},
+        {"type": "scatter", "mode": "lines+markers", "name": "C_p* (optimal tree)", "x": x, "y": star,
+         "line": {"dash": "dash"}, "fill": "tonexty", "fillcolor": "rgba(150,150,150,0.25)"},
+    ]
+    return _figure(traces, layout, "coverage per round: the drafter gap is the shaded band", "round", "coverage")
 
 
 def verifier_law_figure(
