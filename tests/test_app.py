@@ -322,3 +322,36 @@ def test_prompts_file_is_optional(tmp_path):
     path = tmp_path / "prompts.jsonl"
     path.write_text('{"id": "a", "title": "A", "split": "train", "prompt": "x = 1"}\nnot json\n{"id": "b"}\n')
     assert example_prompts(path) == [{"id": "a", "title": "A", "split": "train", "prompt": "x = 1"}]
+
+
+def test_optimal_tree_ghosts_and_where_the_mass_went(app_url):
+    """Optimal tree on the shown round: ghosts drawn, C_p* in the stats; every-round mode fills the coverage plot."""
+    c = client(app_url)
+    c.predict(api_name="/reset")
+    out = c.predict(temperature=0.3, api_name="/step")
+    assert out[OUT["error"]] == "" and "C_p*" not in out[OUT["stats"]]
+    out = c.predict(temperature=0.3, api_name="/optimal")
+    assert out[OUT["error"]] == "", out[OUT["error"]]
+    assert out[-1] is True  # the ghosts checkbox turns on
+    stats = out[OUT["stats"]]
+    row = stats.splitlines()[stats.splitlines().index(next(l for l in stats.splitlines() if "C_p*" in l)) + 2]
+    c_p, c_star, gap = (float(x) for x in row.split("|")[1:4])
+    assert c_star >= c_p - 1e-9 and gap == pytest.approx(c_star - c_p, abs=2e-3)
+    names = [t.get("name") for t in figure(out)["data"]]
+    title = figure(out)["layout"]["title"]["text"]
+    assert "optimal 1 + C_p*" in title
+    if " 0 ghosts" not in title:
+        assert "ghost branches (optimal tree)" in names
+    hidden = json.loads(c.predict(on=False, api_name="/ghosts")["plot"])
+    assert not any("ghost" in (t.get("name") or "") for t in hidden["data"])
+
+    c.predict(on=True, api_name="/optimal_every")
+    out = c.predict(rounds=3, temperature=0.3, api_name="/run")
+    coverage = figure(out, "coverage_plot")["data"]
+    star = [y for y in coverage[1]["y"] if y is not None]
+    assert len(star) == len(coverage[0]["y"]) == 4  # every round has its optimal tree now
+    assert all(s >= cp - 1e-9 for s, cp in zip(coverage[1]["y"], coverage[0]["y"]))
+    mass = figure(out, "mass_plot")["data"]
+    assert sum(mass[0]["y"]) + sum(mass[1]["y"]) == pytest.approx(1.0, abs=1e-6)
+    session = exported_session(c)
+    assert all(r.optimal is not None for r in session.rounds)

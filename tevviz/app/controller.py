@@ -93,13 +93,15 @@ class Controller:
                 logger.info("session %s: %s", st.sid[:8], notice)
             live = LiveSession(DecodeSession(pair, encode_prompt(pair.tokenizer, prompt, chat=cfg.chat), cfg, keep_rounds=self.history),
                                prompt)
-            fresh = AppState(sid=st.sid, kind="live", prompt=prompt, prompt_ids=list(live.session.prompt_ids),
+            fresh = AppState(sid=st.sid, ghosts=st.ghosts, optimal_every=st.optimal_every, kind="live", prompt=prompt, prompt_ids=list(live.session.prompt_ids),
                              meta=tio.session_meta(live.session), cfg=cfg)
         else:
             fresh = st
         t0 = time.perf_counter()
         live.session.step()
-        live.seconds += time.perf_counter() - t0
+        live.seconds += time.perf_counter() - t0  # decoding time only: the optimal tree below is analysis
+        if st.optimal_every:
+            live.session.optimal()
         self.store.put(st.sid, live)
         s = live.session
         kept = s.rounds[-self.history:]
@@ -127,7 +129,7 @@ class Controller:
     def reset(self, st: AppState) -> AppState:
         """Drop the live session; an ExitTrain trainer (and its "use" choice) stays."""
         self.store.drop(st.sid, keep_training=True)
-        return AppState(sid=st.sid)
+        return AppState(sid=st.sid, ghosts=st.ghosts, optimal_every=st.optimal_every)
 
     def baseline(self, st: AppState, prompt: str, cfg: DecodeConfig) -> AppState:
         """Time plain autoregressive decoding of the target on the same prompt and settings."""
@@ -200,6 +202,37 @@ class Controller:
         rounds[st.view] = new
         said = f"re-scored round {r.index} with {pair.target_name} at temperature {sampling.temperature:g}"
         return replace(st, rounds=rounds, notice="; ".join(x for x in (said, note) if x))
+
+    def optimal(self, st: AppState, prompt_box: str, sampling: SamplingConfig) -> AppState:
+        """The shown round with its optimal tree (top-B target prefixes), and ghost branches turned on.
+
+        A live round is computed on a copy of its session's target cache; an imported one from its
+        known context (or the prompt box) with the sampling in force.
+        """
+        r = st.round
+        if r is None:
+            raise TevvizError("no round to compute the optimal tree for; press Step or import a file first")
+        if r.C_p is None:
+            raise TevvizError("this round has no target scores; press Re-score first")
+        live = self.store.get(st.sid)
+        note = ""
+        if st.kind == "live" and live is not None and any(x.index == r.index for x in live.session.rounds):
+            new = live.session.optimal(r.index)
+        else:
+            from ..engine.optimal import optimal_tree
+
+            pair = self.source.get()
+            prefix, note = self.prefix(st, st.view, prompt_box, pair.tokenizer)
+            check_ids(pair, prefix + r.tokens)
+            # An import does not say the depth limit its round had: the tree's own depth stands in for H.
+            new = replace(r, optimal=optimal_tree(pair.target, pair.tokenizer, prefix + [r.tokens[0]], sampling,
+                                                  r.size - 1, max(r.depths)))
+        rounds = list(st.rounds)
+        rounds[st.view] = new
+        gap = new.coverage_gap()
+        said = (f"optimal tree of round {r.index}: C_p* = {gap.C_p_star:.3f} against C_p = {gap.C_p:.3f}, "
+                f"{len(gap.ghosts)} ghost branches ({new.optimal.ms:.0f} ms, {new.optimal.passes} target passes)")
+        return replace(st, rounds=rounds, ghosts=True, notice="; ".join(x for x in (said, note) if x))
 
     def compare(self, st: AppState, prompt_box: str, sampling: SamplingConfig, draws: int, seed: int,
                 progress=None) -> Comparison:
@@ -325,7 +358,7 @@ class Controller:
         dropped = max(len(imported.rounds) - self.history, 0)
         if dropped:
             said += f"; history capped at {self.history} rounds; older rounds dropped"
-        return AppState(sid=st.sid, kind=imported.kind, prompt=imported.prompt,
+        return AppState(sid=st.sid, ghosts=st.ghosts, optimal_every=st.optimal_every, kind=imported.kind, prompt=imported.prompt,
                         prompt_ids=list(imported.prompt_token_ids), generated=list(imported.token_ids),
                         text=imported.text, rounds=list(imported.rounds[dropped:]), meta=dict(imported.meta),
                         seconds=sum(sum(r.stage_ms.values()) for r in imported.rounds) / 1e3, view=0, notice=said,

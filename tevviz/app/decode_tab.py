@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import gradio as gr
 
 from ..engine import TevvizError
@@ -17,7 +19,7 @@ SETTINGS = ("prompt", "temperature", "top_k", "top_p", "seed", "builder", "budge
             "branching", "verifier", "max_new_tokens", "chat")
 VIEW_OUTPUTS = ("tree", "view", "node", "details", "text")  # what browsing a round updates
 # Outputs of /step, /step_token, /run, /reset, /import_file and /rescore after the gr.State, in order.
-ROUND_OUTPUTS = ("error", "stats", "stage", "hist", "depth_plot", *VIEW_OUTPUTS)
+ROUND_OUTPUTS = ("error", "stats", "stage", "hist", "depth_plot", "mass_plot", "coverage_plot", *VIEW_OUTPUTS)
 BROWSE_OUTPUTS = (*VIEW_OUTPUTS, "error")  # outputs of /view after the gr.State
 NODE_OUTPUTS = ("tree", "details")  # outputs of /node after the gr.State
 BASELINE_OUTPUTS = ("error", "stats")  # outputs of /baseline after the gr.State
@@ -69,6 +71,11 @@ def _view_column() -> dict:
     with gr.Row():
         c["view"] = gr.Slider(0, 1, value=0, step=1, label="round", interactive=False, scale=3)
         c["metric"] = gr.Radio(list(METRICS), value="P", label="node colour", scale=2)
+    with gr.Row(equal_height=True):
+        c["optimal_btn"] = gr.Button("Optimal tree", min_width=120, scale=0)
+        c["ghosts"] = gr.Checkbox(False, label="ghost branches: the optimal tree's nodes this tree lacks", scale=2)
+        c["optimal_every"] = gr.Checkbox(False, label="optimal tree every round (up to H more target passes)",
+                                         scale=2)
     c["tree"] = gr.Plot(tree_plot(AppState(), "P"), label="draft tree", elem_id="tree-plot")
     with gr.Row(equal_height=False):
         c["node"] = gr.Dropdown([], value=None, label="node details", scale=1)
@@ -90,6 +97,9 @@ def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat:
         c["stage"] = gr.Plot(label="stage times")
         c["hist"] = gr.Plot(label="block lengths")
         c["depth_plot"] = gr.Plot(label="acceptance by depth")
+    with gr.Accordion("Where the mass went", open=True), gr.Row():
+        c["mass_plot"] = gr.Plot(label="exit mass by depth: width against leaf exits")
+        c["coverage_plot"] = gr.Plot(label="C_p and C_p* per round")
     with gr.Accordion("Export and import", open=True):
         with gr.Row():
             c["export_btn"] = gr.Button("Export", variant="primary")
@@ -196,6 +206,13 @@ def _wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
         st = Controller.select_node(current(st), node_id)
         return {ui.state: st, **ui.updates(tree=tree_plot(st, metric_name), details=node_details(st))}
 
+    def set_ghosts(st, metric_name, on):
+        st = replace(current(st), ghosts=bool(on))
+        return {ui.state: st, **ui.updates(tree=tree_plot(st, metric_name))}
+
+    def set_optimal_every(st, on):
+        return replace(current(st), optimal_every=bool(on))
+
     def pick_prompt(prompt_id):
         return by_id.get(prompt_id, gr.skip())
 
@@ -205,6 +222,9 @@ def _wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
     ui.node.select(select_node, [ui.state, ui.metric, ui.node], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="node",
                    **LIGHT)
     ui.pick.change(pick_prompt, [ui.pick], [ui.prompt], api_visibility="private", **LIGHT)
+    ui.ghosts.change(set_ghosts, [ui.state, ui.metric, ui.ghosts], [ui.state, ui.tree], api_name="ghosts", **LIGHT)
+    ui.optimal_every.change(set_optimal_every, [ui.state, ui.optimal_every], [ui.state], api_name="optimal_every",
+                            **LIGHT)
 
 
 def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
@@ -239,12 +259,23 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
         except TevvizError as e:
             return failed(ui.error, e)
 
+    def optimal(st, metric_name, progress=PROGRESS, **values):
+        try:
+            _, cfg = decode_settings(**values)
+            progress(0, desc="best-first expansion with the target")
+            st = ctl.optimal(current(st), values["prompt"], cfg.sampling)
+        except TevvizError as e:
+            return failed(ui.error, e)
+        return {**everything(ui, st, metric_name), ui.ghosts: True}
+
     inputs, outputs = [ui.state, ui.metric], [ui.state, *ui.take(ROUND_OUTPUTS)]
     downloads = ui.take(DOWNLOADS)
     ui.export_btn.click(export, inputs, ui.take(EXPORT_OUTPUTS), api_name="export", **LIGHT).then(
         enable_downloads, [ui.state], downloads, api_visibility="private", **LIGHT)
     ui.upload.upload(import_file, [*inputs, ui.upload], outputs, api_name="import_file", **LIGHT)
     ui.rescore_btn.click(rescore_round, inputs, outputs, inputs_kwargs=settings, api_name="rescore", **MODEL_WORK)
+    ui.optimal_btn.click(optimal, inputs, [*outputs, ui.ghosts], inputs_kwargs=settings, api_name="optimal",
+                         **MODEL_WORK)
 
 
 def decode_tab(ctl: Controller, state: gr.State, prompts: list[dict], first_prompt: str,

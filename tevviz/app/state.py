@@ -109,6 +109,8 @@ class AppState:
     notice: str = ""
     dropped: int = 0  # rounds before `rounds[0]` that the history cap dropped
     dropped_text: str = ""  # the blocks those rounds committed, shown as plain text
+    ghosts: bool = False  # draw the optimal tree's missing branches where a round has one
+    optimal_every: bool = False  # compute the optimal tree after every live round
 
     @property
     def round(self) -> RoundRecord | None:

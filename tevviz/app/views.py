@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import math
+from dataclasses import asdict
 
 import plotly.graph_objects as go
 
@@ -18,6 +19,8 @@ from ..render import (
     BONUS,
     acceptance_by_depth_figure,
     block_length_histogram,
+    coverage_figure,
+    exit_mass_by_depth_figure,
     highlighted_blocks,
     loss_figure,
     path_label,
@@ -39,12 +42,15 @@ def empty_figure(message: str) -> go.Figure:
 
 # Session statistics sit three in a row: shorter, with tight margins.
 COMPACT = {"height": 300, "margin": {"l": 40, "r": 10, "t": 40, "b": 40}}
+WIDE = {"height": 340, "margin": {"l": 50, "r": 50, "t": 40, "b": 40}}
 
 
 def session_figures(st: AppState) -> dict[str, go.Figure]:
-    """The three session statistics figures by widget name: stage times, block lengths, acceptance by depth."""
+    """The session statistics figures by widget name: stage times, block lengths, acceptance by depth, where the
+    exit mass went by depth, and C_p against C_p* per round."""
     return {"stage": stage_times_figure(st.rounds, COMPACT), "hist": block_length_histogram(st.rounds, COMPACT),
-            "depth_plot": acceptance_by_depth_figure(st.rounds, COMPACT)}
+            "depth_plot": acceptance_by_depth_figure(st.rounds, COMPACT),
+            "mass_plot": exit_mass_by_depth_figure(st.rounds, WIDE), "coverage_plot": coverage_figure(st.rounds, WIDE)}
 
 
 def _fmt(x, digits: int = 3) -> str:
@@ -58,8 +64,12 @@ def tree_plot(st: AppState, metric: str) -> go.Figure:
     ceiling = "—" if r.C_p is None else f"{1 + r.C_p:.3f}"
     title = (f"round {r.index}: {r.size} nodes, exit node {r.exit_node}, "
              f"L = {r.block_length}, 1 + C_p = {ceiling} ({r.verifier})")
+    gap = r.coverage_gap() if st.ghosts else None
+    if gap is not None:
+        title += f"; optimal 1 + C_p* = {1 + gap.C_p_star:.3f}, {len(gap.ghosts)} ghosts"
     highlight = st.highlight
-    return tree_figure(r.to_dict(), metric, BONUS if highlight == "bonus" else highlight, title)
+    ghosts = [asdict(g) for g in gap.ghosts] if gap is not None else ()
+    return tree_figure(r.to_dict(), metric, BONUS if highlight == "bonus" else highlight, title, ghosts)
 
 
 def text_spans(st: AppState) -> list[tuple[str, str | None]]:
@@ -130,6 +140,16 @@ def stats_markdown(st: AppState) -> str:
         (f"| {rounds} | {tokens} | {_fmt(tps)} | {_fmt(s['tau'])} | {_fmt(s['mean_ceiling'])} "
          f"| {_fmt(base['tokens_per_s']) if comparable else '—'} | {'—' if speedup is None else f'{speedup:.2f}x'} |"),
     ]
+    r = st.round
+    gap = r.coverage_gap() if r is not None else None
+    if gap is not None or s["optimal_rounds"]:
+        shown = ("| — | — | — | — |" if gap is None else
+                 f"| {1 + gap.C_p:.3f} | {1 + gap.C_p_star:.3f} | {gap.gap:.3f} | {gap.held:.1%} |")
+        lines += ["", f"| round {r.index if r else '—'}: 1 + C_p | 1 + C_p* (optimal tree) | drafter gap | optimal mass "
+                      f"held | session: mean 1 + C_p* | mean gap ({s['optimal_rounds']} rounds) |",
+                  "|---|---|---|---|---|---|",
+                  shown[:-1] + f"| {_fmt(None if s['mean_optimal'] is None else 1 + s['mean_optimal'], 4)} "
+                               f"| {_fmt(s['mean_gap'])} |"]
     if st.done:
         lines.append("\n*Finished (end of sequence or token limit).*")
     if st.kind not in ("live", "empty"):

@@ -5,6 +5,8 @@ from tevviz.render.layout import edges_cross, tidy_layout
 from tevviz.render.stats import (
     acceptance_by_depth_figure,
     block_length_histogram,
+    coverage_figure,
+    exit_mass_by_depth_figure,
     stage_times_figure,
     verifier_law_figure,
 )
@@ -18,7 +20,9 @@ __all__ = [
     "Metric",
     "acceptance_by_depth_figure",
     "block_length_histogram",
+    "coverage_figure",
     "edges_cross",
+    "exit_mass_by_depth_figure",
     "exit_mass_change_figure",
     "highlighted_blocks",
     "loss_figure",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import html
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -18,28 +18,38 @@ BONUS = "bonus"  # pass as `highlight_node` to ring the bonus token
 MAX_LABELLED_NODES = 64  # above this, token labels would overlap; hover still shows them
 PATH_COLOUR = "crimson"
 NO_VALUE_COLOUR = "lightgrey"
+GHOST_COLOUR = "#8a8a8a"
 WIDTH = 900
 ROW_HEIGHT = 70
 MAX_HEIGHT = 6000
 
 
 def tree_figure(
-    round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None, title: str | None = None
+    round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None, title: str | None = None,
+    ghosts: Sequence[Mapping[str, Any]] = (),
 ) -> go.Figure:
-    """Draw one round's draft tree: nodes coloured by `metric`, accepted path, exit, bonus token, optional highlight."""
+    """Draw one round's draft tree: nodes coloured by `metric`, accepted path, exit, bonus token, optional highlight,
+    and the optimal tree's `ghosts` (records.Ghost as dicts) dashed and grey where given."""
     # The dict is already in the form plotly's validators would produce, so the per-property validation is skipped.
-    return go.Figure(tree_figure_dict(round_dict, metric, highlight_node, title), _validate=False)
+    return go.Figure(tree_figure_dict(round_dict, metric, highlight_node, title, ghosts), _validate=False)
 
 
 def tree_figure_dict(
-    round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None, title: str | None = None
+    round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None, title: str | None = None,
+    ghosts: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """`tree_figure` as a plain {"data", "layout"} dict, written as plotly's validation would normalise it."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
     G = round_graph(round_dict)
     bonus = max(G) + 1
-    pos = tidy_layout(_with_bonus(G, bonus))
+    drawn = _with_bonus(G, bonus)
+    ghost_id = {g["node"]: bonus + 1 + i for i, g in enumerate(ghosts)}
+    for g in ghosts:
+        # Unscored ids after the bonus: a ghost sorts after the draft's own children of its anchor.
+        drawn.add_node(ghost_id[g["node"]], score=None)
+        drawn.add_edge(g["anchor"] if g["parent_ghost"] is None else ghost_id[g["parent_ghost"]], ghost_id[g["node"]])
+    pos = tidy_layout(drawn)
     exit_node = G.graph["exit_node"]
 
     traces = [
@@ -49,6 +59,8 @@ def tree_figure_dict(
         *_node_traces(G, pos, metric),
         _ring_trace(pos[exit_node], "exit", size=24, colour=PATH_COLOUR),
     ]
+    if ghosts:
+        traces += _ghost_traces(drawn, pos, ghosts, ghost_id, len(G) + len(ghosts) <= MAX_LABELLED_NODES)
     if highlight_node is not None:
         node = bonus if highlight_node == BONUS else highlight_node
         if node not in pos:
@@ -101,6 +113,31 @@ def _bonus_trace(info: Mapping[str, Any], exit_point: Point, bonus_point: Point)
         hovertext=["", hover],
         hoverinfo=["skip", "text"],
     )
+
+
+def _ghost_traces(drawn: nx.DiGraph, pos: Mapping[Hashable, Point], ghosts: Sequence[Mapping[str, Any]],
+                  ghost_id: Mapping[int, int], labelled: bool) -> list[dict[str, Any]]:
+    """The optimal tree's nodes the draft lacks: dashed grey edges, open grey markers labelled with token and P."""
+    xs, ys = [], []
+    for g in ghosts:
+        v = ghost_id[g["node"]]
+        (u,) = drawn.predecessors(v)
+        xs += [pos[u][0], pos[v][0], None]
+        ys += [pos[u][1], pos[v][1], None]
+    points = [pos[ghost_id[g["node"]]] for g in ghosts]
+    marker = {"symbol": "circle-open", "size": 12 if labelled else 8, "color": GHOST_COLOUR, "line": {"width": 2}}
+    trace = _scatter("ghost branches (optimal tree)", [p[0] for p in points], [p[1] for p in points],
+                     "markers+text" if labelled else "markers", marker=marker)
+    if labelled:
+        trace["text"] = [f"{_token(g['text'])} {g['P']:.2g}" for g in ghosts]
+    return [
+        _scatter("ghost edges", xs, ys, "lines", line={"color": GHOST_COLOUR, "width": 1, "dash": "dash"},
+                 hoverinfo="skip"),
+        trace | {"textposition": "bottom center", "textfont": {"size": 9, "color": GHOST_COLOUR},
+                 "hovertext": [f"<b>ghost {_token(g['text'])}</b>  P {g['P']:.4g}<br>depth {g['depth']}<br>path "
+                               f"{_token(g['path_text'])}" for g in ghosts],
+                 "hoverinfo": "text"},
+    ]
 
 
 def _node_traces(G: nx.DiGraph, pos: Mapping[Hashable, Point], metric: str) -> list[dict[str, Any]]:
