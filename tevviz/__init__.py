@@ -1,3 +1,45 @@
-"""tevviz: an interactive visual debugger for draft trees in speculative decoding."""
+"""tevviz: an interactive visual debugger for draft trees in speculative decoding.
+
+The Python API (docs/python-api.md). Names load their module on first use: `import tevviz`
+loads no model and not even torch.
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
+
+_HOMES = {
+    "load": "api",  # a named pair or your own target/draft
+    "session": "api",  # a DecodeSession with the CLI's defaults
+    "figure": "api",  # a round's tree figure, ghosts included
+    "report": "api",  # the self-contained HTML session report
+    "DecodeSession": "engine.session",
+    "DecodeConfig": "engine.session",
+    "SamplingConfig": "engine.sampling",
+    "BuilderConfig": "engine.builders",
+    "ModelPair": "engine.models",
+    "RoundRecord": "engine.records",
+    "OptimalTree": "engine.records",
+    "CoverageGap": "engine.records",
+    "summarize": "engine.records",
+    "optimal_tree": "engine.optimal",
+    "load_session": "engine.io",
+    "TevvizError": "engine.errors",
+}
+_RENAMED = {"load_session": "load"}  # API name -> name in its module
+__all__ = ["__version__", *_HOMES]
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(f".{_HOMES[name]}", __name__)
+    value = getattr(module, _RENAMED.get(name, name))
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

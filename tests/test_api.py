@@ -1,0 +1,64 @@
+"""The notebook API: top-level names import lazily, and the docs/python-api.md example runs as written."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_import_loads_no_model_and_no_torch():
+    code = ("import sys, tevviz; assert 'torch' not in sys.modules, 'import tevviz loaded torch'; "
+            "names = [n for n in tevviz.__all__ if n != '__version__']; "
+            "missing = [n for n in names if getattr(tevviz, n, None) is None]; assert not missing, missing; "
+            "print(len(names))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout) >= 15
+
+
+def test_every_api_name_has_a_docstring():
+    import tevviz
+
+    for name in tevviz.__all__:
+        if name != "__version__":
+            assert (getattr(tevviz, name).__doc__ or "").strip(), f"tevviz.{name} has no docstring"
+
+
+def test_the_documented_example_runs(tmp_path, monkeypatch, capsys):
+    text = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r"```python\n(.*?)```", text, re.S)
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile(code, "docs/python-api.md", "exec"), scope)
+    printed = capsys.readouterr().out
+    assert "C_p*" not in printed and "C_p " in printed and "rounds, tau" in printed
+    gap = scope["gap"]
+    assert gap.C_p_star >= gap.C_p - 1e-6 and scope["s"].done
+    report = (tmp_path / "session-report.html").read_text(encoding="utf-8")
+    assert report == scope["html"] and len(report) > 100_000  # plotly.js is inside
+    assert any(t.name == "nodes" for t in scope["fig"].data)
+
+
+def test_a_record_shows_its_tree_in_ipython():
+    IPython = pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        import tevviz.api as api
+
+        api._register_notebook_display()
+        from conftest import tiny_pair
+
+        s = api.session(tiny_pair("llama", seed=4), "t1 t2", max_new_tokens=4, chat=False)
+        record = s.step()
+        bundle, _ = shell.display_formatter.format(record)
+        assert any("plotly" in k or k == "text/html" for k in bundle), list(bundle)
+    finally:
+        InteractiveShell.clear_instance()

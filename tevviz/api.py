@@ -1,0 +1,86 @@
+"""The notebook API (docs/python-api.md): load a pair, decode round by round, look at the trees, write a report.
+
+Thin on purpose: each function is one call into the engine or the render layer with the CLI's defaults.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+from .engine import io as tio
+from .engine.builders import BuilderConfig
+from .engine.models import ModelPair, ModelSource
+from .engine.records import RoundRecord
+from .engine.sampling import SamplingConfig
+from .engine.session import DecodeConfig, DecodeSession, encode_prompt, has_chat_template
+from .render.tree_figure import tree_figure
+
+
+def load(pair: str | None = None, target: str | None = None, draft: str | None = None, device: str = "auto",
+         dtype: str = "auto", **options) -> ModelPair:
+    """A checked target/draft pair: a named pair ("stdlib", the default, or "smollm2"), or your own models.
+
+    `options` are ModelSource's other fields (revision, device_map, attn_implementation, trust_remote_code).
+    """
+    return ModelSource(target=target, draft=draft, pair=pair, device=device, dtype=dtype, **options).load()
+
+
+def session(pair: ModelPair, prompt: str, *, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+            budget: int = 32, depth: int = 6, builder: str = "best-first", verifier: str = "tev",
+            max_new_tokens: int = 64, seed: int = 0, chat: bool | None = None, optimal: bool = False,
+            **builder_options) -> DecodeSession:
+    """A decoding session on `prompt`; `step()` runs one round and returns its RoundRecord.
+
+    `chat` defaults to whether the tokenizer has a chat template; `optimal=True` computes each
+    round's optimal tree (see `DecodeSession.optimal` to compute it for one round only).
+    """
+    chat = has_chat_template(pair.tokenizer) if chat is None else chat
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p),
+                       builder=BuilderConfig(kind=builder, budget=budget, depth=depth, **builder_options),
+                       verifier=verifier, max_new_tokens=max_new_tokens, seed=seed, chat=chat, optimal=optimal)
+    return DecodeSession(pair, encode_prompt(pair.tokenizer, prompt, chat=chat), cfg)
+
+
+def figure(record: RoundRecord, metric: str = "P", ghosts: bool = True) -> go.Figure:
+    """The round's draft tree coloured by `metric`, with its ghost branches when its optimal tree is known."""
+    gap = record.coverage_gap() if ghosts else None
+    drawn = [g.__dict__ for g in gap.ghosts] if gap is not None else ()
+    return tree_figure(record.to_dict(), metric, ghosts=drawn)
+
+
+def rounds_of(source) -> tio.ImportedSession:
+    """A DecodeSession, a list of RoundRecords or a JSON file path as the ImportedSession the report reads."""
+    if isinstance(source, DecodeSession):
+        prompt = source.pair.tokenizer.decode(source.prompt_ids)
+        return tio.parse(tio.export_session(source, prompt))
+    if isinstance(source, (str, Path)):
+        return tio.load(source)
+    return tio.ImportedSession(list(source), "session")
+
+
+def report(source, path: str | Path | None = None, title: str | None = None) -> str:
+    """The self-contained HTML session report of a session, rounds or a session file; written to `path` if given."""
+    from .render.report import report_html
+
+    text = report_html(rounds_of(source), title)
+    if path is not None:
+        Path(path).write_text(text, encoding="utf-8")
+    return text
+
+
+def _register_notebook_display() -> None:
+    """In IPython, a RoundRecord displays as its tree figure (the engine itself stays free of plotly)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is None:
+        return
+    ip.display_formatter.mimebundle_formatter.for_type(
+        RoundRecord, lambda r, include=None, exclude=None: figure(r)._repr_mimebundle_(include, exclude))
+
+
+_register_notebook_display()
