@@ -24,7 +24,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--lambda-exit", type=float, default=32.0)
-    ap.add_argument("--token-labels", default="soft", choices=("soft", "hard"))
+    ap.add_argument("--token-labels", default="hard", choices=("soft", "hard"))
     ap.add_argument("--stream-temperatures", default="0,1",
                     help="target continuations are collected at these temperatures, in turn over the contexts")
     ap.add_argument("--budget", type=int, default=64)
@@ -37,6 +37,9 @@ def main() -> None:
     ap.add_argument("--corpus-contexts", type=int, default=0,
                     help="train on N random windows of the stdlib training files instead of the train prompts")
     ap.add_argument("--context-tokens", type=int, default=96, help="length of each corpus window")
+    ap.add_argument("--eval-contexts", type=int, default=0,
+                    help="evaluate on N random windows of the held-out stdlib files (--context-tokens long) instead of "
+                         "the eval prompts")
     ap.add_argument("--streams", default=None,
                     help="train on the target answers in a drafter recipe's data file (WORK/data.pt of "
                          "`tevviz pair train-drafter`) instead of collecting continuations of the train prompts")
@@ -62,6 +65,15 @@ def main() -> None:
         rng = random.Random(args.seed)
         starts = [rng.randrange(len(stream) - args.context_tokens) for _ in range(args.corpus_contexts)]
         train_prompts = [stream[i : i + args.context_tokens] for i in starts]
+    if args.eval_contexts:
+        import random
+
+        from tevviz.demo_pair import encode_corpus, stdlib_files
+
+        held = encode_corpus(pair.tokenizer, stdlib_files()[1]).tolist()
+        rng = random.Random(args.seed + 1)
+        eval_prompts = [held[i : i + args.context_tokens]
+                        for i in (rng.randrange(len(held) - args.context_tokens) for _ in range(args.eval_contexts))]
     builder = best_first(args.budget, args.depth)
     tb = args.train_budget or args.budget
     train_builder = best_first(tb, args.train_depth or args.depth)

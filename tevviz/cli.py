@@ -1,4 +1,4 @@
-"""Command line: `tevviz [app|decode|inspect|train|eval|pair|bench|train-demo-pair] ...`, all over one engine.
+"""Command line: `tevviz [app|decode|inspect|report|train|eval|pair|bench|train-demo-pair] ...`, all over one engine.
 
 This module only builds the parser and dispatches; the handlers live in `tevviz.commands` and load
 torch and the models when they run, so `tevviz --help` answers at once.
@@ -21,6 +21,7 @@ EXAMPLES = """examples:
   tevviz decode --pair smollm2 --prompt - < question.txt --temperature 1 --baseline
   tevviz app --target Qwen/Qwen3-4B --draft Qwen/Qwen3-0.6B --dtype bfloat16
   tevviz inspect session.json --json           validate a session JSON or a DDTree trace
+  tevviz report session.json -o report.html    one self-contained HTML page: summary, figures, every tree
   tevviz train --objective exit --steps 200 --out my-draft
   tevviz eval --draft my-draft                 held-out tau at T = 0 and 1
   tevviz bench verifier_stage                  a benchmark from benchmarks/
@@ -143,8 +144,26 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("file")
     i.add_argument("--json", action="store_true", help="print the summary and rounds as one JSON object")
 
+    r = _sub(sub, "report", "write a self-contained HTML report of a session/round JSON or a DDTree trace",
+             "One HTML file that needs no network (plotly.js inlined): settings, prompt and text, summary, the "
+             "statistics figures, a table of the rounds and every round's tree behind a slider.")
+    r.add_argument("file")
+    r.add_argument("-o", "--out", default=None, help="the HTML file to write (default: FILE with the suffix .html)")
+    r.add_argument("--title", default=None, help="the page title (default: from the models, or the kind of file)")
+
     t = _sub(sub, "train", "ExitTrain the drafter on its own trees; writes an HF folder",
-             "ExitTrain (paper, section 5): L = L_tok + lambda_exit * L_exit on trees the current drafter builds.")
+             "ExitTrain (paper, section 5): L = L_tok + lambda_exit * L_exit on trees the current drafter builds.\n\n"
+             "As the paper: L_tok on the target's own continuations with hard labels (greedy and T = 1, "
+             "collected by exact tree decoding), training trees from the inference builder, and the same B and "
+             "H as `tevviz eval` (64, 8). Where tevviz departs, and why:\n"
+             "  lambda_exit 32: the paper gives none (the authors' config uses 0.1); L_exit averages w over all "
+             "tree nodes, so it is about 1/B of a token NLL and a weight near B balances the two terms.\n"
+             "  w and P come from the target at T = 1 (weight_temperature), whatever the decoding temperature: "
+             "at T = 0 the exit law sits on one node and would train nothing else.\n"
+             "  residual is our own objective, not the paper's; --token-labels soft distils the target's "
+             "distribution instead of its sampled tokens (less noisy, but it turns the token-only ablation into "
+             "knowledge distillation).\n"
+             "assets/models/MODEL_CARD.md has the measured effect of each objective.")
     t.add_argument("--prompts", default=None, help="prompt JSONL (default: the pair's shipped prompt file)")
     t.add_argument("--split", default="train")
     t.add_argument("--objective", default="exit", metavar="NAME", choices=LazyChoices("tevviz.engine.training", "OBJECTIVES"),
@@ -153,8 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--batch", type=int, default=8)
     t.add_argument("--lr", type=float, default=None, help="default: the engine's TrainConfig.lr")
     t.add_argument("--lambda-exit", type=float, default=None, help="default: the engine's TrainConfig.lambda_exit")
-    t.add_argument("--budget", type=int, default=32, help="B of the training trees")
-    t.add_argument("--depth", type=int, default=6, help="H of the training trees")
+    t.add_argument("--budget", type=int, default=64, help="B of the training trees (as tevviz eval's)")
+    t.add_argument("--depth", type=int, default=8, help="H of the training trees (as tevviz eval's)")
     t.add_argument("--collect-temperatures", default="0,1",
                    help="target continuations are collected at these temperatures, in turn over the prompts")
     t.add_argument("--token-labels", default=None, metavar="KIND", choices=LazyChoices("tevviz.engine.training", "TOKEN_LABELS"),

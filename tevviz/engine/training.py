@@ -6,10 +6,11 @@ and q is evaluated under the real tree-parent context by one draft forward over 
 ancestor mask. Trees are rebuilt with the current drafter as training goes; the target is frozen
 and everything it gives (and the tree) is detached.
 
-L_tok is the drafter's cross-entropy on the target's continuations; by default against the target's
-whole next-token distribution (at `weight_temperature`) at each continuation position. For a
-continuation sampled at that temperature this is the expected hard-label loss with far less noise;
-for a greedy one it is distillation toward that law on greedy contexts.
+L_tok is the drafter's cross-entropy on the target's continuations: by default against the
+continuation tokens themselves (hard labels, as the paper), or against the target's whole
+next-token distribution (at `weight_temperature`) at each position ("soft"). For a continuation
+sampled at that temperature the soft loss is the expected hard-label loss with far less noise; for
+a greedy one it is distillation toward that law on greedy contexts.
 """
 
 from __future__ import annotations
@@ -36,18 +37,18 @@ TOKEN_LABELS = ("soft", "hard")
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """ExitTrain settings; the defaults come from the sweep in the model card."""
+    """ExitTrain settings: the paper's where it says (hard labels, inference builder), else the model card's sweep."""
 
     objective: str = "exit"  # exit (w, the paper's), prefix (P rescaled), token (L_tok only), residual (ours)
     lambda_exit: float = 32.0  # L_exit averages w over all tree nodes, so it is ~1/B of an NLL: a weight ~B balances L_tok
     lr: float = 1e-4
     steps: int = 100
     batch: int = 8  # contexts per step
-    builder: BuilderConfig = field(default_factory=lambda: BuilderConfig(budget=32, depth=6))
+    builder: BuilderConfig = field(default_factory=lambda: BuilderConfig(budget=64, depth=8))  # tevviz eval's
     weight_temperature: float = 1.0  # the target law that gives w and P (T = 0 would weight one node only)
     # L_tok against the target's own next-token distribution on the continuation ("soft"), or against the
     # continuation token itself ("hard"); see the module docstring.
-    token_labels: str = "soft"
+    token_labels: str = "hard"
     seed: int = 0
 
     def __post_init__(self):
