@@ -150,6 +150,24 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from .engine.io import load
+    from .render.report import write_report
+
+    imported = load(args.file)
+    out = Path(args.out) if args.out else Path(args.file).with_suffix(".html")
+    if out.resolve() == Path(args.file).resolve():
+        raise TevvizError(f"--out {str(out)!r} would overwrite the input file")
+    if not out.parent.is_dir():
+        raise TevvizError(f"--out {str(out)!r}: no folder {str(out.parent)!r}")
+    args.started = True
+    try:
+        size = write_report(imported, out, args.title)
+    except OSError as e:
+        raise TevvizError(f"cannot write {str(out)!r}: {e.strerror}") from None
+    print(f"wrote {out}: {len(imported.rounds)} rounds, {size / 1e6:.1f} MB", file=sys.stderr)
+    return 0
+
 def server_settings(args) -> dict:
     """Flags first, then Gradio's own environment variables, then this machine only and no share link."""
     port = args.server_port

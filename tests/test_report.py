@@ -1,0 +1,289 @@
+"""tevviz report: one self-contained HTML page of a session, checked as text and in a real browser without network."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import tiny_pair
+from plotly.offline import get_plotlyjs
+
+from tevviz.cli import main
+from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
+from tevviz.engine import io as tio
+from tevviz.engine.records import summarize
+from tevviz.render.graph import METRICS
+from tevviz.render.report import report_html
+from tevviz.render.tree_figure import tree_figure_dict
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).parent / "artifacts"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+PROMPT = 't1 <b>t2</b> & "t3" <script>alert(1)</script>'
+MAX_BYTES = 3_000_000  # the report of 100 rounds at B = 64, plotly.js (4.8 MB on its own) left out
+
+
+def message(err: str) -> str:
+    """The one line of stderr."""
+    assert "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def exported(cfg: DecodeConfig) -> dict:
+    """A session of the tiny pair on the prompt [1, 2, 3], as its JSON export."""
+    session = DecodeSession(tiny_pair("llama", seed=4), [1, 2, 3], cfg)
+    session.run()
+    return tio.export_session(session, PROMPT)
+
+
+def embedded_data(text: str) -> dict:
+    return json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', text, re.DOTALL)[1])
+
+
+def summary_cells(text: str) -> dict[str, str]:
+    return dict(re.findall(r'<td data-key="(\w+)">([^<]*)</td>', text))
+
+
+def node_traces(figure: dict) -> dict[str, dict]:
+    return {t["name"]: t for t in figure["data"] if t["name"] in ("nodes", "no value")}
+
+
+@pytest.fixture(scope="module")
+def session_file(tmp_path_factory):
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.3), optimal=True, max_new_tokens=20)
+    path = tmp_path_factory.mktemp("report") / "session.json"
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(exported(cfg), f)
+    rounds = tio.load(path).rounds
+    assert len(rounds) >= 3 and all(r.optimal is not None for r in rounds)
+    return path
+
+
+@pytest.fixture(scope="module")
+def report_file(session_file):
+    assert main(["report", str(session_file)]) == 0
+    return session_file.with_suffix(".html")
+
+
+# --- the file -------------------------------------------------------------------------------------------------------
+
+
+def test_plotly_js_inlined_once_and_nothing_fetched(report_file):
+    text = report_file.read_text(encoding="utf-8")
+    plotly = get_plotlyjs()
+    assert text.count(plotly) == 1
+    rest = text.replace(plotly, "")
+    assert "plotly.js v" not in rest  # no second copy of another build either
+    assert not re.search(r"<script[^>]*\bsrc\s*=", text, re.IGNORECASE)
+    assert not re.search(r"<link[^>]*\bhref\s*=", rest, re.IGNORECASE)
+    assert "cdn" not in rest.lower() and "http://" not in rest and "https://" not in rest
+
+
+def test_summary_settings_and_text(report_file, session_file):
+    text = report_file.read_text(encoding="utf-8")
+    imported = tio.load(session_file)
+    s = summarize(imported.rounds)
+    cells = summary_cells(text)
+    assert int(cells["rounds"]) == s["rounds"] and int(cells["tokens"]) == s["tokens"]
+    seconds = sum(s["stage_ms"].values()) / 1e3
+    expected = {"tau": s["tau"], "mean_ceiling": s["mean_ceiling"], "mean_optimal_ceiling": 1 + s["mean_optimal"],
+                "mean_gap": s["mean_gap"], "tokens_per_s": s["tokens"] / seconds}
+    for key, value in expected.items():
+        assert float(cells[key]) == pytest.approx(value, abs=0.051 if key == "tokens_per_s" else 5e-4), key
+    assert "from the recorded stage times" in text
+
+    assert f'<pre id="prompt">{html.escape(PROMPT)}</pre>' in text
+    assert PROMPT not in text and "<script>alert" not in text
+    assert f'<pre id="text">{html.escape(imported.text)}</pre>' in text
+    settings = re.search(r'<table class="kv" id="settings">(.*?)</table>', text)[1]
+    assert "<th>target</th><td>tiny-llama</td>" in settings and "temperature 0.3" in settings
+
+
+def test_round_table_rows(report_file, session_file):
+    text = report_file.read_text(encoding="utf-8")
+    rounds = tio.load(session_file).rounds
+    rows = re.findall(r"<tr>((?:<td>[^<]*</td>)+)</tr>", re.search(r'id="rounds">(.*?)</table>', text)[1])
+    assert len(rows) == len(rounds)
+    for row, r in zip(rows, rounds):
+        cells = re.findall(r"<td>([^<]*)</td>", row)
+        gap = r.coverage_gap()
+        assert [int(c) for c in cells[:5]] == [r.index, r.size, max(r.depths), r.exit_node, r.block_length]
+        assert float(cells[5]) == pytest.approx(1 + r.C_p, abs=5e-4)
+        assert float(cells[6]) == pytest.approx(1 + gap.C_p_star, abs=5e-4)
+        assert float(cells[7]) == pytest.approx(gap.gap, abs=5e-4)
+        assert float(cells[8]) == pytest.approx(sum(r.stage_ms.values()), abs=0.051)
+
+
+def test_stored_trees_are_tree_figure_dict_positions_and_colours(report_file, session_file):
+    """Each round is stored once; its node positions, hover text and every metric's colours are tree_figure_dict's."""
+    data = embedded_data(report_file.read_text(encoding="utf-8"))
+    rounds = tio.load(session_file).rounds
+    assert len(data["trees"]) == len(rounds)
+    for tree, r in zip(data["trees"], rounds):
+        for metric in METRICS:
+            traces = node_traces(tree_figure_dict(r.to_dict(), metric))
+            for trace in traces.values():
+                ids = trace["customdata"]
+                assert [tree["nodes"]["x"][v] for v in ids] == trace["x"]
+                assert [tree["nodes"]["y"][v] for v in ids] == trace["y"]
+                assert [tree["nodes"]["hovertext"][v] for v in ids] == trace["hovertext"]
+            colours = dict(zip(traces["nodes"]["customdata"], traces["nodes"]["marker"]["color"]))
+            assert {v: c for v, c in enumerate(tree["values"][metric]) if c is not None} == colours
+
+
+# --- other inputs and errors ----------------------------------------------------------------------------------------
+
+
+def test_round_and_ddtree_trace_give_the_sections_they_have(session_file, tmp_path):
+    record = tio.load(session_file).rounds[1]
+    round_path = tmp_path / "round.json"
+    round_path.write_text(json.dumps(tio.round_dict(record)), encoding="utf-8")
+    trace_path = tmp_path / "trace.json"
+    trace_path.write_text(json.dumps({"node_token_ids": [5, 6, 7, 8], "parents": [-1, 0, 0, 1],
+                                      "node_depths": [0, 1, 1, 2], "accepted_indices": [0, 1, 3]}), encoding="utf-8")
+    for path, figures in ((round_path, {"block-length", "acceptance", "exit-mass", "coverage"}),
+                          (trace_path, {"block-length", "acceptance"})):
+        out = tmp_path / f"{path.stem}-report.html"
+        assert main(["report", str(path), "-o", str(out)]) == 0
+        text = out.read_text(encoding="utf-8")
+        data = embedded_data(text)
+        assert set(data["figures"]) == figures and len(data["trees"]) == 1
+        assert 'id="settings"' not in text and 'id="prompt"' not in text and 'id="tree"' in text
+        assert int(summary_cells(text)["rounds"]) == 1
+    assert data["trees"][0]["values"]["P"] == [None] * 4  # the trace has no target scores: all nodes grey
+
+
+def test_zero_rounds(tmp_path):
+    path = tmp_path / "empty.json"
+    path.write_text(json.dumps(tio.session_dict({}, "p", [1], [], "", [])), encoding="utf-8")
+    assert main(["report", str(path)]) == 0
+    text = (tmp_path / "empty.html").read_text(encoding="utf-8")
+    assert summary_cells(text)["rounds"] == "0" and 'id="tree"' not in text
+
+
+@pytest.mark.parametrize(("content", "error"), [
+    ("{not json", "file: not valid JSON"),
+    ('{"schema": "tevviz.session/2", "rounds": [{"graph": {}}]}', "rounds[0].nodes: expected a list, got NoneType"),
+])
+def test_malformed_input_is_one_line_and_exit_2(tmp_path, capsys, content, error):
+    path = tmp_path / "bad.json"
+    path.write_text(content, encoding="utf-8")
+    capsys.readouterr()
+    assert main(["report", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert message(captured.err).startswith(f"tevviz report: error: {error}")
+    assert not (tmp_path / "bad.html").exists()
+
+
+def test_output_folder_missing_or_the_input_itself(session_file, tmp_path, capsys):
+    capsys.readouterr()
+    assert main(["report", str(session_file), "-o", str(tmp_path / "no" / "r.html")]) == 2
+    assert "no folder" in message(capsys.readouterr().err)
+    assert main(["report", str(session_file), "-o", str(session_file)]) == 2
+    assert "would overwrite the input file" in message(capsys.readouterr().err)
+
+
+def test_report_command_loads_no_torch(session_file, tmp_path):
+    out = tmp_path / "r.html"
+    code = ("import sys; from tevviz.cli import main; rc = main(sys.argv[1:]); "
+            "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code, "report", str(session_file), "-o", str(out)], cwd=ROOT,
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_size > len(get_plotlyjs())
+
+
+# --- size -----------------------------------------------------------------------------------------------------------
+
+
+def test_100_rounds_at_budget_64_stay_small():
+    """Trees stored once per round: 100 rounds of 65 nodes add under 3 MB to plotly.js."""
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), builder=BuilderConfig(budget=64, depth=8),
+                       max_new_tokens=80)
+    imported = tio.parse(json.loads(json.dumps(exported(cfg))))
+    assert all(r.size == 65 for r in imported.rounds)
+    # Rounds repeated under new indices: the size depends on the trees' shape, not on their being distinct.
+    imported.rounds = [dataclasses.replace(imported.rounds[i % len(imported.rounds)], index=i) for i in range(100)]
+    size = len(report_html(imported).encode("utf-8"))
+    assert size - len(get_plotlyjs()) < MAX_BYTES
+
+
+# --- in the browser -------------------------------------------------------------------------------------------------
+
+PLOTTED = """() => document.getElementById("tree").data
+    .filter((t) => t.name === "nodes" || t.name === "no value")
+    .map((t) => ({name: t.name, x: t.x, y: t.y, color: t.marker.color, hovertext: t.hovertext}))"""
+
+
+def plotted_nodes(figure: dict) -> list[dict]:
+    return [{"name": t["name"], "x": t["x"], "y": t["y"], "color": t["marker"]["color"], "hovertext": t["hovertext"]}
+            for t in node_traces(figure).values()]
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the Debian chromium at /usr/bin/chromium")
+def test_report_in_the_browser_offline(report_file, session_file):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    rounds = tio.load(session_file).rounds
+    expected = lambda k, metric: json.loads(json.dumps(tree_figure_dict(rounds[k].to_dict(), metric)))
+    k = next(k for k in range(1, len(rounds)) if plotted_nodes(expected(k, "P")) != plotted_nodes(expected(0, "P")))
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 1000})
+            page.set_default_timeout(30_000)
+            errors, blocked = [], []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+
+            def offline(route):
+                if route.request.url.startswith(("file:", "data:")):
+                    route.continue_()
+                else:
+                    blocked.append(route.request.url)
+                    route.abort()
+
+            page.route("**/*", offline)
+            page.goto(report_file.as_uri())
+            expect = sync_api.expect
+            expect(page.locator(".js-plotly-plot")).to_have_count(5)  # four statistics figures and the tree
+            caption = page.locator("#caption")
+            expect(caption).to_have_text(re.compile(rf"^round {rounds[0].index}, "))
+            assert page.evaluate(PLOTTED) == plotted_nodes(expected(0, "P"))
+
+            # The page's figure for any round and metric is tree_figure_dict's, every field of every trace.
+            for j in (0, k, len(rounds) - 1):
+                for metric in METRICS:
+                    figure = page.evaluate("([j, m]) => window.tevvizReport.treeFigure(j, m)", [j, metric])
+                    assert figure == expected(j, metric), (j, metric)
+
+            slider = page.locator("#round")
+            for _ in range(k):
+                slider.press("ArrowRight")
+            expect(caption).to_have_text(re.compile(rf"^round {rounds[k].index}, "))
+            assert page.evaluate(PLOTTED) == plotted_nodes(expected(k, "P"))
+
+            page.select_option("#metric", "w")
+            expect(page.locator("#tree .cbtitle")).to_contain_text("w(v)")
+            assert slider.input_value() == str(k)
+            assert page.evaluate(PLOTTED) == plotted_nodes(expected(k, "w"))
+
+            slider.press("ArrowLeft")
+            expect(caption).to_have_text(re.compile(rf"^round {rounds[k - 1].index}, "))
+            assert page.locator("#metric").input_value() == "w"
+            assert page.evaluate(PLOTTED) == plotted_nodes(expected(k - 1, "w"))
+            page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+        finally:
+            browser.close()
+    assert not errors, errors
+    assert not blocked, blocked

@@ -1,0 +1,300 @@
+"""Imported session -> one self-contained HTML page: settings, text, summary, statistics and every round's tree.
+
+The page needs no network: plotly.js is inlined once and everything else is one JSON block. Each round's tree is
+stored once, as `tree_figure_dict` draws it for the default metric with the node traces taken apart into per-node
+columns (position, label, hover) and the value of every metric; the page's script puts the node traces back together
+for the chosen metric, exactly as `tree_figure_dict` would (tests/test_report.py compares the two in a browser).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from plotly.offline import get_plotlyjs
+
+from tevviz.engine.io import ImportedSession
+from tevviz.engine.records import CoverageGap, RoundRecord, summarize
+from tevviz.render.graph import METRICS, node_metric, round_graph
+from tevviz.render.stats import (
+    acceptance_by_depth_figure,
+    block_length_histogram,
+    coverage_figure,
+    exit_mass_by_depth_figure,
+)
+from tevviz.render.tree_figure import NO_VALUE_COLOUR, tree_figure_dict
+
+DEFAULT_METRIC = "P"
+NODE_TRACES = ("nodes", "no value")  # the traces of tree_figure_dict that depend on the metric
+PER_NODE = ("x", "y", "text", "hovertext", "customdata", "marker", "name")  # their fields rebuilt per metric
+META_ORDER = ("target", "draft", "dtype", "device", "sampling", "builder", "verifier", "seed", "max_new_tokens", "chat",
+              "tevviz")
+STATS_HEIGHT = 380
+
+
+def report_html(imported: ImportedSession, title: str | None = None) -> str:
+    """The whole report as one HTML string (a round or trace file gives the sections it has data for)."""
+    rounds = imported.rounds
+    gaps = [r.coverage_gap() for r in rounds]
+    figures = _statistics(rounds)
+    payload = {
+        "figures": figures,
+        "metrics": _metric_styles(rounds[0]) if rounds else {},
+        "noValue": NO_VALUE_COLOUR,
+        "trees": [_tree(r, gap) for r, gap in zip(rounds, gaps)],
+    }
+    title = title or _default_title(imported)
+    body = [
+        f"<h1>{_esc(title)}</h1>",
+        _settings(imported.meta),
+        _texts(imported),
+        _summary(rounds),
+        _figure_divs(figures),
+        _tree_controls(len(rounds), payload["trees"][0]["caption"] if rounds else ""),
+        _round_table(rounds, gaps),
+    ]
+    data = json.dumps(payload, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+    return PAGE.format(title=_esc(title), style=STYLE, body="\n".join(b for b in body if b), plotlyjs=get_plotlyjs(),
+                       data=data, script=SCRIPT)
+
+
+def write_report(imported: ImportedSession, path: str | Path, title: str | None = None) -> int:
+    """Write the report to `path`; returns its size in bytes."""
+    data = report_html(imported, title).encode("utf-8")
+    Path(path).write_bytes(data)
+    return len(data)
+
+
+# --- data for the page's script -------------------------------------------------------------------------------------
+
+
+def _statistics(rounds: list[RoundRecord]) -> dict[str, dict]:
+    """The session figures worth drawing for these rounds, by div id, as plain {"data", "layout"} dicts."""
+    if not rounds:
+        return {}
+    layout = {"height": STATS_HEIGHT}
+    figures = {"block-length": block_length_histogram(rounds, layout),
+               "acceptance": acceptance_by_depth_figure(rounds, layout)}
+    if any(r.C_p is not None for r in rounds):
+        figures["exit-mass"] = exit_mass_by_depth_figure(rounds, layout)
+        figures["coverage"] = coverage_figure(rounds, layout)
+    return {key: fig.to_plotly_json() for key, fig in figures.items()}
+
+
+def _metric_styles(record: RoundRecord) -> dict[str, dict]:
+    """Per metric, the colourscale and colour bar of the node trace, as tree_figure_dict writes them."""
+    rd = record.to_dict()
+    styles = {}
+    for metric in METRICS:
+        marker = _node_traces(tree_figure_dict(rd, metric)["data"])[0]["marker"]
+        styles[metric] = {"colorscale": marker["colorscale"], "colorbar": marker["colorbar"]}
+    return styles
+
+
+def _tree(record: RoundRecord, gap: CoverageGap | None) -> dict[str, Any]:
+    """One round's tree, stored once: the metric-free traces, the layout, per-node columns and every metric's values."""
+    rd = record.to_dict()
+    figure = tree_figure_dict(rd, DEFAULT_METRIC)
+    node_traces = _node_traces(figure["data"])
+    at = figure["data"].index(node_traces[0])
+    keys = ("x", "y", "hovertext", "text") if "text" in node_traces[0] else ("x", "y", "hovertext")  # text: labelled
+    columns = {key: [None] * record.size for key in keys}
+    for trace in node_traces:
+        for key, column in columns.items():
+            for v, value in zip(trace["customdata"], trace[key]):
+                column[v] = value
+    template = {k: v for k, v in node_traces[0].items() if k not in PER_NODE}
+    template["marker"] = {"size": node_traces[0]["marker"]["size"], "line": node_traces[0]["marker"]["line"]}
+    G = round_graph(rd)
+    return {
+        "caption": _caption(record, gap),
+        "fixed": [t for t in figure["data"] if t["name"] not in NODE_TRACES],
+        "at": at,
+        "template": template,
+        "nodes": columns,
+        "values": {m: [node_metric(G.nodes[v], m) for v in G] for m in METRICS},
+        "layout": figure["layout"],
+    }
+
+
+def _node_traces(traces: list[dict]) -> list[dict]:
+    return [t for t in traces if t["name"] in NODE_TRACES]
+
+
+def _caption(r: RoundRecord, gap: CoverageGap | None) -> str:
+    parts = [f"round {r.index}", f"{r.size} nodes", f"depth {max(r.depths)}", f"exit node {r.exit_node}",
+             f"L = {r.block_length}"]
+    if r.C_p is not None:
+        parts.append(f"1 + C_p = {1 + r.C_p:.3f}")
+    if gap is not None:
+        parts.append(f"1 + C_p* = {1 + gap.C_p_star:.3f}, gap {gap.gap:.3f}")
+    return ", ".join(parts)
+
+
+# --- HTML sections --------------------------------------------------------------------------------------------------
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _default_title(imported: ImportedSession) -> str:
+    meta = imported.meta
+    if meta.get("draft") or meta.get("target"):
+        return f"tevviz report: {meta.get('draft', '?')} drafting for {meta.get('target', '?')}"
+    return f"tevviz report: {imported.kind}, {len(imported.rounds)} rounds"
+
+
+def _setting(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {_setting(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_setting, value)) + "]"
+    return str(value)
+
+
+def _settings(meta: Mapping[str, Any]) -> str:
+    if not meta:
+        return ""
+    keys = [k for k in META_ORDER if k in meta] + [k for k in meta if k not in META_ORDER]
+    rows = "".join(f"<tr><th>{_esc(k.replace('_', ' '))}</th><td>{_esc(_setting(meta[k]))}</td></tr>" for k in keys)
+    return f'<h2>Settings</h2>\n<table class="kv" id="settings">{rows}</table>'
+
+
+def _texts(imported: ImportedSession) -> str:
+    if not (imported.prompt or imported.text):
+        return ""
+    return (f'<h2>Prompt</h2>\n<pre id="prompt">{_esc(imported.prompt)}</pre>\n'
+            f'<h2>Generated text</h2>\n<pre id="text">{_esc(imported.text)}</pre>')
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _summary(rounds: list[RoundRecord]) -> str:
+    s = summarize(rounds)
+    seconds = sum(s["stage_ms"].values()) / 1e3
+    rows = [("rounds", "rounds", str(s["rounds"])), ("tokens", "tokens committed", str(s["tokens"])),
+            ("tau", "tau (mean block length L)", _number(s["tau"])),
+            ("mean_ceiling", "mean 1 + C_p", _number(s["mean_ceiling"]))]
+    if s["optimal_rounds"]:
+        star = f"mean 1 + C_p* ({s['optimal_rounds']} rounds)"
+        rows += [("mean_optimal_ceiling", star, _number(1 + s["mean_optimal"])),
+                 ("mean_gap", "mean drafter gap C_p* - C_p", _number(s["mean_gap"]))]
+    if seconds > 0:
+        rows.append(("tokens_per_s", "tokens/s, from the recorded stage times", _number(s["tokens"] / seconds, 1)))
+    cells = "".join(f'<tr><th>{label}</th><td data-key="{key}">{value}</td></tr>' for key, label, value in rows)
+    return f'<h2>Summary</h2>\n<table class="kv" id="summary">{cells}</table>'
+
+
+def _figure_divs(figures: Mapping[str, dict]) -> str:
+    if not figures:
+        return ""
+    divs = "".join(f'<div class="plot stats" id="{key}"></div>' for key in figures)
+    return f'<h2>Statistics</h2>\n<div class="grid">{divs}</div>'
+
+
+def _tree_controls(n: int, caption: str) -> str:
+    if n == 0:
+        return ""
+    options = "".join(f'<option value="{m}"{" selected" if m == DEFAULT_METRIC else ""}>{_esc(spec.label)}</option>'
+                      for m, spec in METRICS.items())
+    return (f"<h2>Trees</h2>\n<div class=\"controls\"><label>colour by <select id=\"metric\">{options}</select></label>"
+            f'<label>round <input type="range" id="round" min="0" max="{n - 1}" value="0" step="1"></label>'
+            f'<span id="caption">{_esc(caption)}</span></div>\n<div class="plot" id="tree"></div>')
+
+
+def _round_table(rounds: list[RoundRecord], gaps: list[CoverageGap | None]) -> str:
+    if not rounds:
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in ("round", "nodes", "depth", "exit node", "L", "1 + C_p", "1 + C_p*", "gap",
+                                             "stage ms"))
+    rows = []
+    for r, gap in zip(rounds, gaps):
+        cells = [r.index, r.size, max(r.depths), r.exit_node, r.block_length,
+                 _number(None if r.C_p is None else 1 + r.C_p), _number(None if gap is None else 1 + gap.C_p_star),
+                 _number(None if gap is None else gap.gap), _number(sum(r.stage_ms.values()), 1)]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return f'<h2>Rounds</h2>\n<table class="rounds" id="rounds"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; color: #222; }
+pre { white-space: pre-wrap; background: #f6f6f6; padding: 0.8em; border-radius: 4px; }
+table { border-collapse: collapse; }
+th, td { padding: 0.2em 0.8em; border-bottom: 1px solid #ddd; text-align: left; }
+table.rounds td { text-align: right; font-variant-numeric: tabular-nums; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 1em; }
+.controls { display: flex; gap: 1.5em; align-items: center; flex-wrap: wrap; margin-bottom: 0.5em; }
+#round { width: 320px; vertical-align: middle; }
+"""
+
+# The node traces rebuilt here are tree_figure.py's `_node_traces`: "nodes" holds the nodes with a value, coloured,
+# "no value" the rest in grey; both keep the node order and the default metric's per-node fields.
+SCRIPT = """
+(function () {
+  const data = JSON.parse(document.getElementById("report-data").textContent);
+  const config = {displaylogo: false};
+  for (const [id, fig] of Object.entries(data.figures)) {
+    Plotly.newPlot(id, fig.data, fig.layout, {...config, responsive: true});
+  }
+  if (!data.trees.length) return;
+
+  function nodeTrace(tree, name, ids, marker) {
+    const pick = (key) => ids.map((v) => tree.nodes[key][v]);
+    const trace = {...structuredClone(tree.template), name, x: pick("x"), y: pick("y"), marker,
+                   customdata: ids, hovertext: pick("hovertext")};
+    if (tree.nodes.text) trace.text = pick("text");
+    return trace;
+  }
+
+  function treeFigure(k, metric) {
+    const tree = data.trees[k], style = data.metrics[metric], values = tree.values[metric];
+    const base = tree.template.marker, valued = [], unvalued = [];
+    values.forEach((value, v) => (value === null ? unvalued : valued).push(v));
+    const colours = valued.map((v) => values[v]);
+    const nodes = [nodeTrace(tree, "nodes", valued, {
+      size: base.size, color: colours, colorscale: style.colorscale,
+      cmin: colours.length ? Math.min(...colours) : 0.0, cmax: colours.length ? Math.max(...colours) : 1.0,
+      showscale: colours.length > 0, colorbar: style.colorbar, line: base.line})];
+    if (unvalued.length) {
+      nodes.push(nodeTrace(tree, "no value", unvalued, {size: base.size, color: data.noValue, line: {...base.line}}));
+    }
+    const fixed = structuredClone(tree.fixed);
+    return {data: [...fixed.slice(0, tree.at), ...nodes, ...fixed.slice(tree.at)],
+            layout: structuredClone(tree.layout)};
+  }
+
+  const slider = document.getElementById("round"), select = document.getElementById("metric");
+  const caption = document.getElementById("caption");
+  function show() {
+    const k = Number(slider.value), fig = treeFigure(k, select.value);
+    caption.textContent = data.trees[k].caption;
+    Plotly.react("tree", fig.data, fig.layout, config);
+  }
+  slider.addEventListener("input", show);
+  select.addEventListener("change", show);
+  window.tevvizReport = {treeFigure, show};
+  show();
+})();
+"""
+
+PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>{style}</style>
+<script>{plotlyjs}</script>
+</head>
+<body>
+{body}
+<script type="application/json" id="report-data">{data}</script>
+<script>{script}</script>
+</body>
+</html>
+"""
