@@ -355,3 +355,16 @@ def test_optimal_tree_ghosts_and_where_the_mass_went(app_url):
     assert sum(mass[0]["y"]) + sum(mass[1]["y"]) == pytest.approx(1.0, abs=1e-6)
     session = exported_session(c)
     assert all(r.optimal is not None for r in session.rounds)
+
+
+def test_auto_budget_sizes_each_round_within_the_limits(app_url):
+    c = client(app_url)
+    c.predict(api_name="/reset")
+    for i in range(4):
+        out = c.predict(auto_budget=True, budget=12, depth=4, api_name="/step")
+        assert out[OUT["error"]] == "", out[OUT["error"]]
+        nodes = [t for t in figure(out)["data"] if t.get("name") in ("nodes", "no value")]
+        count = sum(len(t["x"]) for t in nodes)
+        assert count - 1 <= 12
+        assert "Auto budget, round" in out[OUT["stats"]] and "Cost model" in out[OUT["stats"]]
+    assert "chosen for expected tokens/s" in out[OUT["stats"]]

@@ -399,9 +399,11 @@ def first_three_law(model, prompt: list[int], sampling: SamplingConfig) -> dict[
     return law
 
 
-def test_first_three_tokens_follow_autoregressive_sampling():
+@pytest.mark.parametrize("auto", [False, True], ids=["fixed", "auto-budget"])
+def test_first_three_tokens_follow_autoregressive_sampling(auto):
     """Tree decoding (best-first, TEV) at T = 1 with top-k: over 2,000 seeded sessions the first three committed
-    tokens follow plain autoregressive sampling (chi-square), across round boundaries and cache commits."""
+    tokens follow plain autoregressive sampling (chi-square), across round boundaries and cache commits; also
+    with --budget auto, whose trees change size from round to round."""
     from tevviz.engine.comparison import chi_square_p
 
     pair = stream_pair()
@@ -409,7 +411,7 @@ def test_first_three_tokens_follow_autoregressive_sampling():
     law = first_three_law(pair.target, prompt, STREAM_SAMPLING)
     counts: dict[tuple[int, ...], int] = {}
     rounds = 0
-    builder = BuilderConfig(budget=6, depth=3, children=3, width=3)
+    builder = BuilderConfig(budget=6, depth=3, children=3, width=3, auto=auto)
     with torch.inference_mode():
         for seed in range(STREAM_SESSIONS):
             cfg = DecodeConfig(sampling=STREAM_SAMPLING, builder=builder, max_new_tokens=3, seed=seed,

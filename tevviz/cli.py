@@ -84,6 +84,16 @@ def add_prompt(p: argparse.ArgumentParser, required: bool = True) -> None:
                    help="wrap the prompt in the tokenizer's chat template (default: on when the tokenizer has one)")
 
 
+def budget_value(text: str):
+    """--budget: a whole number, or auto."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None
+
+
 def add_decoding(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sampling")
     g.add_argument("--max-new-tokens", type=int, default=64)
@@ -96,7 +106,10 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
                    help="a registered verifier: tev, predraw, residual (and the reference predraw-loop)")
     g.add_argument("--builder", default="best-first", metavar="NAME",
                    choices=LazyChoices("tevviz.engine.builders", "BUILDERS"), help="best-first, static or chain")
-    g.add_argument("--budget", type=int, default=32, help="B: nodes kept (best-first)")
+    g.add_argument("--budget", type=budget_value, default=32,
+                   help="B: nodes kept (best-first); auto: each round's B and H chosen for expected tokens per second "
+                        "from a cost model measured as the session runs, up to --budget-limit and --depth")
+    g.add_argument("--budget-limit", type=int, default=64, help="with --budget auto: the most nodes a tree may keep")
     g.add_argument("--depth", type=int, default=6, help="H: maximum depth (best-first, chain)")
     g.add_argument("--children", type=int, default=4, help="K: children per expanded node (best-first)")
     g.add_argument("--width", type=int, default=8, help="W: frontier width per depth (best-first)")

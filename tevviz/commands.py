@@ -38,10 +38,11 @@ def decode_config_from_args(args):
         branching = tuple(int(x) for x in args.branching.split(","))
     except ValueError:
         raise TevvizError(f"--branching must be comma-separated integers, got {args.branching!r}") from None
+    auto = args.budget == "auto"
     return DecodeConfig(
         sampling=SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
-        builder=BuilderConfig(kind=args.builder, budget=args.budget, depth=args.depth, children=args.children,
-                              width=args.width, branching=branching),
+        builder=BuilderConfig(kind=args.builder, budget=args.budget_limit if auto else args.budget, depth=args.depth,
+                              children=args.children, width=args.width, branching=branching, auto=auto),
         verifier=args.verifier, max_new_tokens=args.max_new_tokens, seed=args.seed,
         optimal=getattr(args, "optimal", False),
     )
@@ -94,6 +95,10 @@ def cmd_decode(args) -> int:
         "tokens_per_s": len(session.generated) / seconds if seconds > 0 else 0.0,
         "stage_ms": s["stage_ms"],
     }
+    if cfg.builder.auto and session.rounds:
+        sized = [r.sizing for r in session.rounds]
+        out["auto_budget"] = {"mean_B": sum(z["B"] for z in sized) / len(sized),
+                              "mean_H": sum(z["H"] for z in sized) / len(sized), "last": sized[-1]}
     if args.optimal:
         out |= {"mean_optimal_ceiling": 1 + s["mean_optimal"], "mean_gap": s["mean_gap"],
                 "optimal_ms": sum(r.optimal.ms for r in session.rounds) / max(len(session.rounds), 1)}
@@ -116,6 +121,13 @@ def cmd_decode(args) -> int:
     print(f"rounds {s['rounds']}  tau {tau}  mean 1+C_p {ceiling}  {out['tokens_per_s']:.1f} tok/s"
           + (f"  speed-up {out['speedup']:.2f}x" if args.baseline and out["speedup"] else ""), file=sys.stderr)
     print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in s["stage_ms"].items()), file=sys.stderr)
+    if "auto_budget" in out:
+        from .engine.auto_budget import Fit, describe
+
+        a = out["auto_budget"]
+        fit = Fit(**{k: a["last"][k] for k in Fit.__dataclass_fields__})
+        print(f"auto budget: mean B {a['mean_B']:.1f}, mean H {a['mean_H']:.1f}; cost model: {describe(fit)}",
+              file=sys.stderr)
     if args.optimal:
         print(f"optimal tree: mean 1+C_p* {out['mean_optimal_ceiling']:.2f}  mean drafter gap {s['mean_gap']:.2f}  "
               f"{out['optimal_ms']:.0f} ms a round to compute", file=sys.stderr)

@@ -16,7 +16,7 @@ from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed
 
 # The settings widgets, by the names `decode_settings` takes (every decoding endpoint accepts them by keyword).
 SETTINGS = ("prompt", "temperature", "top_k", "top_p", "seed", "builder", "budget", "depth", "children", "width",
-            "branching", "verifier", "max_new_tokens", "chat")
+            "branching", "verifier", "max_new_tokens", "chat", "auto_budget")
 VIEW_OUTPUTS = ("tree", "view", "node", "details", "text")  # what browsing a round updates
 # Outputs of /step, /step_token, /run, /reset, /import_file and /rescore after the gr.State, in order.
 ROUND_OUTPUTS = ("error", "stats", "stage", "hist", "depth_plot", "mass_plot", "coverage_plot", *VIEW_OUTPUTS)
@@ -55,6 +55,8 @@ def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str
         with gr.Row():
             c["budget"] = gr.Number(32, precision=0, label="B budget", min_width=70)
             c["depth"] = gr.Number(6, precision=0, label="H depth", min_width=70)
+        c["auto_budget"] = gr.Checkbox(False, label="auto: size each tree for tokens/s (B and H become limits)",
+                                       info="a cost model measured as the session runs (docs/auto-budget.md)")
         with gr.Row():
             c["children"] = gr.Number(4, precision=0, label="K children", min_width=70)
             c["width"] = gr.Number(8, precision=0, label="W width", min_width=70)

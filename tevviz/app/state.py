@@ -49,7 +49,7 @@ def _float(x, name: str) -> float:
 
 def decode_settings(prompt: str, temperature: float, top_k: int, top_p: float, seed: int, builder: str,
                     budget: int, depth: int, children: int, width: int, branching: str, verifier: str,
-                    max_new_tokens: int, chat: bool = False) -> tuple[str, DecodeConfig]:
+                    max_new_tokens: int, chat: bool = False, auto_budget: bool = False) -> tuple[str, DecodeConfig]:
     """The prompt and the DecodeConfig that the settings widgets describe (raises TevvizError)."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise TevvizError("the prompt is empty")
@@ -60,7 +60,8 @@ def decode_settings(prompt: str, temperature: float, top_k: int, top_p: float, s
     sampling = SamplingConfig(temperature=_float(temperature, "temperature"), top_k=_int(top_k, "top-k"),
                               top_p=_float(top_p, "top-p"))
     tree = BuilderConfig(kind=builder, budget=_int(budget, "budget B"), depth=_int(depth, "depth H"),
-                         children=_int(children, "children K"), width=_int(width, "width W"), branching=shape)
+                         children=_int(children, "children K"), width=_int(width, "width W"), branching=shape,
+                         auto=bool(auto_budget))
     cfg = DecodeConfig(sampling=sampling, builder=tree, verifier=verifier,
                        max_new_tokens=_int(max_new_tokens, "max new tokens"), seed=_int(seed, "seed"),
                        chat=bool(chat))

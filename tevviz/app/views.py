@@ -150,6 +150,14 @@ def stats_markdown(st: AppState) -> str:
                   "|---|---|---|---|---|---|",
                   shown[:-1] + f"| {_fmt(None if s['mean_optimal'] is None else 1 + s['mean_optimal'], 4)} "
                                f"| {_fmt(s['mean_gap'])} |"]
+    if r is not None and r.sizing is not None:
+        from ..engine.auto_budget import Fit, describe
+
+        z = r.sizing
+        fit = Fit(**{k: z[k] for k in Fit.__dataclass_fields__})
+        how = "warm-up size" if z.get("warmup") else "chosen for expected tokens/s"
+        lines.append(f"\n*Auto budget, round {r.index}: B = {z['B']:.0f}, H = {z['H']:.0f} ({how}). Cost model: "
+                     f"{describe(fit)}.*")
     if st.done:
         lines.append("\n*Finished (end of sequence or token limit).*")
     if st.kind not in ("live", "empty"):

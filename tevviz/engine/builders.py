@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .auto_budget import Plan
 from .errors import TevvizError
 from .kv import additive_mask, causal_visibility
 from .tree import DraftTree
@@ -31,10 +32,13 @@ class BuilderConfig:
     children: int = 4  # K: children per expanded node (best-first)
     width: int = 8  # W: frontier width per depth (best-first)
     branching: tuple[int, ...] = field(default=(4, 2, 2, 1, 1))  # children per node at each depth (static)
+    auto: bool = False  # best-first only: budget and depth become limits, each round sized by engine/auto_budget.py
 
     def __post_init__(self):
         if self.kind not in BUILDERS:
             raise TevvizError(f"unknown builder {self.kind!r}; choose one of {', '.join(BUILDERS)}")
+        if self.auto and self.kind != "best-first":
+            raise TevvizError("an automatic budget sizes best-first trees only")
         checks = [("budget", self.budget, MAX_BUDGET), ("depth", self.depth, MAX_DEPTH)]
         if self.kind == "best-first":
             checks += [("children K", self.children, MAX_CHILDREN), ("width", self.width, MAX_WIDTH)]
@@ -79,6 +83,7 @@ class DraftResult:
     tree: DraftTree
     slots: torch.Tensor  # (N,) long; draft-cache offset past `base` of each forwarded node, -1 if never forwarded
     base: int  # draft cache length after the pending tokens (root included)
+    levels: int = 0  # draft forwards, the pending tokens' included
 
 
 def _forward(model, cache, tokens: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
@@ -93,10 +98,13 @@ def _forward(model, cache, tokens: torch.Tensor, positions: torch.Tensor, visibl
 
 
 @torch.no_grad()
-def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: int | None = None) -> DraftResult:
+def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: int | None = None,
+               plan: Plan | None = None) -> DraftResult:
     """Draft a tree below the last pending token (the root); `pending` are committed tokens not yet in `cache`.
 
     `max_depth` caps the depth for this round (context length); the cache grows by the forwarded nodes.
+    With a `plan` (auto budget), drafting stops at the first level that does not raise the expected
+    tokens per ms, and the tree keeps the top-k nodes by path score with the best rate.
     """
     device = model.device
     past = cache.get_seq_length()
@@ -118,6 +126,7 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
     frontier_scores = scores[0]
     vis = torch.zeros(1, 0, dtype=torch.bool, device=device)  # frontier rows over the tree slots forwarded so far
     n_slots = 0
+    levels, best_rate = 1, 0.0
     for d in range(1, H + 1):
         k, width = cfg.level(d)
         k = min(k, logits.shape[-1])
@@ -130,6 +139,11 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
         logq.append(top.values.reshape(-1))
         scores.append(new_scores)
         slots.append(torch.full((f * k,), -1, dtype=torch.long, device=device))
+        if plan is not None and plan.forced_budget is None:
+            _, rate = plan.best(torch.cat(scores[1:]), levels)
+            if rate <= best_rate:
+                break  # this level did not pay for itself: the next one would pay less
+            best_rate = rate
         if d == H:
             break
         # The next frontier: the `width` best new nodes by path score, in creation order.
@@ -145,12 +159,14 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
         frontier, frontier_scores, vis = chosen + n, new_scores[chosen], rows
         n += f * k
         n_slots += m
+        levels += 1
 
     tree = DraftTree(*(torch.cat(x) for x in (tokens, parents, depths, logq, scores)))
     slot = torch.cat(slots)
-    if tree.size - 1 > cfg.keep:
-        tree, slot = _keep_best(tree, slot, cfg.keep)
-    return DraftResult(tree, slot, base)
+    keep = cfg.keep if plan is None else min(cfg.keep, plan.best(tree.scores[1:], levels)[0])
+    if tree.size - 1 > keep:
+        tree, slot = _keep_best(tree, slot, keep)
+    return DraftResult(tree, slot, base, levels)
 
 
 def _keep_best(tree: DraftTree, slot: torch.Tensor, budget: int) -> tuple[DraftTree, torch.Tensor]:

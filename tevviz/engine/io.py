@@ -186,6 +186,13 @@ def parse_round(d, where: str = "round") -> RoundRecord:
         _int(t, f"{where}.graph.committed[{j}]", 0)
     if g.get("optimal") is not None:
         _check_optimal(g["optimal"], f"{where}.graph.optimal", nodes[0].get("token_id"))
+    if g.get("sizing") is not None:
+        sizing = _dict(g["sizing"], f"{where}.graph.sizing")
+        if len(sizing) > 32:
+            _fail(f"{where}.graph.sizing", "has too many entries")
+        for k, v in sizing.items():
+            if not isinstance(v, bool):
+                _num(v, f"{where}.graph.sizing.{k}", nullable=False)
     rec = dict(d)
     rec["nodes"] = [dict(n, token_id=-1 if n.get("token_id") is None else n["token_id"]) for n in nodes]
     return RoundRecord.from_dict(rec)

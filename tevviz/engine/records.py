@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 SESSION_SCHEMA = "tevviz.session/2"
 ROUND_SCHEMA = "tevviz.round/2"
-# Older versions still import: /2 only added a round's optional `graph.optimal`.
+# Older versions still import: /2 only added a round's optional `graph.optimal` and `graph.sizing`.
 SESSION_SCHEMAS = ("tevviz.session/1", SESSION_SCHEMA)
 ROUND_SCHEMAS = ("tevviz.round/1", ROUND_SCHEMA)
 STAGES = ("draft", "target", "verify", "other")  # a round's stage times (ms), in this order
@@ -110,6 +110,7 @@ class RoundRecord:
     C_p: float | None
     stage_ms: dict[str, float] = field(default_factory=dict)
     optimal: OptimalTree | None = None  # computed on request (DecodeSession.optimal, --optimal)
+    sizing: dict | None = None  # --budget auto: the chosen B and H and the cost model after this round
 
     @classmethod
     def unscored(cls, index: int, verifier: str, tokens: list[int], parents: list[int], depths: list[int],
@@ -180,6 +181,7 @@ class RoundRecord:
                 "C_p": self.C_p,
                 "stage_ms": dict(self.stage_ms),
                 **({"optimal": self.optimal.to_dict()} if self.optimal is not None else {}),
+                **({"sizing": dict(self.sizing)} if self.sizing is not None else {}),
             },
             "nodes": nodes,
             "edges": [{"source": p, "target": v} for v, p in enumerate(self.parents) if p >= 0],
@@ -202,6 +204,7 @@ class RoundRecord:
             accepted=list(g["accepted"]), committed=list(g.get("committed", [])), C_p=g.get("C_p"),
             stage_ms=dict(g.get("stage_ms", {})),
             optimal=OptimalTree.from_dict(g["optimal"]) if g.get("optimal") is not None else None,
+            sizing=dict(g["sizing"]) if g.get("sizing") is not None else None,
         )
 
     def coverage_gap(self) -> CoverageGap | None:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
 from . import exit_law as law
+from .auto_budget import AutoBudget, draft_mass
 from .builders import BuilderConfig, build_tree
 from .errors import TevvizError
 from .kv import additive_mask, keep_entries, new_cache, tree_visibility
@@ -118,6 +119,8 @@ class DecodeSession:
         self.draft_cache = new_cache(pair.draft)
         self.pending = list(prompt_ids)  # committed tokens not yet in the draft cache; the last is the root
         self._round_at: dict[int, tuple[int, int]] = {}  # round index -> (stream length at its start, its depth cap)
+        b = cfg.builder
+        self.auto = AutoBudget(b.budget, b.depth) if b.auto else None  # the online cost model of --budget auto
         if len(prompt_ids) > 1:
             with torch.inference_mode():
                 ids = torch.tensor([prompt_ids[:-1]], device=self.device)
@@ -187,7 +190,8 @@ class DecodeSession:
         t0 = time.perf_counter()
         cap = self._depth_cap()
         self._round_at[self.round_count] = (len(self.tokens), cap)
-        drafted = build_tree(pair.draft, self.draft_cache, self.pending, cfg.builder, cap)
+        plan = self.auto.plan() if self.auto is not None else None
+        drafted = build_tree(pair.draft, self.draft_cache, self.pending, cfg.builder, cap, plan)
         tree = drafted.tree.to(self.device)
         _sync(self.device)
         t1 = time.perf_counter()
@@ -222,8 +226,14 @@ class DecodeSession:
         self.generated.extend(committed)
         self.done = done
         t4 = time.perf_counter()
-        ms = {"draft": t1 - t0, "target": t2 - t1, "verify": t3 - t2, "other": t4 - t3}
-        record = RoundRecord(**fields, stage_ms={k: v * 1e3 for k, v in ms.items()})
+        ms = {k: v * 1e3 for k, v in {"draft": t1 - t0, "target": t2 - t1, "verify": t3 - t2, "other": t4 - t3}.items()}
+        sizing = None
+        if self.auto is not None:
+            self.auto.observe(tree.size, drafted.levels, ms, fields["C_p"], draft_mass(tree.scores))
+            fit = self.auto.fit()
+            sizing = {"B": tree.size - 1, "H": max(fields["depths"]), "warmup": plan.forced_budget is not None,
+                      **{k: v for k, v in asdict(fit).items()}}
+        record = RoundRecord(**fields, stage_ms=ms, sizing=sizing)
         self.rounds.append(record)
         self.round_count += 1
         if self.keep_rounds is not None and len(self.rounds) > self.keep_rounds:
