@@ -25,6 +25,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--lambda-exit", type=float, default=32.0)
     ap.add_argument("--token-labels", default="hard", choices=("soft", "hard"))
+    ap.add_argument("--schedule", default="cosine", choices=("constant", "cosine"))
     ap.add_argument("--stream-temperatures", default="0,1",
                     help="target continuations are collected at these temperatures, in turn over the contexts")
     ap.add_argument("--budget", type=int, default=64)
@@ -124,7 +125,8 @@ def main() -> None:
     curves = {}
     for objective in args.objectives.split(","):
         cfg = TrainConfig(objective=objective, lambda_exit=args.lambda_exit, lr=args.lr, steps=args.steps,
-                          batch=args.batch, builder=train_builder, token_labels=args.token_labels, seed=args.seed)
+                          batch=args.batch, builder=train_builder, token_labels=args.token_labels, seed=args.seed,
+                          schedule=args.schedule)
         trainer = ExitTrainer(pair, contexts, cfg)
         t1 = time.perf_counter()
         for i in range(cfg.steps):
@@ -139,6 +141,12 @@ def main() -> None:
             trained.draft.save_pretrained(args.save)
             pair.tokenizer.save_pretrained(args.save)
             print(f"saved the exit-weight drafter to {args.save}")
+    from tevviz.engine.evaluation import mean_se
+
+    def paired(a: str, b: str, t: str) -> tuple[float, float]:
+        """Mean and SE of the per-context tau difference a - b (same contexts and seeds)."""
+        return mean_se([x - y for x, y in zip(results[a][t]["per_prompt_tau"], results[b][t]["per_prompt_tau"])])
+
     rows = []
     for name, res in results.items():
         row = {"drafter": name}
@@ -147,12 +155,20 @@ def main() -> None:
             row[f"tau_{t}"] = res[t]["tau"]
             row[f"se_{t}"] = res[t]["tau_se"]
             row[f"rel_{t}"] = res[t]["tau"] / base - 1
+            d, d_se = paired(name, "original", t)
+            row[f"gain/SE_{t}"] = d / d_se if d_se and d_se == d_se else float("nan")  # paired, vs original
+            if "token" in results and name != "token":
+                d, d_se = paired(name, "token", t)
+                row[f"vs_token/SE_{t}"] = d / d_se if d_se and d_se == d_se else float("nan")
             row[f"1+C_p_{t}"] = res[t]["ceiling"]
         rows.append(row)
     print(f"\nB={args.budget} H={args.depth}, {len(eval_prompts)} eval prompts x {args.max_new_tokens} tokens, "
-          f"{args.steps} steps x {args.batch} contexts, lr {args.lr}, lambda_exit {args.lambda_exit}, "
+          f"{args.steps} steps x {args.batch} contexts, lr {args.lr} ({args.schedule}), lambda_exit {args.lambda_exit}, "
           f"{args.token_labels} token labels, streams at T = {args.stream_temperatures}")
-    print(table(rows, list(rows[0])))
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    print("gain/SE: paired difference from the original over the same contexts, in standard errors; "
+          "vs_token/SE: likewise against token-only")
+    print(table(rows, columns))
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=1, cols=2, subplot_titles=("training loss", "C_p of the step's trees"))

@@ -16,6 +16,7 @@ a greedy one it is distillation toward that law on greedy contexts.
 from __future__ import annotations
 
 import copy
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -50,10 +51,16 @@ class TrainConfig:
     # continuation token itself ("hard"); see the module docstring.
     token_labels: str = "hard"
     seed: int = 0
+    # "cosine": warm up over the first `warmup` share of `steps`, then cosine down to 10% of lr; "constant"
+    # for open-ended training (the app's Train step clicks).
+    schedule: str = "constant"
+    warmup: float = 0.05
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
             raise TevvizError(f"unknown objective {self.objective!r}; choose one of {', '.join(OBJECTIVES)}")
+        if self.schedule not in ("constant", "cosine") or not 0 <= self.warmup < 1:
+            raise TevvizError("schedule must be constant or cosine, with a warm-up share in [0, 1)")
         if self.token_labels not in TOKEN_LABELS:
             raise TevvizError(f"token_labels must be soft or hard, not {self.token_labels!r}")
         if not self.lr > 0 or not self.lambda_exit >= 0:
@@ -209,11 +216,24 @@ class ExitTrainer:
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.draft.parameters(), 1.0)
+        for group in self.opt.param_groups:
+            group["lr"] = cfg.lr * self.lr_factor(len(self.log))
         self.opt.step()
         entry = StepLog(len(self.log) + 1, loss.item(), float(l_tok.detach()), float(l_exit.detach()),
                         sum(cps) / len(cps) if cps else float("nan"), time.perf_counter() - t0)
         self.log.append(entry)
         return entry
+
+    def lr_factor(self, step: int) -> float:
+        """The schedule's multiplier of lr at `step` (from 0)."""
+        cfg = self.cfg
+        if cfg.schedule == "constant" or cfg.steps == 0:
+            return 1.0
+        warm = max(int(cfg.warmup * cfg.steps), 1)
+        if step < warm:
+            return (step + 1) / warm
+        t = min((step - warm) / max(cfg.steps - warm, 1), 1.0)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t))
 
     def trained_draft(self):
         """The trained drafter, in eval mode and frozen (the trainer keeps its own copy)."""
