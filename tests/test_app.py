@@ -368,3 +368,21 @@ def test_auto_budget_sizes_each_round_within_the_limits(app_url):
         assert count - 1 <= 12
         assert "Auto budget, round" in out[OUT["stats"]] and "Cost model" in out[OUT["stats"]]
     assert "chosen for expected tokens/s" in out[OUT["stats"]]
+
+
+def test_figures_sent_as_json_equal_what_plotly_writes(pair):
+    """The app serialises figure dicts itself (widgets.plot_value); the JSON is what go.Figure(...).to_json() gives."""
+    import plotly.graph_objects as go
+
+    from tevviz.app.views import session_figures, tree_plot
+    from tevviz.app.widgets import plot_value
+    from tevviz.engine import DecodeConfig, DecodeSession, SamplingConfig
+
+    s = DecodeSession(pair, [1, 2, 3], DecodeConfig(sampling=SamplingConfig(temperature=0.3), optimal=True,
+                                                    max_new_tokens=12))
+    s.run()
+    st = AppState(kind="live", rounds=s.rounds, view=1, ghosts=True, prompt="p")
+    figures = {"tree": tree_plot(st, "w", as_dict=True), **session_figures(st, as_dict=True),
+               "empty": tree_plot(AppState(), "P", as_dict=True)}
+    for name, fig in figures.items():
+        assert json.loads(plot_value(fig).plot) == json.loads(go.Figure(fig).to_json()), name

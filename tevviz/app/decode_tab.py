@@ -12,7 +12,7 @@ from ..render import METRICS
 from .controller import Controller
 from .state import AppState, decode_settings
 from .views import node_choices, node_details, session_figures, stats_markdown, text_spans, tree_plot
-from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed
+from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed, plot_value
 
 # The settings widgets, by the names `decode_settings` takes (every decoding endpoint accepts them by keyword).
 SETTINGS = ("prompt", "temperature", "top_k", "top_p", "seed", "builder", "budget", "depth", "children", "width",
@@ -24,6 +24,7 @@ BROWSE_OUTPUTS = (*VIEW_OUTPUTS, "error")  # outputs of /view after the gr.State
 NODE_OUTPUTS = ("tree", "details")  # outputs of /node after the gr.State
 BASELINE_OUTPUTS = ("error", "stats")  # outputs of /baseline after the gr.State
 DOWNLOADS = ("round_dl", "session_dl", "html_dl")
+RUN_FIGURES_EVERY = 5  # rounds between session-figure updates during a Run
 EXPORT_OUTPUTS = ("error", *DOWNLOADS)  # outputs of /export
 
 
@@ -119,7 +120,7 @@ def shown(ui: Panel, st: AppState, metric: str) -> dict:
     """Updates of the state, error box, tree, round slider, node picker, details and text for `st`."""
     return {ui.state: st, **ui.updates(
         error="",
-        tree=tree_plot(st, metric),
+        tree=plot_value(tree_plot(st, metric, as_dict=True)),
         view=gr.Slider(minimum=0, maximum=max(len(st.rounds) - 1, 1), value=max(st.view, 0),
                        interactive=len(st.rounds) > 1),
         node=gr.Dropdown(choices=node_choices(st), value=st.highlight if isinstance(st.highlight, int) else None),
@@ -130,7 +131,8 @@ def shown(ui: Panel, st: AppState, metric: str) -> dict:
 
 def everything(ui: Panel, st: AppState, metric: str) -> dict:
     """`shown` plus the live statistics and the session figures."""
-    return {**shown(ui, st, metric), **ui.updates(stats=stats_markdown(st), **session_figures(st))}
+    figures = {k: plot_value(v) for k, v in session_figures(st, as_dict=True).items()}
+    return {**shown(ui, st, metric), **ui.updates(stats=stats_markdown(st), **figures)}
 
 
 def _wire_decoding(ctl: Controller, ui: Panel, settings: dict) -> None:
@@ -169,7 +171,13 @@ def _wire_decoding(ctl: Controller, ui: Panel, settings: dict) -> None:
                 return
             done += 1
             progress(len(st.generated) / cfg.max_new_tokens, desc=f"round {len(st.rounds)}")
-            yield everything(ui, st, metric_name)
+            last = st.done or (limit and done >= limit)
+            # The session figures change little from one round to the next: during a Run they follow every
+            # few rounds and at the end, the tree, text and live statistics every round.
+            if last or done % RUN_FIGURES_EVERY == 0:
+                yield everything(ui, st, metric_name)
+            else:
+                yield {**shown(ui, st, metric_name), ui.stats: stats_markdown(st)}
             if st.done:
                 return
 
@@ -202,15 +210,16 @@ def _wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
         return shown(ui, Controller.view(current(st), index), metric_name)
 
     def set_metric(st, metric_name):
-        return {ui.tree: tree_plot(current(st), metric_name)}
+        return {ui.tree: plot_value(tree_plot(current(st), metric_name, as_dict=True))}
 
     def select_node(st, metric_name, node_id):
         st = Controller.select_node(current(st), node_id)
-        return {ui.state: st, **ui.updates(tree=tree_plot(st, metric_name), details=node_details(st))}
+        return {ui.state: st, **ui.updates(tree=plot_value(tree_plot(st, metric_name, as_dict=True)),
+                                           details=node_details(st))}
 
     def set_ghosts(st, metric_name, on):
         st = replace(current(st), ghosts=bool(on))
-        return {ui.state: st, **ui.updates(tree=tree_plot(st, metric_name))}
+        return {ui.state: st, **ui.updates(tree=plot_value(tree_plot(st, metric_name, as_dict=True)))}
 
     def set_optimal_every(st, on):
         return replace(current(st), optimal_every=bool(on))

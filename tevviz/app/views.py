@@ -27,6 +27,7 @@ from ..render import (
     stage_times_figure,
     tree_figure,
 )
+from ..render.tree_figure import tree_figure_dict
 from .controller import Decoded, TrainReport
 from .state import AppState
 
@@ -45,22 +46,25 @@ COMPACT = {"height": 300, "margin": {"l": 40, "r": 10, "t": 40, "b": 40}}
 WIDE = {"height": 340, "margin": {"l": 50, "r": 50, "t": 40, "b": 40}}
 
 
-def session_figures(st: AppState) -> dict[str, go.Figure]:
+def session_figures(st: AppState, as_dict: bool = False) -> dict[str, go.Figure | dict]:
     """The session statistics figures by widget name: stage times, block lengths, acceptance by depth, where the
-    exit mass went by depth, and C_p against C_p* per round."""
-    return {"stage": stage_times_figure(st.rounds, COMPACT), "hist": block_length_histogram(st.rounds, COMPACT),
-            "depth_plot": acceptance_by_depth_figure(st.rounds, COMPACT),
-            "mass_plot": exit_mass_by_depth_figure(st.rounds, WIDE), "coverage_plot": coverage_figure(st.rounds, WIDE)}
+    exit mass went by depth, and C_p against C_p* per round (plain figure dicts with `as_dict`)."""
+    r, kw = st.rounds, {"as_dict": as_dict}
+    return {"stage": stage_times_figure(r, COMPACT, **kw), "hist": block_length_histogram(r, COMPACT, **kw),
+            "depth_plot": acceptance_by_depth_figure(r, COMPACT, **kw),
+            "mass_plot": exit_mass_by_depth_figure(r, WIDE, **kw), "coverage_plot": coverage_figure(r, WIDE, **kw)}
 
 
 def _fmt(x, digits: int = 3) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}g}"
 
 
-def tree_plot(st: AppState, metric: str) -> go.Figure:
+def tree_plot(st: AppState, metric: str, as_dict: bool = False) -> go.Figure | dict:
+    """The shown round's tree (a plain figure dict with `as_dict`), ghosts drawn when asked and known."""
     r = st.round
     if r is None:
-        return empty_figure("press Step to draft, verify and commit one round")
+        fig = empty_figure("press Step to draft, verify and commit one round")
+        return fig.to_plotly_json() if as_dict else fig
     ceiling = "—" if r.C_p is None else f"{1 + r.C_p:.3f}"
     title = (f"round {r.index}: {r.size} nodes, exit node {r.exit_node}, "
              f"L = {r.block_length}, 1 + C_p = {ceiling} ({r.verifier})")
@@ -69,7 +73,8 @@ def tree_plot(st: AppState, metric: str) -> go.Figure:
         title += f"; optimal 1 + C_p* = {1 + gap.C_p_star:.3f}, {len(gap.ghosts)} ghosts"
     highlight = st.highlight
     ghosts = [asdict(g) for g in gap.ghosts] if gap is not None else ()
-    return tree_figure(r.to_dict(), metric, BONUS if highlight == "bonus" else highlight, title, ghosts)
+    args = (r.to_dict(), metric, BONUS if highlight == "bonus" else highlight, title, ghosts)
+    return tree_figure_dict(*args) if as_dict else tree_figure(*args)
 
 
 def text_spans(st: AppState) -> list[tuple[str, str | None]]:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import functools
+
 import gradio as gr
+import orjson
+from gradio.components.plot import PlotData
 
 from .state import AppState
 
@@ -25,6 +29,23 @@ class Panel:
     def updates(self, **values) -> dict:
         """Gradio's {component: value} form of values given by component name."""
         return {getattr(self, n): v for n, v in values.items()}
+
+
+@functools.cache
+def _template() -> dict:
+    import plotly.io as pio
+
+    return pio.templates[pio.templates.default].to_plotly_json()
+
+
+def plot_value(fig: dict) -> PlotData:
+    """A figure dict as gr.Plot's value, serialised once with orjson: what `go.Figure(fig).to_json()` would give
+    (the default template included), without building and validating a Figure per Step."""
+    layout = fig.get("layout", {})
+    if "template" not in layout:
+        layout = {**layout, "template": _template()}
+    text = orjson.dumps({"data": fig.get("data", []), "layout": layout}, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+    return PlotData(type="plotly", plot=text)
 
 
 def current(st: AppState | None) -> AppState:

@@ -20,19 +20,19 @@ def records(rounds: Sequence[Round]) -> list[RoundRecord]:
     return [r if isinstance(r, RoundRecord) else RoundRecord.from_dict(r) for r in rounds]
 
 
-def stage_times_figure(rounds: Sequence[Round], layout: Layout | None = None) -> go.Figure:
+def stage_times_figure(rounds: Sequence[Round], layout: Layout | None = None, as_dict: bool = False) -> go.Figure | dict:
     """Stacked bar per round of the milliseconds spent in each stage; `layout` entries override the figure's."""
     rs = records(rounds)
     x = [r.index for r in rs]
     bars = [_bar(s, x, [r.stage_ms.get(s, 0.0) for r in rs]) for s in STAGES]
-    return _figure(bars, layout, "time per round by stage", "round", "ms", barmode="stack")
+    return _figure(as_dict, bars, layout, "time per round by stage", "round", "ms", barmode="stack")
 
 
-def block_length_histogram(rounds: Sequence[Round], layout: Layout | None = None) -> go.Figure:
+def block_length_histogram(rounds: Sequence[Round], layout: Layout | None = None, as_dict: bool = False) -> go.Figure | dict:
     """Number of rounds per block length L; `layout` entries override the figure's."""
     counts = Counter(r.block_length for r in records(rounds))
     lengths = list(range(1, max(counts, default=1) + 1))
-    return _figure([_bar("rounds", lengths, [counts[n] for n in lengths])], layout, "block length L per round",
+    return _figure(as_dict, [_bar("rounds", lengths, [counts[n] for n in lengths])], layout, "block length L per round",
                    "L (tokens committed)", "rounds")
 
 
@@ -47,15 +47,15 @@ def acceptance_by_depth(rounds: Sequence[Round]) -> dict[int, tuple[int, int]]:
     return dict(sorted(table.items()))
 
 
-def acceptance_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = None) -> go.Figure:
+def acceptance_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = None, as_dict: bool = False) -> go.Figure | dict:
     """Bar per depth d: fraction of rounds reaching d, among rounds whose tree reaches d; `layout` overrides."""
     table = acceptance_by_depth(rounds)
     bar = _bar("accepted to depth", list(table), [reached / present for reached, present in table.values()],
                hovertext=[f"{reached}/{present} rounds" for reached, present in table.values()])
-    return _figure([bar], layout, "acceptance by depth", "depth d", "fraction reaching d", yaxis_range=[0, 1])
+    return _figure(as_dict, [bar], layout, "acceptance by depth", "depth d", "fraction reaching d", yaxis_range=[0, 1])
 
 
-def exit_mass_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = None) -> go.Figure:
+def exit_mass_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = None, as_dict: bool = False) -> go.Figure | dict:
     """Where the mass went: per depth, the session's mean exit mass at internal nodes (width) and at leaves
     (depth or budget), stacked, beside acceptance by depth on a second axis."""
     split = exit_by_depth(records(rounds))
@@ -69,14 +69,14 @@ def exit_mass_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = N
         {"type": "scatter", "mode": "lines+markers", "name": "acceptance by depth", "x": list(acc),
          "y": [reached / present for reached, present in acc.values()], "yaxis": "y2"},
     ]
-    return _figure(traces, layout, f"where the mass went ({split['rounds']} rounds)", "depth of the exit node",
+    return _figure(as_dict, traces, layout, f"where the mass went ({split['rounds']} rounds)", "depth of the exit node",
                    "mean exit mass", barmode="stack",
                    yaxis2={"overlaying": "y", "side": "right", "range": [0, 1],
                            "title": {"text": "fraction reaching d"}},
                    legend={"orientation": "h", "y": -0.25})
 
 
-def coverage_figure(rounds: Sequence[Round], layout: Layout | None = None) -> go.Figure:
+def coverage_figure(rounds: Sequence[Round], layout: Layout | None = None, as_dict: bool = False) -> go.Figure | dict:
     """C_p per round and, where computed, C_p* (the optimal tree of the same budget) with the gap between them."""
     rs = records(rounds)
     x = [r.index for r in rs]
@@ -86,7 +86,7 @@ def coverage_figure(rounds: Sequence[Round], layout: Layout | None = None) -> go
         {"type": "scatter", "mode": "lines+markers", "name": "C_p* (optimal tree)", "x": x, "y": star,
          "line": {"dash": "dash"}, "fill": "tonexty", "fillcolor": "rgba(150,150,150,0.25)"},
     ]
-    return _figure(traces, layout, "coverage per round: the drafter gap is the shaded band", "round", "coverage")
+    return _figure(as_dict, traces, layout, "coverage per round: the drafter gap is the shaded band", "round", "coverage")
 
 
 def verifier_law_figure(
@@ -105,16 +105,18 @@ def verifier_law_figure(
 
 
 # The session figures are redrawn after every round, so they are built as plain dicts in the form plotly's validators
-# would store (a title string becomes {"text": ...}) and wrapped without per-property validation;
-# tests/test_render.py checks them against validated figures.
+# would store (a title string becomes {"text": ...}) and wrapped without per-property validation, or handed over as
+# the dicts themselves (`as_dict=True`, for the app, which serialises them directly); tests/test_render.py checks
+# them against validated figures.
 
 
 def _bar(name: str, x: list, y: list, **props: Any) -> dict[str, Any]:
     return {"type": "bar", "name": name, "x": x, "y": y, **props}
 
 
-def _figure(traces: list[dict], overrides: Layout | None, title: str, xaxis_title: str, yaxis_title: str,
-            yaxis_range: list | None = None, **layout: Any) -> go.Figure:
+def _figure(as_dict: bool, traces: list[dict], overrides: Layout | None, title: str, xaxis_title: str,
+            yaxis_title: str, yaxis_range: list | None = None, **layout: Any) -> go.Figure | dict[str, Any]:
     yaxis = {"title": {"text": yaxis_title}} | ({} if yaxis_range is None else {"range": yaxis_range})
     layout |= {"title": {"text": title}, "xaxis": {"title": {"text": xaxis_title}}, "yaxis": yaxis}
-    return go.Figure({"data": traces, "layout": layout | copy.deepcopy(dict(overrides or {}))}, _validate=False)
+    fig = {"data": traces, "layout": layout | copy.deepcopy(dict(overrides or {}))}
+    return fig if as_dict else go.Figure(fig, _validate=False)
