@@ -80,3 +80,14 @@ def test_greedy_exact_with_auto_budget(family):
 
     pair = pair_of(family)
     assert_greedy(pair, random_prompts(3, seed=900), greedy_cfg(BuilderConfig(budget=24, depth=6, auto=True)))
+
+
+def test_greedy_exact_with_a_compiled_draft():
+    """--compile-draft: the tree builder runs torch.compile's draft; outputs stay the target's greedy ones."""
+    from test_exactness import pair_of
+
+    from tevviz.engine.models import compiled_draft
+
+    pair = compiled_draft(pair_of("llama"))
+    assert pair.drafting is not pair.draft
+    assert_greedy(pair, random_prompts(2, seed=901), greedy_cfg(BuilderConfig(budget=16, depth=5)))

@@ -73,6 +73,9 @@ def add_models(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device-map", default=None, help='"auto" spreads a large target over GPUs (accelerate)')
     g.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"], help="attention implementation")
     g.add_argument("--trust-remote-code", action="store_true", help="allow model code from the model folder or hub")
+    g.add_argument("--compile-draft", action="store_true",
+                   help="run the draft's forwards through torch.compile: about a minute of compiling at the start, "
+                        "then cheaper draft levels (the target is never compiled)")
 
 
 def add_prompt(p: argparse.ArgumentParser, required: bool = True) -> None:

@@ -19,7 +19,8 @@ def source_from_args(args):
 
     return ModelSource(target=args.target, draft=args.draft, pair=args.pair, dtype=args.dtype, device=args.device,
                        device_map=args.device_map, attn_implementation=args.attn,
-                       trust_remote_code=args.trust_remote_code, revision=args.revision)
+                       trust_remote_code=args.trust_remote_code, revision=args.revision,
+                       compile_draft=getattr(args, "compile_draft", False))
 
 
 def _numbers(text: str, flag: str) -> list[float]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -48,10 +48,18 @@ class ModelPair:
     tokenizer: object
     target_name: str
     draft_name: str
+    # What drafting calls: the draft itself, or its torch.compile'd twin (--compile-draft). Training and saving
+    # always use `draft`.
+    draft_call: torch.nn.Module | None = field(default=None, repr=False, compare=False)
 
     @property
     def device(self) -> torch.device:
         return self.target.device
+
+    @property
+    def drafting(self) -> torch.nn.Module:
+        """The module the tree builder runs."""
+        return self.draft if self.draft_call is None else self.draft_call
 
     @property
     def context_length(self) -> int:
@@ -181,6 +189,7 @@ class ModelSource:
     attn_implementation: str = "sdpa"
     trust_remote_code: bool = False
     revision: str | None = None  # for hub ids
+    compile_draft: bool = False  # draft forwards through torch.compile (about a minute of compiling first)
 
     def resolved(self) -> tuple[str, str]:
         """The target and draft to load, with the named pair filled in."""
@@ -204,7 +213,8 @@ class ModelSource:
     def load(self) -> ModelPair:
         """Load and check the pair."""
         target, draft = self.resolved()
-        return load_pair(target, draft, **self.load_kwargs())
+        pair = load_pair(target, draft, **self.load_kwargs())
+        return compiled_draft(pair) if self.compile_draft else pair
 
 
 def load_pair(target: str | None = None, draft: str | None = None, dtype: str = "auto", device: str | None = None,
@@ -232,6 +242,14 @@ def load_pair(target: str | None = None, draft: str | None = None, dtype: str = 
     return ModelPair(t_model, d_model, tok_t, target, draft)
 
 
+def compiled_draft(pair: ModelPair) -> ModelPair:
+    """`pair` whose tree builder runs the draft through torch.compile (dynamic shapes: widths and cache lengths vary).
+
+    Only the draft: the target's logits, which every exactness guarantee rests on, stay those of the eager model.
+    """
+    return replace(pair, draft_call=torch.compile(pair.draft, dynamic=True))
+
+
 def with_draft(base: ModelPair, draft: str, source: ModelSource | None = None) -> ModelPair:
     """`base`'s target and tokenizer beside the draft model at `draft`, checked as `load_pair` checks a pair."""
     kw = (source or ModelSource()).load_kwargs()
@@ -241,4 +259,5 @@ def with_draft(base: ModelPair, draft: str, source: ModelSource | None = None) -
     check_vocabularies(base.tokenizer, tok, base.target_name, draft)
     model = load_model(draft, "draft", **kw)
     check_cache(model, "draft")
-    return ModelPair(base.target, model, base.tokenizer, base.target_name, draft)
+    pair = ModelPair(base.target, model, base.tokenizer, base.target_name, draft)
+    return compiled_draft(pair) if base.draft_call is not None else pair

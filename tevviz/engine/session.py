@@ -191,7 +191,7 @@ class DecodeSession:
         cap = self._depth_cap()
         self._round_at[self.round_count] = (len(self.tokens), cap)
         plan = self.auto.plan() if self.auto is not None else None
-        drafted = build_tree(pair.draft, self.draft_cache, self.pending, cfg.builder, cap, plan)
+        drafted = build_tree(pair.drafting, self.draft_cache, self.pending, cfg.builder, cap, plan)
         tree = drafted.tree.to(self.device)
         _sync(self.device)
         t1 = time.perf_counter()
