@@ -17,6 +17,7 @@ import torch
 from conftest import perturbed, random_prompts, tiny_model, word_tokenizer
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
+from tevviz.engine import exit_law as law
 from tevviz.engine.exit_law import RHO_FLOOR
 from tevviz.engine.models import ModelPair
 from tevviz.engine.sampling import edge_probs, float64_sampling, processed_probs, sample_categorical
@@ -510,3 +511,16 @@ def test_mean_block_length_reaches_the_ceiling(sampling_pair, name):
     assert statistics.fmean(lengths) > 1.5, "test setup: drafts should be accepted often enough to matter"
     worst = max(abs(a - b) for a, b in zip(recorded, independent))
     assert worst <= 1e-4, f"{name}: the recorded C_p differs from the independent one by up to {worst:.3g}"
+
+
+def test_residual_by_scatter_equals_residual_by_counts_with_tokens_repeated_across_parents():
+    """TEV's bonus row zeroes the exit node's children by a scatter; other parents' children carry the same tokens."""
+    from tevviz.engine.tree import from_parents
+
+    tree = from_parents([0, 5, 7, 5, 7, 9, 5], [-1, 0, 0, 1, 1, 2, 2])  # tokens 5 and 7 under three parents
+    g = torch.Generator().manual_seed(0)
+    for node in range(tree.size):
+        row = torch.rand(12, generator=g)
+        for _ in range(20):  # scatter order must not matter
+            assert torch.equal(law.residual_of_row(tree, row, torch.tensor(node)),
+                               law.residual(tree, row, torch.tensor(node)))

@@ -70,6 +70,17 @@ def residual(tree: DraftTree, probs_row: torch.Tensor, node: torch.Tensor) -> to
     return probs_row * (counts == 0)
 
 
+def residual_of_row(tree: DraftTree, probs_row: torch.Tensor, node: torch.Tensor) -> torch.Tensor:
+    """`residual`, zeroing the children's tokens with one N-sized scatter instead of a V-sized count.
+
+    Other nodes may carry a child's token too (under other parents); their entries scatter the row's own
+    value, and the minimum makes the child's 0 win whatever the order.
+    """
+    mine = tree.parents[1:] == node
+    kept = torch.where(mine, torch.zeros((), device=probs_row.device), probs_row[tree.tokens[1:]])
+    return probs_row.scatter_reduce(0, tree.tokens[1:], kept, reduce="amin", include_self=True)
+
+
 def missing_tokens(tree: DraftTree, probs: torch.Tensor, P_: torch.Tensor, k: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k tokens a of each node v not among its children, by coverage gain P(v) * p_v(a) (eq. 12-13).
 

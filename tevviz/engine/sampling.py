@@ -37,7 +37,7 @@ class SamplingConfig:
         return self.temperature == 0
 
 
-def _check_finite(reduced: torch.Tensor) -> None:
+def check_finite(reduced: torch.Tensor) -> None:
     # Checked on a per-row reduction (max or log-normaliser), which any NaN or +inf logit poisons;
     # such a logit would otherwise turn into a silently wrong sample.
     if not torch.isfinite(reduced).all():
@@ -74,10 +74,10 @@ def processed_probs(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
     x = processed_logits(logits, cfg)
     if cfg.greedy:
         top, idx = x.max(dim=-1, keepdim=True)  # first maximum on ties, as torch.argmax
-        _check_finite(top)
+        check_finite(top)
         return torch.zeros_like(x).scatter_(-1, idx, 1.0)
     lse = torch.logsumexp(x, dim=-1, keepdim=True)
-    _check_finite(lse)
+    check_finite(lse)
     return torch.exp(x - lse)
 
 
@@ -89,13 +89,13 @@ def edge_probs(logits: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, c
     """
     if cfg.greedy:
         top, idx = logits.max(dim=-1)
-        _check_finite(top)
+        check_finite(top)
         return (idx[rows] == tokens).float()
     if cfg.top_p < 1:
         return processed_probs(logits, cfg)[rows, tokens]
     x = processed_logits(logits, cfg)  # (N, V)
     lse = torch.logsumexp(x, dim=-1)
-    _check_finite(lse)
+    check_finite(lse)
     return torch.exp(x[rows, tokens] - lse[rows])
 
 

@@ -14,7 +14,7 @@ from typing import Protocol
 import torch
 
 from . import exit_law as law
-from .sampling import SamplingConfig, processed_probs, sample_categorical
+from .sampling import SamplingConfig, check_finite, processed_logits, processed_probs, sample_categorical
 from .tree import DraftTree, ancestor_mask, children
 
 
@@ -66,12 +66,25 @@ def bonus_from(tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig, node:
 def tev(tree, logits, cfg, gen, anc=None) -> Decision:
     """Tree Exit Verification (paper Algorithm 1): exit V ~ w over all nodes at once, then Y ~ p_V_res.
 
-    Only the edge probabilities (one log-normaliser per row) and the exit row are computed; no
-    per-node samples and no host round trip.
+    One pass over the (N, V) logits for the rows' log-normalisers; the edge probabilities and the
+    exit row are read from it, so the bonus row is not processed a second time. No per-node samples
+    and no host round trip.
     """
-    ex = law.exit_law_from_logits(tree, logits, cfg, anc)
+    if cfg.greedy or cfg.top_p < 1:
+        ex = law.exit_law_from_logits(tree, logits, cfg, anc)
+        node = sample_categorical(ex.w, gen)
+        return Decision(node, bonus_from(tree, logits, cfg, node, gen), ex)
+    x = processed_logits(logits, cfg)  # (N, V); temperature and top-k applied once for every row
+    lse = torch.logsumexp(x, dim=-1)
+    check_finite(lse)
+    edge = torch.ones(tree.size, device=logits.device)
+    edge[1:] = torch.exp(x[tree.parents[1:], tree.tokens[1:]] - lse[tree.parents[1:]])
+    ex = law.exit_law_from_edges(tree, edge, anc)
     node = sample_categorical(ex.w, gen)
-    return Decision(node, bonus_from(tree, logits, cfg, node, gen), ex)
+    row = torch.exp(x.index_select(0, node.view(1))[0] - lse.index_select(0, node.view(1)))  # p_V, (V,)
+    res = law.residual_of_row(tree, row, node)
+    res = torch.where(res.sum() > 0, res, row)
+    return Decision(node, sample_categorical(res, gen), ex)
 
 
 def _follow(tree: DraftTree, draws: torch.Tensor, anc: torch.Tensor) -> torch.Tensor:
