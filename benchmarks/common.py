@@ -81,8 +81,11 @@ def timed(fn, device, repeats: int, warmup: int = 2, setup_fn=None) -> float:
     return statistics.median(times)
 
 
-def tree_decode(pair, ids: list[int], temperature: float, builder, verifier: str, max_new_tokens: int, seed: int):
-    """One timed tree decode of `ids` as the benchmarks run it (no EOS stop, no missing tokens): (session, seconds)."""
+def tree_decode(pair, ids: list[int], temperature: float, builder, verifier: str, max_new_tokens: int, seed: int,
+                cost_model=None):
+    """One timed tree decode of `ids` as the benchmarks run it (no EOS stop, no missing tokens): (session, seconds).
+
+    `cost_model` (an AutoBudget) carries --budget auto's measurements from one prompt to the next."""
     from tevviz.engine.sampling import SamplingConfig
     from tevviz.engine.session import DecodeConfig, DecodeSession
 
@@ -90,7 +93,7 @@ def tree_decode(pair, ids: list[int], temperature: float, builder, verifier: str
                        max_new_tokens=max_new_tokens, seed=seed, stop_on_eos=False, missing_top=0)
     sync(pair.device)
     t0 = time.perf_counter()
-    s = DecodeSession(pair, ids, cfg)
+    s = DecodeSession(pair, ids, cfg, cost_model=cost_model)
     s.run()
     sync(pair.device)
     return s, time.perf_counter() - t0

@@ -41,8 +41,9 @@ def own_autoregressive(pair: ModelPair, ids, n: int, temperature: float, seed: i
     return len(autoregressive(pair, ids, cfg).token_ids), None
 
 
-def tree_run(pair: ModelPair, ids, n: int, temperature: float, builder: BuilderConfig, verifier: str, seed: int):
-    s, _ = tree_decode(pair, ids, temperature, builder, verifier, n, seed)
+def tree_run(pair: ModelPair, ids, n: int, temperature: float, builder: BuilderConfig, verifier: str, seed: int,
+             cost_model=None):
+    s, _ = tree_decode(pair, ids, temperature, builder, verifier, n, seed, cost_model)
     ceilings = [1 + r.C_p for r in s.rounds if r.C_p is not None]
     return len(s.generated), (sum(r.block_length for r in s.rounds) / len(s.rounds),
                               sum(ceilings) / len(ceilings) if ceilings else float("nan"))
@@ -70,6 +71,13 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None) 
     for b in sorted({args.budget, *args.budgets}):
         out[f"best-first+tev B={b}"] = lambda ids, i, b=b: tree_run(pair, ids, n, temp, best_first(b, args.depth),
                                                                     "tev", i)
+    if args.auto:
+        from tevviz.engine.auto_budget import AutoBudget
+
+        limit = max({args.budget, *args.budgets})
+        auto = BuilderConfig(budget=limit, depth=args.depth, children=4, width=max(8, limit // 4), auto=True)
+        model = AutoBudget(limit, args.depth)  # one cost model per temperature, carried across the prompts
+        out[f"best-first+tev auto (B<={limit})"] = lambda ids, i: tree_run(pair, ids, n, temp, auto, "tev", i, model)
     if trained is not None:
         out["best-first+tev+exittrain"] = lambda ids, i: tree_run(trained, ids, n, temp,
                                                                   best_first(args.budget, args.depth), "tev", i)
@@ -82,6 +90,9 @@ def main() -> None:
     tree_flags(ap, budget=16, depth=5)
     ap.add_argument("--budgets", default="", help="further best-first + TEV budgets, comma-separated (a small sweep)")
     ap.add_argument("--exittrain-draft", default=None, help="default: the pair's exit-trained drafter, if shipped")
+    ap.add_argument("--auto", action="store_true",
+                    help="also best-first + TEV with --budget auto up to the largest budget (one cost model per "
+                         "temperature, carried across the prompts)")
     args = ap.parse_args()
     args.budgets = [int(b) for b in args.budgets.split(",") if b]
     temps = [float(t) for t in args.temperatures.split(",")]

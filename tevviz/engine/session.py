@@ -93,7 +93,8 @@ def _texts(tokenizer, ids: list[int]) -> list[str]:
 class DecodeSession:
     """Tree decoding of one prompt, one round per `step()`."""
 
-    def __init__(self, pair: ModelPair, prompt_ids: list[int], cfg: DecodeConfig, keep_rounds: int | None = None):
+    def __init__(self, pair: ModelPair, prompt_ids: list[int], cfg: DecodeConfig, keep_rounds: int | None = None,
+                 cost_model: AutoBudget | None = None):
         if not prompt_ids:
             raise TevvizError("the prompt is empty")
         vocab = pair.target.get_output_embeddings().weight.shape[0]
@@ -120,7 +121,12 @@ class DecodeSession:
         self.pending = list(prompt_ids)  # committed tokens not yet in the draft cache; the last is the root
         self._round_at: dict[int, tuple[int, int]] = {}  # round index -> (stream length at its start, its depth cap)
         b = cfg.builder
-        self.auto = AutoBudget(b.budget, b.depth) if b.auto else None  # the online cost model of --budget auto
+        # The online cost model of --budget auto; one passed in carries what earlier sessions on the same
+        # models and machine measured (its limits are this session's).
+        self.auto = None
+        if b.auto:
+            self.auto = cost_model if cost_model is not None else AutoBudget(b.budget, b.depth)
+            self.auto.max_budget, self.auto.max_depth = b.budget, b.depth
         if len(prompt_ids) > 1:
             with torch.inference_mode():
                 ids = torch.tensor([prompt_ids[:-1]], device=self.device)
