@@ -386,3 +386,20 @@ def test_figures_sent_as_json_equal_what_plotly_writes(pair):
                "empty": tree_plot(AppState(), "P", as_dict=True)}
     for name, fig in figures.items():
         assert json.loads(plot_value(fig).plot) == json.loads(go.Figure(fig).to_json()), name
+
+
+def test_report_button_writes_the_session_report(app_url):
+    from tevviz.app.decode_tab import REPORT_OUTPUTS
+
+    c = client(app_url)
+    c.predict(api_name="/reset")
+    out = named(c.predict(api_name="/report"), REPORT_OUTPUTS)
+    assert "nothing to report" in out["error"]
+    c.predict(api_name="/step")
+    c.predict(api_name="/step")
+    out = named(c.predict(api_name="/report"), REPORT_OUTPUTS)
+    assert out["error"] == ""
+    with open(out["report_dl"], encoding="utf-8") as f:
+        page = f.read()
+    assert 'id="plotly-js"' in page and 'id="report-data"' in page and PROMPT in page
+    assert page.count("<tr") >= 3  # the round table has a row per round

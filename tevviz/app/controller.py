@@ -367,6 +367,16 @@ class Controller:
     def session_json(self, st: AppState) -> dict:
         return tio.session_dict(st.meta, st.prompt, st.prompt_ids, st.generated, st.text, st.rounds)
 
+    def report(self, st: AppState) -> Path:
+        """Write the session report (as `tevviz report`: one self-contained HTML file); returns its path."""
+        from ..render.report import write_report
+
+        if not st.rounds:
+            raise TevvizError("nothing to report yet; press Step or import a file")
+        path = self.store.export_dir(st.sid) / "tevviz-report.html"
+        write_report(tio.parse(self.session_json(st)), path)
+        return path
+
     def export(self, st: AppState, tree_html: str) -> tuple[Path, Path, Path]:
         """Write the shown round's JSON, the session JSON and the tree figure HTML; returns their paths."""
         r = st.round

@@ -26,6 +26,7 @@ BASELINE_OUTPUTS = ("error", "stats")  # outputs of /baseline after the gr.State
 DOWNLOADS = ("round_dl", "session_dl", "html_dl")
 RUN_FIGURES_EVERY = 5  # rounds between session-figure updates during a Run
 EXPORT_OUTPUTS = ("error", *DOWNLOADS)  # outputs of /export
+REPORT_OUTPUTS = ("error", "report_dl")  # outputs of /report
 
 
 def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str], chat: bool) -> dict:
@@ -109,6 +110,8 @@ def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat:
             c["round_dl"] = gr.DownloadButton("Round JSON", interactive=False)
             c["session_dl"] = gr.DownloadButton("Session JSON", interactive=False)
             c["html_dl"] = gr.DownloadButton("Tree HTML", interactive=False)
+            c["report_btn"] = gr.Button("Report")
+            c["report_dl"] = gr.DownloadButton("Session report HTML", interactive=False)
         with gr.Row():
             c["upload"] = gr.File(file_types=[".json"], label="Import a tevviz session/round JSON or a DDTree trace "
                                   "(≤ 64 MiB)", height=120)
@@ -279,10 +282,21 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
             return failed(ui.error, e)
         return {**everything(ui, st, metric_name), ui.ghosts: True}
 
+    def report(st, progress=PROGRESS):
+        try:
+            progress(0, desc="writing the session report")
+            path = ctl.report(current(st))
+        except TevvizError as e:
+            return failed(ui.error, e)
+        return ui.updates(error="", report_dl=str(path))
+
     inputs, outputs = [ui.state, ui.metric], [ui.state, *ui.take(ROUND_OUTPUTS)]
     downloads = ui.take(DOWNLOADS)
     ui.export_btn.click(export, inputs, ui.take(EXPORT_OUTPUTS), api_name="export", **LIGHT).then(
         enable_downloads, [ui.state], downloads, api_visibility="private", **LIGHT)
+    ui.report_btn.click(report, [ui.state], ui.take(REPORT_OUTPUTS), api_name="report", **LIGHT).then(
+        lambda st: gr.DownloadButton(interactive=current(st).round is not None), [ui.state], [ui.report_dl],
+        api_visibility="private", **LIGHT)
     ui.upload.upload(import_file, [*inputs, ui.upload], outputs, api_name="import_file", **LIGHT)
     ui.rescore_btn.click(rescore_round, inputs, outputs, inputs_kwargs=settings, api_name="rescore", **MODEL_WORK)
     ui.optimal_btn.click(optimal, inputs, [*outputs, ui.ghosts], inputs_kwargs=settings, api_name="optimal",
