@@ -170,7 +170,7 @@ def stats_markdown(st: AppState) -> str:
     if base is not None and not comparable:
         lines.append("\n*The baseline was timed on another prompt or settings; press Run baseline again.*")
     if st.notice:
-        lines.append(f"\n*{st.notice}*")
+        lines.append("\n*" + st.notice.replace("*", "\\*") + "*")  # a notice may say C_p*
     return "\n".join(lines)
 
 
