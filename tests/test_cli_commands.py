@@ -128,7 +128,8 @@ def test_inspect_json(exported, capsys):
     assert n > 0 and doc["summary"]["rounds"] == n
     assert [r["round"] for r in doc["rounds"]] == [r["graph"]["round"] for r in data["rounds"]]
     for row, r in zip(doc["rounds"], data["rounds"]):
-        assert set(row) == {"round", "nodes", "depth", "exit", "L", "ceiling"}
+        assert set(row) == {"round", "nodes", "depth", "exit", "L", "ceiling", "optimal_ceiling"}
+        assert row["optimal_ceiling"] is None  # this session ran without --optimal
         assert row["nodes"] == len(r["nodes"])
         assert row["exit"] == r["graph"]["exit_node"]
         assert row["depth"] == max(node["depth"] for node in r["nodes"])

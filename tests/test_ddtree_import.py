@@ -74,7 +74,7 @@ def test_inspect_reads_the_layout(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"{path}: ddtree, 2 rounds, tau 3.000, no target scores"
     assert len(out) == 4  # the line above, the header, two rounds
-    assert out[2].split() == ["0", "6", "3", "5", "4", "-"]
+    assert out[2].split() == ["0", "6", "3", "5", "4", "-", "-"]  # no C_p, no C_p*
     assert main(["inspect", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["kind"] == "ddtree" and doc["summary"]["rounds"] == 2 and doc["summary"]["tau"] == pytest.approx(3.0)

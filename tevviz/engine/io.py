@@ -148,17 +148,23 @@ def _check_siblings(parents: list[int], tokens: list[int], where: str, node_name
                          f"token {tokens[v]}; siblings must carry distinct tokens")
 
 
-def parse_round(d, where: str = "round") -> RoundRecord:
-    """A validated RoundRecord from a tevviz node-link round dict."""
-    d = _dict(d, where)
-    g = _dict(d.get("graph"), f"{where}.graph")
-    nodes = _list(d.get("nodes"), f"{where}.nodes")
+def _node_list(x, where: str) -> tuple[list[dict], list[int]]:
+    """`where.nodes` as objects with ids 0..N-1 in order, and their parents (-1 for a null root parent)."""
+    nodes = _list(x, f"{where}.nodes")
     for i, n in enumerate(nodes):
         _dict(n, f"{where}.nodes[{i}]")
         if _int(n.get("id"), f"{where}.nodes[{i}].id") != i:
             _fail(f"{where}.nodes[{i}].id", f"node ids must be 0..N-1 in order, got {n.get('id')}")
     parents = [-1 if i == 0 and n.get("parent") is None else _int(n.get("parent"), f"{where}.nodes[{i}].parent")
                for i, n in enumerate(nodes)]
+    return nodes, parents
+
+
+def parse_round(d, where: str = "round") -> RoundRecord:
+    """A validated RoundRecord from a tevviz node-link round dict."""
+    d = _dict(d, where)
+    g = _dict(d.get("graph"), f"{where}.graph")
+    nodes, parents = _node_list(d.get("nodes"), where)
     accepted = [_int(a, f"{where}.graph.accepted") for a in _list(g.get("accepted"), f"{where}.graph.accepted")]
     exit_node = _int(g.get("exit_node"), f"{where}.graph.exit_node")
     depths = _check_tree(parents, accepted, exit_node, where)
@@ -205,15 +211,9 @@ def _check_optimal(o, where: str, root_token) -> None:
     H = _int(o.get("depth"), f"{where}.depth", 0)
     _num(o.get("ms", 0.0), f"{where}.ms", 0.0)
     _int(o.get("passes", 0), f"{where}.passes", 0)
-    nodes = _list(o.get("nodes"), f"{where}.nodes")
+    nodes, parents = _node_list(o.get("nodes"), where)
     if not nodes:
         _fail(f"{where}.nodes", "needs the root")
-    for i, n in enumerate(nodes):
-        _dict(n, f"{where}.nodes[{i}]")
-        if _int(n.get("id"), f"{where}.nodes[{i}].id") != i:
-            _fail(f"{where}.nodes[{i}].id", f"node ids must be 0..N-1 in order, got {n.get('id')}")
-    parents = [-1 if i == 0 and n.get("parent") is None else _int(n.get("parent"), f"{where}.nodes[{i}].parent")
-               for i, n in enumerate(nodes)]
     if parents[0] != -1:
         _fail(f"{where}.nodes[0].parent", "node 0 must be the root (parent null)")
     depths = _depths(parents, lambda v: f"{where}.nodes[{v}].parent")
