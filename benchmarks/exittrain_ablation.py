@@ -7,6 +7,7 @@ mean and standard error over the eval prompts, relative to the original drafter.
 
 from __future__ import annotations
 
+import math
 import time
 
 from common import best_first, parser, setup, table, write
@@ -156,10 +157,10 @@ def main() -> None:
             row[f"se_{t}"] = res[t]["tau_se"]
             row[f"rel_{t}"] = res[t]["tau"] / base - 1
             d, d_se = paired(name, "original", t)
-            row[f"gain/SE_{t}"] = d / d_se if d_se and d_se == d_se else float("nan")  # paired, vs original
+            row[f"gain/SE_{t}"] = d / d_se if d_se and not math.isnan(d_se) else float("nan")  # paired, vs original
             if "token" in results and name != "token":
                 d, d_se = paired(name, "token", t)
-                row[f"vs_token/SE_{t}"] = d / d_se if d_se and d_se == d_se else float("nan")
+                row[f"vs_token/SE_{t}"] = d / d_se if d_se and not math.isnan(d_se) else float("nan")
             row[f"1+C_p_{t}"] = res[t]["ceiling"]
         rows.append(row)
     print(f"\nB={args.budget} H={args.depth}, {len(eval_prompts)} eval prompts x {args.max_new_tokens} tokens, "

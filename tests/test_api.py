@@ -17,7 +17,7 @@ def test_import_loads_no_model_and_no_torch():
             "names = [n for n in tevviz.__all__ if n != '__version__']; "
             "missing = [n for n in names if getattr(tevviz, n, None) is None]; assert not missing, missing; "
             "print(len(names))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert int(out.stdout) >= 15
 
@@ -32,10 +32,10 @@ def test_every_api_name_has_a_docstring():
 
 def test_the_documented_example_runs(tmp_path, monkeypatch, capsys):
     text = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
-    (code,) = re.findall(r"```python\n(.*?)```", text, re.S)
+    (code,) = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
     monkeypatch.chdir(tmp_path)
     scope: dict = {}
-    exec(compile(code, "docs/python-api.md", "exec"), scope)
+    exec(compile(code, "docs/python-api.md", "exec"), scope)  # noqa: S102 - the documented example, run as written
     printed = capsys.readouterr().out
     assert "C_p*" in printed and "gap" in printed and "rounds, tau" in printed
     gap = scope["gap"]
@@ -46,12 +46,12 @@ def test_the_documented_example_runs(tmp_path, monkeypatch, capsys):
 
 
 def test_a_record_shows_its_tree_in_ipython():
-    IPython = pytest.importorskip("IPython")
+    pytest.importorskip("IPython")
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
     try:
-        import tevviz.api as api
+        from tevviz import api
 
         api._register_notebook_display()
         from conftest import tiny_pair

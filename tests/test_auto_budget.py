@@ -6,17 +6,17 @@ import json
 
 import pytest
 import torch
-
-from conftest import greedy_generate, random_prompts, tiny_pair
+from conftest import random_prompts, tiny_pair
 from test_exactness import assert_greedy, greedy_cfg
+
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, TevvizError
 from tevviz.engine.auto_budget import WARMUP_FRACTIONS, AutoBudget, Plan
 from tevviz.engine.io import loads, session_dict
 
 
 def plan(**kw) -> Plan:
-    base = dict(max_budget=8, max_depth=4, target_fixed=10.0, target_per_token=1.0, draft_level=2.0, overhead=1.0,
-                calibration=1.0)
+    base = {"max_budget": 8, "max_depth": 4, "target_fixed": 10.0, "target_per_token": 1.0, "draft_level": 2.0, "overhead": 1.0,
+                "calibration": 1.0}
     return Plan(**(base | kw))
 
 

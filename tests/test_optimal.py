@@ -9,10 +9,10 @@ import json
 
 import pytest
 import torch
+from conftest import assert_caches_in_line, random_prompts, tiny_model, tiny_pair, word_tokenizer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_caches_in_line, random_prompts, tiny_model, tiny_pair, word_tokenizer
 from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.io import loads, session_dict
 from tevviz.engine.models import ModelPair
@@ -96,7 +96,7 @@ def test_top_prefixes_is_the_brute_force_optimum(vocab, depth, budget, seed, zer
 def test_top_prefixes_of_a_bigger_vocabulary_matches_a_flat_ranking():
     """Vocabulary 6, depth 4, B = 12: the kept set is exactly the 12 largest P over all prefixes (no ties here)."""
     target = TableTarget(6, 3, zeros=False)
-    tok, par, dep, P, _ = top_prefixes(target.expander(), 12, 4)
+    _tok, _par, _dep, P, _ = top_prefixes(target.expander(), 12, 4)
     everything = []
     frontier = [((), 1.0)]
     for _ in range(4):

@@ -29,7 +29,7 @@ _HOMES = {
     "TevvizError": "engine.errors",
 }
 _RENAMED = {"load_session": "load"}  # API name -> name in its module
-__all__ = ["__version__", *_HOMES]
+__all__ = ["__version__", *list(_HOMES)]  # noqa: PLE0604 - the lazy names are strings
 
 
 def __getattr__(name: str):

@@ -150,8 +150,8 @@ def stats_markdown(st: AppState) -> str:
     if gap is not None or s["optimal_rounds"]:
         shown = ("| — | — | — | — |" if gap is None else
                  f"| {1 + gap.C_p:.3f} | {1 + gap.C_p_star:.3f} | {gap.gap:.3f} | {gap.held:.1%} |")
-        lines += ["", f"| round {r.index if r else '—'}: 1 + C_p | 1 + C_p* (optimal tree) | drafter gap | optimal mass "
-                      f"held | session: mean 1 + C_p* | mean gap ({s['optimal_rounds']} rounds) |",
+        lines += ["", (f"| round {r.index if r else '—'}: 1 + C_p | 1 + C_p* (optimal tree) | drafter gap | optimal mass "
+                      f"held | session: mean 1 + C_p* | mean gap ({s['optimal_rounds']} rounds) |"),
                   "|---|---|---|---|---|---|",
                   shown[:-1] + f"| {_fmt(None if s['mean_optimal'] is None else 1 + s['mean_optimal'], 4)} "
                                f"| {_fmt(s['mean_gap'])} |"]

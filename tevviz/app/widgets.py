@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import functools
+from collections.abc import Iterable
 
 import gradio as gr
 import orjson

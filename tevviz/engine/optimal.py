@@ -9,7 +9,7 @@ copy of the cache: a live session is never touched.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from transformers import DynamicCache

@@ -236,7 +236,7 @@ class RoundRecord:
             return [], []
         top = max(self.depths)
         width, leaf = [0.0] * (top + 1), [0.0] * (top + 1)
-        internal = set(p for p in self.parents if p >= 0)
+        internal = {p for p in self.parents if p >= 0}
         for v, (d, x) in enumerate(zip(self.depths, self.w)):
             (width if v in internal else leaf)[d] += x
         return width, leaf
