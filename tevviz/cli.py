@@ -195,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--token-labels", default=None, metavar="KIND", choices=LazyChoices("tevviz.engine.training", "TOKEN_LABELS"),
                    help="L_tok against the target's distribution (soft) or its sampled continuation token (hard); "
                         "default: the engine's TrainConfig.token_labels")
+    t.add_argument("--schedule", default="cosine", choices=["cosine", "constant"],
+                   help="lr schedule: 5%% warm-up then cosine down to 10%% of --lr, or constant")
     t.add_argument("--collect-tokens", type=int, default=96)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", required=True, help="folder for the trained drafter")

@@ -226,7 +226,7 @@ def cmd_train(args) -> int:
     cfg = TrainConfig(objective=args.objective, lambda_exit=defaults.lambda_exit if args.lambda_exit is None
                       else args.lambda_exit, lr=defaults.lr if args.lr is None else args.lr, steps=args.steps,
                       batch=args.batch, builder=BuilderConfig(budget=args.budget, depth=args.depth),
-                      token_labels=args.token_labels or defaults.token_labels, seed=args.seed)
+                      token_labels=args.token_labels or defaults.token_labels, seed=args.seed, schedule=args.schedule)
     temps = _numbers(args.collect_temperatures, "--collect-temperatures")
     if any(not 0 <= t <= 10 for t in temps):
         raise TevvizError("--collect-temperatures must be in [0, 10]")
