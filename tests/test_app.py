@@ -403,3 +403,24 @@ def test_report_button_writes_the_session_report(app_url):
         page = f.read()
     assert 'id="plotly-js"' in page and 'id="report-data"' in page and PROMPT in page
     assert page.count("<tr") >= 3  # the round table has a row per round
+
+
+def test_optimal_tree_of_an_imported_round_matches_the_live_one(pair, tmp_path):
+    """An exported session imported again: its rounds' optimal trees come from the known context and the file's
+    builder depth, equal to the live session's."""
+    ctl = Controller(PairSource(pair=pair))
+    prompt, cfg = decode_settings(PROMPT, 0.3, 0, 1.0, 0, "best-first", 8, 3, 2, 4, "4,2", "tev", 24)
+    st = AppState()
+    for _ in range(3):
+        st = ctl.step(st, prompt, cfg)
+    live = ctl.optimal(Controller.view(st, 1), "", cfg.sampling)
+    path = tmp_path / "session.json"
+    path.write_text(json.dumps(ctl.session_json(st)), encoding="utf-8")
+    imported = Controller(PairSource(pair=pair)).import_file(AppState(), str(path))
+    again = ctl.optimal(Controller.view(imported, 1), "", cfg.sampling)
+    assert again.kind == "session" and again.ghosts
+    a, b = live.rounds[1].optimal, again.rounds[1].optimal
+    assert a.tokens == b.tokens and a.parents == b.parents and a.P == pytest.approx(b.P, abs=1e-6)
+    assert "optimal tree of round" in again.notice
+    with pytest.raises(TevvizError, match="press Step"):
+        ctl.optimal(AppState(), "", cfg.sampling)

@@ -224,15 +224,28 @@ class Controller:
             pair = self.source.get()
             prefix, note = self.prefix(st, st.view, prompt_box, pair.tokenizer)
             check_ids(pair, prefix + r.tokens)
-            # An import does not say the depth limit its round had: the tree's own depth stands in for H.
             new = replace(r, optimal=optimal_tree(pair.target, pair.tokenizer, prefix + [r.tokens[0]], sampling,
-                                                  r.size - 1, max(r.depths)))
+                                                  r.size - 1, self._depth_limit(st, st.view)))
         rounds = list(st.rounds)
         rounds[st.view] = new
         gap = new.coverage_gap()
         said = (f"optimal tree of round {r.index}: C_p* = {gap.C_p_star:.3f} against C_p = {gap.C_p:.3f}, "
                 f"{len(gap.ghosts)} ghost branches ({new.optimal.ms:.0f} ms, {new.optimal.passes} target passes)")
         return replace(st, rounds=rounds, ghosts=True, notice="; ".join(x for x in (said, note) if x))
+
+    @staticmethod
+    def _depth_limit(st: AppState, index: int) -> int:
+        """H of an imported round: its session's builder depth, trimmed near the token limit as decoding trims it;
+        the tree's own depth where the file does not say."""
+        r = st.rounds[index]
+        builder = st.meta.get("builder") if isinstance(st.meta.get("builder"), dict) else {}
+        depth = builder.get("depth") if builder.get("kind") in ("best-first", "chain") else None
+        if not isinstance(depth, int):
+            return max(r.depths)
+        end, limit = st.context_ends()[index], st.meta.get("max_new_tokens")
+        if end is not None and isinstance(limit, int):
+            depth = min(depth, limit - (end - len(st.prompt_ids)) - 1)
+        return max(depth, max(r.depths))
 
     def compare(self, st: AppState, prompt_box: str, sampling: SamplingConfig, draws: int, seed: int,
                 progress=None) -> Comparison:
