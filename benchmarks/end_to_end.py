@@ -61,13 +61,14 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None) 
     chain = BuilderConfig(kind="chain", depth=args.depth)
     out = {
         "autoregressive": lambda ids, i: hf_generate(pair, ids, n, temp),
-        # tevviz's own token-by-token loop (same sampler, inference mode): the speculative gain net of loop overhead.
-        "autoregressive (tevviz loop)": lambda ids, i: own_autoregressive(pair, ids, n, temp, i),
         "hf-assisted": lambda ids, i: hf_generate(pair, ids, n, temp, assistant=pair.draft),
         "chain+tev": lambda ids, i: tree_run(pair, ids, n, temp, chain, "tev", i),
         "best-first+predraw": lambda ids, i: tree_run(pair, ids, n, temp, best_first(args.budget, args.depth),
                                                       "predraw", i),
     }
+    if not args.no_own_loop:
+        # tevviz's own token-by-token loop (same sampler, inference mode): the speculative gain net of loop overhead.
+        out["autoregressive (tevviz loop)"] = lambda ids, i: own_autoregressive(pair, ids, n, temp, i)
     for b in sorted({args.budget, *args.budgets}):
         out[f"best-first+tev B={b}"] = lambda ids, i, b=b: tree_run(pair, ids, n, temp, best_first(b, args.depth),
                                                                     "tev", i)
@@ -90,6 +91,7 @@ def main() -> None:
     tree_flags(ap, budget=16, depth=5)
     ap.add_argument("--budgets", default="", help="further best-first + TEV budgets, comma-separated (a small sweep)")
     ap.add_argument("--exittrain-draft", default=None, help="default: the pair's exit-trained drafter, if shipped")
+    ap.add_argument("--no-own-loop", action="store_true", help="leave out the tevviz-loop autoregressive row")
     ap.add_argument("--auto", action="store_true",
                     help="also best-first + TEV with --budget auto up to the largest budget (one cost model per "
                          "temperature, carried across the prompts)")
