@@ -31,6 +31,8 @@ def pct(values: list[float], q: float) -> float:
 def main() -> None:
     ap = parser(__doc__)
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--run-rounds", type=int, default=30, help="rounds of one streamed Run (0: skip)")
+    ap.add_argument("--run-budget", type=int, default=32, help="B of the streamed Run")
     tree_flags(ap, budget=64, depth=8, max_new_tokens=512)
     args = ap.parse_args()
     import gradio_client
@@ -50,13 +52,20 @@ def main() -> None:
             out = c.predict(api_name="/step", **kw)
             times.append(time.perf_counter() - t0)
             rounds.append(round_ms(out) / 1e3)
+        run_rate = None
+        if args.run_rounds:
+            # A streamed Run: rounds per second from the first update to the last, as the browser sees them.
+            c.predict(api_name="/reset")
+            job = c.submit(api_name="/run", rounds=args.run_rounds, **(kw | {"budget": args.run_budget}))
+            stamps = [time.perf_counter() for _ in job]
+            run_rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else None
     finally:
         demo.close()
     app = [t - r for t, r in zip(times, rounds)]
     row = {"B": args.budget, "H": args.depth, "steps": len(times), "median_ms": 1e3 * statistics.median(times),
            "p90_ms": 1e3 * pct(times, 0.9), "min_ms": 1e3 * min(times),
            "round_median_ms": 1e3 * statistics.median(rounds), "app_median_ms": 1e3 * statistics.median(app),
-           "app_p90_ms": 1e3 * pct(app, 0.9)}
+           "app_p90_ms": 1e3 * pct(app, 0.9), "run_budget": args.run_budget, "run_rounds_per_s": run_rate}
     print(table([row], list(row)))
     write("app_step_latency", args, {"row": row, "times_s": times, "round_s": rounds})
 
