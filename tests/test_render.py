@@ -374,8 +374,10 @@ def test_summary_by_hand():
     assert s["tokens"] == 4 + 2 + 1
     assert s["tau"] == pytest.approx(7 / 3)
     assert s["mean_ceiling"] == pytest.approx((3.0 + 2.0 + 1.5) / 3)
+    assert s["optimal_rounds"] == 0 and s["mean_optimal"] is None and s["mean_gap"] is None
     assert {k: v for k, v in summarize([]).items() if k != "stage_ms"} == {
-        "rounds": 0, "tau": None, "mean_ceiling": None, "tokens": 0}
+        "rounds": 0, "tau": None, "mean_ceiling": None, "tokens": 0, "mean_optimal": None, "mean_gap": None,
+        "optimal_rounds": 0}
 
 
 def test_stage_times_stacked():
