@@ -209,9 +209,15 @@ class RoundRecord:
 
     def coverage_gap(self) -> CoverageGap | None:
         """This round against its optimal tree; None until the optimal tree is computed and the tree is scored."""
-        opt = self.optimal
-        if opt is None or self.C_p is None:
+        if self.optimal is None or self.C_p is None:
             return None
+        # A record is frozen, so its gap never changes: computed once (the live stats ask for it every Step).
+        if "_gap" not in self.__dict__:
+            object.__setattr__(self, "_gap", self._coverage_gap())
+        return self.__dict__["_gap"]
+
+    def _coverage_gap(self) -> CoverageGap:
+        opt = self.optimal
         mine = {self.token_path(v): v for v in range(self.size)}
         held, ghosts = 0.0, []
         for v in range(1, len(opt.tokens)):
