@@ -4,7 +4,6 @@ against real sessions, and for a session it must leave untouched."""
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 
 import pytest
@@ -63,12 +62,22 @@ class TableTarget:
                         prefixes[path + (t,)] = prefixes[path] * q
                         nxt.append(path + (t,))
             frontier = nxt
-        nodes = [p for p in prefixes if p]
+        nodes = sorted((p for p in prefixes if p), key=len)  # parents before children
+        index = {p: i for i, p in enumerate(nodes)}
         best = 0.0
-        for subset in itertools.combinations(nodes, min(budget, len(nodes))):
-            chosen = set(subset)
-            if all(p[:-1] in chosen or len(p) == 1 for p in chosen):
-                best = max(best, sum(prefixes[p] for p in chosen))
+
+        def grow(start: int, chosen: set, mass: float) -> None:
+            # Every prefix-closed set, once: nodes added in index order, each only after its parent.
+            nonlocal best
+            best = max(best, mass)
+            if len(chosen) == budget:
+                return
+            for i in range(start, len(nodes)):
+                p = nodes[i]
+                if len(p) == 1 or index[p[:-1]] in chosen:
+                    grow(i + 1, chosen | {i}, mass + prefixes[p])
+
+        grow(0, frozenset(), 0.0)
         return best
 
 
