@@ -12,6 +12,7 @@ import statistics
 
 from common import best_first, parser, setup, table, tree_decode, write
 
+from tevviz.engine.evaluation import mean_se
 from tevviz.engine.records import exit_by_depth
 
 
@@ -21,10 +22,6 @@ def mass_by_depth(depths: list[int], P: list[float], top: int) -> list[float]:
         if d:
             out[d] += p
     return out
-
-
-def se(xs: list[float]) -> float:
-    return statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else 0.0
 
 
 def main() -> None:
@@ -59,7 +56,7 @@ def main() -> None:
             detail[key] = {"gap_by_depth": gap_by_depth, "exit_width_by_depth": split["width"],
                            "exit_leaf_by_depth": split["leaf"]}
             rows.append({"T": t, "B": b, "rounds": n, "C_p": statistics.mean(cps), "C_p*": statistics.mean(stars),
-                         "gap": statistics.mean(gaps), "gap_se": se(gaps), "held": statistics.mean(held),
+                         "gap": statistics.mean(gaps), "gap_se": mean_se(gaps)[1], "held": statistics.mean(held),
                          "round_ms": statistics.median(round_ms), "optimal_ms": statistics.median(opt_ms),
                          "gap_by_depth": " ".join(f"{x:.3f}" for x in gap_by_depth)})
             print(table(rows[-1:], list(rows[-1])), flush=True)

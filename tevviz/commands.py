@@ -126,7 +126,7 @@ def cmd_decode(args) -> int:
         from .engine.auto_budget import Fit, describe
 
         a = out["auto_budget"]
-        fit = Fit(**{k: a["last"][k] for k in Fit.__dataclass_fields__})
+        fit = Fit.from_sizing(a["last"])
         print(f"auto budget: mean B {a['mean_B']:.1f}, mean H {a['mean_H']:.1f}; cost model: {describe(fit)}",
               file=sys.stderr)
     if args.optimal:

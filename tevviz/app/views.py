@@ -159,7 +159,7 @@ def stats_markdown(st: AppState) -> str:
         from ..engine.auto_budget import Fit, describe
 
         z = r.sizing
-        fit = Fit(**{k: z[k] for k in Fit.__dataclass_fields__})
+        fit = Fit.from_sizing(z)
         how = "warm-up size" if z.get("warmup") else "chosen for expected tokens/s"
         lines.append(f"\n*Auto budget, round {r.index}: B = {z['B']:.0f}, H = {z['H']:.0f} ({how}). Cost model: "
                      f"{describe(fit)}.*")

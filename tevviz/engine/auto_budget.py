@@ -59,6 +59,11 @@ class Fit:
     calibration: float
     rounds: int
 
+    @classmethod
+    def from_sizing(cls, sizing: dict) -> Fit:
+        """The fit stored in a round's `sizing` (RoundRecord.sizing, graph.sizing in the JSON)."""
+        return cls(**{k: sizing[k] for k in cls.__dataclass_fields__})
+
 
 class AutoBudget:
     """The session's online cost model and calibration; `plan()` before a round, `observe()` after it."""

@@ -93,10 +93,16 @@ def edge_probs(logits: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, c
         return (idx[rows] == tokens).float()
     if cfg.top_p < 1:
         return processed_probs(logits, cfg)[rows, tokens]
-    x = processed_logits(logits, cfg)  # (N, V)
+    x, lse = log_normalisers(logits, cfg)
+    return torch.exp(x[rows, tokens] - lse[rows])
+
+
+def log_normalisers(logits: torch.Tensor, cfg: SamplingConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """Processed logits (N, V) and each row's log-normaliser (N,): p_v(a) = exp(x[v, a] - lse[v])."""
+    x = processed_logits(logits, cfg)
     lse = torch.logsumexp(x, dim=-1)
     check_finite(lse)
-    return torch.exp(x[rows, tokens] - lse[rows])
+    return x, lse
 
 
 def float64_sampling(device: torch.device | str) -> bool:

@@ -14,7 +14,7 @@ from typing import Protocol
 import torch
 
 from . import exit_law as law
-from .sampling import SamplingConfig, check_finite, processed_logits, processed_probs, sample_categorical
+from .sampling import SamplingConfig, log_normalisers, processed_probs, sample_categorical
 from .tree import DraftTree, ancestor_mask, children
 
 
@@ -74,9 +74,7 @@ def tev(tree, logits, cfg, gen, anc=None) -> Decision:
         ex = law.exit_law_from_logits(tree, logits, cfg, anc)
         node = sample_categorical(ex.w, gen)
         return Decision(node, bonus_from(tree, logits, cfg, node, gen), ex)
-    x = processed_logits(logits, cfg)  # (N, V); temperature and top-k applied once for every row
-    lse = torch.logsumexp(x, dim=-1)
-    check_finite(lse)
+    x, lse = log_normalisers(logits, cfg)  # temperature and top-k applied once for every row
     edge = torch.ones(tree.size, device=logits.device)
     edge[1:] = torch.exp(x[tree.parents[1:], tree.tokens[1:]] - lse[tree.parents[1:]])
     ex = law.exit_law_from_edges(tree, edge, anc)
