@@ -4,9 +4,12 @@ The recipe, in three resumable stages under --work:
 1. data: the target answers offline chat prompts (tevviz.chat_prompts), half greedily and half sampled at
    T = 1, batched; at every generated position the target's top-k log-probabilities are kept, so the
    drafter learns the target's distribution, not only its samples (text that follows the target's law).
+   Asking for more --prompts than a finished data stage holds answers only the new ones and appends them;
+   past the number of training prompts, prompts are answered again at T = 1 (fresh samples of the law).
 2. train: a Llama drafter with the target's tokenizer and vocabulary, its tied embedding initialised from
-   the target's embedding projected on its leading principal directions, trained with cross-entropy
-   against the target's (renormalised) top-k distribution at each answer position.
+   the target's embedding projected on its leading principal directions (or a drafter to go on from,
+   --init), trained with cross-entropy against the target's (renormalised) top-k distribution at each
+   answer position.
 3. save: bfloat16 weights (config says float32, so tevviz computes in float32), the target's tokenizer
    byte for byte, and held-out figures (argmax agreement, sum of min(p, q) over the target's top-k).
 """
@@ -91,6 +94,15 @@ def generate_examples(target, tokenizer, prompts: list[str], sample: bool, new_t
         _say(f"  data ({'T=1' if sample else 'greedy'}): {done}/{len(prompts)} prompts, "
              f"ETA {(len(prompts) - done) / rate / 60:.1f} min")
     return out
+
+
+def answer_plan(n_train: int, done: int, total: int) -> list[tuple[int, bool]]:
+    """(prompt index, sampled) for answers done..total-1: unseen prompts half greedily, half at T = 1 (as a
+    first run of `total` answers is split); answers past n_train revisit prompts at T = 1 only."""
+    fresh = list(range(done, min(total, n_train)))
+    half = len(fresh) // 2
+    again = [(j % n_train, True) for j in range(max(done, n_train), total)]
+    return [(j, False) for j in fresh[:half]] + [(j, True) for j in fresh[half:]] + again
 
 
 def make_drafter(target, hidden: int, layers: int, heads: int, intermediate: int):
@@ -206,7 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("name", help="a fetched pair (smollm2)")
     ap.add_argument("--out", type=Path, default=None, help="drafter folder (default: the pair's first drafter in assets/)")
     ap.add_argument("--work", type=Path, default=Path("drafter-work"), help="folder for the resumable stages")
-    ap.add_argument("--prompts", type=int, default=1024, help="training prompts answered by the target")
+    ap.add_argument("--prompts", type=int, default=1024,
+                    help="training answers asked of the target (more than a finished data stage holds: the new "
+                         "ones are appended; more than the training prompts: prompts are sampled again)")
     ap.add_argument("--held-prompts", type=int, default=96)
     ap.add_argument("--new-tokens", type=int, default=48, help="answer tokens per prompt")
     ap.add_argument("--gen-batch", type=int, default=32)
@@ -218,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=1200)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--init", type=Path, default=None,
+                    help="go on training this drafter folder (e.g. the shipped one) instead of a fresh one")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
@@ -244,29 +260,45 @@ def main(argv: list[str] | None = None) -> int:
     held_prompts = [r["prompt"] for r in rows if r["split"] == "eval"]
     rng.shuffle(train_prompts)
     rng.shuffle(held_prompts)
-    train_prompts, held_prompts = train_prompts[:args.prompts], held_prompts[:args.held_prompts]
+    held_prompts = held_prompts[:args.held_prompts]
     data_path = args.work / "data.pt"
     if data_path.is_file():
         blob = torch.load(data_path)
-        _say(f"data: reusing {data_path}")
+        _say(f"data: reusing {data_path} ({len(blob['train'])} training answers)")
     else:
         t0 = time.perf_counter()
-        half = len(train_prompts) // 2
-        blob = {"train": generate_examples(target, tok, train_prompts[:half], False, args.new_tokens, args.gen_batch,
-                                           args.top_k, args.seed)
-                + generate_examples(target, tok, train_prompts[half:], True, args.new_tokens, args.gen_batch,
-                                    args.top_k, args.seed),
+        blob = {"train": [],
                 "held": generate_examples(target, tok, held_prompts[::2], False, args.new_tokens, args.gen_batch,
                                           args.top_k, args.seed + 1)
                 + generate_examples(target, tok, held_prompts[1::2], True, args.new_tokens, args.gen_batch,
                                     args.top_k, args.seed + 1),
                 "wall_s": time.perf_counter() - t0}
-        torch.save(blob, data_path)
+    plan = answer_plan(len(train_prompts), len(blob["train"]), args.prompts)
+    if plan:
+        t0 = time.perf_counter()
+        greedy = [train_prompts[j] for j, sampled in plan if not sampled]
+        sampled = [train_prompts[j] for j, s in plan if s]
+        # A fresh seed per extension, so prompts answered again draw new samples.
+        seed = args.seed + len(blob["train"])
+        if greedy:
+            blob["train"] += generate_examples(target, tok, greedy, False, args.new_tokens, args.gen_batch,
+                                               args.top_k, seed)
+        if sampled:
+            blob["train"] += generate_examples(target, tok, sampled, True, args.new_tokens, args.gen_batch,
+                                               args.top_k, seed)
+        blob["wall_s"] += time.perf_counter() - t0
+        torch.save(blob, data_path.with_suffix(".tmp"))
+        data_path.with_suffix(".tmp").replace(data_path)  # a stopped run never leaves half a data file
     n_tokens = sum(len(ex["answer"]) for ex in blob["train"])
     _say(f"data: {len(blob['train'])} training answers ({n_tokens} tokens), {len(blob['held'])} held-out answers")
 
     torch.manual_seed(args.seed)
-    draft = make_drafter(target, args.hidden, args.layers, args.heads, args.intermediate)
+    if args.init is not None:
+        draft = AutoModelForCausalLM.from_pretrained(args.init, dtype=torch.float32)
+        if draft.config.vocab_size != target.config.get_text_config().vocab_size:
+            raise TevvizError(f"--init {args.init} does not have the target's vocabulary")
+    else:
+        draft = make_drafter(target, args.hidden, args.layers, args.heads, args.intermediate)
     n_params = sum(p.numel() for p in draft.parameters())
     _say(f"drafter: {n_params / 1e6:.2f} M parameters")
     before = agreement(draft.eval(), blob["held"])
