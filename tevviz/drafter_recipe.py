@@ -234,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--init", type=Path, default=None,
                     help="go on training this drafter folder (e.g. the shipped one) instead of a fresh one")
+    ap.add_argument("--data-only", action="store_true", help="stop after the data stage")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
@@ -262,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     rng.shuffle(held_prompts)
     held_prompts = held_prompts[:args.held_prompts]
     data_path = args.work / "data.pt"
-    if data_path.is_file():
+    fresh = not data_path.is_file()
+    if not fresh:
         blob = torch.load(data_path)
         _say(f"data: reusing {data_path} ({len(blob['train'])} training answers)")
     else:
@@ -287,10 +289,13 @@ def main(argv: list[str] | None = None) -> int:
             blob["train"] += generate_examples(target, tok, sampled, True, args.new_tokens, args.gen_batch,
                                                args.top_k, seed)
         blob["wall_s"] += time.perf_counter() - t0
+    if plan or fresh:
         torch.save(blob, data_path.with_suffix(".tmp"))
         data_path.with_suffix(".tmp").replace(data_path)  # a stopped run never leaves half a data file
     n_tokens = sum(len(ex["answer"]) for ex in blob["train"])
     _say(f"data: {len(blob['train'])} training answers ({n_tokens} tokens), {len(blob['held'])} held-out answers")
+    if args.data_only:
+        return 0
 
     torch.manual_seed(args.seed)
     if args.init is not None:
