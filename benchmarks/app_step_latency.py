@@ -1,20 +1,26 @@
 """Latency of one `Step` in the app (draft + target + verify + record + render + HTTP), through gradio_client.
 
-The app is launched in-process on 127.0.0.1 over the chosen pair (the embedded one by default). Each Step's time is
-split into the round (its stage times, read from the stage-times figure the Step returns) and the app's share:
-render, serialisation and HTTP, the part that does not shrink on a faster device.
+The app runs as its own process (`tevviz app`, as a user starts it) on 127.0.0.1 over the chosen pair (the embedded
+one by default), so the client here does not share the server's interpreter as a browser would not; --in-process
+launches it in this process instead. Each Step's time is split into the round (its stage times, read from the
+stage-times figure the Step returns) and the app's share: render, serialisation and HTTP, the part that does not
+shrink on a faster device.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import socket
 import statistics
+import subprocess
+import sys
 import time
+import urllib.request
 
 from common import parser, table, tree_flags, write
 
-from tevviz.app import build_demo, launch_options
 from tevviz.app.decode_tab import ROUND_OUTPUTS
 
 
@@ -28,11 +34,57 @@ def pct(values: list[float], q: float) -> float:
     return sorted(values)[int(q * len(values))]
 
 
+@contextlib.contextmanager
+def app_server(args, port: int):
+    """The app serving on 127.0.0.1:port, in a process of its own unless --in-process."""
+    if args.in_process:
+        from tevviz.app import build_demo, launch_options
+        from tevviz.engine.models import ModelSource
+
+        demo = build_demo(source=ModelSource(target=args.target, draft=args.draft, pair=args.pair, dtype=args.dtype,
+                                             device=args.device))
+        demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
+                    **launch_options())
+        try:
+            yield
+        finally:
+            demo.close()
+        return
+    cmd = [sys.executable, "-m", "tevviz", "app", "--server-name", "127.0.0.1", "--server-port", str(port),
+           "--dtype", args.dtype, "--device", args.device, *(["--compile-draft"] if args.compile_draft else [])]
+    for flag in ("pair", "target", "draft"):
+        if getattr(args, flag):
+            cmd += [f"--{flag}", getattr(args, flag)]
+    env = dict(os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {}))
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"the app exited ({proc.returncode}): {proc.stderr.read()[-2000:]}")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("the app did not answer within 10 minutes") from None
+                time.sleep(1)
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def main() -> None:
     ap = parser(__doc__)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--run-rounds", type=int, default=30, help="rounds of one streamed Run (0: skip)")
     ap.add_argument("--run-budget", type=int, default=32, help="B of the streamed Run")
+    ap.add_argument("--in-process", action="store_true", help="serve the app from this process (shares the GIL)")
+    ap.add_argument("--compile-draft", action="store_true", help="the app's --compile-draft")
     tree_flags(ap, budget=64, depth=8, max_new_tokens=512)
     args = ap.parse_args()
     import gradio_client
@@ -40,9 +92,7 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    demo = build_demo(args.target, args.draft, dtype=args.dtype, device=args.device)
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
-    try:
+    with app_server(args, port):
         c = gradio_client.Client(f"http://127.0.0.1:{port}/", verbose=False)
         kw = {"budget": args.budget, "depth": args.depth, "max_new_tokens": args.max_new_tokens}
         c.predict(api_name="/step", **kw)  # loads the models, warms up
@@ -59,8 +109,6 @@ def main() -> None:
             job = c.submit(api_name="/run", rounds=args.run_rounds, **(kw | {"budget": args.run_budget}))
             stamps = [time.perf_counter() for _ in job]
             run_rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else None
-    finally:
-        demo.close()
     app = [t - r for t, r in zip(times, rounds)]
     row = {"B": args.budget, "H": args.depth, "steps": len(times), "median_ms": 1e3 * statistics.median(times),
            "p90_ms": 1e3 * pct(times, 0.9), "min_ms": 1e3 * min(times),
