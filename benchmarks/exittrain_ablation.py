@@ -3,12 +3,18 @@
 Same initialisation, data, steps and seed for every objective: token-only, prefix weight, exit
 weight (the paper's), and our residual distillation. Held-out tau at T = 0 and T = 1 with B = 64,
 mean and standard error over the eval prompts, relative to the original drafter.
+
+Objectives can be split between runs with the same settings (e.g. token,exit and prefix,residual in parallel);
+`exittrain_ablation.py --merge A.json B.json [--out M.json]` then prints their common table.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 import time
+from pathlib import Path
 
 from common import best_first, parser, setup, table, write
 
@@ -18,7 +24,58 @@ from tevviz.engine.training import ExitTrainer, TrainConfig, collect_mixed_strea
 from tevviz.prompts import load_prompts
 
 
+def table_rows(results: dict) -> list[dict]:
+    """One row per drafter: tau, SE, relative gain and paired gains in SE against the original and token-only."""
+    from tevviz.engine.evaluation import mean_se
+
+    def paired(a: str, b: str, t: str) -> tuple[float, float]:
+        """Mean and SE of the per-context tau difference a - b (same contexts and seeds)."""
+        return mean_se([x - y for x, y in zip(results[a][t]["per_prompt_tau"], results[b][t]["per_prompt_tau"])])
+
+    rows = []
+    for name, res in results.items():
+        row = {"drafter": name}
+        for t in ("T0", "T1"):
+            base = results["original"][t]["tau"]
+            row[f"tau_{t}"] = res[t]["tau"]
+            row[f"se_{t}"] = res[t]["tau_se"]
+            row[f"rel_{t}"] = res[t]["tau"] / base - 1
+            d, d_se = paired(name, "original", t)
+            row[f"gain/SE_{t}"] = d / d_se if d_se and not math.isnan(d_se) else float("nan")  # paired, vs original
+            if "token" in results and name != "token":
+                d, d_se = paired(name, "token", t)
+                row[f"vs_token/SE_{t}"] = d / d_se if d_se and not math.isnan(d_se) else float("nan")
+            row[f"1+C_p_{t}"] = res[t]["ceiling"]
+        rows.append(row)
+    return rows
+
+
+def merge(paths: list[str], out: str | None) -> None:
+    """One table from runs that trained different objectives with the same settings (their originals must agree)."""
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    results: dict = {}
+    for path, run in zip(paths, runs):
+        if run["args"] != {**runs[0]["args"], "objectives": run["args"]["objectives"], "out": run["args"]["out"],
+                           "save": run["args"].get("save")}:
+            raise SystemExit(f"{path} ran with other settings than {paths[0]}")
+        if run["results"]["original"] != runs[0]["results"]["original"]:
+            raise SystemExit(f"{path}: the original drafter's held-out results differ from {paths[0]}'s")
+        results.update(run["results"])
+    order = ["original", "token", "prefix", "exit", "residual"]
+    results = {k: results[k] for k in sorted(results, key=lambda k: order.index(k) if k in order else len(order))}
+    rows = table_rows(results)
+    print(table(rows, list(dict.fromkeys(k for r in rows for k in r))))
+    if out:
+        Path(out).write_text(json.dumps({"merged": paths, "rows": rows, "results": results}, indent=1) + "\n")
+        print(f"wrote {out}")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--merge"]:
+        # `--merge A.json B.json [--out M.json]`: the table of runs that split the objectives between them.
+        rest = sys.argv[2:]
+        out = rest[rest.index("--out") + 1] if "--out" in rest else None
+        return merge([a for i, a in enumerate(rest) if a != "--out" and (i == 0 or rest[i - 1] != "--out")], out)
     ap = parser(__doc__)
     ap.add_argument("--objectives", default="token,prefix,exit,residual")
     ap.add_argument("--steps", type=int, default=150)
@@ -142,27 +199,7 @@ def main() -> None:
             trained.draft.save_pretrained(args.save)
             pair.tokenizer.save_pretrained(args.save)
             print(f"saved the exit-weight drafter to {args.save}")
-    from tevviz.engine.evaluation import mean_se
-
-    def paired(a: str, b: str, t: str) -> tuple[float, float]:
-        """Mean and SE of the per-context tau difference a - b (same contexts and seeds)."""
-        return mean_se([x - y for x, y in zip(results[a][t]["per_prompt_tau"], results[b][t]["per_prompt_tau"])])
-
-    rows = []
-    for name, res in results.items():
-        row = {"drafter": name}
-        for t in ("T0", "T1"):
-            base = results["original"][t]["tau"]
-            row[f"tau_{t}"] = res[t]["tau"]
-            row[f"se_{t}"] = res[t]["tau_se"]
-            row[f"rel_{t}"] = res[t]["tau"] / base - 1
-            d, d_se = paired(name, "original", t)
-            row[f"gain/SE_{t}"] = d / d_se if d_se and not math.isnan(d_se) else float("nan")  # paired, vs original
-            if "token" in results and name != "token":
-                d, d_se = paired(name, "token", t)
-                row[f"vs_token/SE_{t}"] = d / d_se if d_se and not math.isnan(d_se) else float("nan")
-            row[f"1+C_p_{t}"] = res[t]["ceiling"]
-        rows.append(row)
+    rows = table_rows(results)
     print(f"\nB={args.budget} H={args.depth}, {len(eval_prompts)} eval prompts x {args.max_new_tokens} tokens, "
           f"{args.steps} steps x {args.batch} contexts, lr {args.lr} ({args.schedule}), lambda_exit {args.lambda_exit}, "
           f"{args.token_labels} token labels, streams at T = {args.stream_temperatures}")
