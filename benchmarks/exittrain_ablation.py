@@ -19,7 +19,7 @@ from pathlib import Path
 from common import best_first, parser, setup, table, write
 
 from tevviz.engine.evaluation import evaluate
-from tevviz.engine.models import ModelPair
+from tevviz.engine.models import ModelPair, ModelSource, with_draft
 from tevviz.engine.training import ExitTrainer, TrainConfig, collect_mixed_streams, contexts_from_streams
 from tevviz.prompts import load_prompts
 
@@ -55,8 +55,9 @@ def merge(paths: list[str], out: str | None) -> None:
     runs = [json.loads(Path(p).read_text()) for p in paths]
     results: dict = {}
     for path, run in zip(paths, runs):
-        if run["args"] != {**runs[0]["args"], "objectives": run["args"]["objectives"], "out": run["args"]["out"],
-                           "save": run["args"].get("save")}:
+        own = ("objectives", "out", "save", "also")
+        if {k: v for k, v in run["args"].items() if k not in own} != {k: v for k, v in runs[0]["args"].items()
+                                                                        if k not in own}:
             raise SystemExit(f"{path} ran with other settings than {paths[0]}")
         if run["results"]["original"] != runs[0]["results"]["original"]:
             raise SystemExit(f"{path}: the original drafter's held-out results differ from {paths[0]}'s")
@@ -104,6 +105,9 @@ def main() -> None:
                          "`tevviz pair train-drafter`) instead of collecting continuations of the train prompts")
     ap.add_argument("--stream-limit", type=int, default=None, help="use only the first N answers of --streams")
     ap.add_argument("--save", default=None, help="save the exit-weight drafter to this folder")
+    ap.add_argument("--also", default="",
+                    help="NAME=FOLDER,...: drafters evaluated beside the original on the same contexts, untrained "
+                         "(e.g. shipped=assets/models/tevviz-stdlib-draft-exittrain); --objectives '' trains none")
     ap.add_argument("--sweep", action="store_true",
                     help="first choose lr and lambda_exit for the exit objective on held-back train prompts")
     ap.add_argument("--sweep-lrs", default="1e-4,3e-4")
@@ -139,7 +143,10 @@ def main() -> None:
 
     t0 = time.perf_counter()
     temps = [float(x) for x in args.stream_temperatures.split(",")]
-    if args.streams:
+    objectives = [o for o in args.objectives.split(",") if o]
+    if not objectives:
+        streams = []  # nothing to train: only evaluations
+    elif args.streams:
         import torch
 
         # The recipe's answers are the target's own greedy and T = 1 continuations of held-in prompts.
@@ -180,8 +187,11 @@ def main() -> None:
         print(f"sweep: chose lr {args.lr} and lambda_exit {args.lambda_exit}\n" + table(sweep, list(sweep[0])))
 
     results = {"original": held_out(pair)}
+    for item in filter(None, args.also.split(",")):
+        name, _, folder = item.partition("=")
+        results[name] = held_out(with_draft(pair, folder, ModelSource(dtype=args.dtype, device=args.device)))
     curves = {}
-    for objective in args.objectives.split(","):
+    for objective in objectives:
         cfg = TrainConfig(objective=objective, lambda_exit=args.lambda_exit, lr=args.lr, steps=args.steps,
                           batch=args.batch, builder=train_builder, token_labels=args.token_labels, seed=args.seed,
                           schedule=args.schedule)

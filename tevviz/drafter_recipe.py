@@ -235,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--init", type=Path, default=None,
                     help="go on training this drafter folder (e.g. the shipped one) instead of a fresh one")
     ap.add_argument("--data-only", action="store_true", help="stop after the data stage")
+    ap.add_argument("--save-every", type=int, default=256, help="training answers per saved piece of the data stage")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
@@ -275,23 +276,25 @@ def main(argv: list[str] | None = None) -> int:
                 + generate_examples(target, tok, held_prompts[1::2], True, args.new_tokens, args.gen_batch,
                                     args.top_k, args.seed + 1),
                 "wall_s": time.perf_counter() - t0}
-    plan = answer_plan(len(train_prompts), len(blob["train"]), args.prompts)
-    if plan:
-        t0 = time.perf_counter()
-        greedy = [train_prompts[j] for j, sampled in plan if not sampled]
-        sampled = [train_prompts[j] for j, s in plan if s]
-        # A fresh seed per extension, so prompts answered again draw new samples.
-        seed = args.seed + len(blob["train"])
-        if greedy:
-            blob["train"] += generate_examples(target, tok, greedy, False, args.new_tokens, args.gen_batch,
-                                               args.top_k, seed)
-        if sampled:
-            blob["train"] += generate_examples(target, tok, sampled, True, args.new_tokens, args.gen_batch,
-                                               args.top_k, seed)
-        blob["wall_s"] += time.perf_counter() - t0
-    if plan or fresh:
+
+    def save() -> None:
         torch.save(blob, data_path.with_suffix(".tmp"))
         data_path.with_suffix(".tmp").replace(data_path)  # a stopped run never leaves half a data file
+
+    if fresh:
+        save()
+    plan = answer_plan(len(train_prompts), len(blob["train"]), args.prompts)
+    # In pieces, each saved when done: a long data stage that is stopped resumes where it was.
+    for start in range(0, len(plan), args.save_every):
+        piece, t0 = plan[start:start + args.save_every], time.perf_counter()
+        seed = args.seed + len(blob["train"])  # a fresh seed per piece: prompts answered again draw new samples
+        for sampled in (False, True):
+            prompts = [train_prompts[j] for j, s in piece if s == sampled]
+            if prompts:
+                blob["train"] += generate_examples(target, tok, prompts, sampled, args.new_tokens, args.gen_batch,
+                                                   args.top_k, seed)
+        blob["wall_s"] += time.perf_counter() - t0
+        save()
     n_tokens = sum(len(ex["answer"]) for ex in blob["train"])
     _say(f"data: {len(blob['train'])} training answers ({n_tokens} tokens), {len(blob['held'])} held-out answers")
     if args.data_only:
