@@ -105,6 +105,9 @@ def main() -> None:
                          "`tevviz pair train-drafter`) instead of collecting continuations of the train prompts")
     ap.add_argument("--stream-limit", type=int, default=None, help="use only the first N answers of --streams")
     ap.add_argument("--save", default=None, help="save the exit-weight drafter to this folder")
+    ap.add_argument("--original-from", default=None,
+                    help="take the original drafter's held-out results from this earlier run's JSON (same eval "
+                         "settings, checked) instead of evaluating it again")
     ap.add_argument("--also", default="",
                     help="NAME=FOLDER,...: drafters evaluated beside the original on the same contexts, untrained "
                          "(e.g. shipped=assets/models/tevviz-stdlib-draft-exittrain); --objectives '' trains none")
@@ -186,7 +189,16 @@ def main() -> None:
         args.lr, args.lambda_exit = best["lr"], best["lambda_exit"]
         print(f"sweep: chose lr {args.lr} and lambda_exit {args.lambda_exit}\n" + table(sweep, list(sweep[0])))
 
-    results = {"original": held_out(pair)}
+    if args.original_from:
+        earlier = json.loads(Path(args.original_from).read_text())
+        same = ("pair", "target", "draft", "dtype", "prompts", "split", "limit", "budget", "depth", "max_new_tokens",
+                "seed", "eval_contexts", "context_tokens")
+        differ = [k for k in same if earlier["args"].get(k) != vars(args).get(k)]
+        if differ:
+            raise SystemExit(f"--original-from {args.original_from} evaluated with other settings: {differ}")
+        results = {"original": earlier["results"]["original"]}
+    else:
+        results = {"original": held_out(pair)}
     for item in filter(None, args.also.split(",")):
         name, _, folder = item.partition("=")
         results[name] = held_out(with_draft(pair, folder, ModelSource(dtype=args.dtype, device=args.device)))
