@@ -10,6 +10,7 @@ Objectives can be split between runs with the same settings (e.g. token,exit and
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -74,9 +75,11 @@ def merge(paths: list[str], out: str | None) -> None:
 def main() -> None:
     if sys.argv[1:2] == ["--merge"]:
         # `--merge A.json B.json [--out M.json]`: the table of runs that split the objectives between them.
-        rest = sys.argv[2:]
-        out = rest[rest.index("--out") + 1] if "--out" in rest else None
-        return merge([a for i, a in enumerate(rest) if a != "--out" and (i == 0 or rest[i - 1] != "--out")], out)
+        m = argparse.ArgumentParser(prog="exittrain_ablation.py --merge")
+        m.add_argument("--merge", nargs="+", required=True, metavar="RUN.json")
+        m.add_argument("--out", default=None)
+        a = m.parse_args()
+        return merge(a.merge, a.out)
     ap = parser(__doc__)
     ap.add_argument("--objectives", default="token,prefix,exit,residual")
     ap.add_argument("--steps", type=int, default=150)
