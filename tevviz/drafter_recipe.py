@@ -211,6 +211,7 @@ def save_drafter(draft, tokenizer_dir: Path, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .engine.models import check_vocabularies, load_model, load_tokenizer
     from .engine.pairs import assets_dir, named_pair
 
     ap = argparse.ArgumentParser(prog="tevviz pair train-drafter", description=__doc__,
@@ -302,9 +303,9 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.manual_seed(args.seed)
     if args.init is not None:
-        draft = AutoModelForCausalLM.from_pretrained(args.init, dtype=torch.float32)
-        if draft.config.vocab_size != target.config.get_text_config().vocab_size:
-            raise TevvizError(f"--init {args.init} does not have the target's vocabulary")
+        # The checks every drafter passes (clear load errors, the target's vocabulary and special tokens).
+        check_vocabularies(tok, load_tokenizer(str(args.init), "draft"), str(target_dir), str(args.init))
+        draft = load_model(str(args.init), "draft", dtype="float32", device="cpu").requires_grad_(True)
     else:
         draft = make_drafter(target, args.hidden, args.layers, args.heads, args.intermediate)
     n_params = sum(p.numel() for p in draft.parameters())
