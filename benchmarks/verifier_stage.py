@@ -61,7 +61,7 @@ def stage_times(pair, prefix, tree, cfg: SamplingConfig, names, repeats: int) ->
         def run(c, verify=verify, gen=gen):
             d = verify(tree, logits, cfg, gen, anc)
             exit_node, _ = torch.stack([d.exit_node, d.bonus_token]).tolist()
-            keep_entries(c, past, torch.tensor(path_to(tree, exit_node), device=device), past + tree.size)
+            keep_entries(c, past, path_to(tree, exit_node), past + tree.size)
 
         out[name] = timed(run, device, repeats, setup_fn=fresh_cache)
     return out

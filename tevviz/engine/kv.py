@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
@@ -49,16 +51,21 @@ def check_gatherable(cache) -> None:
             )
 
 
-def keep_entries(cache: DynamicCache, start: int, keep: torch.Tensor, length: int) -> None:
+def keep_entries(cache: DynamicCache, start: int, keep: Sequence[int], length: int) -> None:
     """Keep cache entries start + keep (ascending offsets) in place of [start, length), then crop the rest."""
-    m = keep.numel()
-    for layer in cache.layers:
-        if not layer.is_initialized:
-            continue
-        idx = (keep + start).to(layer.keys.device)
-        # Gathered first (a copy), so the in-place write may overlap its source.
-        layer.keys[..., start : start + m, :] = layer.keys.index_select(-2, idx)
-        layer.values[..., start : start + m, :] = layer.values.index_select(-2, idx)
+    m = len(keep)
+    # A kept prefix (a chain, or an exit at depth <= 1) is already in place: only the crop is needed, which
+    # spares two gathers per layer in the rounds that small trees at T = 1 are made of.
+    if list(keep) != list(range(m)):
+        idx = None
+        for layer in cache.layers:
+            if not layer.is_initialized:
+                continue
+            if idx is None or idx.device != layer.keys.device:
+                idx = torch.tensor(keep, dtype=torch.long, device=layer.keys.device) + start
+            # Gathered first (a copy), so the in-place write may overlap its source.
+            layer.keys[..., start : start + m, :] = layer.keys.index_select(-2, idx)
+            layer.values[..., start : start + m, :] = layer.values.index_select(-2, idx)
     drop = length - (start + m)
     if drop > 0:
         cache.crop(-drop)

@@ -217,11 +217,10 @@ class DecodeSession:
         decision = self.verify(tree, logits, cfg.sampling, self.gen, anc)
         exit_node, bonus = torch.stack([decision.exit_node, decision.bonus_token]).tolist()
         accepted = path_to(tree, exit_node)
-        keep_entries(self.target_cache, past, torch.tensor(accepted, device=self.device), past + tree.size)
+        keep_entries(self.target_cache, past, accepted, past + tree.size)
         slots = drafted.slots[accepted[1:]].tolist()
         forwarded = [s for s in slots if s >= 0]  # a forwarded node's ancestors were forwarded too: a prefix
-        keep_entries(self.draft_cache, drafted.base, torch.tensor(forwarded, dtype=torch.long),
-                     self.draft_cache.get_seq_length())
+        keep_entries(self.draft_cache, drafted.base, forwarded, self.draft_cache.get_seq_length())
         tokens = tree.tokens.tolist()
         self.pending = [tokens[v] for v in accepted[1 + len(forwarded):]] + [bonus]
         _sync(self.device)
