@@ -28,40 +28,20 @@ from pathlib import Path
 import torch
 
 from .engine.errors import TevvizError
+from .engine.sampling import SamplingConfig
+from .engine.streams import continue_batch
 
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-@torch.inference_mode()
 def answer_batch(target, ids: torch.Tensor, mask: torch.Tensor, sample: bool, new_tokens: int, k: int, eos: int,
                  gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Left-padded prompts answered token by token with one KV cache: answers (B x n) and the target's top-k
-    log-probabilities at each answer position (B x n x k). A plain loop: `generate` costs 15x more here."""
-    from .engine.kv import new_cache
-
-    cache = new_cache(target)
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)
-    logits = target(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True,
-                    logits_to_keep=1).logits[:, -1]
-    answers, logps, tops = [], [], []
-    done = torch.zeros(ids.shape[0], dtype=torch.bool)
-    for _ in range(new_tokens):
-        logp = torch.log_softmax(logits.float(), -1)
-        v, i = logp.topk(k, -1)
-        logps.append(v.half())
-        tops.append(i.int())
-        nxt = torch.multinomial(logp.exp(), 1, generator=gen) if sample else i[:, :1].long()
-        nxt = torch.where(done[:, None], torch.full_like(nxt, eos), nxt)
-        answers.append(nxt)
-        done |= nxt[:, 0] == eos
-        if bool(done.all()):
-            break
-        mask = torch.cat([mask, torch.ones_like(nxt)], 1)
-        pos = pos[:, -1:] + 1
-        logits = target(input_ids=nxt, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True).logits[:, -1]
-    return torch.cat(answers, 1), torch.stack(logps, 1), torch.stack(tops, 1)
+    """Left-padded prompts answered greedily or at T = 1 (engine/streams.py): answers (B x n) and the target's
+    top-k log-probabilities at each answer position (B x n x k). A plain loop: `generate` costs 15x more here."""
+    return continue_batch(target, ids, mask, SamplingConfig(temperature=1.0 if sample else 0.0), new_tokens, gen,
+                          {eos}, top_k=k)
 
 
 def generate_examples(target, tokenizer, prompts: list[str], sample: bool, new_tokens: int, batch: int, k: int,

@@ -242,18 +242,15 @@ class ExitTrainer:
 
 @torch.no_grad()
 def collect_streams(pair: ModelPair, prompts: list[list[int]], temperature: float = 1.0, max_new_tokens: int = 96,
-                    seed: int = 0) -> list[tuple[list[int], list[int]]]:
-    """Target continuations of each prompt (by exact tree decoding, so they follow the target's law)."""
-    from .session import DecodeConfig, DecodeSession
+                    seed: int = 0, batch: int = 32) -> list[tuple[list[int], list[int]]]:
+    """Target continuations of each prompt, sampled token by token in batches (so they follow the target's law)."""
+    from .session import stop_ids
+    from .streams import continuations
 
-    out = []
-    for i, ids in enumerate(prompts):
-        cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), max_new_tokens=max_new_tokens,
-                           seed=seed + i, missing_top=0)
-        s = DecodeSession(pair, ids, cfg)
-        s.run()
-        out.append((list(ids), list(s.generated)))
-    return out
+    pad = pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None else 0
+    got = continuations(pair.target, prompts, SamplingConfig(temperature=temperature), max_new_tokens, seed,
+                        stop_ids(pair), batch, pad, pair.context_length)
+    return [(list(ids), cont) for ids, cont in zip(prompts, got)]
 
 
 def collect_mixed_streams(pair: ModelPair, prompts: list[list[int]], temperatures: list[float],
