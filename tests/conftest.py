@@ -138,3 +138,15 @@ def assert_caches_in_line(pair, s) -> None:
     assert 1 <= len(s.pending) <= len(toks)
     assert s.pending == toks[n_draft:], "pending tokens must be the last committed tokens"
     assert_same_cache(s.draft_cache, fresh_cache(pair.draft, toks[:n_draft]), n_draft, f"round {len(s.rounds)}: draft")
+
+
+def losing_cost_model(budget: int, depth: int):
+    """An --budget auto cost model past its warm-up whose draft levels cost 2 s each: every drafted tree loses to a
+    plain target step, so rounds go without a draft, with a probe after 1, 2, 4 ... of them (the first after 1)."""
+    from tevviz.engine.auto_budget import AutoBudget
+
+    auto = AutoBudget(budget, depth)
+    for n in (budget + 1, 3, 5):
+        auto.observe(n, 2, {"draft": 4000.0, "target": 1.0 + 0.1 * n, "verify": 0.1, "other": 0.1}, C_p=0.5, q_sum=1.0)
+    auto.skip_left, auto.wait = 1, 2
+    return auto

@@ -6,11 +6,11 @@ import json
 
 import pytest
 import torch
-from conftest import random_prompts, tiny_pair
+from conftest import assert_caches_in_line, greedy_generate, losing_cost_model, random_prompts, tiny_pair
 from test_exactness import assert_greedy, greedy_cfg
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, TevvizError
-from tevviz.engine.auto_budget import WARMUP_FRACTIONS, AutoBudget, Plan
+from tevviz.engine.auto_budget import MAX_WAIT, WARMUP_FRACTIONS, AutoBudget, Plan, plain_rate
 from tevviz.engine.io import loads, session_dict
 
 
@@ -91,3 +91,49 @@ def test_greedy_exact_with_a_compiled_draft():
     pair = compiled_draft(pair_of("llama"))
     assert pair.drafting is not pair.draft
     assert_greedy(pair, random_prompts(2, seed=901), greedy_cfg(BuilderConfig(budget=16, depth=5)))
+
+
+def test_rounds_without_a_draft_back_off_while_trees_lose_and_stop_when_one_wins():
+    auto = AutoBudget(8, 4)
+    lose = {"draft": 50.0, "target": 10.0, "verify": 1.0, "other": 1.0}
+    for _ in WARMUP_FRACTIONS:
+        auto.observe(5, 2, {"draft": 2.0, "target": 10.0 + 0.5 * 5, "verify": 1.0, "other": 1.0}, C_p=2.0, q_sum=2.0)
+    assert not auto.plan().skip_draft, "trees that pay are drafted"
+    waits = []
+    for _ in range(7):  # a losing tree, then the rounds without a draft that it earns
+        auto.observe(5, 3, lose | {"draft": 5000.0}, C_p=0.1, q_sum=2.0)
+        n = 0
+        while auto.plan().skip_draft:
+            auto.observe(1, 0, {"draft": 0.0, "target": 9.0, "verify": 0.5, "other": 0.5}, C_p=0.0, q_sum=0.0)
+            n += 1
+        waits.append(n)
+    assert waits == [1, 2, 4, 8, 16, MAX_WAIT, MAX_WAIT]
+    fit = auto.fit()
+    assert plain_rate(fit) == pytest.approx(1 / (fit.overhead + fit.target_fixed + fit.target_per_token))
+    # Undrafted rounds leave the draft-level cost and the calibration alone; they feed the target line.
+    assert fit.draft_level == pytest.approx((2.0 * 3 + 5000.0 * 7) / (2 * 3 + 3 * 7))
+    # A tree that wins (here: cheap levels, good coverage) ends the back-off.
+    auto = AutoBudget(8, 4)
+    for n in (9, 3, 5):
+        auto.observe(n, 2, {"draft": 2.0, "target": 10.0 + 0.5 * n, "verify": 1.0, "other": 1.0}, C_p=2.0, q_sum=2.0)
+    auto.wait = 8
+    auto.observe(5, 2, {"draft": 2.0, "target": 12.5, "verify": 1.0, "other": 1.0}, C_p=2.0, q_sum=2.0)
+    assert not auto.plan().skip_draft and auto.wait == 1
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_rounds_without_a_draft_keep_caches_in_line_and_greedy_output_exact(pair, temperature):
+    """Undrafted rounds commit one target token and leave the draft cache behind; the next draft catches up."""
+    prompt = random_prompts(1, 6)[0]
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), max_new_tokens=48, seed=2, stop_on_eos=False,
+                       missing_top=0, builder=BuilderConfig(budget=8, depth=3, auto=True))
+    s = DecodeSession(pair, prompt, cfg, cost_model=losing_cost_model(8, 3))
+    while not s.done:
+        r = s.step()
+        assert_caches_in_line(pair, s)
+        if not r.sizing["drafted"]:
+            assert r.size == 1 and r.sizing["B"] == 0 and len(r.committed) == 1
+    drafted = [r.sizing["drafted"] for r in s.rounds]
+    assert drafted[:2] == [False, True] and drafted.count(False) >= 10 and drafted.count(True) >= 3
+    if temperature == 0.0:
+        assert s.generated == greedy_generate(pair.target, prompt, 48)

@@ -160,7 +160,8 @@ def stats_markdown(st: AppState) -> str:
 
         z = r.sizing
         fit = Fit.from_sizing(z)
-        how = "warm-up size" if z.get("warmup") else "chosen for expected tokens/s"
+        how = ("warm-up size" if z.get("warmup") else "chosen for expected tokens/s" if z.get("drafted", True)
+               else "no draft: recent trees were worth less than a plain target step")
         lines.append(f"\n*Auto budget, round {r.index}: B = {z['B']:.0f}, H = {z['H']:.0f} ({how}). Cost model: "
                      f"{describe(fit)}.*")
     if st.done:

@@ -4,7 +4,9 @@ Expected committed tokens of a tree are `1 + c * sum of Q(v)`, with `Q(v) = exp(
 own path probability (as DDTree and OPT-Tree score candidate nodes) and `c` a calibration measured
 in the session: the target's actual coverage `C_p` of the verified trees over their summed `Q`.
 A round costs `overhead + H * draft_level + target(n)`, each term measured online (docs/auto-budget.md).
-The verifier still sees one fixed tree, so exactness is untouched.
+When drafted trees have lately been worth less than a plain target step, rounds go without a draft
+(the tree is the root alone), probing again after 1, 2, 4 ... such rounds. The verifier still sees one
+fixed tree, so exactness is untouched.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 
 WINDOW = 48  # rounds the cost model remembers: recent enough to follow load, enough to fit a line
 WARMUP_FRACTIONS = (1.0, 0.25, 0.5)  # the first rounds try these shares of the budget, to give the fit a slope
+MAX_WAIT = 16  # most rounds without a draft before drafting is tried again
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Plan:
     overhead: float  # verify and the rest of a round
     calibration: float  # realised C_p per unit of summed draft path probability
     forced_budget: int | None = None  # warm-up: this budget, full depth
+    skip_draft: bool = False  # no draft this round: the tree is the root alone (one plain target step)
 
     def round_ms(self, nodes: int, depth: int) -> float:
         return self.overhead + depth * self.draft_level + self.target_fixed + self.target_per_token * (nodes + 1)
@@ -75,6 +79,8 @@ class AutoBudget:
         self.overheads = deque(maxlen=WINDOW)
         self.coverage = deque(maxlen=WINDOW)  # (C_p, sum of Q)
         self.rounds = 0
+        self.skip_left = 0  # rounds still to go without a draft
+        self.wait = 1  # rounds without a draft after the next drafted round that loses to a plain step
 
     def plan(self) -> Plan:
         fit = self.fit()
@@ -82,15 +88,26 @@ class AutoBudget:
         if self.rounds < len(WARMUP_FRACTIONS):
             forced = max(1, round(self.max_budget * WARMUP_FRACTIONS[self.rounds]))
         return Plan(self.max_budget, self.max_depth, fit.target_fixed, fit.target_per_token, fit.draft_level,
-                    fit.overhead, fit.calibration, forced)
+                    fit.overhead, fit.calibration, forced, skip_draft=forced is None and self.skip_left > 0)
 
     def observe(self, tokens: int, levels: int, stage_ms: dict[str, float], C_p: float, q_sum: float) -> None:
-        """One verified round: its tree size (root included), draft levels, stage times, C_p and summed Q."""
+        """One verified round: its tree size (root included), draft levels (0: not drafted), stage times, C_p, summed Q."""
         self.target.append((tokens, stage_ms["target"]))
-        self.levels.append((max(levels, 1), stage_ms["draft"]))
         self.overheads.append(stage_ms.get("verify", 0.0) + stage_ms.get("other", 0.0))
-        self.coverage.append((C_p, q_sum))
         self.rounds += 1
+        if levels == 0:
+            self.skip_left = max(self.skip_left - 1, 0)
+            return
+        self.levels.append((levels, stage_ms["draft"]))
+        self.coverage.append((C_p, q_sum))
+        # Was this tree worth its round? Both rates from the cost model, so that one slow round does not decide.
+        fit = self.fit()
+        drafted = (1 + C_p) / max(fit.overhead + levels * fit.draft_level + fit.target_fixed
+                                  + fit.target_per_token * tokens, 1e-9)
+        if drafted >= plain_rate(fit):
+            self.skip_left, self.wait = 0, 1
+        else:  # back off: each losing probe doubles the rounds without a draft before the next one
+            self.skip_left, self.wait = self.wait, min(2 * self.wait, MAX_WAIT)
 
     def fit(self) -> Fit:
         """Least squares of target ms on tree tokens; per-level draft ms; mean overhead; C_p / sum Q."""
@@ -115,6 +132,11 @@ def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
     slope = sum((x - mx) * (y - my) for x, y in points) / sxx
     slope = max(slope, 1e-6)  # noise must not make bigger trees look free
     return max(my - slope * mx, 0.0), slope
+
+
+def plain_rate(fit: Fit) -> float:
+    """Expected tokens per ms of a round without a draft: one target pass over the root, one token."""
+    return 1.0 / max(fit.overhead + fit.target_fixed + fit.target_per_token, 1e-9)
 
 
 def draft_mass(scores: torch.Tensor) -> float:

@@ -169,6 +169,14 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
     return DraftResult(tree, slot, base, levels)
 
 
+def root_only(root: int, base: int, device) -> DraftResult:
+    """A round without a draft (auto budget): the tree is the root alone and the draft cache is not touched."""
+    zero = torch.zeros(1, dtype=torch.long, device=device)
+    tree = DraftTree(torch.tensor([root], device=device), zero - 1, zero, torch.zeros(1, device=device),
+                     torch.zeros(1, device=device))
+    return DraftResult(tree, zero - 1, base, levels=0)
+
+
 def _keep_best(tree: DraftTree, slot: torch.Tensor, budget: int) -> tuple[DraftTree, torch.Tensor]:
     """Keep the `budget` best non-root nodes by score (ties: earlier, hence shallower, first).
 

@@ -14,7 +14,7 @@ import torch
 
 from . import exit_law as law
 from .auto_budget import AutoBudget, draft_mass
-from .builders import BuilderConfig, build_tree
+from .builders import BuilderConfig, build_tree, root_only
 from .errors import TevvizError
 from .kv import additive_mask, keep_entries, new_cache, tree_visibility
 from .models import ModelPair
@@ -197,7 +197,10 @@ class DecodeSession:
         cap = self._depth_cap()
         self._round_at[self.round_count] = (len(self.tokens), cap)
         plan = self.auto.plan() if self.auto is not None else None
-        drafted = build_tree(pair.drafting, self.draft_cache, self.pending, cfg.builder, cap, plan)
+        if plan is not None and plan.skip_draft:
+            drafted = root_only(self.pending[-1], self.draft_cache.get_seq_length(), self.device)
+        else:
+            drafted = build_tree(pair.drafting, self.draft_cache, self.pending, cfg.builder, cap, plan)
         tree = drafted.tree.to(self.device)
         _sync(self.device)
         t1 = time.perf_counter()
@@ -222,7 +225,8 @@ class DecodeSession:
         forwarded = [s for s in slots if s >= 0]  # a forwarded node's ancestors were forwarded too: a prefix
         keep_entries(self.draft_cache, drafted.base, forwarded, self.draft_cache.get_seq_length())
         tokens = tree.tokens.tolist()
-        self.pending = [tokens[v] for v in accepted[1 + len(forwarded):]] + [bonus]
+        carried = self.pending if drafted.levels == 0 else []  # an undrafted round left the draft cache behind
+        self.pending = carried + [tokens[v] for v in accepted[1 + len(forwarded):]] + [bonus]
         _sync(self.device)
         t3 = time.perf_counter()
 
@@ -237,6 +241,7 @@ class DecodeSession:
             self.auto.observe(tree.size, drafted.levels, ms, fields["C_p"], draft_mass(tree.scores))
             fit = self.auto.fit()
             sizing = {"B": tree.size - 1, "H": max(fields["depths"]), "warmup": plan.forced_budget is not None,
+                      "drafted": drafted.levels > 0,
                       **{k: v for k, v in asdict(fit).items()}}
         record = RoundRecord(**fields, stage_ms=ms, sizing=sizing)
         self.rounds.append(record)
