@@ -290,3 +290,13 @@ def test_chat_needs_a_chat_template(reference_ids, capsys):
     # Without the flag the stdlib pair (no template) decodes the plain prompt, as --no-chat does.
     assert decode_ids(["--prompt", PROMPT], capsys) == reference_ids
     assert decode_ids(["--prompt", PROMPT, "--no-chat"], capsys) == reference_ids
+
+
+def test_decode_budget_auto_reports_its_sizing(reference_ids, capsys):
+    """--budget auto: the target's greedy ids, the mean B and H and the count of rounds without a draft."""
+    capsys.readouterr()
+    assert main([*DECODE, "--prompt", PROMPT, "--budget", "auto", "--budget-limit", "8"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["token_ids"] == reference_ids
+    a = out["auto_budget"]
+    assert 0 <= a["mean_B"] <= 8 and 0 <= a["undrafted_rounds"] <= out["rounds"]

@@ -99,7 +99,8 @@ def cmd_decode(args) -> int:
     if cfg.builder.auto and session.rounds:
         sized = [r.sizing for r in session.rounds]
         out["auto_budget"] = {"mean_B": sum(z["B"] for z in sized) / len(sized),
-                              "mean_H": sum(z["H"] for z in sized) / len(sized), "last": sized[-1]}
+                              "mean_H": sum(z["H"] for z in sized) / len(sized),
+                              "undrafted_rounds": sum(not z.get("drafted", True) for z in sized), "last": sized[-1]}
     if args.optimal:
         out |= {"mean_optimal_ceiling": 1 + s["mean_optimal"], "mean_gap": s["mean_gap"],
                 "optimal_ms": sum(r.optimal.ms for r in session.rounds) / max(len(session.rounds), 1)}
@@ -127,8 +128,8 @@ def cmd_decode(args) -> int:
 
         a = out["auto_budget"]
         fit = Fit.from_sizing(a["last"])
-        print(f"auto budget: mean B {a['mean_B']:.1f}, mean H {a['mean_H']:.1f}; cost model: {describe(fit)}",
-              file=sys.stderr)
+        print(f"auto budget: mean B {a['mean_B']:.1f}, mean H {a['mean_H']:.1f}, {a['undrafted_rounds']} of "
+              f"{len(session.rounds)} rounds without a draft; cost model: {describe(fit)}", file=sys.stderr)
     if args.optimal:
         print(f"optimal tree: mean 1+C_p* {out['mean_optimal_ceiling']:.2f}  mean drafter gap {s['mean_gap']:.2f}  "
               f"{out['optimal_ms']:.0f} ms a round to compute", file=sys.stderr)
