@@ -367,7 +367,9 @@ def test_auto_budget_sizes_each_round_within_the_limits(app_url):
         count = sum(len(t["x"]) for t in nodes)
         assert count - 1 <= 12
         assert "Auto budget, round" in out[OUT["stats"]] and "Cost model" in out[OUT["stats"]]
-    assert "chosen for expected tokens/s" in out[OUT["stats"]]
+    # Past the warm-up a round is sized for tokens/s, or (when trees have lately lost to a plain step) not drafted.
+    stats = out[OUT["stats"]]
+    assert "chosen for expected tokens/s" in stats or ("no draft: recent trees" in stats and count == 1), stats
 
 
 def test_figures_sent_as_json_equal_what_plotly_writes(pair):
