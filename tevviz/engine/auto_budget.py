@@ -90,14 +90,17 @@ class AutoBudget:
         return Plan(self.max_budget, self.max_depth, fit.target_fixed, fit.target_per_token, fit.draft_level,
                     fit.overhead, fit.calibration, forced, skip_draft=forced is None and self.skip_left > 0)
 
-    def observe(self, tokens: int, levels: int, stage_ms: dict[str, float], C_p: float, q_sum: float) -> None:
-        """One verified round: its tree size (root included), draft levels (0: not drafted), stage times, C_p, summed Q."""
+    def observe(self, tokens: int, levels: int, stage_ms: dict[str, float], C_p: float, q_sum: float) -> Fit:
+        """One verified round: its tree size (root included), draft levels (0: not drafted), stage times, C_p, summed Q.
+
+        Returns the cost model after it (what the round's record shows).
+        """
         self.target.append((tokens, stage_ms["target"]))
         self.overheads.append(stage_ms.get("verify", 0.0) + stage_ms.get("other", 0.0))
         self.rounds += 1
         if levels == 0:
             self.skip_left = max(self.skip_left - 1, 0)
-            return
+            return self.fit()
         self.levels.append((levels, stage_ms["draft"]))
         self.coverage.append((C_p, q_sum))
         # Was this tree worth its round? Both rates from the cost model, so that one slow round does not decide.
@@ -108,6 +111,7 @@ class AutoBudget:
             self.skip_left, self.wait = 0, 1
         else:  # back off: each losing probe doubles the rounds without a draft before the next one
             self.skip_left, self.wait = self.wait, min(2 * self.wait, MAX_WAIT)
+        return fit
 
     def fit(self) -> Fit:
         """Least squares of target ms on tree tokens; per-level draft ms; mean overhead; C_p / sum Q."""

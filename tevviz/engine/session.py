@@ -238,8 +238,7 @@ class DecodeSession:
         ms = {k: v * 1e3 for k, v in {"draft": t1 - t0, "target": t2 - t1, "verify": t3 - t2, "other": t4 - t3}.items()}
         sizing = None
         if self.auto is not None:
-            self.auto.observe(tree.size, drafted.levels, ms, fields["C_p"], draft_mass(tree.scores))
-            fit = self.auto.fit()
+            fit = self.auto.observe(tree.size, drafted.levels, ms, fields["C_p"], draft_mass(tree.scores))
             sizing = {"B": tree.size - 1, "H": max(fields["depths"]), "warmup": plan.forced_budget is not None,
                       "drafted": drafted.levels > 0,
                       **{k: v for k, v in asdict(fit).items()}}

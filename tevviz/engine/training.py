@@ -240,7 +240,6 @@ class ExitTrainer:
         return copy.deepcopy(self.draft).eval().requires_grad_(False)
 
 
-@torch.no_grad()
 def collect_streams(pair: ModelPair, prompts: list[list[int]], temperature: float = 1.0, max_new_tokens: int = 96,
                     seed: int = 0, batch: int = 32) -> list[tuple[list[int], list[int]]]:
     """Target continuations of each prompt, sampled token by token in batches (so they follow the target's law)."""
