@@ -21,7 +21,8 @@ from common import best_first, parser, setup, table, write
 
 from tevviz.engine.evaluation import evaluate
 from tevviz.engine.models import ModelPair, ModelSource, with_draft
-from tevviz.engine.training import ExitTrainer, TrainConfig, collect_mixed_streams, contexts_from_streams
+from tevviz.engine.training import (ExitTrainer, TrainConfig, collect_mixed_streams, contexts_from_streams,
+                                   mixed_temperatures)
 from tevviz.prompts import load_prompts
 
 
@@ -86,7 +87,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--lambda-exit", type=float, default=32.0)
-    ap.add_argument("--token-labels", default="hard", choices=("soft", "hard"))
+    ap.add_argument("--stream-cache", default=None,
+                    help="keep the collected target continuations in this file: collect and save them when it is "
+                         "missing, load them (settings checked) when it is there")
+    ap.add_argument("--token-labels", default="hard", choices=("soft", "hard", "stream"))
     ap.add_argument("--schedule", default="cosine", choices=("constant", "cosine"))
     ap.add_argument("--stream-temperatures", default="0,1",
                     help="target continuations are collected at these temperatures, in turn over the contexts")
@@ -160,8 +164,20 @@ def main() -> None:
         streams = [(list(r["prompt"]), list(r["answer"])) for r in rows]
         train_prompts = [s[0] for s in streams]
     else:
-        streams = collect_mixed_streams(pair, train_prompts, temps, args.collect_tokens, args.seed)
-    contexts = contexts_from_streams(streams)
+        key = {k: vars(args)[k] for k in ("pair", "target", "draft", "prompts", "corpus_contexts", "context_tokens",
+                                            "stream_temperatures", "collect_tokens", "seed")}
+        cache = Path(args.stream_cache) if args.stream_cache else None
+        if cache is not None and cache.exists():
+            saved = json.loads(cache.read_text())
+            if saved["key"] != key:
+                raise SystemExit(f"--stream-cache {cache} was collected with other settings: {saved['key']}")
+            streams = [tuple(s) for s in saved["streams"]]
+        else:
+            streams = collect_mixed_streams(pair, train_prompts, temps, args.collect_tokens, args.seed)
+            if cache is not None:
+                cache.write_text(json.dumps({"key": key, "streams": streams}))
+    stream_temps = None if args.streams else mixed_temperatures(len(streams), temps)
+    contexts = contexts_from_streams(streams, temperatures=stream_temps)
     print(f"{len(contexts)} training contexts from {len(train_prompts)} prompts ({time.perf_counter() - t0:.0f} s)")
 
     def held_out(p: ModelPair, prompts=eval_prompts) -> dict:
@@ -171,7 +187,7 @@ def main() -> None:
     if args.sweep:
         # Hyper-parameters are chosen on train prompts held back from training, never on the eval split.
         k = args.val_prompts
-        fit = contexts_from_streams(streams[:-k])
+        fit = contexts_from_streams(streams[:-k], temperatures=stream_temps and stream_temps[:-k])
         val = train_prompts[-k:]
         base = held_out(pair, val)
         sweep.append({"lr": 0.0, "lambda_exit": 0.0, "val_tau_T0": base["T0"]["tau"], "val_tau_T1": base["T1"]["tau"],

@@ -259,3 +259,42 @@ def test_trainer_step_normalises_by_all_nodes_and_weighs_by_lambda():
                 for c in batch}) == 2, "test setup: trees of two sizes"
     assert log.l_exit == pytest.approx(terms / nodes, rel=1e-4)
     assert log.loss == pytest.approx(log.l_tok + 7.0 * log.l_exit, rel=1e-5)
+
+
+def test_stream_labels_are_hard_on_greedy_continuations_and_soft_at_their_own_temperature():
+    """token_labels="stream": L_tok of a greedy context is the cross-entropy on its tokens; of a context sampled
+    at T = 0.7 it is against the target's softmax(logits / 0.7) there (neither at weight_temperature 1)."""
+    import random
+
+    from tevviz.engine.training import Context
+
+    target = tiny_model("llama", 0, scale=5.0)
+    draft = tiny_model("llama", 7, layers=1, scale=1.0)
+    pair = ModelPair(target, draft, word_tokenizer(), "t", "d")
+    contexts = contexts_from_streams([(CONTEXT, [3, 8, 1]), ([5, 6], [9, 2])], every=8, temperatures=[0.0, 0.7])
+    assert [c.temperature for c in contexts] == [0.0, 0.7]
+    cfg = TrainConfig(objective="token", lr=1e-3, batch=4, token_labels="stream", seed=2)
+    trainer = ExitTrainer(pair, contexts, cfg)
+    before = copy.deepcopy(trainer.draft).eval()
+    rng = random.Random(cfg.seed)
+    batch = [contexts[rng.randrange(len(contexts))] for _ in range(cfg.batch)]
+    assert {c.temperature for c in batch} == {0.0, 0.7}, "test setup: both kinds in the batch"
+
+    def hand(c: Context) -> float:
+        ids = c.tokens + c.continuation
+        total = 0.0
+        for j, tok in enumerate(c.continuation):
+            logq = draft_logq(before, ids[: len(c.tokens) + j])
+            if c.temperature == 0:
+                total -= logq[tok].item()
+            else:
+                with torch.no_grad():
+                    tl = target(input_ids=torch.tensor([ids[: len(c.tokens) + j]])).logits[0, -1].double()
+                p = torch.softmax(tl / c.temperature, -1)
+                total -= (p * logq.double()).sum().item()
+        return total / len(c.continuation)
+
+    log = trainer.step()
+    assert log.l_tok == pytest.approx(sum(hand(c) for c in batch) / len(batch), rel=1e-4)
+    with pytest.raises(TevvizError, match="2 temperatures for 1 streams"):
+        contexts_from_streams([(CONTEXT, [3])], temperatures=[0.0, 1.0])

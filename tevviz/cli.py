@@ -193,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--collect-temperatures", default="0,1",
                    help="target continuations are collected at these temperatures, in turn over the prompts")
     t.add_argument("--token-labels", default=None, metavar="KIND", choices=LazyChoices("tevviz.engine.training", "TOKEN_LABELS"),
-                   help="L_tok against the target's distribution (soft) or its sampled continuation token (hard); "
+                   help="L_tok against the target's distribution (soft), its sampled continuation token (hard), or "
+                        "each continuation's own law (stream: hard on greedy, soft at T on sampled ones); "
                         "default: the engine's TrainConfig.token_labels")
     t.add_argument("--schedule", default="cosine", choices=["cosine", "constant"],
                    help="lr schedule: 5%% warm-up then cosine down to 10%% of --lr, or constant")

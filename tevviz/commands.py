@@ -221,7 +221,8 @@ def cmd_train(args) -> int:
     from tqdm.auto import tqdm
 
     from .engine.builders import BuilderConfig
-    from .engine.training import ExitTrainer, TrainConfig, collect_mixed_streams, contexts_from_streams
+    from .engine.training import (ExitTrainer, TrainConfig, collect_mixed_streams, contexts_from_streams,
+                                  mixed_temperatures)
 
     defaults = TrainConfig()
     cfg = TrainConfig(objective=args.objective, lambda_exit=defaults.lambda_exit if args.lambda_exit is None
@@ -239,7 +240,7 @@ def cmd_train(args) -> int:
     args.started = True
     print(f"collecting target continuations of {len(prompts)} prompts ...", file=sys.stderr)
     streams = collect_mixed_streams(pair, prompts, temps, args.collect_tokens, args.seed)
-    trainer = ExitTrainer(pair, contexts_from_streams(streams), cfg)
+    trainer = ExitTrainer(pair, contexts_from_streams(streams, temperatures=mixed_temperatures(len(streams), temps)), cfg)
     bar = tqdm(range(cfg.steps), desc=f"ExitTrain ({cfg.objective})", file=sys.stderr)
     for _ in bar:
         s = trainer.step()

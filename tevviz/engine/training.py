@@ -10,7 +10,10 @@ L_tok is the drafter's cross-entropy on the target's continuations: by default a
 continuation tokens themselves (hard labels, as the paper), or against the target's whole
 next-token distribution (at `weight_temperature`) at each position ("soft"). For a continuation
 sampled at that temperature the soft loss is the expected hard-label loss with far less noise; for
-a greedy one it is distillation toward that law on greedy contexts.
+a greedy one it is distillation toward that law on greedy contexts. "stream" takes each context's
+own collection temperature: hard labels on greedy continuations (the target's argmax, which the
+hard loss already has exactly) and soft labels at T on continuations sampled at T > 0, so it has
+the paper's hard-label loss as its expectation, with the sampling noise taken out.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from .scoring import tree_logits
 from .tree import DraftTree
 
 OBJECTIVES = ("exit", "prefix", "token", "residual")
-TOKEN_LABELS = ("soft", "hard")
+TOKEN_LABELS = ("soft", "hard", "stream")
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class TrainConfig:
         if self.schedule not in ("constant", "cosine") or not 0 <= self.warmup < 1:
             raise TevvizError("schedule must be constant or cosine, with a warm-up share in [0, 1)")
         if self.token_labels not in TOKEN_LABELS:
-            raise TevvizError(f"token_labels must be soft or hard, not {self.token_labels!r}")
+            raise TevvizError(f"token_labels must be one of {', '.join(TOKEN_LABELS)}, not {self.token_labels!r}")
         if not self.lr > 0 or not self.lambda_exit >= 0:
             raise TevvizError("learning rate must be > 0 and lambda_exit >= 0")
         if not isinstance(self.steps, int) or self.steps < 0 or not isinstance(self.batch, int) or self.batch < 1:
@@ -75,15 +78,28 @@ class Context:
 
     tokens: list[int]
     continuation: list[int]
+    temperature: float | None = None  # the continuation's sampling temperature, where known
 
 
-def contexts_from_streams(streams: list[tuple[list[int], list[int]]], every: int = 4) -> list[Context]:
-    """Contexts at every `every`-th position of each (prompt, target continuation) stream."""
+def contexts_from_streams(streams: list[tuple[list[int], list[int]]], every: int = 4,
+                          temperatures: list[float] | None = None) -> list[Context]:
+    """Contexts at every `every`-th position of each (prompt, target continuation) stream.
+
+    `temperatures` (one per stream) records what each continuation was sampled at, for "stream" labels.
+    """
+    if temperatures is not None and len(temperatures) != len(streams):
+        raise TevvizError(f"{len(temperatures)} temperatures for {len(streams)} streams")
     out = []
-    for prompt, cont in streams:
+    for i, (prompt, cont) in enumerate(streams):
+        t = None if temperatures is None else temperatures[i]
         for j in range(0, len(cont), every):
-            out.append(Context(prompt + cont[:j], cont[j:]))
+            out.append(Context(prompt + cont[:j], cont[j:], t))
     return out
+
+
+def mixed_temperatures(n: int, temperatures: list[float]) -> list[float]:
+    """The temperature of each of `n` streams collected by `collect_mixed_streams` (taken in turn)."""
+    return [temperatures[i % len(temperatures)] for i in range(n)]
 
 
 @torch.no_grad()
@@ -195,8 +211,7 @@ class ExitTrainer:
         t0 = time.perf_counter()
         cfg = self.cfg
         batch = [self.contexts[self.rng.randrange(len(self.contexts))] for _ in range(cfg.batch)]
-        soft = self.target if cfg.token_labels == "soft" else None
-        l_tok = sum(token_loss(self.draft, c, soft, cfg.weight_temperature) for c in batch if c.continuation) / len(batch)
+        l_tok = sum(token_loss(self.draft, c, *self.label_law(c)) for c in batch if c.continuation) / len(batch)
         l_exit = torch.zeros((), device=self.draft.device)
         cps = []
         if cfg.objective != "token" and cfg.lambda_exit > 0:
@@ -223,6 +238,15 @@ class ExitTrainer:
                         sum(cps) / len(cps) if cps else float("nan"), time.perf_counter() - t0)
         self.log.append(entry)
         return entry
+
+    def label_law(self, ctx: Context) -> tuple:
+        """(target, temperature) for soft L_tok labels on `ctx`, or (None, 0) for hard labels."""
+        cfg = self.cfg
+        if cfg.token_labels == "soft":
+            return self.target, cfg.weight_temperature
+        if cfg.token_labels == "stream" and ctx.temperature:
+            return self.target, ctx.temperature
+        return None, 0.0
 
     def lr_factor(self, step: int) -> float:
         """The schedule's multiplier of lr at `step` (from 0)."""
