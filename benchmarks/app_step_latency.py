@@ -85,6 +85,9 @@ def main() -> None:
     ap.add_argument("--run-budget", type=int, default=32, help="B of the streamed Run")
     ap.add_argument("--in-process", action="store_true", help="serve the app from this process (shares the GIL)")
     ap.add_argument("--compile-draft", action="store_true", help="the app's --compile-draft")
+    ap.add_argument("--ssl-verify", action="store_true",
+                    help="let gradio_client load the CA bundle for every call, as its default does (not what a "
+                         "browser pays; see below)")
     tree_flags(ap, budget=64, depth=8, max_new_tokens=512)
     args = ap.parse_args()
     import gradio_client
@@ -93,7 +96,10 @@ def main() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with app_server(args, port):
-        c = gradio_client.Client(f"http://127.0.0.1:{port}/", verbose=False)
+        # The server is plain http on 127.0.0.1: there is no TLS to verify. gradio_client opens a new httpx
+        # client for every call, and with verification on each one loads the CA bundle (~60 ms on this CPU),
+        # a cost of this benchmark's client that a browser on its kept-alive connection never pays.
+        c = gradio_client.Client(f"http://127.0.0.1:{port}/", verbose=False, ssl_verify=args.ssl_verify)
         kw = {"budget": args.budget, "depth": args.depth, "max_new_tokens": args.max_new_tokens}
         c.predict(api_name="/step", **kw)  # loads the models, warms up
         times, rounds = [], []
