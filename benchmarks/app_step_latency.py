@@ -5,6 +5,11 @@ one by default), so the client here does not share the server's interpreter as a
 launches it in this process instead. Each Step's time is split into the round (its stage times, read from the
 stage-times figure the Step returns) and the app's share: render, serialisation and HTTP, the part that does not
 shrink on a faster device.
+
+--client browser clicks Step in headless Chromium instead (the Debian build at /usr/bin/chromium, driven by
+playwright) and times, in the page, from the click until the new round's tree is drawn and painted: what a user
+waits for, including the browser's own plotly drawing and without gradio_client's 50 ms polling of its message
+queue. The browser shares this machine's cores with the server, as on a laptop.
 """
 
 from __future__ import annotations
@@ -22,16 +27,74 @@ import urllib.request
 from common import parser, table, tree_flags, write
 
 from tevviz.app.decode_tab import ROUND_OUTPUTS
+from tevviz.render.panel import panel_traces
 
 
 def round_ms(out: tuple) -> float:
-    """The stage times of the Step's round: the last bar of each stage in the returned stage-times figure."""
-    stage = json.loads(out[ROUND_OUTPUTS.index("stage")]["plot"])
-    return sum(bar["y"][-1] for bar in stage["data"])
+    """The stage times of the Step's round: the last bar of each stage in the session plot's stage-times panel."""
+    panel = json.loads(out[ROUND_OUTPUTS.index("session_plot")]["plot"])
+    return sum(bar["y"][-1] for bar in panel_traces(panel, "stage"))
 
 
 def pct(values: list[float], q: float) -> float:
     return sorted(values)[int(q * len(values))]
+
+
+# Click Step, then resolve once the tree's title names round k and two frames have painted it. A MutationObserver
+# sees the title change as soon as plotly writes it (no polling interval).
+STEP_IN_PAGE = """async (k) => {
+  const button = [...document.querySelectorAll('button')].find(b => b.textContent.trim() === 'Step');
+  const drawn = () => (document.querySelector('#tree-plot .gtitle') || {}).textContent?.startsWith(`round ${k}:`);
+  const t0 = performance.now();
+  button.click();
+  await new Promise(resolve => {
+    if (drawn()) return resolve();
+    const seen = new MutationObserver(() => { if (drawn()) { seen.disconnect(); resolve(); } });
+    seen.observe(document.body, {subtree: true, childList: true, characterData: true});
+  });
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  return performance.now() - t0;
+}"""
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def browser_steps(url: str, args) -> tuple[list[float], list[float]]:
+    """Seconds from each Step click to its tree painted, and each round's stage time, in headless Chromium."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.set_default_timeout(600_000)
+            page.goto(url)
+            page.get_by_label("B budget", exact=False).first.wait_for()
+            set_number(page, "B budget", args.budget)
+            set_number(page, "H depth", args.depth)
+            page.evaluate(STEP_IN_PAGE, 0)  # loads the models, warms up
+            times, rounds = [], []
+            for k in range(1, args.steps + 1):
+                times.append(page.evaluate(STEP_IN_PAGE, k) / 1e3)
+                rounds.append(page_round_ms(page) / 1e3)
+            return times, rounds
+        finally:
+            browser.close()
+
+
+def set_number(page, label: str, value: int) -> None:
+    box = page.get_by_label(label, exact=False).first
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def page_round_ms(page) -> float:
+    """The latest round's stage times, summed from the stage-times figure's bars in the page."""
+    return page.evaluate("""() => {
+      const plot = document.querySelector('#session-plot .js-plotly-plot');
+      return plot.data.filter(t => t.legendgroup === 'stage').reduce((s, bar) => s + bar.y[bar.y.length - 1], 0);
+    }""")
 
 
 @contextlib.contextmanager
@@ -85,6 +148,8 @@ def main() -> None:
     ap.add_argument("--run-budget", type=int, default=32, help="B of the streamed Run")
     ap.add_argument("--in-process", action="store_true", help="serve the app from this process (shares the GIL)")
     ap.add_argument("--compile-draft", action="store_true", help="the app's --compile-draft")
+    ap.add_argument("--client", choices=("gradio_client", "browser"), default="gradio_client",
+                    help="who clicks Step: gradio_client's predict, or headless Chromium (see above)")
     ap.add_argument("--ssl-verify", action="store_true",
                     help="let gradio_client load the CA bundle for every call, as its default does (not what a "
                          "browser pays; see below)")
@@ -96,6 +161,9 @@ def main() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with app_server(args, port):
+        if args.client == "browser":
+            times, rounds = browser_steps(f"http://127.0.0.1:{port}/", args)
+            return report(args, times, rounds, None)
         # The server is plain http on 127.0.0.1: there is no TLS to verify. gradio_client opens a new httpx
         # client for every call, and with verification on each one loads the CA bundle (~60 ms on this CPU),
         # a cost of this benchmark's client that a browser on its kept-alive connection never pays.
@@ -115,8 +183,13 @@ def main() -> None:
             job = c.submit(api_name="/run", rounds=args.run_rounds, **(kw | {"budget": args.run_budget}))
             stamps = [time.perf_counter() for _ in job]
             run_rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else None
+    report(args, times, rounds, run_rate)
+
+
+def report(args, times: list[float], rounds: list[float], run_rate) -> None:
     app = [t - r for t, r in zip(times, rounds)]
-    row = {"B": args.budget, "H": args.depth, "steps": len(times), "median_ms": 1e3 * statistics.median(times),
+    row = {"client": args.client, "B": args.budget, "H": args.depth, "steps": len(times),
+           "median_ms": 1e3 * statistics.median(times),
            "p90_ms": 1e3 * pct(times, 0.9), "min_ms": 1e3 * min(times),
            "round_median_ms": 1e3 * statistics.median(rounds), "app_median_ms": 1e3 * statistics.median(app),
            "app_p90_ms": 1e3 * pct(app, 0.9), "run_budget": args.run_budget, "run_rounds_per_s": run_rate}

@@ -73,6 +73,12 @@ def rounds_in(out) -> int:
 
 
 def figure(out, key: str = "tree") -> dict:
+    """A figure of a Step's outputs: the tree, or one of the session figures tiled in the session plot."""
+    from tevviz.app.views import SESSION_ROWS
+    from tevviz.render.panel import panel_traces
+
+    if any(key in row for row in SESSION_ROWS):
+        return {"data": panel_traces(figure(out, "session_plot"), key)}
     value = out[OUT[key]] if isinstance(out, tuple) else out
     return json.loads(value["plot"])
 
@@ -376,7 +382,7 @@ def test_figures_sent_as_json_equal_what_plotly_writes(pair):
     """The app serialises figure dicts itself (widgets.plot_value); the JSON is what go.Figure(...).to_json() gives."""
     import plotly.graph_objects as go
 
-    from tevviz.app.views import session_figures, tree_plot
+    from tevviz.app.views import session_figures, session_panel, tree_plot
     from tevviz.app.widgets import plot_value
     from tevviz.engine import DecodeConfig, DecodeSession, SamplingConfig
 
@@ -385,7 +391,7 @@ def test_figures_sent_as_json_equal_what_plotly_writes(pair):
     s.run()
     st = AppState(kind="live", rounds=s.rounds, view=1, ghosts=True, prompt="p")
     figures = {"tree": tree_plot(st, "w", as_dict=True), **session_figures(st, as_dict=True),
-               "empty": tree_plot(AppState(), "P", as_dict=True)}
+               "session_plot": session_panel(st), "empty": tree_plot(AppState(), "P", as_dict=True)}
     for name, fig in figures.items():
         assert json.loads(plot_value(fig).plot) == json.loads(go.Figure(fig).to_json()), name
 

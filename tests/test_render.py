@@ -17,7 +17,9 @@ from tevviz.render import (
     METRICS,
     acceptance_by_depth_figure,
     block_length_histogram,
+    coverage_figure,
     edges_cross,
+    exit_mass_by_depth_figure,
     highlighted_blocks,
     node_metric,
     round_graph,
@@ -441,3 +443,50 @@ def test_exittrain_figures():
     bars = exit_mass_change_figure(changes, 3).data[0]
     assert len(bars.x) == 16 and bars.x[-1] == changes[0]["delta"]  # the largest change drawn on top
     assert path_label([]) == "root" and path_label(["x"] * 30, 20).startswith("…") and len(path_label(["x"] * 30, 20)) == 20
+
+
+# ------------------------------------------------------------------------------------ tiled session panel
+
+
+def test_tiled_panel_keeps_every_trace_on_its_own_renumbered_axes():
+    from tevviz.render.panel import panel_traces, tile
+
+    figures = {"stage": stage_times_figure(ROUNDS, as_dict=True), "hist": block_length_histogram(ROUNDS, as_dict=True),
+               "mass": exit_mass_by_depth_figure(ROUNDS, as_dict=True), "cov": coverage_figure(ROUNDS, as_dict=True)}
+    fig = tile(figures, [["stage", "hist"], ["mass", "cov"]])
+    lay = fig["layout"]
+    for name, own in figures.items():
+        traces = panel_traces(fig, name)
+        # The data are the figure's own, in order, and grouped under its title in the legend.
+        assert [(t["name"], t["x"], t["y"]) for t in traces] == [(t["name"], t["x"], t["y"]) for t in own["data"]]
+        assert {t["legendgrouptitle"]["text"] for t in traces} == {own["layout"]["title"]["text"]}
+    # stage x/y, hist x2/y2, mass x3/y3 plus its right axis y4 over y3, coverage x4/y5.
+    assert {(t["xaxis"], t["yaxis"]) for t in panel_traces(fig, "mass")} == {("x3", "y3"), ("x3", "y4")}
+    assert lay["yaxis4"]["overlaying"] == "y3" and lay["yaxis4"]["side"] == "right" and "domain" not in lay["yaxis4"]
+    assert lay["yaxis4"]["title"]["text"] == "fraction reaching d"
+    assert {(t["xaxis"], t["yaxis"]) for t in panel_traces(fig, "cov")} == {("x4", "y5")}
+    assert lay["xaxis"]["anchor"] == "y" and lay["yaxis5"]["anchor"] == "x4"
+    assert lay["xaxis2"]["title"]["text"] == "L (tokens committed)"
+    # Row 0 above row 1, columns side by side without overlap; one title per panel; barmode carried over.
+    assert lay["yaxis"]["domain"][0] > lay["yaxis3"]["domain"][1]
+    assert lay["xaxis"]["domain"][1] < lay["xaxis2"]["domain"][0]
+    assert [a["text"] for a in lay["annotations"]] == [f"<b>{f['layout']['title']['text']}</b>" for f in figures.values()]
+    assert lay["barmode"] == "stack"
+    # A valid plotly figure.
+    import plotly.graph_objects as go
+
+    go.Figure(fig)
+
+
+def test_tiled_panel_refuses_what_it_cannot_place():
+    from tevviz.render.panel import tile
+
+    a = stage_times_figure(ROUNDS, as_dict=True)
+    with pytest.raises(ValueError, match="once"):
+        tile({"a": a}, [["a", "a"]])
+    with pytest.raises(ValueError, match="shapes"):
+        tile({"a": a | {"layout": a["layout"] | {"shapes": []}}}, [["a"]])
+    grouped = block_length_histogram(ROUNDS, as_dict=True)
+    grouped["layout"]["barmode"] = "group"
+    with pytest.raises(ValueError, match="barmode"):
+        tile({"a": a, "b": grouped}, [["a", "b"]])

@@ -11,7 +11,7 @@ from ..engine.builders import BUILDERS
 from ..render import METRICS
 from .controller import Controller
 from .state import AppState, decode_settings
-from .views import node_choices, node_details, session_figures, stats_markdown, text_spans, tree_plot
+from .views import node_choices, node_details, session_panel, stats_markdown, text_spans, tree_plot
 from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed, plot_value
 
 # The settings widgets, by the names `decode_settings` takes (every decoding endpoint accepts them by keyword).
@@ -19,7 +19,7 @@ SETTINGS = ("prompt", "temperature", "top_k", "top_p", "seed", "builder", "budge
             "branching", "verifier", "max_new_tokens", "chat", "auto_budget")
 VIEW_OUTPUTS = ("tree", "view", "node", "details", "text")  # what browsing a round updates
 # Outputs of /step, /step_token, /run, /reset, /import_file and /rescore after the gr.State, in order.
-ROUND_OUTPUTS = ("error", "stats", "stage", "hist", "depth_plot", "mass_plot", "coverage_plot", *VIEW_OUTPUTS)
+ROUND_OUTPUTS = ("error", "stats", "session_plot", *VIEW_OUTPUTS)
 BROWSE_OUTPUTS = (*VIEW_OUTPUTS, "error")  # outputs of /view after the gr.State
 NODE_OUTPUTS = ("tree", "details")  # outputs of /node after the gr.State
 BASELINE_OUTPUTS = ("error", "stats")  # outputs of /baseline after the gr.State
@@ -97,13 +97,11 @@ def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat:
         with gr.Column(scale=3, min_width=600):
             right = _view_column()
     c = {}
-    with gr.Accordion("Session statistics", open=True), gr.Row():
-        c["stage"] = gr.Plot(label="stage times")
-        c["hist"] = gr.Plot(label="block lengths")
-        c["depth_plot"] = gr.Plot(label="acceptance by depth")
-    with gr.Accordion("Where the mass went", open=True), gr.Row():
-        c["mass_plot"] = gr.Plot(label="exit mass by depth: width against leaf exits")
-        c["coverage_plot"] = gr.Plot(label="C_p and C_p* per round")
+    with gr.Accordion("Session statistics", open=True):
+        # One plot of five subplots: the browser redraws it after every round (docs/app-latency.md).
+        c["session_plot"] = gr.Plot(label="stage times, block lengths, acceptance by depth; where the exit mass "
+                                    "went (width against leaf exits); C_p and C_p* per round",
+                                    elem_id="session-plot")
     with gr.Accordion("Export and import", open=True):
         with gr.Row():
             c["export_btn"] = gr.Button("Export", variant="primary")
@@ -134,8 +132,8 @@ def shown(ui: Panel, st: AppState, metric: str) -> dict:
 
 def everything(ui: Panel, st: AppState, metric: str) -> dict:
     """`shown` plus the live statistics and the session figures."""
-    figures = {k: plot_value(v) for k, v in session_figures(st, as_dict=True).items()}
-    return {**shown(ui, st, metric), **ui.updates(stats=stats_markdown(st), **figures)}
+    return {**shown(ui, st, metric),
+            **ui.updates(stats=stats_markdown(st), session_plot=plot_value(session_panel(st)))}
 
 
 def _wire_decoding(ctl: Controller, ui: Panel, settings: dict) -> None:

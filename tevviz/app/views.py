@@ -28,6 +28,7 @@ from ..render import (
     tree_figure,
 )
 from ..render.tree_figure import tree_figure_dict
+from ..render.panel import tile
 from .controller import Decoded, TrainReport
 from .state import AppState
 
@@ -41,9 +42,17 @@ def empty_figure(message: str) -> go.Figure:
     return fig
 
 
-# Session statistics sit three in a row: shorter, with tight margins.
+# Session statistics: the sizes of each figure on its own (the app tiles them, SESSION_ROWS).
 COMPACT = {"height": 300, "margin": {"l": 40, "r": 10, "t": 40, "b": 40}}
 WIDE = {"height": 340, "margin": {"l": 50, "r": 50, "t": 40, "b": 40}}
+
+
+SESSION_ROWS = (("stage", "hist", "depth_plot"), ("mass_plot", "coverage_plot"))
+
+
+def session_panel(st: AppState) -> dict:
+    """The session figures tiled as one figure dict (SESSION_ROWS), the way the app shows them."""
+    return tile(session_figures(st, as_dict=True), SESSION_ROWS)
 
 
 def session_figures(st: AppState, as_dict: bool = False) -> dict[str, go.Figure | dict]:
