@@ -136,6 +136,15 @@ def everything(ui: Panel, st: AppState, metric: str) -> dict:
             **ui.updates(stats=stats_markdown(st), session_plot=plot_value(session_panel(st)))}
 
 
+def on_tree(ui: Panel) -> dict:
+    """Event options of model work whose progress overlay sits on the tree alone.
+
+    On every output the overlay costs the browser a timer per component per frame while the round runs, beside
+    the server on the same cores (docs/app-latency.md).
+    """
+    return MODEL_WORK | {"show_progress_on": [ui.tree]}
+
+
 def _wire_decoding(ctl: Controller, ui: Panel, settings: dict) -> None:
     """Step, Step token, Run, Reset and Run baseline."""
 
@@ -195,10 +204,11 @@ def _wire_decoding(ctl: Controller, ui: Panel, settings: dict) -> None:
         return {ui.state: st, **ui.updates(error="", stats=stats_markdown(st))}
 
     inputs, outputs = [ui.state, ui.metric], [ui.state, *ui.take(ROUND_OUTPUTS)]
-    ui.step_btn.click(step, inputs, outputs, inputs_kwargs=settings, api_name="step", **MODEL_WORK)
-    ui.token_btn.click(step_token, inputs, outputs, inputs_kwargs=settings, api_name="step_token", **MODEL_WORK)
+    work = on_tree(ui)
+    ui.step_btn.click(step, inputs, outputs, inputs_kwargs=settings, api_name="step", **work)
+    ui.token_btn.click(step_token, inputs, outputs, inputs_kwargs=settings, api_name="step_token", **work)
     run_event = ui.run_btn.click(run, [*inputs, ui.run_rounds], outputs, inputs_kwargs=settings, api_name="run",
-                                 **MODEL_WORK)
+                                 **work)
     ui.reset_btn.click(reset, inputs, outputs, api_name="reset", cancels=[run_event], **LIGHT)
     ui.baseline_btn.click(baseline, inputs, [ui.state, *ui.take(BASELINE_OUTPUTS)], inputs_kwargs=settings,
                           api_name="baseline", **MODEL_WORK)
@@ -296,9 +306,9 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
         lambda st: gr.DownloadButton(interactive=current(st).round is not None), [ui.state], [ui.report_dl],
         api_visibility="private", **LIGHT)
     ui.upload.upload(import_file, [*inputs, ui.upload], outputs, api_name="import_file", **LIGHT)
-    ui.rescore_btn.click(rescore_round, inputs, outputs, inputs_kwargs=settings, api_name="rescore", **MODEL_WORK)
+    ui.rescore_btn.click(rescore_round, inputs, outputs, inputs_kwargs=settings, api_name="rescore", **on_tree(ui))
     ui.optimal_btn.click(optimal, inputs, [*outputs, ui.ghosts], inputs_kwargs=settings, api_name="optimal",
-                         **MODEL_WORK)
+                         **on_tree(ui))
 
 
 def decode_tab(ctl: Controller, state: gr.State, prompts: list[dict], first_prompt: str,
