@@ -56,12 +56,39 @@ STEP_IN_PAGE = """async (k) => {
   return performance.now() - t0;
 }"""
 
+# Click Run, then stamp every change of the tree's title until it names round `last` (or nothing changes for 20 s:
+# the session ended): the rounds the page drew and when. A page that falls behind the stream draws fewer rounds
+# than the server ran.
+RUN_IN_PAGE = """async (last) => {
+  const button = [...document.querySelectorAll('button')].find(b => b.textContent.trim() === 'Run');
+  const title = () => (document.querySelector('#tree-plot .gtitle') || {}).textContent || '';
+  const stamps = [];
+  let seen = -1;
+  await new Promise(resolve => {
+    let quiet = setTimeout(resolve, 20000);
+    const watch = new MutationObserver(() => {
+      const now = title(), round = parseInt(now.slice(6));
+      // While gradio swaps a plot's old view for the new one both can be in the page: count a round once.
+      if (!now.startsWith('round ') || !(round > seen)) return;
+      seen = round;
+      stamps.push([round, performance.now()]);
+      clearTimeout(quiet);
+      quiet = setTimeout(() => { watch.disconnect(); resolve(); }, 20000);
+      if (now.startsWith(`round ${last}:`)) { clearTimeout(quiet); watch.disconnect(); resolve(); }
+    });
+    watch.observe(document.body, {subtree: true, childList: true, characterData: true});
+    button.click();
+  });
+  return stamps;
+}"""
+
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-def browser_steps(url: str, args) -> tuple[list[float], list[float]]:
-    """Seconds from each Step click to its tree painted, and each round's stage time, in headless Chromium."""
+def browser_steps(url: str, args) -> tuple[list[float], list[float], dict | None]:
+    """Seconds from each Step click to its tree painted, each round's stage time, and a Run's drawn rounds per
+    second (with the rounds drawn of those run), in headless Chromium."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -73,12 +100,26 @@ def browser_steps(url: str, args) -> tuple[list[float], list[float]]:
             page.get_by_label("B budget", exact=False).first.wait_for()
             set_number(page, "B budget", args.budget)
             set_number(page, "H depth", args.depth)
+            set_number(page, "max new tokens", args.max_new_tokens)
             page.evaluate(STEP_IN_PAGE, 0)  # loads the models, warms up
             times, rounds = [], []
             for k in range(1, args.steps + 1):
                 times.append(page.evaluate(STEP_IN_PAGE, k) / 1e3)
                 rounds.append(page_round_ms(page) / 1e3)
-            return times, rounds
+            run = None
+            if args.run_rounds:
+                # A new session at the Run's budget, from round 0 (as the gradio_client Run after its /reset).
+                page.get_by_role("button", name="Reset", exact=True).click()
+                page.wait_for_function("() => !(document.querySelector('#tree-plot .gtitle') || {}).textContent"
+                                       "?.startsWith('round ')")
+                set_number(page, "B budget", args.run_budget)
+                set_number(page, "Run: rounds", args.run_rounds)
+                stamps = page.evaluate(RUN_IN_PAGE, args.run_rounds - 1)
+                span = (stamps[-1][1] - stamps[0][1]) / 1e3
+                ran = stamps[-1][0] + 1
+                run = {"rounds_per_s": (stamps[-1][0] - stamps[0][0]) / span if span else None,
+                       "drawn": len(stamps), "of": ran}
+            return times, rounds, run
         finally:
             browser.close()
 
@@ -162,8 +203,8 @@ def main() -> None:
         port = s.getsockname()[1]
     with app_server(args, port):
         if args.client == "browser":
-            times, rounds = browser_steps(f"http://127.0.0.1:{port}/", args)
-            return report(args, times, rounds, None)
+            times, rounds, run = browser_steps(f"http://127.0.0.1:{port}/", args)
+            return report(args, times, rounds, run and run["rounds_per_s"], run)
         # The server is plain http on 127.0.0.1: there is no TLS to verify. gradio_client opens a new httpx
         # client for every call, and with verification on each one loads the CA bundle (~60 ms on this CPU),
         # a cost of this benchmark's client that a browser on its kept-alive connection never pays.
@@ -186,13 +227,15 @@ def main() -> None:
     report(args, times, rounds, run_rate)
 
 
-def report(args, times: list[float], rounds: list[float], run_rate) -> None:
+def report(args, times: list[float], rounds: list[float], run_rate, run: dict | None = None) -> None:
     app = [t - r for t, r in zip(times, rounds)]
     row = {"client": args.client, "B": args.budget, "H": args.depth, "steps": len(times),
            "median_ms": 1e3 * statistics.median(times),
            "p90_ms": 1e3 * pct(times, 0.9), "min_ms": 1e3 * min(times),
            "round_median_ms": 1e3 * statistics.median(rounds), "app_median_ms": 1e3 * statistics.median(app),
            "app_p90_ms": 1e3 * pct(app, 0.9), "run_budget": args.run_budget, "run_rounds_per_s": run_rate}
+    if run is not None:
+        row["run_rounds_drawn"] = f"{run['drawn']}/{run['of']}"
     print(table([row], list(row)))
     write("app_step_latency", args, {"row": row, "times_s": times, "round_s": rounds})
 
