@@ -21,8 +21,13 @@ from common import best_first, parser, setup, table, write
 
 from tevviz.engine.evaluation import evaluate
 from tevviz.engine.models import ModelPair, ModelSource, with_draft
-from tevviz.engine.training import (ExitTrainer, TrainConfig, collect_mixed_streams, contexts_from_streams,
-                                   mixed_temperatures)
+from tevviz.engine.training import (
+    ExitTrainer,
+    TrainConfig,
+    collect_mixed_streams,
+    contexts_from_streams,
+    mixed_temperatures,
+)
 from tevviz.prompts import load_prompts
 
 

@@ -4,10 +4,10 @@ extends a finished run without repeating or reordering it."""
 from __future__ import annotations
 
 import torch
+from conftest import EOS, greedy_generate, random_prompts, tiny_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import EOS, greedy_generate, random_prompts, tiny_model
 from tevviz.drafter_recipe import answer_batch, answer_plan
 
 

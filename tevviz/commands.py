@@ -221,8 +221,13 @@ def cmd_train(args) -> int:
     from tqdm.auto import tqdm
 
     from .engine.builders import BuilderConfig
-    from .engine.training import (ExitTrainer, TrainConfig, collect_mixed_streams, contexts_from_streams,
-                                  mixed_temperatures)
+    from .engine.training import (
+        ExitTrainer,
+        TrainConfig,
+        collect_mixed_streams,
+        contexts_from_streams,
+        mixed_temperatures,
+    )
 
     defaults = TrainConfig()
     cfg = TrainConfig(objective=args.objective, lambda_exit=defaults.lambda_exit if args.lambda_exit is None

@@ -27,8 +27,8 @@ from ..render import (
     stage_times_figure,
     tree_figure,
 )
-from ..render.tree_figure import tree_figure_dict
 from ..render.panel import tile
+from ..render.tree_figure import tree_figure_dict
 from .controller import Decoded, TrainReport
 from .state import AppState
 
