@@ -169,9 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = _sub(sub, "train", "ExitTrain the drafter on its own trees; writes an HF folder",
              "ExitTrain (paper, section 5): L = L_tok + lambda_exit * L_exit on trees the current drafter builds.\n\n"
-             "As the paper: L_tok on the target's own continuations with hard labels (greedy and T = 1, "
-             "sampled from the target token by token in batches), training trees from the inference builder, "
-             "and the same B and H as `tevviz eval` (64, 8). Where tevviz departs, and why:\n"
+             "As the paper: L_tok on the target's own continuations (greedy and T = 1, sampled from the target "
+             "token by token in batches), training trees from the inference builder, and the same B and H as "
+             "`tevviz eval` (64, 8). Where tevviz departs, and why:\n"
+             "  --token-labels stream (default): hard labels on the greedy continuations, as the paper, and on "
+             "the T = 1 ones the target's distribution there, whose expectation is the paper's hard-label loss "
+             "without its sampling noise (measured: +3.5% held-out tau at T = 0 over hard labels, +4.7 SE; "
+             "--token-labels hard for the paper's own).\n"
              "  lambda_exit 32: the paper gives none (the authors' config uses 0.1); L_exit averages w over all "
              "tree nodes, so it is about 1/B of a token NLL and a weight near B balances the two terms.\n"
              "  w and P come from the target at T = 1 (weight_temperature), whatever the decoding temperature: "
