@@ -22,6 +22,7 @@ from common import best_first, parser, setup, table, write
 from tevviz.engine.evaluation import evaluate
 from tevviz.engine.models import ModelPair, ModelSource, with_draft
 from tevviz.engine.training import (
+    TOKEN_LABELS,
     ExitTrainer,
     TrainConfig,
     collect_mixed_streams,
@@ -95,7 +96,7 @@ def main() -> None:
     ap.add_argument("--stream-cache", default=None,
                     help="keep the collected target continuations in this file: collect and save them when it is "
                          "missing, load them (settings checked) when it is there")
-    ap.add_argument("--token-labels", default=TrainConfig().token_labels, choices=("soft", "hard", "stream"))
+    ap.add_argument("--token-labels", default=TrainConfig().token_labels, choices=TOKEN_LABELS)
     ap.add_argument("--schedule", default="cosine", choices=("constant", "cosine"))
     ap.add_argument("--stream-temperatures", default="0,1",
                     help="target continuations are collected at these temperatures, in turn over the contexts")

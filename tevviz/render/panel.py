@@ -47,23 +47,20 @@ def tile(figures: Mapping[str, Figure], rows: Sequence[Sequence[str]]) -> dict[s
                 raise ValueError(f"figure {name!r} has layout entries a panel cannot place: {sorted(extra)}")
             if "barmode" in own:
                 barmodes.add(own["barmode"])
-            axes = sorted({k for k in own if AXIS.match(k)} | {"xaxis", "yaxis"}, key=lambda k: (k[0], k))
+            ids = sorted({_axis_id(k) for k in own if AXIS.match(k)} | {"x", "y"})
             ref = {}  # the figure's axis id ("x", "y2") -> the panel's
-            for key in axes:
-                letter = key[0]
-                used[letter] += 1
-                ref[letter + AXIS.match(key).group(2)] = letter + (str(used[letter]) if used[letter] > 1 else "")
+            for a in ids:
+                used[a[0]] += 1
+                ref[a] = a[0] + (str(used[a[0]]) if used[a[0]] > 1 else "")
             title = (own.get("title") or {}).get("text", name)
-            for key in axes:
-                letter, mine = key[0], ref[key[0] + AXIS.match(key).group(2)]
-                axis = own.get(key, {})
+            for a in ids:
+                axis = own.get(_layout_key(a), {})
                 if "overlaying" in axis:
                     axis["overlaying"] = ref[axis["overlaying"]]
-                    axis["anchor"] = ref["x" if letter == "y" else "y"]
                 else:
-                    axis["domain"] = x_domain if letter == "x" else y_domain
-                    axis["anchor"] = ref["y" if letter == "x" else "x"]
-                layout[f"{letter}axis{mine[1:]}"] = axis
+                    axis["domain"] = x_domain if a[0] == "x" else y_domain
+                axis["anchor"] = ref["y" if a[0] == "x" else "x"]
+                layout[_layout_key(ref[a])] = axis
             for trace in fig.get("data", []):
                 t = copy.deepcopy(dict(trace))
                 t["xaxis"], t["yaxis"] = ref[t.get("xaxis", "x")], ref[t.get("yaxis", "y")]
@@ -77,6 +74,17 @@ def tile(figures: Mapping[str, Figure], rows: Sequence[Sequence[str]]) -> dict[s
     if barmodes:
         layout["barmode"] = barmodes.pop()
     return {"data": data, "layout": layout}
+
+
+def _axis_id(key: str) -> str:
+    """ "yaxis2" -> "y2", the id traces refer to."""
+    letter, number = AXIS.match(key).groups()
+    return letter + number
+
+
+def _layout_key(axis_id: str) -> str:
+    """ "y2" -> "yaxis2", the layout entry of that axis."""
+    return f"{axis_id[0]}axis{axis_id[1:]}"
 
 
 def panel_traces(fig: Figure, name: str) -> list[dict]:
