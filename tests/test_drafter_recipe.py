@@ -3,12 +3,14 @@ extends a finished run without repeating or reordering it."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from conftest import EOS, greedy_generate, random_prompts, tiny_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tevviz.drafter_recipe import answer_batch, answer_plan
+from tevviz.drafter_recipe import answer_batch, answer_plan, grow_layers
+from tevviz.engine.errors import TevvizError
 
 
 def _left_padded(prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,3 +65,33 @@ def test_extending_a_run_answers_each_new_index_once(n_train, cuts):
     first_pass = sorted(j for j, _ in answered[:min(done, n_train)])
     assert first_pass == list(range(min(done, n_train)))
     assert all(sampled and 0 <= j < n_train for j, sampled in answered[n_train:])
+
+
+def test_a_grown_drafter_starts_as_the_one_it_grew_from_and_trains_its_new_blocks(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    draft = tiny_model("llama", seed=5, layers=2)
+    ids = torch.tensor([random_prompts(1, seed=2, lo=12, hi=13)[0]])
+    with torch.no_grad():
+        before = draft(ids).logits
+    grow_layers(draft, 4)
+    assert len(draft.model.layers) == 4 and draft.config.num_hidden_layers == 4
+    with torch.no_grad():
+        assert torch.equal(draft(ids).logits, before)
+        # Decoding with a KV cache reaches every block (each knows its own cache slot).
+        out = draft(ids[:, :-1], use_cache=True)
+        step = draft(ids[:, -1:], cache=out.past_key_values).logits[0, -1]
+    assert torch.allclose(step, before[0, -1], atol=1e-5)
+    assert out.past_key_values.get_seq_length() == ids.shape[1] and len(out.past_key_values.layers) == 4
+    # Saved and loaded as a plain 4-layer Llama, it computes the same.
+    draft.save_pretrained(tmp_path)
+    again = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert torch.allclose(again(ids).logits, before, atol=1e-5)
+    # The new blocks learn: one gradient step moves their zeroed output projections.
+    draft.requires_grad_(True).train()
+    torch.nn.functional.cross_entropy(draft(ids[:, :-1]).logits[0], ids[0, 1:]).backward()
+    assert draft.model.layers[3].mlp.down_proj.weight.grad.abs().sum() > 0
+    assert draft.model.layers[2].self_attn.o_proj.weight.grad.abs().sum() > 0
+    with pytest.raises(TevvizError, match="fewer than"):
+        grow_layers(draft, 3)

@@ -17,6 +17,7 @@ The recipe, in three resumable stages under --work:
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import random
@@ -103,6 +104,21 @@ def make_drafter(target, hidden: int, layers: int, heads: int, intermediate: int
     proj = E @ vecs[:, -hidden:].flip(-1)  # V x hidden
     draft.get_input_embeddings().weight.data.copy_(proj * (0.02 / proj.std()))
     return draft
+
+
+def grow_layers(draft, layers: int) -> None:
+    """Deepens a drafter in place to `layers` blocks. Each new block copies the last one with its output projections
+    zeroed, so it adds nothing to the residual stream: the deeper drafter starts as the one it grew from."""
+    blocks = draft.model.layers
+    if layers < len(blocks):
+        raise TevvizError(f"--layers {layers} is fewer than the {len(blocks)} layers of the drafter to go on from")
+    for i in range(len(blocks), layers):
+        block = copy.deepcopy(blocks[-1])
+        block.self_attn.layer_idx = i
+        block.self_attn.o_proj.weight.data.zero_()
+        block.mlp.down_proj.weight.data.zero_()
+        blocks.append(block)
+    draft.config.num_hidden_layers = layers
 
 
 def soft_loss(draft, batch: list[dict]) -> torch.Tensor:
@@ -207,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gen-batch", type=int, default=32)
     ap.add_argument("--top-k", type=int, default=32, help="target log-probabilities kept per position")
     ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--layers", type=int, default=3)
+    ap.add_argument("--layers", type=int, default=None,
+                    help="decoder blocks (default 3; with --init, more than the drafter has grows it: see grow_layers)")
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--intermediate", type=int, default=512)
     ap.add_argument("--steps", type=int, default=1200)
@@ -286,8 +303,10 @@ def main(argv: list[str] | None = None) -> int:
         # The checks every drafter passes (clear load errors, the target's vocabulary and special tokens).
         check_vocabularies(tok, load_tokenizer(str(args.init), "draft"), str(target_dir), str(args.init))
         draft = load_model(str(args.init), "draft", dtype="float32", device="cpu").requires_grad_(True)
+        if args.layers is not None:
+            grow_layers(draft, args.layers)
     else:
-        draft = make_drafter(target, args.hidden, args.layers, args.heads, args.intermediate)
+        draft = make_drafter(target, args.hidden, args.layers or 3, args.heads, args.intermediate)
     n_params = sum(p.numel() for p in draft.parameters())
     _say(f"drafter: {n_params / 1e6:.2f} M parameters")
     before = agreement(draft.eval(), blob["held"])
