@@ -80,7 +80,7 @@ def figure(out, key: str = "tree") -> dict:
     if any(key in row for row in SESSION_ROWS):
         return {"data": panel_traces(figure(out, "session_plot"), key)}
     value = out[OUT[key]] if isinstance(out, tuple) else out
-    return json.loads(value["plot"])
+    return json.loads(value if isinstance(value, str) else value["plot"])
 
 
 def exported_session(c) -> tio.ImportedSession:
@@ -112,13 +112,13 @@ def test_step_run_and_browse(app_url):
 
     # Back to round 1, colour by w, pick a node.
     tree = named(c.predict(index=1, api_name="/view"), BROWSE_OUTPUTS)["tree"]
-    assert json.loads(tree["plot"])["layout"]["title"]["text"].startswith("round 1:")
+    assert figure(tree)["layout"]["title"]["text"].startswith("round 1:")
     tree = c.predict(metric_name="w", api_name="/metric")
-    colourbar = next(t for t in json.loads(tree["plot"])["data"] if t.get("name") == "nodes")["marker"]["colorbar"]
+    colourbar = next(t for t in figure(tree)["data"] if t.get("name") == "nodes")["marker"]["colorbar"]
     assert "w(v)" in colourbar["title"]["text"]
     tree, details = named(c.predict(node_id=1, api_name="/node"), NODE_OUTPUTS).values()
     assert "**node 1**" in details and "| P |" in details
-    assert any(t.get("name") == "highlight" for t in json.loads(tree["plot"])["data"])
+    assert any(t.get("name") == "highlight" for t in figure(tree)["data"])
 
 
 def test_bad_input_leaves_state_unchanged(app_url):
@@ -348,7 +348,7 @@ def test_optimal_tree_ghosts_and_where_the_mass_went(app_url):
     assert "optimal 1 + C_p*" in title
     if " 0 ghosts" not in title:
         assert "ghost branches (optimal tree)" in names
-    hidden = json.loads(c.predict(on=False, api_name="/ghosts")["plot"])
+    hidden = figure(c.predict(on=False, api_name="/ghosts"))
     assert not any("ghost" in (t.get("name") or "") for t in hidden["data"])
 
     c.predict(on=True, api_name="/optimal_every")
@@ -379,11 +379,11 @@ def test_auto_budget_sizes_each_round_within_the_limits(app_url):
 
 
 def test_figures_sent_as_json_equal_what_plotly_writes(pair):
-    """The app serialises figure dicts itself (widgets.plot_value); the JSON is what go.Figure(...).to_json() gives."""
+    """The app serialises figure dicts itself (widgets.figure_json); the JSON is what go.Figure(...).to_json() gives."""
     import plotly.graph_objects as go
 
     from tevviz.app.views import session_figures, session_panel, tree_plot
-    from tevviz.app.widgets import plot_value
+    from tevviz.app.widgets import figure_json
     from tevviz.engine import DecodeConfig, DecodeSession, SamplingConfig
 
     s = DecodeSession(pair, [1, 2, 3], DecodeConfig(sampling=SamplingConfig(temperature=0.3), optimal=True,
@@ -393,7 +393,7 @@ def test_figures_sent_as_json_equal_what_plotly_writes(pair):
     figures = {"tree": tree_plot(st, "w", as_dict=True), **session_figures(st, as_dict=True),
                "session_plot": session_panel(st), "empty": tree_plot(AppState(), "P", as_dict=True)}
     for name, fig in figures.items():
-        assert json.loads(plot_value(fig).plot) == json.loads(go.Figure(fig).to_json()), name
+        assert json.loads(figure_json(fig)) == json.loads(go.Figure(fig).to_json()), name
 
 
 def test_report_button_writes_the_session_report(app_url):

@@ -10,9 +10,10 @@ from ..engine import TevvizError
 from ..engine.builders import BUILDERS
 from ..render import METRICS
 from .controller import Controller
+from .figure_view import figure_view
 from .state import AppState, decode_settings
 from .views import node_choices, node_details, session_panel, stats_markdown, text_spans, tree_plot
-from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed, plot_value
+from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed, figure_json
 
 # The settings widgets, by the names `decode_settings` takes (every decoding endpoint accepts them by keyword).
 SETTINGS = ("prompt", "temperature", "top_k", "top_p", "seed", "builder", "budget", "depth", "children", "width",
@@ -80,7 +81,8 @@ def _view_column() -> dict:
         c["ghosts"] = gr.Checkbox(False, label="ghost branches: the optimal tree's nodes this tree lacks", scale=2)
         c["optimal_every"] = gr.Checkbox(False, label="optimal tree every round (up to H more target passes)",
                                          scale=2)
-    c["tree"] = gr.Plot(tree_plot(AppState(), "P"), label="draft tree", elem_id="tree-plot")
+    c["tree"] = figure_view(figure_json(tree_plot(AppState(), "P", as_dict=True)), label="draft tree",
+                            elem_id="tree-plot")
     with gr.Row(equal_height=False):
         c["node"] = gr.Dropdown([], value=None, label="node details", scale=1)
         c["details"] = gr.Markdown("Choose a node to see its scores.", label="node scores")
@@ -98,10 +100,10 @@ def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat:
             right = _view_column()
     c = {}
     with gr.Accordion("Session statistics", open=True):
-        # One plot of five subplots: the browser redraws it after every round (docs/app-latency.md).
-        c["session_plot"] = gr.Plot(label="stage times, block lengths, acceptance by depth; where the exit mass "
-                                    "went (width against leaf exits); C_p and C_p* per round",
-                                    elem_id="session-plot")
+        # One chart of five subplots, redrawn in place after every round (docs/app-latency.md).
+        c["session_plot"] = figure_view(label="stage times, block lengths, acceptance by depth; where the exit mass "
+                                        "went (width against leaf exits); C_p and C_p* per round",
+                                        elem_id="session-plot")
     with gr.Accordion("Export and import", open=True):
         with gr.Row():
             c["export_btn"] = gr.Button("Export", variant="primary")
@@ -121,7 +123,7 @@ def shown(ui: Panel, st: AppState, metric: str) -> dict:
     """Updates of the state, error box, tree, round slider, node picker, details and text for `st`."""
     return {ui.state: st, **ui.updates(
         error="",
-        tree=plot_value(tree_plot(st, metric, as_dict=True)),
+        tree=figure_json(tree_plot(st, metric, as_dict=True)),
         view=gr.Slider(minimum=0, maximum=max(len(st.rounds) - 1, 1), value=max(st.view, 0),
                        interactive=len(st.rounds) > 1),
         node=gr.Dropdown(choices=node_choices(st), value=st.highlight if isinstance(st.highlight, int) else None),
@@ -133,7 +135,7 @@ def shown(ui: Panel, st: AppState, metric: str) -> dict:
 def everything(ui: Panel, st: AppState, metric: str) -> dict:
     """`shown` plus the live statistics and the session figures."""
     return {**shown(ui, st, metric),
-            **ui.updates(stats=stats_markdown(st), session_plot=plot_value(session_panel(st)))}
+            **ui.updates(stats=stats_markdown(st), session_plot=figure_json(session_panel(st)))}
 
 
 def on_tree(ui: Panel) -> dict:
@@ -221,16 +223,16 @@ def _wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
         return shown(ui, Controller.view(current(st), index), metric_name)
 
     def set_metric(st, metric_name):
-        return {ui.tree: plot_value(tree_plot(current(st), metric_name, as_dict=True))}
+        return {ui.tree: figure_json(tree_plot(current(st), metric_name, as_dict=True))}
 
     def select_node(st, metric_name, node_id):
         st = Controller.select_node(current(st), node_id)
-        return {ui.state: st, **ui.updates(tree=plot_value(tree_plot(st, metric_name, as_dict=True)),
+        return {ui.state: st, **ui.updates(tree=figure_json(tree_plot(st, metric_name, as_dict=True)),
                                            details=node_details(st))}
 
     def set_ghosts(st, metric_name, on):
         st = replace(current(st), ghosts=bool(on))
-        return {ui.state: st, **ui.updates(tree=plot_value(tree_plot(st, metric_name, as_dict=True)))}
+        return {ui.state: st, **ui.updates(tree=figure_json(tree_plot(st, metric_name, as_dict=True)))}
 
     def set_optimal_every(st, on):
         return replace(current(st), optimal_every=bool(on))

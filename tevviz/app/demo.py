@@ -19,6 +19,7 @@ from .compare_tab import compare_tab
 from .controller import Controller
 from .decode_tab import decode_tab
 from .exittrain_tab import exittrain_tab
+from .figure_view import serve_plotly_js
 from .source import PairSource
 from .state import MAX_HISTORY, SessionStore
 
@@ -68,6 +69,7 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
     prompts = example_prompts(models.prompts_path())
     first_prompt = default_prompt or (prompts[0]["prompt"] if prompts else DEFAULT_PROMPT)
     verifiers = ui_verifiers()
+    serve_plotly_js()
 
     # delete_cache: Gradio's copies of exported files (a tree HTML embeds plotly.js, ~5 MB) go after an hour.
     with gr.Blocks(title="tevviz", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:

@@ -7,7 +7,6 @@ from collections.abc import Iterable
 
 import gradio as gr
 import orjson
-from gradio.components.plot import PlotData
 
 from .state import AppState
 
@@ -37,14 +36,13 @@ def _template() -> dict:
     return pio.templates[pio.templates.default].to_plotly_json()
 
 
-def plot_value(fig: dict) -> PlotData:
-    """A figure dict as gr.Plot's value, serialised once with orjson: what `go.Figure(fig).to_json()` would give
-    (the default template included), without building and validating a Figure per Step."""
+def figure_json(fig: dict) -> str:
+    """A figure dict as JSON text, serialised once with orjson: what `go.Figure(fig).to_json()` would give (the
+    default template included), without building and validating a Figure per Step."""
     layout = fig.get("layout", {})
     if "template" not in layout:
         layout = {**layout, "template": _template()}
-    text = orjson.dumps({"data": fig.get("data", []), "layout": layout}, option=orjson.OPT_SERIALIZE_NUMPY).decode()
-    return PlotData(type="plotly", plot=text)
+    return orjson.dumps({"data": fig.get("data", []), "layout": layout}, option=orjson.OPT_SERIALIZE_NUMPY).decode()
 
 
 def current(st: AppState | None) -> AppState:
