@@ -11,7 +11,7 @@ import math
 
 import pytest
 import torch
-from conftest import VOCAB, tiny_pair
+from conftest import VOCAB, tiny_model, tiny_pair
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -143,7 +143,8 @@ def builder_configs(draw):
     kind = draw(st.sampled_from(["best-first", "best-first", "static", "chain"]))
     if kind == "best-first":
         return BuilderConfig(kind=kind, budget=draw(st.integers(1, 40)), depth=draw(st.integers(1, 6)),
-                             children=draw(st.integers(1, 5)), width=draw(st.integers(1, 8)))
+                             children=draw(st.integers(1, 5)), width=draw(st.integers(1, 8)),
+                             draft_temperature=draw(st.sampled_from([1.0, 1.0, 0.5, 2.5])))
     if kind == "static":
         return BuilderConfig(kind=kind, branching=tuple(draw(st.lists(st.integers(1, 3), min_size=1, max_size=4))))
     return BuilderConfig(kind=kind, depth=draw(st.integers(1, 8)))
@@ -211,8 +212,10 @@ def test_builder_invariants(cfg, prefix, pending, cap):
         assert per_depth == [math.prod(cfg.branching[:k]) for k in range(H + 1)]
         assert all(len(kids[v]) == (cfg.branching[depths[v]] if depths[v] < H else 0) for v in range(n))
 
-    # Draft log-probs are the draft's own, under each node's real context; children are its top tokens.
+    # Draft log-probs are the draft's own, under each node's real context; children are its top tokens; a path
+    # score adds the draft's log-probs at the builder's draft temperature.
     context = prefix + pending
+    step = {}
     for v in {p for p in parents if p >= 0}:
         path = [tokens[u] for u in path_to(tree, v)[1:]]
         lq = causal_logprobs(model, context + path)
@@ -220,9 +223,11 @@ def test_builder_invariants(cfg, prefix, pending, cap):
         assert torch.allclose(tree.draft_logprobs[kids[v]], lq[kid_tokens], atol=1e-4)
         top = torch.topk(lq, len(kid_tokens)).indices.tolist()
         assert set(kid_tokens) == set(top), f"children of node {v} are not its top-{len(kid_tokens)} draft tokens"
+        tempered = torch.log_softmax(lq / cfg.draft_temperature, dim=-1)
+        step.update({u: float(tempered[tokens[u]]) for u in kids[v]})
     scores = tree.scores.tolist()
     for v in range(1, n):
-        assert scores[v] == pytest.approx(scores[parents[v]] + float(tree.draft_logprobs[v]), abs=1e-5)
+        assert scores[v] == pytest.approx(scores[parents[v]] + step[v], abs=1e-4)
         assert scores[v] <= scores[parents[v]] + 1e-6
 
     # Draft cache: the pending tokens, then each forwarded node at its slot, with its path's keys.
@@ -247,6 +252,17 @@ def test_builder_invariants(cfg, prefix, pending, cap):
     again = build_tree(model, cache, pending, cfg, cap).tree
     for a, b in zip((tree.tokens, tree.parents, tree.depths), (again.tokens, again.parents, again.depths)):
         assert torch.equal(a, b)
+
+
+def test_draft_temperature_is_checked_and_makes_a_sharp_drafts_tree_shallower():
+    for bad in (0, -1.0, True, 100.0, "2"):
+        with pytest.raises(TevvizError, match="draft temperature"):
+            BuilderConfig(draft_temperature=bad)
+    sharp = tiny_model("llama", seed=0, scale=40.0)  # nearly one-hot: at T 1 its best-first tree is deep
+    depths = [build_tree(sharp, new_cache(sharp), [1, 2, 3], BuilderConfig(budget=8, depth=6, children=8, width=2,
+                                                                         draft_temperature=t)).tree.depths.tolist()
+              for t in (1.0, 3.0, 20.0)]
+    assert max(depths[0]) >= 3 and max(depths[1]) < max(depths[0]) and depths[2] == [0] + [1] * 8
 
 
 def test_chain_is_the_greedy_draft_path():

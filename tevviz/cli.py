@@ -117,6 +117,9 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
     g.add_argument("--children", type=int, default=4, help="K: children per expanded node (best-first)")
     g.add_argument("--width", type=int, default=8, help="W: frontier width per depth (best-first)")
     g.add_argument("--branching", default="4,2,2,1,1", help="children per node at each depth (static)")
+    g.add_argument("--draft-temperature", type=float, default=1.0,
+                   help="path scores from the draft's logits / this (best-first): above 1 a sharp draft builds wider "
+                        "trees; the tokens drafted under a node and the verification are unchanged")
 
 
 def add_app(p: argparse.ArgumentParser) -> None:
@@ -214,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--depth", type=int, default=8)
     e.add_argument("--max-new-tokens", type=int, default=64)
     e.add_argument("--temperatures", default="0,1")
+    e.add_argument("--draft-temperature", type=float, default=1.0,
+                   help="path scores from the draft's logits / this (see tevviz decode --help)")
     e.add_argument("--json", action="store_true")
     add_models(e)
 

@@ -43,7 +43,8 @@ def decode_config_from_args(args):
     return DecodeConfig(
         sampling=SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
         builder=BuilderConfig(kind=args.builder, budget=args.budget_limit if auto else args.budget, depth=args.depth,
-                              children=args.children, width=args.width, branching=branching, auto=auto),
+                              children=args.children, width=args.width, branching=branching, auto=auto,
+                              draft_temperature=args.draft_temperature),
         verifier=args.verifier, max_new_tokens=args.max_new_tokens, seed=args.seed,
         optimal=getattr(args, "optimal", False),
     )
@@ -266,7 +267,7 @@ def cmd_eval(args) -> int:
     from .engine.evaluation import evaluate
 
     temps = _numbers(args.temperatures, "--temperatures")
-    builder = BuilderConfig(budget=args.budget, depth=args.depth)
+    builder = BuilderConfig(budget=args.budget, depth=args.depth, draft_temperature=args.draft_temperature)
     pair = source_from_args(args).load()
     prompts = _prompt_ids(args, pair)
     args.started = True

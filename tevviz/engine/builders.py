@@ -19,6 +19,7 @@ MAX_BUDGET = 1024
 MAX_DEPTH = 64
 MAX_CHILDREN = 64  # K, and a static level's branching
 MAX_WIDTH = 256
+MIN_DRAFT_T, MAX_DRAFT_T = 0.05, 20.0
 BUILDERS = ("best-first", "static", "chain")
 
 
@@ -33,6 +34,9 @@ class BuilderConfig:
     width: int = 8  # W: frontier width per depth (best-first)
     branching: tuple[int, ...] = field(default=(4, 2, 2, 1, 1))  # children per node at each depth (static)
     auto: bool = False  # best-first only: budget and depth become limits, each round sized by engine/auto_budget.py
+    # Path scores come from the draft's logits divided by this: above 1 a sharp (overconfident) draft ranks deep
+    # paths lower, so trees grow wider; which tokens a node's children are does not change. Node q stays q.
+    draft_temperature: float = 1.0
 
     def __post_init__(self):
         if self.kind not in BUILDERS:
@@ -45,6 +49,9 @@ class BuilderConfig:
         for name, value, top in checks:
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
                 raise TevvizError(f"{name} must be an integer in [1, {top}], got {value!r}")
+        t = self.draft_temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not MIN_DRAFT_T <= t <= MAX_DRAFT_T:
+            raise TevvizError(f"draft temperature must be a number in [{MIN_DRAFT_T}, {MAX_DRAFT_T}], got {t!r}")
         if self.kind == "static":
             b = self.branching
             if not b or len(b) > MAX_DEPTH or any(not isinstance(x, int) or x < 1 or x > MAX_CHILDREN for x in b):
@@ -131,8 +138,11 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
         k, width = cfg.level(d)
         k = min(k, logits.shape[-1])
         top = torch.topk(torch.log_softmax(logits.float(), dim=-1), k, dim=-1)  # (F, k)
+        step = top.values
+        if cfg.draft_temperature != 1:
+            step = torch.log_softmax(logits.float() / cfg.draft_temperature, dim=-1).gather(-1, top.indices)
         f = frontier.shape[0]
-        new_scores = (frontier_scores.unsqueeze(1) + top.values).reshape(-1)
+        new_scores = (frontier_scores.unsqueeze(1) + step).reshape(-1)
         tokens.append(top.indices.reshape(-1))
         parents.append(frontier.repeat_interleave(k))
         depths.append(torch.full((f * k,), d, dtype=torch.long, device=device))

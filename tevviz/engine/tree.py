@@ -23,7 +23,8 @@ class DraftTree:
     parents: torch.Tensor  # (N,) long; -1 at the root
     depths: torch.Tensor  # (N,) long; 0 at the root
     draft_logprobs: torch.Tensor  # (N,) float; log q_pa(v)(x_v), 0 at the root
-    scores: torch.Tensor  # (N,) float; path score s(v), sum of draft log-probs along the path
+    scores: torch.Tensor  # (N,) float; path score s(v), sum of draft log-probs along the path (at the builder's
+    # draft temperature, BuilderConfig.draft_temperature; 1 unless set)
 
     def __post_init__(self):
         clash = repeated_siblings(self)
