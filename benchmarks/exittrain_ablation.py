@@ -15,6 +15,7 @@ import json
 import math
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from common import best_first, parser, setup, table, write
@@ -43,7 +44,7 @@ def table_rows(results: dict) -> list[dict]:
     rows = []
     for name, res in results.items():
         row = {"drafter": name}
-        for t in ("T0", "T1"):
+        for t in res:
             base = results["original"][t]["tau"]
             row[f"tau_{t}"] = res[t]["tau"]
             row[f"se_{t}"] = res[t]["tau_se"]
@@ -103,6 +104,9 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=64)
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--eval-temperatures", default="0,1", help="sampling temperatures of the held-out evaluation")
+    ap.add_argument("--draft-temperature", type=float, default=1.0,
+                    help="the evaluation trees' BuilderConfig.draft_temperature (training trees keep 1)")
     ap.add_argument("--train-budget", type=int, default=None, help="budget of the training trees (default: --budget)")
     ap.add_argument("--train-depth", type=int, default=None, help="depth of the training trees (default: --depth)")
     ap.add_argument("--collect-tokens", type=int, default=96)
@@ -153,7 +157,7 @@ def main() -> None:
         rng = random.Random(args.seed + 1)
         eval_prompts = [held[i : i + args.context_tokens]
                         for i in (rng.randrange(len(held) - args.context_tokens) for _ in range(args.eval_contexts))]
-    builder = best_first(args.budget, args.depth)
+    builder = replace(best_first(args.budget, args.depth), draft_temperature=args.draft_temperature)
     tb = args.train_budget or args.budget
     train_builder = best_first(tb, args.train_depth or args.depth)
 
@@ -187,7 +191,8 @@ def main() -> None:
     print(f"{len(contexts)} training contexts from {len(train_prompts)} prompts ({time.perf_counter() - t0:.0f} s)")
 
     def held_out(p: ModelPair, prompts=eval_prompts) -> dict:
-        return {f"T{t:g}": evaluate(p, prompts, t, builder, args.max_new_tokens).to_dict() for t in (0.0, 1.0)}
+        return {f"T{t:g}": evaluate(p, prompts, t, builder, args.max_new_tokens).to_dict()
+                for t in map(float, args.eval_temperatures.split(","))}
 
     sweep = []
     if args.sweep:
@@ -217,8 +222,9 @@ def main() -> None:
     if args.original_from:
         earlier = json.loads(Path(args.original_from).read_text())
         same = ("pair", "target", "draft", "dtype", "prompts", "split", "limit", "budget", "depth", "max_new_tokens",
-                "seed", "eval_contexts", "context_tokens")
-        differ = [k for k in same if earlier["args"].get(k) != vars(args).get(k)]
+                "seed", "eval_contexts", "context_tokens", "eval_temperatures", "draft_temperature")
+        # Runs from before an option existed ran at its default.
+        differ = [k for k in same if earlier["args"].get(k, ap.get_default(k)) != vars(args).get(k)]
         if differ:
             raise SystemExit(f"--original-from {args.original_from} evaluated with other settings: {differ}")
         results = {"original": earlier["results"]["original"]}
