@@ -63,6 +63,19 @@ def test_step_recolour_and_download(app_url, tmp_path):
             download.value.save_as(path)
             session = tio.loads(path.read_text(encoding="utf-8"))
             assert session.kind == "session" and len(session.rounds) == 3 and session.prompt == "t1 t2 t3"
+
+            # A chart updated while its accordion is closed has its full width once shown.
+            accordion = page.get_by_role("button", name="Session statistics")
+            accordion.click()
+            expect(page.locator("#session-plot")).to_be_hidden()
+            step.click()
+            expect(title).to_have_text(re.compile(r"^round 3:"))
+            accordion.click()
+            page.wait_for_function("""() => {
+                const chart = document.querySelector('#session-plot .tv-figure');
+                const svg = chart && chart.querySelector('.main-svg');
+                return svg && chart.clientWidth > 800 && Math.abs(svg.getBoundingClientRect().width - chart.clientWidth) < 2;
+            }""")
             page.screenshot(path=str(ARTIFACTS / "app.png"), full_page=True)
         finally:
             browser.close()
