@@ -32,7 +32,7 @@ from tevviz.render.panel import panel_traces
 
 def round_ms(out: tuple) -> float:
     """The stage times of the Step's round: the last bar of each stage in the session plot's stage-times panel."""
-    panel = json.loads(out[ROUND_OUTPUTS.index("session_plot")]["plot"])
+    panel = json.loads(out[ROUND_OUTPUTS.index("session_plot")])  # the figure's JSON text (app/figure_view.py)
     return sum(bar["y"][-1] for bar in panel_traces(panel, "stage"))
 
 
