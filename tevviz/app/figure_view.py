@@ -8,6 +8,7 @@ plotly.js comes from the plotly package on disk, so the page needs no network.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import gradio as gr
@@ -35,6 +36,7 @@ watch('value', draw);
 """
 
 
+@functools.cache  # gradio appends to one process-wide list on every call: once is enough
 def serve_plotly_js() -> None:
     """Let gradio serve plotly.js from the plotly package (call before the Blocks are built)."""
     gr.set_static_paths([PLOTLY_JS])
