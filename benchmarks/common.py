@@ -39,13 +39,15 @@ def parser(description: str) -> argparse.ArgumentParser:
 
 
 def tree_flags(ap: argparse.ArgumentParser, budget: int, depth: int, max_new_tokens: int = 64) -> None:
-    """--budget, --depth and --max-new-tokens with this script's defaults."""
+    """--budget, --depth, --children and --max-new-tokens with this script's defaults."""
     ap.add_argument("--budget", type=int, default=budget)
     ap.add_argument("--depth", type=int, default=depth)
+    ap.add_argument("--children", type=int, default=BuilderConfig.children,
+                    help="K: children per expanded node of the best-first trees")
     ap.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
 
 
-def best_first(budget: int, depth: int, children: int = 4) -> BuilderConfig:
+def best_first(budget: int, depth: int, children: int = BuilderConfig.children) -> BuilderConfig:
     """The benchmarks' best-first tree: K children per expanded node, frontier width max(8, B / 4)."""
     return BuilderConfig(budget=budget, depth=depth, children=children, width=max(8, budget // 4))
 

@@ -59,29 +59,28 @@ def mean_se(xs: list[float]) -> tuple[float, float]:
 def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None) -> dict:
     n = args.max_new_tokens
     chain = BuilderConfig(kind="chain", depth=args.depth)
+    tree = lambda b: best_first(b, args.depth, args.children)
     out = {
         "autoregressive": lambda ids, i: hf_generate(pair, ids, n, temp),
         "hf-assisted": lambda ids, i: hf_generate(pair, ids, n, temp, assistant=pair.draft),
         "chain+tev": lambda ids, i: tree_run(pair, ids, n, temp, chain, "tev", i),
-        "best-first+predraw": lambda ids, i: tree_run(pair, ids, n, temp, best_first(args.budget, args.depth),
-                                                      "predraw", i),
+        "best-first+predraw": lambda ids, i: tree_run(pair, ids, n, temp, tree(args.budget), "predraw", i),
     }
     if not args.no_own_loop:
         # tevviz's own token-by-token loop (same sampler, inference mode): the speculative gain net of loop overhead.
         out["autoregressive (tevviz loop)"] = lambda ids, i: own_autoregressive(pair, ids, n, temp, i)
     for b in sorted({args.budget, *args.budgets}):
-        out[f"best-first+tev B={b}"] = lambda ids, i, b=b: tree_run(pair, ids, n, temp, best_first(b, args.depth),
-                                                                    "tev", i)
+        out[f"best-first+tev B={b}"] = lambda ids, i, b=b: tree_run(pair, ids, n, temp, tree(b), "tev", i)
     if args.auto:
         from tevviz.engine.auto_budget import AutoBudget
 
         limit = max({args.budget, *args.budgets})
-        auto = BuilderConfig(budget=limit, depth=args.depth, children=4, width=max(8, limit // 4), auto=True)
+        auto = BuilderConfig(budget=limit, depth=args.depth, children=args.children, width=max(8, limit // 4),
+                             auto=True)
         model = AutoBudget(limit, args.depth)  # one cost model per temperature, carried across the prompts
         out[f"best-first+tev auto (B<={limit})"] = lambda ids, i: tree_run(pair, ids, n, temp, auto, "tev", i, model)
     if trained is not None:
-        out["best-first+tev+exittrain"] = lambda ids, i: tree_run(trained, ids, n, temp,
-                                                                  best_first(args.budget, args.depth), "tev", i)
+        out["best-first+tev+exittrain"] = lambda ids, i: tree_run(trained, ids, n, temp, tree(args.budget), "tev", i)
     return out
 
 

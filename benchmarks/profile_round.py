@@ -52,7 +52,7 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=20)
     args = ap.parse_args()
     pair, prompts = setup(args)
-    builder = best_first(args.budget, args.depth)
+    builder = best_first(args.budget, args.depth, args.children)
 
     def decode_all():
         rounds = []

@@ -114,7 +114,8 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
                         "from a cost model measured as the session runs, up to --budget-limit and --depth")
     g.add_argument("--budget-limit", type=int, default=64, help="with --budget auto: the most nodes a tree may keep")
     g.add_argument("--depth", type=int, default=6, help="H: maximum depth (best-first, chain)")
-    g.add_argument("--children", type=int, default=4, help="K: children per expanded node (best-first)")
+    g.add_argument("--children", type=int, default=8,
+                   help="K: children per expanded node (best-first)")
     g.add_argument("--width", type=int, default=8, help="W: frontier width per depth (best-first)")
     g.add_argument("--branching", default="4,2,2,1,1", help="children per node at each depth (static)")
     g.add_argument("--draft-temperature", type=float, default=1.0,
@@ -215,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--split", default="eval")
     e.add_argument("--budget", type=int, default=64)
     e.add_argument("--depth", type=int, default=8)
+    e.add_argument("--children", type=int, default=8,
+                   help="K: children per expanded node (best-first)")
+    e.add_argument("--width", type=int, default=8, help="W: frontier width per depth (best-first)")
     e.add_argument("--max-new-tokens", type=int, default=64)
     e.add_argument("--temperatures", default="0,1")
     e.add_argument("--draft-temperature", type=float, default=1.0,

@@ -267,7 +267,8 @@ def cmd_eval(args) -> int:
     from .engine.evaluation import evaluate
 
     temps = _numbers(args.temperatures, "--temperatures")
-    builder = BuilderConfig(budget=args.budget, depth=args.depth, draft_temperature=args.draft_temperature)
+    builder = BuilderConfig(budget=args.budget, depth=args.depth, children=args.children, width=args.width,
+                            draft_temperature=args.draft_temperature)
     pair = source_from_args(args).load()
     prompts = _prompt_ids(args, pair)
     args.started = True
@@ -275,7 +276,8 @@ def cmd_eval(args) -> int:
     if args.json:
         print(json.dumps([r.to_dict() for r in results]))
         return 0
-    print(f"draft {pair.draft_name}  target {pair.target_name}  B={args.budget} H={args.depth}  {len(prompts)} prompts")
+    print(f"draft {pair.draft_name}  target {pair.target_name}  B={args.budget} H={args.depth} K={args.children} "
+          f"W={args.width}  {len(prompts)} prompts")
     print(f"{'T':>4} {'tau':>12} {'1+C_p':>12}  acceptance by depth")
     for r in results:
         acc = " ".join(f"{a:.2f}" for a in r.acceptance_by_depth)

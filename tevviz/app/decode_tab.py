@@ -7,7 +7,7 @@ from dataclasses import replace
 import gradio as gr
 
 from ..engine import TevvizError
-from ..engine.builders import BUILDERS
+from ..engine.builders import BUILDERS, BuilderConfig
 from ..render import METRICS
 from .controller import Controller
 from .figure_view import figure_view
@@ -61,7 +61,7 @@ def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str
         c["auto_budget"] = gr.Checkbox(False, label="auto: size each tree for tokens/s (B and H become limits)",
                                        info="a cost model measured as the session runs (docs/auto-budget.md)")
         with gr.Row():
-            c["children"] = gr.Number(4, precision=0, label="K children", min_width=70)
+            c["children"] = gr.Number(BuilderConfig.children, precision=0, label="K children", min_width=70)
             c["width"] = gr.Number(8, precision=0, label="W width", min_width=70)
         c["branching"] = gr.Textbox("4,2,2,1,1", label="static branching per depth")
         c["verifier"] = gr.Radio(verifiers, value="tev", label="verifier")
