@@ -73,7 +73,9 @@ def node_traces(figure: dict) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def session_file(tmp_path_factory):
-    cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.3), optimal=True, max_new_tokens=20)
+    # K = 4: with the default K = 8 this tiny pair accepts all 20 tokens in one round; the report needs several.
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.3), builder=BuilderConfig(children=4), optimal=True,
+                       max_new_tokens=20)
     path = tmp_path_factory.mktemp("report") / "session.json"
     with open(path, "w", encoding="utf-8") as f:
         json.dump(exported(cfg), f)
