@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -75,8 +76,7 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None) 
         from tevviz.engine.auto_budget import AutoBudget
 
         limit = max({args.budget, *args.budgets})
-        auto = BuilderConfig(budget=limit, depth=args.depth, children=args.children, width=max(8, limit // 4),
-                             auto=True)
+        auto = replace(tree(limit), auto=True)
         model = AutoBudget(limit, args.depth)  # one cost model per temperature, carried across the prompts
         out[f"best-first+tev auto (B<={limit})"] = lambda ids, i: tree_run(pair, ids, n, temp, auto, "tev", i, model)
     if trained is not None:

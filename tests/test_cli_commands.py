@@ -300,3 +300,13 @@ def test_decode_budget_auto_reports_its_sizing(reference_ids, capsys):
     assert out["token_ids"] == reference_ids
     a = out["auto_budget"]
     assert 0 <= a["mean_B"] <= 8 and 0 <= a["undrafted_rounds"] <= out["rounds"]
+
+
+def test_cli_tree_shape_defaults_are_the_engines():
+    """The CLI spells BuilderConfig's K and W defaults out (importing it would load torch for --help)."""
+    from tevviz.cli import build_parser
+    from tevviz.engine.builders import BuilderConfig
+
+    for argv in (["decode", "--prompt", "x"], ["eval"]):
+        args = build_parser().parse_args(argv)
+        assert (args.children, args.width) == (BuilderConfig.children, BuilderConfig.width)

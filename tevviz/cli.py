@@ -97,6 +97,12 @@ def budget_value(text: str):
         raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None
 
 
+def tree_shape_flags(g) -> None:
+    """--children and --width, with BuilderConfig's defaults (not imported here: it would load torch for --help)."""
+    g.add_argument("--children", type=int, default=8, help="K: children per expanded node (best-first)")
+    g.add_argument("--width", type=int, default=8, help="W: frontier width per depth (best-first)")
+
+
 def add_decoding(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sampling")
     g.add_argument("--max-new-tokens", type=int, default=64)
@@ -114,9 +120,7 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
                         "from a cost model measured as the session runs, up to --budget-limit and --depth")
     g.add_argument("--budget-limit", type=int, default=64, help="with --budget auto: the most nodes a tree may keep")
     g.add_argument("--depth", type=int, default=6, help="H: maximum depth (best-first, chain)")
-    g.add_argument("--children", type=int, default=8,
-                   help="K: children per expanded node (best-first)")
-    g.add_argument("--width", type=int, default=8, help="W: frontier width per depth (best-first)")
+    tree_shape_flags(g)
     g.add_argument("--branching", default="4,2,2,1,1", help="children per node at each depth (static)")
     g.add_argument("--draft-temperature", type=float, default=1.0,
                    help="path scores from the draft's logits / this (best-first): above 1 a sharp draft builds wider "
@@ -216,9 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--split", default="eval")
     e.add_argument("--budget", type=int, default=64)
     e.add_argument("--depth", type=int, default=8)
-    e.add_argument("--children", type=int, default=8,
-                   help="K: children per expanded node (best-first)")
-    e.add_argument("--width", type=int, default=8, help="W: frontier width per depth (best-first)")
+    tree_shape_flags(e)
     e.add_argument("--max-new-tokens", type=int, default=64)
     e.add_argument("--temperatures", default="0,1")
     e.add_argument("--draft-temperature", type=float, default=1.0,

@@ -62,7 +62,7 @@ def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str
                                        info="a cost model measured as the session runs (docs/auto-budget.md)")
         with gr.Row():
             c["children"] = gr.Number(BuilderConfig.children, precision=0, label="K children", min_width=70)
-            c["width"] = gr.Number(8, precision=0, label="W width", min_width=70)
+            c["width"] = gr.Number(BuilderConfig.width, precision=0, label="W width", min_width=70)
         c["branching"] = gr.Textbox("4,2,2,1,1", label="static branching per depth")
         c["verifier"] = gr.Radio(verifiers, value="tev", label="verifier")
         c["max_new_tokens"] = gr.Number(64, precision=0, label="max new tokens")
