@@ -285,6 +285,17 @@ def test_best_first_keeps_the_best_scores():
     assert sorted(cut.scores[1:].tolist(), reverse=True) == pytest.approx(best, abs=1e-6)
 
 
+def test_best_first_drafts_no_deeper_than_its_budget():
+    """A kept tree of B nodes is at most B deep: deeper levels are not drafted, and the tree is the same."""
+    model = draft_model()
+    for b in (1, 2, 3):
+        deep = build_tree(model, new_cache(model), [1, 2, 3], BuilderConfig(budget=b, depth=8, children=3, width=4))
+        capped = build_tree(model, new_cache(model), [1, 2, 3], BuilderConfig(budget=b, depth=b, children=3, width=4))
+        assert deep.levels == capped.levels == b
+        for name in ("tokens", "parents", "depths", "scores"):
+            assert torch.equal(getattr(deep.tree, name), getattr(capped.tree, name))
+
+
 # -------------------------------------------------------------------------------------------- repeated siblings
 
 

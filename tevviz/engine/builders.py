@@ -124,6 +124,9 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
     base = past + len(pending)
     root_pos = base - 1
     H = cfg.max_depth if max_depth is None else min(cfg.max_depth, max_depth)
+    # A kept tree of B nodes is at most B deep (scores fall along paths, ties keep ancestors first),
+    # so levels below that would be drafted for nothing.
+    H = min(H, cfg.keep)
 
     tokens = [ids[-1:]]
     parents = [torch.full((1,), -1, dtype=torch.long, device=device)]
