@@ -366,7 +366,9 @@ def test_optimal_tree_ghosts_and_where_the_mass_went(app_url):
 def test_auto_budget_sizes_each_round_within_the_limits(app_url):
     c = client(app_url)
     c.predict(api_name="/reset")
-    for i in range(4):
+    from tevviz.engine.auto_budget import WARMUP_FRACTIONS
+
+    for i in range(len(WARMUP_FRACTIONS) + 1):
         out = c.predict(auto_budget=True, budget=12, depth=4, api_name="/step")
         assert out[OUT["error"]] == "", out[OUT["error"]]
         nodes = [t for t in figure(out)["data"] if t.get("name") in ("nodes", "no value")]

@@ -45,6 +45,23 @@ def test_cost_model_recovers_a_line_and_the_calibration():
     assert fit.calibration == pytest.approx(0.5) and fit.rounds == 6
 
 
+def test_a_plain_step_is_timed_on_its_own():
+    """On a CPU a pass over 2 tokens costs half a step more than over 1: the tree line, extended to one token,
+    would price a plain step at twice its cost and keep drafting trees that lose to it."""
+    auto = AutoBudget(32, 8)
+    for n in (33, 9, 17):  # CPU-like: a steep first extra token, then a gentle slope
+        auto.observe(n, 4, {"draft": 40.0, "target": 200.0 + 6.0 * n, "verify": 2.0, "other": 1.0}, C_p=1.0, q_sum=2.0)
+    assert auto.fit().plain == pytest.approx(3.0 + 200.0 + 6.0), "before any plain step: the line's price"
+    auto.observe(1, 0, {"draft": 0.0, "target": 100.0, "verify": 0.5, "other": 0.5}, C_p=0.0, q_sum=0.0)
+    fit = auto.fit()
+    assert fit.plain == pytest.approx(101.0) and plain_rate(fit) == pytest.approx(1 / 101.0)
+    assert (fit.target_fixed, fit.target_per_token) == pytest.approx((200.0, 6.0)), "the plain step is not on the line"
+    # A tree of tau 2 at 9 tokens (40 + 254 + 3 ms): better than the line's plain step (209 ms a token), worse
+    # than the measured one (101 ms): the next round goes without a draft.
+    auto.observe(9, 4, {"draft": 40.0, "target": 254.0, "verify": 2.0, "other": 1.0}, C_p=1.0, q_sum=2.0)
+    assert auto.plan().skip_draft
+
+
 @pytest.fixture(scope="module")
 def pair():
     return tiny_pair("llama", seed=4)
@@ -96,8 +113,8 @@ def test_greedy_exact_with_a_compiled_draft():
 def test_rounds_without_a_draft_back_off_while_trees_lose_and_stop_when_one_wins():
     auto = AutoBudget(8, 4)
     lose = {"draft": 50.0, "target": 10.0, "verify": 1.0, "other": 1.0}
-    for _ in WARMUP_FRACTIONS:
-        auto.observe(5, 2, {"draft": 2.0, "target": 10.0 + 0.5 * 5, "verify": 1.0, "other": 1.0}, C_p=2.0, q_sum=2.0)
+    for n in (9, 3, 5, 7):
+        auto.observe(n, 2, {"draft": 2.0, "target": 10.0 + 0.5 * n, "verify": 1.0, "other": 1.0}, C_p=2.0, q_sum=2.0)
     assert not auto.plan().skip_draft, "trees that pay are drafted"
     waits = []
     for _ in range(7):  # a losing tree, then the rounds without a draft that it earns
@@ -109,9 +126,9 @@ def test_rounds_without_a_draft_back_off_while_trees_lose_and_stop_when_one_wins
         waits.append(n)
     assert waits == [1, 2, 4, 8, 16, MAX_WAIT, MAX_WAIT]
     fit = auto.fit()
-    assert plain_rate(fit) == pytest.approx(1 / (fit.overhead + fit.target_fixed + fit.target_per_token))
-    # Undrafted rounds leave the draft-level cost and the calibration alone; they feed the target line.
-    assert fit.draft_level == pytest.approx((2.0 * 3 + 5000.0 * 7) / (2 * 3 + 3 * 7))
+    assert plain_rate(fit) == pytest.approx(1 / 10.0), "a plain step is priced by its own time"
+    # Undrafted rounds leave the draft-level cost and the calibration alone.
+    assert fit.draft_level == pytest.approx((2.0 * 4 + 5000.0 * 7) / (2 * 4 + 3 * 7))
     # A tree that wins (here: cheap levels, good coverage) ends the back-off.
     auto = AutoBudget(8, 4)
     for n in (9, 3, 5):

@@ -169,7 +169,9 @@ def stats_markdown(st: AppState) -> str:
 
         z = r.sizing
         fit = Fit.from_sizing(z)
-        how = ("warm-up size" if z.get("warmup") else "chosen for expected tokens/s" if z.get("drafted", True)
+        drafted = z.get("drafted", True)
+        how = ("warm-up size" if z.get("warmup") and drafted else "warm-up: no draft, to time a plain step"
+               if z.get("warmup") else "chosen for expected tokens/s" if drafted
                else "no draft: recent trees were worth less than a plain target step")
         lines.append(f"\n*Auto budget, round {r.index}: B = {z['B']:.0f}, H = {z['H']:.0f} ({how}). Cost model: "
                      f"{describe(fit)}.*")

@@ -3,10 +3,11 @@
 Expected committed tokens of a tree are `1 + c * sum of Q(v)`, with `Q(v) = exp(s(v))` the draft's
 own path probability (as DDTree and OPT-Tree score candidate nodes) and `c` a calibration measured
 in the session: the target's actual coverage `C_p` of the verified trees over their summed `Q`.
-A round costs `overhead + H * draft_level + target(n)`, each term measured online (docs/auto-budget.md).
-When drafted trees have lately been worth less than a plain target step, rounds go without a draft
-(the tree is the root alone), probing again after 1, 2, 4 ... such rounds. The verifier still sees one
-fixed tree, so exactness is untouched.
+A round costs `overhead + H * draft_level + target(n)`, each term measured online (docs/auto-budget.md);
+a plain target step (one token, no draft) is timed on its own, since on a CPU a pass over two tokens
+already costs half a step more than one. When drafted trees have lately been worth less than a plain
+step, rounds go without a draft (the tree is the root alone), probing again after 1, 2, 4 ... such rounds.
+The verifier still sees one fixed tree, so exactness is untouched.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from dataclasses import dataclass
 import torch
 
 WINDOW = 48  # rounds the cost model remembers: recent enough to follow load, enough to fit a line
-WARMUP_FRACTIONS = (1.0, 0.25, 0.5)  # the first rounds try these shares of the budget, to give the fit a slope
+# The first rounds try these shares of the budget, to give the fit a slope; the 0 is a round without a draft,
+# which times a plain step.
+WARMUP_FRACTIONS = (1.0, 0.25, 0.5, 0.0)
 MAX_WAIT = 16  # most rounds without a draft before drafting is tried again
 
 
@@ -62,11 +65,15 @@ class Fit:
     overhead: float
     calibration: float
     rounds: int
+    plain: float  # a round without a draft: measured, or from the tree line until one has run
 
     @classmethod
     def from_sizing(cls, sizing: dict) -> Fit:
         """The fit stored in a round's `sizing` (RoundRecord.sizing, graph.sizing in the JSON)."""
-        return cls(**{k: sizing[k] for k in cls.__dataclass_fields__})
+        kw = {k: sizing[k] for k in cls.__dataclass_fields__ if k != "plain"}
+        # Sessions saved before plain steps were timed on their own priced them on the line.
+        kw["plain"] = sizing.get("plain", kw["overhead"] + kw["target_fixed"] + kw["target_per_token"])
+        return cls(**kw)
 
 
 class AutoBudget:
@@ -74,7 +81,8 @@ class AutoBudget:
 
     def __init__(self, max_budget: int, max_depth: int):
         self.max_budget, self.max_depth = max_budget, max_depth
-        self.target = deque(maxlen=WINDOW)  # (tokens, ms)
+        self.target = deque(maxlen=WINDOW)  # (tokens, ms) of drafted trees' target passes
+        self.plain = deque(maxlen=WINDOW)  # ms of rounds without a draft (target pass over the root, verify, commit)
         self.levels = deque(maxlen=WINDOW)  # (levels, ms)
         self.overheads = deque(maxlen=WINDOW)
         self.coverage = deque(maxlen=WINDOW)  # (C_p, sum of Q)
@@ -84,23 +92,26 @@ class AutoBudget:
 
     def plan(self) -> Plan:
         fit = self.fit()
-        forced = None
+        forced, skip = None, self.skip_left > 0
         if self.rounds < len(WARMUP_FRACTIONS):
-            forced = max(1, round(self.max_budget * WARMUP_FRACTIONS[self.rounds]))
+            share = WARMUP_FRACTIONS[self.rounds]
+            forced, skip = (max(1, round(self.max_budget * share)), False) if share > 0 else (0, True)
         return Plan(self.max_budget, self.max_depth, fit.target_fixed, fit.target_per_token, fit.draft_level,
-                    fit.overhead, fit.calibration, forced, skip_draft=forced is None and self.skip_left > 0)
+                    fit.overhead, fit.calibration, forced, skip_draft=skip)
 
     def observe(self, tokens: int, levels: int, stage_ms: dict[str, float], C_p: float, q_sum: float) -> Fit:
         """One verified round: its tree size (root included), draft levels (0: not drafted), stage times, C_p, summed Q.
 
         Returns the cost model after it (what the round's record shows).
         """
-        self.target.append((tokens, stage_ms["target"]))
-        self.overheads.append(stage_ms.get("verify", 0.0) + stage_ms.get("other", 0.0))
+        rest = stage_ms.get("verify", 0.0) + stage_ms.get("other", 0.0)
         self.rounds += 1
         if levels == 0:
+            self.plain.append(stage_ms["target"] + rest)
             self.skip_left = max(self.skip_left - 1, 0)
             return self.fit()
+        self.target.append((tokens, stage_ms["target"]))
+        self.overheads.append(rest)
         self.levels.append((levels, stage_ms["draft"]))
         self.coverage.append((C_p, q_sum))
         # Was this tree worth its round? Both rates from the cost model, so that one slow round does not decide.
@@ -114,13 +125,14 @@ class AutoBudget:
         return fit
 
     def fit(self) -> Fit:
-        """Least squares of target ms on tree tokens; per-level draft ms; mean overhead; C_p / sum Q."""
+        """Least squares of target ms on tree tokens; per-level draft ms; mean overhead; C_p / sum Q; plain step ms."""
         fixed, per = _line(list(self.target))
         level = sum(ms for _, ms in self.levels) / max(sum(n for n, _ in self.levels), 1) if self.levels else 1.0
         overhead = sum(self.overheads) / len(self.overheads) if self.overheads else 0.0
         cov, qs = sum(c for c, _ in self.coverage), sum(q for _, q in self.coverage)
         calibration = min(cov / qs, 1.0) if qs > 0 else 1.0  # a drafter is never trusted beyond its own law
-        return Fit(fixed, per, level, overhead, calibration, self.rounds)
+        plain = sum(self.plain) / len(self.plain) if self.plain else overhead + fixed + per
+        return Fit(fixed, per, level, overhead, calibration, self.rounds, plain)
 
 
 def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
@@ -140,7 +152,7 @@ def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
 
 def plain_rate(fit: Fit) -> float:
     """Expected tokens per ms of a round without a draft: one target pass over the root, one token."""
-    return 1.0 / max(fit.overhead + fit.target_fixed + fit.target_per_token, 1e-9)
+    return 1.0 / max(fit.plain, 1e-9)
 
 
 def draft_mass(scores: torch.Tensor) -> float:
@@ -152,4 +164,5 @@ def describe(fit: Fit) -> str:
     if not math.isfinite(fit.target_per_token):
         return "no rounds yet"
     return (f"target {fit.target_fixed:.1f} + {fit.target_per_token:.2f}·n ms, draft {fit.draft_level:.1f} ms a level, "
-            f"other {fit.overhead:.1f} ms, calibration C_p/ΣQ {fit.calibration:.2f} ({fit.rounds} rounds)")
+            f"other {fit.overhead:.1f} ms, plain step {fit.plain:.1f} ms, calibration C_p/ΣQ {fit.calibration:.2f} "
+            f"({fit.rounds} rounds)")
