@@ -18,8 +18,8 @@ from common import parser, setup, sync, table, write
 from tevviz.engine.kv import additive_mask, causal_visibility, new_cache
 
 
-def pass_ms(model, ctx: torch.Tensor, sizes: list[int], repeats: int) -> dict[int, float]:
-    """Median ms of one forward of n tokens on top of a cache holding `ctx`, for each n in `sizes`."""
+def pass_ms(model, ctx: torch.Tensor, block: torch.Tensor, sizes: list[int], repeats: int) -> dict[int, float]:
+    """Median ms of one forward of the first n tokens of `block` on top of a cache holding `ctx`, for each n."""
     cache = new_cache(model)
     past = ctx.shape[1]
     times: dict[int, list[float]] = {n: [] for n in sizes}
@@ -27,7 +27,7 @@ def pass_ms(model, ctx: torch.Tensor, sizes: list[int], repeats: int) -> dict[in
         model(input_ids=ctx, cache=cache, use_cache=True)
         for rep in range(repeats + 1):  # the first round warms up
             for n in sizes:
-                ids = ctx[:, :n]
+                ids = block[:, :n]
                 mask = additive_mask(causal_visibility(n, past, ctx.device), model.dtype)
                 pos = torch.arange(past, past + n, device=ctx.device)[None]
                 sync(ctx.device)
@@ -54,11 +54,12 @@ def main() -> None:
     trees = [tuple(int(v) for v in t.split("x")) for t in args.trees.split(",") if t]
     sizes = sorted({*sizes, 1, *(b + 1 for b, _ in trees)})
     ids = [t for p in prompts for t in p]
-    while len(ids) < args.context + max(sizes):
+    while len(ids) < args.context + max(sizes + widths):
         ids = ids + ids
-    ctx = torch.tensor([ids[: args.context + max(sizes)]], device=pair.device)[:, : args.context]
-    target = pass_ms(pair.target, ctx, sizes, args.repeats)
-    draft = pass_ms(pair.draft, ctx, widths, args.repeats)
+    ctx = torch.tensor([ids[: args.context]], device=pair.device)
+    block = torch.tensor([ids[args.context: args.context + max(sizes + widths)]], device=pair.device)
+    target = pass_ms(pair.target, ctx, block, sizes, args.repeats)
+    draft = pass_ms(pair.draft, ctx, block, widths, args.repeats)
     one = target[1]
     rows = [{"tokens": n, "target_ms": target[n], "x_one_token": target[n] / one} for n in sizes]
     print(table(rows, ["tokens", "target_ms", "x_one_token"]))
@@ -72,7 +73,8 @@ def main() -> None:
         priced.append({"B": b, "H": h, "round_ms": ms, "break_even_tau": ms / one})
     print(f"a (B, H) tree decoder beats plain decoding only above the break-even tau (draft rows: 1 for chains, {w})")
     print(table(priced, ["B", "H", "round_ms", "break_even_tau"]))
-    write(f"pass_cost_{args.pair or 'stdlib'}", args, {"target_ms": target, "draft_ms": draft, "trees": priced})
+    name = args.pair or ("custom" if args.target else "stdlib")
+    write(f"pass_cost_{name}", args, {"target_ms": target, "draft_ms": draft, "trees": priced})
 
 
 if __name__ == "__main__":
