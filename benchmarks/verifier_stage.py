@@ -3,6 +3,8 @@
 For each budget B and temperature T: trees come from best-first decoding of the eval prompts with
 the same drafter; each verifier decides on the same tree and target logits and commits a copy of
 the same target cache. Medians over trees of the per-tree median time, and ratios to predraw.
+A second measure, `+law`, adds the tree's exit law, which every round record carries: TEV hands
+over the one it drew from, and for the other verifiers the session computes it after the decision.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import statistics
 import torch
 from common import best_first, parser, setup, table, timed, write
 
+from tevviz.engine.exit_law import exit_law_from_logits
 from tevviz.engine.kv import additive_mask, keep_entries, new_cache, tree_visibility
 from tevviz.engine.sampling import SamplingConfig
 from tevviz.engine.session import DecodeConfig, DecodeSession
@@ -58,12 +61,15 @@ def stage_times(pair, prefix, tree, cfg: SamplingConfig, names, repeats: int) ->
         verify = VERIFIERS[name]
         gen = torch.Generator(device=device).manual_seed(0)
 
-        def run(c, verify=verify, gen=gen):
+        def run(c, verify=verify, gen=gen, with_law=False):
             d = verify(tree, logits, cfg, gen, anc)
             exit_node, _ = torch.stack([d.exit_node, d.bonus_token]).tolist()
             keep_entries(c, past, path_to(tree, exit_node), past + tree.size)
+            if with_law and d.exit_law is None:
+                exit_law_from_logits(tree, logits, cfg, anc)
 
         out[name] = timed(run, device, repeats, setup_fn=fresh_cache)
+        out[f"{name}+law"] = timed(lambda c, run=run: run(c, with_law=True), device, repeats, setup_fn=fresh_cache)
     return out
 
 
@@ -85,10 +91,13 @@ def main() -> None:
             per_tree = [stage_times(pair, p, t, cfg, names, args.repeats) for p, t in trees]
             row = {"B": budget, "T": temp, "trees": len(trees), "nodes": statistics.mean(t.size for _, t in trees)}
             for name in names:
-                row[f"{name}_ms"] = 1e3 * statistics.median(x[name] for x in per_tree)
+                for key in (name, f"{name}+law"):
+                    row[f"{key}_ms"] = 1e3 * statistics.median(x[key] for x in per_tree)
             if "predraw" in names:
                 for name in names:
-                    row[f"{name}/predraw"] = row[f"{name}_ms"] / row["predraw_ms"]
+                    if name != "predraw":
+                        row[f"{name}/predraw"] = row[f"{name}_ms"] / row["predraw_ms"]
+                        row[f"{name}+law/predraw+law"] = row[f"{name}+law_ms"] / row["predraw+law_ms"]
             rows.append(row)
             print(table([row], list(row)), flush=True)
     cols = list(rows[0])

@@ -20,7 +20,7 @@ from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingCo
 from tevviz.engine import exit_law as law
 from tevviz.engine.exit_law import RHO_FLOOR
 from tevviz.engine.models import ModelPair
-from tevviz.engine.sampling import edge_probs, float64_sampling, processed_probs, sample_categorical
+from tevviz.engine.sampling import edge_probs, float64_sampling, inverse_cdf, processed_probs, sample_categorical
 from tevviz.engine.scoring import tree_logits
 from tevviz.engine.tree import ancestor_mask, from_parents
 from tevviz.engine.verifiers import VERIFIERS, Decision
@@ -423,6 +423,22 @@ def test_true_residual_mass_of_1e_4_survives():
     n = 400_000  # expect 40 root exits
     exits = sample_categorical(ex.w.expand(n, -1), torch.Generator().manual_seed(1))
     assert 20 <= int((exits == 0).sum()) <= 60
+
+
+def test_float64_inverse_cdf_never_draws_a_zero_weight_and_draws_the_law():
+    """The float64 sampler at the extremes of its uniform lands on positive weights (zero weights at both ends
+    and between), and in bulk draws the law, a weight of 5e-5 of the total at its rate."""
+    weights = torch.tensor([0.0, 0.5, 1e-3, 0.25, 0.0, 0.2, 5e-5, 0.0489, 0.0, 0.0]) * 3.0
+    lo, hi = torch.tensor([[0.0]], dtype=torch.float64), torch.tensor([[1.0 - 2.0**-53]], dtype=torch.float64)
+    for u in (lo, hi):
+        assert weights[int(inverse_cdf(weights, u))] > 0
+    n = 400_000
+    draws = sample_categorical(weights.expand(n, -1), torch.Generator().manual_seed(6), float32=False)
+    counts = Counter(draws.tolist())
+    law = {i: float(q) for i, q in enumerate((weights / weights.sum()).tolist()) if q > 0}
+    assert set(counts) <= set(law)
+    assert_law(counts, law, "float64 sampler")
+    assert counts[6] == pytest.approx(n * law[6], abs=4 * math.sqrt(n * law[6]))  # 20 expected
 
 
 def test_float32_sampler_law():

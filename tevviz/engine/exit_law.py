@@ -24,7 +24,7 @@ def p_edge(tree: DraftTree, probs: torch.Tensor) -> torch.Tensor:
 def P(tree: DraftTree, edge: torch.Tensor, anc: torch.Tensor | None = None) -> torch.Tensor:
     """Target prefix probability P(v) = P(pa(v)) * p_pa(v)(x_v), P(root) = 1: product along the path."""
     anc = ancestor_mask(tree) if anc is None else anc
-    return torch.where(anc, edge.unsqueeze(0), torch.ones_like(edge).unsqueeze(0)).prod(dim=-1)
+    return torch.where(anc, edge, 1.0).prod(dim=-1)
 
 
 def child_sum(tree: DraftTree, values: torch.Tensor) -> torch.Tensor:
@@ -42,12 +42,15 @@ def rho(tree: DraftTree, edge: torch.Tensor) -> torch.Tensor:
     Values under RHO_FLOOR become 0, so that a node whose residual mass rounds away is never drawn.
     """
     r = 1.0 - child_sum(tree, edge)
-    return torch.where(r < RHO_FLOOR, torch.zeros_like(r), r)
+    return r.masked_fill_(r < RHO_FLOOR, 0.0)
 
 
 def w(P_: torch.Tensor, rho_: torch.Tensor) -> torch.Tensor:
-    """Exit law w(v) = P(v) * rho(v) = P(v) - sum of children's P (paper Lemma 1); sums to 1."""
-    return (P_ * rho_).clamp_(min=0.0)
+    """Exit law w(v) = P(v) * rho(v) = P(v) - sum of children's P (paper Lemma 1); sums to 1.
+
+    Never negative: P is a product of probabilities and rho is floored at 0.
+    """
+    return P_ * rho_
 
 
 def coverage(tree: DraftTree, P_: torch.Tensor) -> torch.Tensor:

@@ -120,13 +120,16 @@ def sample_categorical(weights: torch.Tensor, gen: torch.Generator, float32: boo
         float32 = not float64_sampling(weights.device)
     if float32:
         return _exponential_race(weights, gen)
+    u = torch.rand((*weights.shape[:-1], 1), generator=gen, device=weights.device, dtype=torch.float64)
+    return inverse_cdf(weights, u)
+
+
+def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The index whose float64 CDF interval holds `u` (..., 1), uniform on [0, 1), scaled by the row's total."""
     cdf = torch.cumsum(weights.double(), dim=-1)
-    total = cdf[..., -1:]
-    u = torch.rand(total.shape, generator=gen, device=weights.device, dtype=torch.float64)
-    # Keep the threshold strictly below the total so that rounding cannot step past the last positive weight.
-    x = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
-    idx = torch.searchsorted(cdf, x, right=True)
-    return idx.clamp_(max=weights.shape[-1] - 1).squeeze(-1)
+    # The first index whose CDF reaches (1 - u) * total, in (0, total]: rounding a product is monotone, so the
+    # threshold never passes the total, and a CDF that reaches a positive threshold first at i has weight i > 0.
+    return torch.searchsorted(cdf, (1 - u) * cdf[..., -1:]).squeeze(-1)
 
 
 def _exponential_race(weights: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

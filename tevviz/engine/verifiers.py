@@ -14,7 +14,15 @@ from typing import Protocol
 import torch
 
 from . import exit_law as law
-from .sampling import SamplingConfig, log_normalisers, processed_probs, sample_categorical
+from .sampling import (
+    SamplingConfig,
+    check_finite,
+    float64_sampling,
+    inverse_cdf,
+    log_normalisers,
+    processed_probs,
+    sample_categorical,
+)
 from .tree import DraftTree, ancestor_mask, children
 
 
@@ -62,6 +70,13 @@ def bonus_from(tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig, node:
     return sample_categorical(res, gen)
 
 
+def greedy_rows(logits: torch.Tensor) -> torch.Tensor:
+    """Each row's argmax (first maximum on ties, as processed_probs at T = 0), with the finite check."""
+    top, idx = logits.max(dim=-1)
+    check_finite(top)
+    return idx
+
+
 @register("tev")
 def tev(tree, logits, cfg, gen, anc=None) -> Decision:
     """Tree Exit Verification (paper Algorithm 1): exit V ~ w over all nodes at once, then Y ~ p_V_res.
@@ -70,19 +85,39 @@ def tev(tree, logits, cfg, gen, anc=None) -> Decision:
     exit row are read from it, so the bonus row is not processed a second time. No per-node samples
     and no host round trip.
     """
-    if cfg.greedy or cfg.top_p < 1:
+    if cfg.greedy:
+        # w is one-hot at T = 0 (P and rho are 0 or 1, siblings being distinct): the exit is its argmax and
+        # the bonus the argmax there, which no child carries. Nothing to sample.
+        idx = greedy_rows(logits)
+        edge = torch.ones(tree.size, device=logits.device)
+        edge[1:] = (idx[tree.parents[1:]] == tree.tokens[1:]).float()
+        ex = law.exit_law_from_edges(tree, edge, anc)
+        node = ex.w.argmax()
+        return Decision(node, idx[node], ex)
+    if cfg.top_p < 1:
         ex = law.exit_law_from_logits(tree, logits, cfg, anc)
         node = sample_categorical(ex.w, gen)
         return Decision(node, bonus_from(tree, logits, cfg, node, gen), ex)
     x, lse = log_normalisers(logits, cfg)  # temperature and top-k applied once for every row
-    edge = torch.ones(tree.size, device=logits.device)
-    edge[1:] = torch.exp(x[tree.parents[1:], tree.tokens[1:]] - lse[tree.parents[1:]])
+    up = tree.parents.clamp(min=0)
+    edge = torch.exp(x[up, tree.tokens] - lse[up])
+    edge[0] = 1.0
     ex = law.exit_law_from_edges(tree, edge, anc)
-    node = sample_categorical(ex.w, gen)
-    row = torch.exp(x.index_select(0, node.view(1))[0] - lse.index_select(0, node.view(1)))  # p_V, (V,)
+    if not float64_sampling(logits.device):
+        node = sample_categorical(ex.w, gen)
+        return Decision(node, sample_categorical(_residual_or_row(tree, x, lse, node), gen), ex)
+    u = torch.rand(2, 1, generator=gen, device=logits.device, dtype=torch.float64)  # the exit's and the bonus's
+    node = inverse_cdf(ex.w, u[0])
+    return Decision(node, inverse_cdf(_residual_or_row(tree, x, lse, node), u[1]), ex)
+
+
+def _residual_or_row(tree: DraftTree, x: torch.Tensor, lse: torch.Tensor, node: torch.Tensor) -> torch.Tensor:
+    """The residual at `node` from processed logits and log-normalisers, or p_node itself where it rounds to zero
+    mass (such a node has w = 0 and is drawn with probability 0)."""
+    at = node.view(1)
+    row = torch.exp(x.index_select(0, at)[0] - lse.index_select(0, at))  # p_V, (V,); no host read of the node
     res = law.residual_of_row(tree, row, node)
-    res = torch.where(res.sum() > 0, res, row)
-    return Decision(node, sample_categorical(res, gen), ex)
+    return torch.where(res.sum() > 0, res, row)
 
 
 def _follow(tree: DraftTree, draws: torch.Tensor, anc: torch.Tensor) -> torch.Tensor:
@@ -98,7 +133,8 @@ def _follow(tree: DraftTree, draws: torch.Tensor, anc: torch.Tensor) -> torch.Te
 def predraw(tree, logits, cfg, gen, anc=None) -> Decision:
     """Predraw-and-follow (DDTree): one target draw D_v ~ p_v per node, then follow the matching child."""
     anc = ancestor_mask(tree) if anc is None else anc
-    draws = sample_categorical(processed_probs(logits, cfg), gen)  # (N,)
+    # At T = 0 each node's draw is its argmax; drawing it from a one-hot row would cost an (N, V) cumulative sum.
+    draws = greedy_rows(logits) if cfg.greedy else sample_categorical(processed_probs(logits, cfg), gen)  # (N,)
     node = _follow(tree, draws, anc)
     return Decision(node, draws[node])
 
