@@ -399,6 +399,20 @@ def test_children_covering_the_support_never_exit_and_leaf_bonus_is_p_v(name):
     assert_law(counts, law, f"{name} on the covering tree")
 
 
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_root_alone_is_plain_decoding(setting):
+    """A tree of the root alone (a round without a draft; TEV takes a path of its own): exit at the root, the bonus
+    ~ p_root, and the exit law w = P = rho = 1 with C_p = 0."""
+    cfg = SETTINGS[setting]
+    tree = from_parents([3], [-1])
+    logits = LOGITS[:1]
+    p_root = processed_probs(logits, cfg)[0].double().tolist()
+    counts = draw(VERIFIERS["tev"], tree, logits, cfg, 6000, seed=7)
+    assert_law(counts, {(0, a): q for a, q in enumerate(p_root) if q > 0}, f"TEV on the root alone at {setting}", 0.04)
+    ex = VERIFIERS["tev"](tree, logits, cfg, torch.Generator().manual_seed(0)).exit_law
+    assert [ex.p_edge.tolist(), ex.P.tolist(), ex.rho.tolist(), ex.w.tolist(), float(ex.C_p)] == [[1.0]] * 4 + [0.0]
+
+
 def test_rho_floor_from_float_rounding():
     """Children whose edge probabilities sum to 1 up to float32 rounding give rho = 0 and w = 0 exactly."""
     tree = from_parents([0, 1, 2, 3], [-1, 0, 0, 0])

@@ -105,6 +105,7 @@ class DecodeSession:
                 f"the prompt has {len(prompt_ids)} tokens, but the models accept at most {pair.context_length} positions"
             )
         self.pair, self.cfg = pair, cfg
+        self.context_length = pair.context_length  # read from both configs; asked twice a round
         self.verify = get_verifier(cfg.verifier)
         self.prompt_ids = list(prompt_ids)
         self.generated: list[int] = []
@@ -139,9 +140,9 @@ class DecodeSession:
     def _depth_cap(self) -> int:
         # A round commits depth + 1 tokens: keep within the token limit and the models' positions.
         remaining = self.cfg.max_new_tokens - len(self.generated)
-        room = self.pair.context_length - len(self.tokens)
+        room = self.context_length - len(self.prompt_ids) - len(self.generated)
         if room - 1 < self.cfg.builder.max_depth and not self.notice:
-            self.notice = f"tree depth trimmed to {max(room - 1, 0)} to fit the context length {self.pair.context_length}"
+            self.notice = f"tree depth trimmed to {max(room - 1, 0)} to fit the context length {self.context_length}"
             logger.info(self.notice)
         return max(min(remaining, room) - 1, 0)
 
@@ -207,9 +208,12 @@ class DecodeSession:
 
         anc = ancestor_mask(tree)
         past = self.target_cache.get_seq_length()
+        # The root alone (a round without a draft) is one query that sees the whole cache: no mask to build or
+        # apply, as in plain decoding.
+        mask = None if tree.size == 1 else additive_mask(tree_visibility(anc, past), pair.target.dtype)
         logits = pair.target(
             input_ids=tree.tokens.unsqueeze(0),
-            attention_mask=additive_mask(tree_visibility(anc, past), pair.target.dtype),
+            attention_mask=mask,
             position_ids=position_ids(tree, past),
             cache=self.target_cache,
             use_cache=True,
@@ -256,7 +260,7 @@ class DecodeSession:
             if t in self._stop:
                 return committed[: i + 1], True
         total = len(self.generated) + len(committed)
-        return committed, total >= self.cfg.max_new_tokens or len(self.prompt_ids) + total >= self.pair.context_length
+        return committed, total >= self.cfg.max_new_tokens or len(self.prompt_ids) + total >= self.context_length
 
     def _fields(self, tree: DraftTree, logits, exit_node, bonus, accepted, committed, ex: law.ExitLaw | None,
                 anc) -> dict:

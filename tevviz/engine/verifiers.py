@@ -85,6 +85,8 @@ def tev(tree, logits, cfg, gen, anc=None) -> Decision:
     exit row are read from it, so the bonus row is not processed a second time. No per-node samples
     and no host round trip.
     """
+    if tree.size == 1:
+        return _root_alone(logits, cfg, gen)
     if cfg.greedy:
         # w is one-hot at T = 0 (P and rho are 0 or 1, siblings being distinct): the exit is its argmax and
         # the bonus the argmax there, which no child carries. Nothing to sample.
@@ -109,6 +111,14 @@ def tev(tree, logits, cfg, gen, anc=None) -> Decision:
     u = torch.rand(2, 1, generator=gen, device=logits.device, dtype=torch.float64)  # the exit's and the bonus's
     node = inverse_cdf(ex.w, u[0])
     return Decision(node, inverse_cdf(_residual_or_row(tree, x, lse, node), u[1]), ex)
+
+
+def _root_alone(logits: torch.Tensor, cfg: SamplingConfig, gen: torch.Generator) -> Decision:
+    """A tree of the root alone (a round without a draft): w = 1 at the root, the bonus ~ p_root, as plain decoding."""
+    law_ = torch.ones(4, 1, device=logits.device)
+    ex = law.ExitLaw(p_edge=law_[0], P=law_[1], rho=law_[2], w=law_[3], C_p=torch.zeros((), device=logits.device))
+    bonus = greedy_rows(logits)[0] if cfg.greedy else sample_categorical(processed_probs(logits, cfg)[0], gen)
+    return Decision(torch.zeros((), dtype=torch.long, device=logits.device), bonus, ex)
 
 
 def _residual_or_row(tree: DraftTree, x: torch.Tensor, lse: torch.Tensor, node: torch.Tensor) -> torch.Tensor:
