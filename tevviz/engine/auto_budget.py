@@ -23,9 +23,6 @@ WINDOW = 48  # rounds the cost model remembers: recent enough to follow load, en
 # which times a plain step.
 WARMUP_FRACTIONS = (1.0, 0.25, 0.5, 0.0)
 MAX_WAIT = 16  # most rounds without a draft before drafting is tried again
-# Drafted rounds whose mean gain decides the back-off. One round's realised C_p is a poor guide at T = 0 (0, or the
-# whole accepted depth); at T = 1 it is already an expectation, and the mean changes little.
-RECENT = 8
 
 
 @dataclass(frozen=True)
@@ -89,7 +86,6 @@ class AutoBudget:
         self.levels = deque(maxlen=WINDOW)  # (levels, ms)
         self.overheads = deque(maxlen=WINDOW)
         self.coverage = deque(maxlen=WINDOW)  # (C_p, sum of Q)
-        self.recent = deque(maxlen=RECENT)  # (1 + C_p, ms) of the last drafted rounds after the warm-up
         self.rounds = 0
         self.skip_left = 0  # rounds still to go without a draft
         self.wait = 1  # rounds without a draft after the next drafted round that loses to a plain step
@@ -109,7 +105,6 @@ class AutoBudget:
         Returns the cost model after it (what the round's record shows).
         """
         rest = stage_ms.get("verify", 0.0) + stage_ms.get("other", 0.0)
-        warmup = self.rounds < len(WARMUP_FRACTIONS)  # a forced size, not one the plan chose
         self.rounds += 1
         if levels == 0:
             self.plain.append(stage_ms["target"] + rest)
@@ -119,15 +114,11 @@ class AutoBudget:
         self.overheads.append(rest)
         self.levels.append((levels, stage_ms["draft"]))
         self.coverage.append((C_p, q_sum))
+        # Was this tree worth its round? Both rates from the cost model, so that one slow round does not decide.
         fit = self.fit()
-        if warmup:
-            return fit
-        # Do the trees the plan chooses pay? The mean gain of the last few against their mean time, so that neither
-        # one slow round nor one early miss decides.
-        self.recent.append((1 + C_p, sum(stage_ms.values())))
-        gain = sum(g for g, _ in self.recent) / len(self.recent)
-        ms = sum(t for _, t in self.recent) / len(self.recent)
-        if gain / max(ms, 1e-9) >= plain_rate(fit):
+        drafted = (1 + C_p) / max(fit.overhead + levels * fit.draft_level + fit.target_fixed
+                                  + fit.target_per_token * tokens, 1e-9)
+        if drafted >= plain_rate(fit):
             self.skip_left, self.wait = 0, 1
         else:  # back off: each losing probe doubles the rounds without a draft before the next one
             self.skip_left, self.wait = self.wait, min(2 * self.wait, MAX_WAIT)
