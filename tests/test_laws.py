@@ -399,11 +399,14 @@ def test_children_covering_the_support_never_exit_and_leaf_bonus_is_p_v(name):
     assert_law(counts, law, f"{name} on the covering tree")
 
 
-@pytest.mark.parametrize("setting", list(SETTINGS))
+ROOT_ALONE = {**SETTINGS, "t0.9-topp0.8": SamplingConfig(temperature=0.9, top_p=0.8)}
+
+
+@pytest.mark.parametrize("setting", list(ROOT_ALONE))
 def test_root_alone_is_plain_decoding(setting):
     """A tree of the root alone (a round without a draft; TEV takes a path of its own): exit at the root, the bonus
     ~ p_root, and the exit law w = P = rho = 1 with C_p = 0."""
-    cfg = SETTINGS[setting]
+    cfg = ROOT_ALONE[setting]
     tree = from_parents([3], [-1])
     logits = LOGITS[:1]
     p_root = processed_probs(logits, cfg)[0].double().tolist()

@@ -111,7 +111,7 @@ def float64_sampling(device: torch.device | str) -> bool:
 
 
 def sample_categorical(weights: torch.Tensor, gen: torch.Generator, float32: bool | None = None) -> torch.Tensor:
-    """One index per row of non-negative weights (..., n); zero weights are never drawn.
+    """One index per row of non-negative weights (..., n) with a positive, finite total; zero weights are never drawn.
 
     Float64 inverse CDF by default; `float32` (chosen on mps, where float64 does not exist) uses an
     exponential race instead, whose law is exact without any cumulative sum.
@@ -125,11 +125,17 @@ def sample_categorical(weights: torch.Tensor, gen: torch.Generator, float32: boo
 
 
 def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """The index whose float64 CDF interval holds `u` (..., 1), uniform on [0, 1), scaled by the row's total."""
+    """The index whose float64 CDF interval holds `u` (..., 1), uniform on [0, 1), scaled by the row's total.
+
+    Rows must have a positive, finite total (callers check logits for NaN and inf and fall back from a
+    residual of zero mass).
+    """
     cdf = torch.cumsum(weights.double(), dim=-1)
     # The first index whose CDF reaches (1 - u) * total, in (0, total]: rounding a product is monotone, so the
     # threshold never passes the total, and a CDF that reaches a positive threshold first at i has weight i > 0.
-    return torch.searchsorted(cdf, (1 - u) * cdf[..., -1:]).squeeze(-1)
+    # The clamp only keeps a row that breaks the contract (a NaN) inside the vocabulary.
+    idx = torch.searchsorted(cdf, (1 - u) * cdf[..., -1:])
+    return idx.clamp_(max=weights.shape[-1] - 1).squeeze(-1)
 
 
 def _exponential_race(weights: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
