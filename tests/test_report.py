@@ -236,12 +236,13 @@ def test_100_rounds_at_budget_64_stay_small():
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), builder=BuilderConfig(budget=64, depth=8),
                        max_new_tokens=80)
     imported = tio.parse(json.loads(json.dumps(exported(cfg))))
-    assert all(r.size == 65 for r in imported.rounds)
+    # The last rounds may be cut short by the token limit (a shallower tree); the full ones are repeated.
+    full = [r for r in imported.rounds if r.size == 65]
     # Rounds repeated under new indices: the size depends on the trees' shape, not on their being distinct. gzip
     # cannot profit from the repeats either: its window (32 kB) holds under two of the ~21 kB trees, and a round
     # comes back only after all the others (100 distinct rounds compress to within 0.3 % of this).
-    assert len(imported.rounds) >= 3
-    imported.rounds = [dataclasses.replace(imported.rounds[i % len(imported.rounds)], index=i) for i in range(100)]
+    assert len(full) >= 3
+    imported.rounds = [dataclasses.replace(full[i % len(full)], index=i) for i in range(100)]
     size = len(report_html(imported).encode("utf-8"))
     assert size < MAX_BYTES
 
