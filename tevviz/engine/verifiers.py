@@ -64,10 +64,7 @@ def get_verifier(name: str) -> Verifier:
 def bonus_from(tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig, node: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """Y ~ p_v_res at `node` (p_v itself at a leaf), normalising only that one row."""
     row = processed_probs(logits.index_select(0, node.view(1)), cfg)[0]  # (V,)
-    res = law.residual(tree, row, node)
-    # Guard against a residual that rounds to zero mass; such a node has w = 0 and is drawn with probability 0.
-    res = torch.where(res.sum() > 0, res, row)
-    return sample_categorical(res, gen)
+    return sample_categorical(_or_row(law.residual(tree, row, node), row), gen)
 
 
 def greedy_rows(logits: torch.Tensor) -> torch.Tensor:
@@ -122,11 +119,14 @@ def _root_alone(logits: torch.Tensor, cfg: SamplingConfig, gen: torch.Generator)
 
 
 def _residual_or_row(tree: DraftTree, x: torch.Tensor, lse: torch.Tensor, node: torch.Tensor) -> torch.Tensor:
-    """The residual at `node` from processed logits and log-normalisers, or p_node itself where it rounds to zero
-    mass (such a node has w = 0 and is drawn with probability 0)."""
+    """The residual at `node` from processed logits and log-normalisers (see `_or_row`)."""
     at = node.view(1)
     row = torch.exp(x.index_select(0, at)[0] - lse.index_select(0, at))  # p_V, (V,); no host read of the node
-    res = law.residual_of_row(tree, row, node)
+    return _or_row(law.residual_of_row(tree, row, node), row)
+
+
+def _or_row(res: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
+    # p_v itself where the residual rounds to zero mass; such a node has w = 0 and is drawn with probability 0.
     return torch.where(res.sum() > 0, res, row)
 
 
