@@ -69,13 +69,18 @@ def processed_logits(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
     return x
 
 
+def greedy_rows(logits: torch.Tensor) -> torch.Tensor:
+    """Each row's argmax (first maximum on ties, as torch.argmax), with the finite check: the T = 0 draw."""
+    top, idx = logits.max(dim=-1)
+    check_finite(top)
+    return idx
+
+
 def processed_probs(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
     """Processed target distribution of rows (..., V); one-hot on argmax at temperature 0."""
     x = processed_logits(logits, cfg)
     if cfg.greedy:
-        top, idx = x.max(dim=-1, keepdim=True)  # first maximum on ties, as torch.argmax
-        check_finite(top)
-        return torch.zeros_like(x).scatter_(-1, idx, 1.0)
+        return torch.zeros_like(x).scatter_(-1, greedy_rows(x).unsqueeze(-1), 1.0)
     lse = torch.logsumexp(x, dim=-1, keepdim=True)
     check_finite(lse)
     return torch.exp(x - lse)
@@ -88,9 +93,7 @@ def edge_probs(logits: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, c
     normalised copy of the row; that is the saving TEV makes over drawing at every node.
     """
     if cfg.greedy:
-        top, idx = logits.max(dim=-1)
-        check_finite(top)
-        return (idx[rows] == tokens).float()
+        return (greedy_rows(logits)[rows] == tokens).float()
     if cfg.top_p < 1:
         return processed_probs(logits, cfg)[rows, tokens]
     x, lse = log_normalisers(logits, cfg)

@@ -16,8 +16,8 @@ import torch
 from . import exit_law as law
 from .sampling import (
     SamplingConfig,
-    check_finite,
     float64_sampling,
+    greedy_rows,
     inverse_cdf,
     log_normalisers,
     processed_probs,
@@ -65,13 +65,6 @@ def bonus_from(tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig, node:
     """Y ~ p_v_res at `node` (p_v itself at a leaf), normalising only that one row."""
     row = processed_probs(logits.index_select(0, node.view(1)), cfg)[0]  # (V,)
     return sample_categorical(_or_row(law.residual(tree, row, node), row), gen)
-
-
-def greedy_rows(logits: torch.Tensor) -> torch.Tensor:
-    """Each row's argmax (first maximum on ties, as processed_probs at T = 0), with the finite check."""
-    top, idx = logits.max(dim=-1)
-    check_finite(top)
-    return idx
 
 
 @register("tev")
