@@ -11,6 +11,7 @@ Objectives can be split between runs with the same settings (e.g. token,exit and
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import sys
@@ -71,7 +72,7 @@ def merge(paths: list[str], out: str | None) -> None:
         if run["results"]["original"] != runs[0]["results"]["original"]:
             raise SystemExit(f"{path}: the original drafter's held-out results differ from {paths[0]}'s")
         results.update(run["results"])
-    order = ["original", "token", "prefix", "exit", "residual"]
+    order = ["original", "distilled", "token", "prefix", "exit", "residual"]
     results = {k: results[k] for k in sorted(results, key=lambda k: order.index(k) if k in order else len(order))}
     rows = table_rows(results)
     print(table(rows, list(dict.fromkeys(k for r in rows for k in r))))
@@ -121,6 +122,17 @@ def main() -> None:
                     help="train on the target answers in a drafter recipe's data file (WORK/data.pt of "
                          "`tevviz pair train-drafter`) instead of collecting continuations of the train prompts")
     ap.add_argument("--stream-limit", type=int, default=None, help="use only the first N answers of --streams")
+    ap.add_argument("--distill-steps", type=int, default=0,
+                    help="first a dense distillation warm start of N steps (tevviz train --distill-steps); every "
+                         "objective trains from it and it is evaluated as the row 'distilled'")
+    ap.add_argument("--distill-text", default="stdlib-train", help="as tevviz train --distill-text")
+    ap.add_argument("--distill-lr", type=float, default=1e-3)
+    ap.add_argument("--distill-batch", type=int, default=16)
+    ap.add_argument("--distill-window", type=int, default=256)
+    ap.add_argument("--init-draft", default=None,
+                    help="every objective trains from this drafter folder instead (e.g. a warm start saved by an "
+                         "earlier run's --save-distilled); evaluated as the row 'distilled'")
+    ap.add_argument("--save-distilled", default=None, help="save the warm-start drafter to this folder")
     ap.add_argument("--save", default=None, help="save the exit-weight drafter to this folder")
     ap.add_argument("--original-from", default=None,
                     help="take the original drafter's held-out results from this earlier run's JSON (same eval "
@@ -233,12 +245,33 @@ def main() -> None:
     for item in filter(None, args.also.split(",")):
         name, _, folder = item.partition("=")
         results[name] = held_out(with_draft(pair, folder, ModelSource(dtype=args.dtype, device=args.device)))
+    init, distill_losses = None, []
+    if args.init_draft:
+        init = with_draft(pair, args.init_draft, ModelSource(dtype=args.dtype, device=args.device)).draft
+    elif args.distill_steps:
+        from tevviz.commands import distill_stream
+        from tevviz.engine.training import DistillConfig, distill
+
+        dcfg = DistillConfig(steps=args.distill_steps, batch=args.distill_batch, window=args.distill_window,
+                             lr=args.distill_lr, seed=args.seed)
+        init = copy.deepcopy(pair.draft)
+        t1 = time.perf_counter()
+        distill_losses = distill(pair.target, init, distill_stream(args.distill_text, pair.tokenizer, streams), dcfg,
+                         lambda i, loss: i % max(1, dcfg.steps // 10) == 0 and print(
+                             f"[distill] step {i}/{dcfg.steps} loss {loss:.3f} ({time.perf_counter() - t1:.0f} s)",
+                             flush=True))
+        init.requires_grad_(False)
+        if args.save_distilled:
+            init.save_pretrained(args.save_distilled)
+            pair.tokenizer.save_pretrained(args.save_distilled)
+    if init is not None:
+        results["distilled"] = held_out(ModelPair(pair.target, init, pair.tokenizer, pair.target_name, "distilled"))
     curves = {}
     for objective in objectives:
         cfg = TrainConfig(objective=objective, lambda_exit=args.lambda_exit, lr=args.lr, steps=args.steps,
                           batch=args.batch, builder=train_builder, token_labels=args.token_labels, seed=args.seed,
                           schedule=args.schedule)
-        trainer = ExitTrainer(pair, contexts, cfg)
+        trainer = ExitTrainer(pair, contexts, cfg, draft=None if init is None else copy.deepcopy(init))
         t1 = time.perf_counter()
         for i in range(cfg.steps):
             s = trainer.step()
@@ -266,7 +299,8 @@ def main() -> None:
     for name, curve in curves.items():
         fig.add_scatter(x=[c["step"] for c in curve], y=[c["loss"] for c in curve], name=f"{name} loss", row=1, col=1)
         fig.add_scatter(x=[c["step"] for c in curve], y=[c["C_p"] for c in curve], name=f"{name} C_p", row=1, col=2)
-    write("exittrain_ablation", args, {"rows": rows, "results": results, "curves": curves, "sweep": sweep}, fig)
+    write("exittrain_ablation", args, {"rows": rows, "results": results, "curves": curves, "sweep": sweep,
+                                    "distill_losses": distill_losses}, fig)
 
 
 if __name__ == "__main__":

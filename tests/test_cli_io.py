@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from conftest import tiny_pair
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -81,6 +82,9 @@ def test_export_validates_and_inspects(exported, capsys):
     (["inspect", "/no/such/file.json"], "no such file"),
     (["train", "--out", "/no/such/out", "--collect-temperatures", "hot"], "--collect-temperatures must be numbers"),
     (["train", "--out", "/no/such/out", "--collect-temperatures", "0,20"], "--collect-temperatures must be in [0, 10]"),
+    (["train", "--out", "/no/such/out", "--distill-steps", "5", "--distill-text", "/no/such/text"],
+     "--distill-text: no file or folder '/no/such/text'"),
+    (["train", "--out", "/no/such/out", "--distill-steps", "-1"], "distillation needs steps >= 0"),
 ])
 def test_bad_arguments_exit_with_one_line(argv, message, capsys):
     assert main(argv) == 2
@@ -171,3 +175,25 @@ def test_importer_fuzz_on_mutated_real_session(exported, data):
         parse(doc)
     except TevvizError as e:
         assert f"rounds[{r}]" in str(e)
+
+
+def test_train_with_a_distillation_warm_start(pair_dirs, tmp_path, capsys):
+    """`tevviz train --distill-steps` warms the drafter up on the given text, then ExitTrains it; the log says so."""
+    target, draft, pair = pair_dirs
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("\n".join(json.dumps({"id": str(i), "split": "train", "prompt": f"t{i} t{i + 1} t{i + 2}"})
+                                 for i in range(1, 7)) + "\n")
+    text = tmp_path / "text"
+    text.mkdir()
+    (text / "a.txt").write_text(" ".join(f"t{i % 50}" for i in range(200)))
+    out = tmp_path / "trained"
+    assert main(["train", "--target", str(target), "--draft", str(draft), "--prompts", str(prompts), "--steps", "2",
+                 "--budget", "8", "--depth", "3", "--collect-tokens", "8", "--distill-steps", "3", "--distill-window",
+                 "16", "--distill-text", str(text), "--out", str(out)]) == 0
+    assert "distillation warm start: 3 steps on 201 tokens" in capsys.readouterr().err
+    log = json.loads((out / "exittrain_log.json").read_text())
+    assert log["distill"]["steps"] == 3 and log["distill"]["text"] == str(text) and len(log["log"]) == 2
+    from transformers import AutoModelForCausalLM
+
+    trained = AutoModelForCausalLM.from_pretrained(out)
+    assert any(not torch.equal(a, b) for a, b in zip(trained.state_dict().values(), pair.draft.state_dict().values()))

@@ -298,3 +298,45 @@ def test_stream_labels_are_hard_on_greedy_continuations_and_soft_at_their_own_te
     assert log.l_tok == pytest.approx(sum(hand(c) for c in batch) / len(batch), rel=1e-4)
     with pytest.raises(TevvizError, match="2 temperatures for 1 streams"):
         contexts_from_streams([(CONTEXT, [3])], temperatures=[0.0, 1.0])
+
+
+def test_distill_loss_is_the_cross_entropy_to_the_target_law_and_moves_the_draft_toward_it(learnable_pair):
+    """The warm start's first loss is -sum p log q at T = 1 on the windows its seed picks (the target unchanged),
+    and after training the drafter's KL to the target on other windows has fallen."""
+    from tevviz.engine.training import DistillConfig, distill
+
+    pair, contexts = learnable_pair
+    stream = [t for c in contexts[::2] for t in c.tokens + c.continuation]
+    held = torch.tensor([(c.tokens + c.continuation)[:8] for c in contexts[1::2] if len(c.tokens + c.continuation) >= 8])
+    cfg = DistillConfig(steps=40, batch=8, window=12, lr=3e-3, seed=5)
+    draft, target_before = copy.deepcopy(pair.draft), copy.deepcopy(pair.target.state_dict())
+
+    def kl(model) -> float:
+        with torch.no_grad():
+            lp = torch.log_softmax(pair.target(input_ids=held).logits.float(), -1)
+            lq = torch.log_softmax(model(input_ids=held).logits.float(), -1)
+        return float((lp.exp() * (lp - lq)).sum(-1).mean())
+
+    starts = torch.randint(0, len(stream) - cfg.window + 1, (cfg.batch,), generator=torch.Generator().manual_seed(5))
+    ids = torch.tensor([stream[i : i + cfg.window] for i in starts.tolist()])
+    with torch.no_grad():
+        p = torch.softmax(pair.target(input_ids=ids).logits.float(), -1)
+        first = float(-(p * torch.log_softmax(draft(input_ids=ids).logits.float(), -1)).sum(-1).mean())
+    before = kl(draft)
+    losses = distill(pair.target, draft, stream, cfg)
+    assert len(losses) == 40
+    assert losses[0] == pytest.approx(first, rel=0.02)  # the target runs under bfloat16 autocast
+    assert kl(draft) < 0.8 * before
+    assert all(torch.equal(v, pair.target.state_dict()[k]) for k, v in target_before.items())
+    assert not draft.training
+
+
+@pytest.mark.parametrize("kw, message", [({"steps": -1}, "steps >= 0"), ({"window": 1}, "at least 2 tokens"),
+                                          ({"lr": 0.0}, "lr > 0"), ({"temperature": 0.0}, "temperature > 0")])
+def test_bad_distill_settings(kw, message):
+    from tevviz.engine.training import DistillConfig, distill
+
+    with pytest.raises(TevvizError, match=message):
+        DistillConfig(**kw)
+    with pytest.raises(TevvizError, match="more than 256 tokens"):
+        distill(None, None, [1] * 100, DistillConfig(steps=1))

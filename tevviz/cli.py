@@ -191,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
              "  residual is our own objective, not the paper's; --token-labels soft distils the target's "
              "distribution instead of its sampled tokens (less noisy, but it turns the token-only ablation into "
              "knowledge distillation).\n"
+             "  --distill-steps (off by default) adds a dense distillation warm start before ExitTrain; on the "
+             "embedded pair it is what lifts tau at T = 1 (the ExitTrain steps alone lose 2-5%% there).\n"
              "assets/models/MODEL_CARD.md has the measured effect of each objective.")
     t.add_argument("--prompts", default=None, help="prompt JSONL (default: the pair's shipped prompt file)")
     t.add_argument("--split", default="train")
@@ -211,6 +213,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--schedule", default="cosine", choices=["cosine", "constant"],
                    help="lr schedule: 5%% warm-up then cosine down to 10%% of --lr, or constant")
     t.add_argument("--collect-tokens", type=int, default=96)
+    t.add_argument("--distill-steps", type=int, default=0,
+                   help="a warm start before ExitTrain (not the paper's): N steps of the drafter's cross-entropy "
+                        "against the target's T = 1 law at every position of windows of --distill-text (0: none)")
+    t.add_argument("--distill-text", default=None, metavar="PATH",
+                   help="text for the warm start: files or folders (.txt .md .py .rst), comma-separated, or "
+                        "'stdlib-train' (the embedded pair's training files); default: the collected continuations")
+    t.add_argument("--distill-lr", type=float, default=None, help="default: the engine's DistillConfig.lr")
+    t.add_argument("--distill-window", type=int, default=None, help="tokens per window (default: DistillConfig's)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", required=True, help="folder for the trained drafter")
     add_models(t)

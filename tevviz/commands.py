@@ -4,6 +4,7 @@ that a failure after it exits 1 and bad input before it exits 2."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import runpy
@@ -218,19 +219,64 @@ def _prompt_ids(args, pair) -> list[list[int]]:
     return [encode_prompt(pair.tokenizer, r["prompt"], chat=bool(r.get("chat"))) for r in rows]
 
 
+TEXT_SUFFIXES = (".txt", ".md", ".py", ".rst")
+
+
+def distill_files(spec: str | None) -> list[Path] | None:
+    """--distill-text's files (checked before any model loads); None for the default or 'stdlib-train'."""
+    if spec is None or spec == "stdlib-train":
+        return None
+    files = []
+    for part in filter(None, spec.split(",")):
+        path = Path(part)
+        if path.is_dir():
+            files += sorted(f for f in path.rglob("*") if f.suffix in TEXT_SUFFIXES and f.is_file())
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise TevvizError(f"--distill-text: no file or folder {part!r}")
+    if not files:
+        raise TevvizError(f"--distill-text {spec!r} holds no {' '.join(TEXT_SUFFIXES)} files")
+    return files
+
+
+def distill_stream(spec: str | None, tokenizer, streams: list[tuple[list[int], list[int]]]) -> list[int]:
+    """The warm start's text as one token list, texts joined by the end-of-text token: --distill-text's files,
+    the embedded pair's training files ('stdlib-train'), or by default the collected prompts and continuations."""
+    if spec == "stdlib-train":
+        from .demo_pair import encode_corpus, stdlib_files
+
+        return encode_corpus(tokenizer, stdlib_files()[0]).tolist()
+    files = distill_files(spec)
+    if files is None:
+        texts = [prompt + cont for prompt, cont in streams]
+    else:
+        texts = [tokenizer(f.read_text(encoding="utf-8", errors="replace"), add_special_tokens=False)["input_ids"]
+                 for f in files]
+    sep = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    out: list[int] = []
+    for t in texts:
+        out += list(t) + sep
+    return out
+
+
 def cmd_train(args) -> int:
     from tqdm.auto import tqdm
 
     from .engine.builders import BuilderConfig
     from .engine.training import (
+        DistillConfig,
         ExitTrainer,
         TrainConfig,
         collect_mixed_streams,
         contexts_from_streams,
+        distill,
         mixed_temperatures,
     )
 
-    defaults = TrainConfig()
+    defaults, dd = TrainConfig(), DistillConfig()
+    dcfg = DistillConfig(steps=args.distill_steps, lr=dd.lr if args.distill_lr is None else args.distill_lr,
+                         window=args.distill_window or dd.window, seed=args.seed)
     cfg = TrainConfig(objective=args.objective, lambda_exit=defaults.lambda_exit if args.lambda_exit is None
                       else args.lambda_exit, lr=defaults.lr if args.lr is None else args.lr, steps=args.steps,
                       batch=args.batch, builder=BuilderConfig(budget=args.budget, depth=args.depth),
@@ -238,6 +284,7 @@ def cmd_train(args) -> int:
     temps = _numbers(args.collect_temperatures, "--collect-temperatures")
     if any(not 0 <= t <= 10 for t in temps):
         raise TevvizError("--collect-temperatures must be in [0, 10]")
+    distill_files(args.distill_text)
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
         raise TevvizError(f"--out {args.out!r} exists and is not empty")
@@ -246,7 +293,17 @@ def cmd_train(args) -> int:
     args.started = True
     print(f"collecting target continuations of {len(prompts)} prompts ...", file=sys.stderr)
     streams = collect_mixed_streams(pair, prompts, temps, args.collect_tokens, args.seed)
-    trainer = ExitTrainer(pair, contexts_from_streams(streams, temperatures=mixed_temperatures(len(streams), temps)), cfg)
+    distilled = None
+    if dcfg.steps:
+        text = distill_stream(args.distill_text, pair.tokenizer, streams)
+        print(f"distillation warm start: {dcfg.steps} steps on {len(text):,} tokens ...", file=sys.stderr)
+        distilled = copy.deepcopy(pair.draft)
+        dbar = tqdm(total=dcfg.steps, desc="distill", file=sys.stderr)
+        distill(pair.target, distilled, text, dcfg,
+                lambda i, loss: (dbar.update(1), dbar.set_postfix(loss=f"{loss:.3f}")))
+        dbar.close()
+    trainer = ExitTrainer(pair, contexts_from_streams(streams, temperatures=mixed_temperatures(len(streams), temps)), cfg,
+                          draft=distilled)
     bar = tqdm(range(cfg.steps), desc=f"ExitTrain ({cfg.objective})", file=sys.stderr)
     for _ in bar:
         s = trainer.step()
@@ -254,6 +311,7 @@ def cmd_train(args) -> int:
     trainer.trained_draft().save_pretrained(out)
     pair.tokenizer.save_pretrained(out)
     log = {"config": {k: str(v) for k, v in cfg.__dict__.items()},
+           "distill": {**{k: v for k, v in dcfg.__dict__.items()}, "text": args.distill_text or "the continuations"},
            "data": {"prompts": str(args.prompts or "the pair's prompt file"), "split": args.split,
                     "collect_temperatures": temps, "collect_tokens": args.collect_tokens},
            "log": [s.__dict__ for s in trainer.log]}
