@@ -243,21 +243,13 @@ def distill_files(spec: str | None) -> list[Path] | None:
 def distill_stream(spec: str | None, tokenizer, streams: list[tuple[list[int], list[int]]]) -> list[int]:
     """The warm start's text as one token list, texts joined by the end-of-text token: --distill-text's files,
     the embedded pair's training files ('stdlib-train'), or by default the collected prompts and continuations."""
-    if spec == "stdlib-train":
-        from .demo_pair import encode_corpus, stdlib_files
+    from .demo_pair import encode_corpus, stdlib_files
 
-        return encode_corpus(tokenizer, stdlib_files()[0]).tolist()
-    files = distill_files(spec)
-    if files is None:
-        texts = [prompt + cont for prompt, cont in streams]
-    else:
-        texts = [tokenizer(f.read_text(encoding="utf-8", errors="replace"), add_special_tokens=False)["input_ids"]
-                 for f in files]
+    files = stdlib_files()[0] if spec == "stdlib-train" else distill_files(spec)
+    if files is not None:
+        return encode_corpus(tokenizer, files).tolist()
     sep = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-    out: list[int] = []
-    for t in texts:
-        out += list(t) + sep
-    return out
+    return [t for prompt, cont in streams for t in list(prompt) + list(cont) + sep]
 
 
 def cmd_train(args) -> int:
