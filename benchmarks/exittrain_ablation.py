@@ -250,17 +250,15 @@ def main() -> None:
         init = with_draft(pair, args.init_draft, ModelSource(dtype=args.dtype, device=args.device)).draft
     elif args.distill_steps:
         from tevviz.commands import distill_stream
-        from tevviz.engine.training import DistillConfig, distill
+        from tevviz.engine.training import DistillConfig, warm_start
 
         dcfg = DistillConfig(steps=args.distill_steps, batch=args.distill_batch, window=args.distill_window,
                              lr=args.distill_lr, seed=args.seed)
-        init = copy.deepcopy(pair.draft)
         t1 = time.perf_counter()
-        distill_losses = distill(pair.target, init, distill_stream(args.distill_text, pair.tokenizer, streams), dcfg,
-                         lambda i, loss: i % max(1, dcfg.steps // 10) == 0 and print(
-                             f"[distill] step {i}/{dcfg.steps} loss {loss:.3f} ({time.perf_counter() - t1:.0f} s)",
-                             flush=True))
-        init.requires_grad_(False)
+        init, distill_losses = warm_start(
+            pair.target, pair.draft, distill_stream(args.distill_text, pair.tokenizer, streams), dcfg,
+            lambda i, loss: i % max(1, dcfg.steps // 10) == 0 and print(
+                f"[distill] step {i}/{dcfg.steps} loss {loss:.3f} ({time.perf_counter() - t1:.0f} s)", flush=True))
         if args.save_distilled:
             init.save_pretrained(args.save_distilled)
             pair.tokenizer.save_pretrained(args.save_distilled)

@@ -302,14 +302,15 @@ def test_stream_labels_are_hard_on_greedy_continuations_and_soft_at_their_own_te
 
 def test_distill_loss_is_the_cross_entropy_to_the_target_law_and_moves_the_draft_toward_it(learnable_pair):
     """The warm start's first loss is -sum p log q at T = 1 on the windows its seed picks (the target unchanged),
-    and after training the drafter's KL to the target on other windows has fallen."""
-    from tevviz.engine.training import DistillConfig, distill
+    and after training the drafter's KL to the target on other windows has fallen. `warm_start` trains a frozen copy
+    and leaves the pair's drafter as it was."""
+    from tevviz.engine.training import DistillConfig, warm_start
 
     pair, contexts = learnable_pair
     stream = [t for c in contexts[::2] for t in c.tokens + c.continuation]
     held = torch.tensor([(c.tokens + c.continuation)[:8] for c in contexts[1::2] if len(c.tokens + c.continuation) >= 8])
     cfg = DistillConfig(steps=40, batch=8, window=12, lr=3e-3, seed=5)
-    draft, target_before = copy.deepcopy(pair.draft), copy.deepcopy(pair.target.state_dict())
+    draft_before, target_before = copy.deepcopy(pair.draft.state_dict()), copy.deepcopy(pair.target.state_dict())
 
     def kl(model) -> float:
         with torch.no_grad():
@@ -321,14 +322,15 @@ def test_distill_loss_is_the_cross_entropy_to_the_target_law_and_moves_the_draft
     ids = torch.tensor([stream[i : i + cfg.window] for i in starts.tolist()])
     with torch.no_grad():
         p = torch.softmax(pair.target(input_ids=ids).logits.float(), -1)
-        first = float(-(p * torch.log_softmax(draft(input_ids=ids).logits.float(), -1)).sum(-1).mean())
-    before = kl(draft)
-    losses = distill(pair.target, draft, stream, cfg)
+        first = float(-(p * torch.log_softmax(pair.draft(input_ids=ids).logits.float(), -1)).sum(-1).mean())
+    before = kl(pair.draft)
+    draft, losses = warm_start(pair.target, pair.draft, stream, cfg)
     assert len(losses) == 40
     assert losses[0] == pytest.approx(first, rel=0.02)  # the target runs under bfloat16 autocast
     assert kl(draft) < 0.8 * before
     assert all(torch.equal(v, pair.target.state_dict()[k]) for k, v in target_before.items())
-    assert not draft.training
+    assert all(torch.equal(v, pair.draft.state_dict()[k]) for k, v in draft_before.items())
+    assert not draft.training and not any(q.requires_grad for q in draft.parameters())
 
 
 @pytest.mark.parametrize("kw, message", [({"steps": -1}, "steps >= 0"), ({"window": 1}, "at least 2 tokens"),

@@ -4,7 +4,6 @@ that a failure after it exits 1 and bad input before it exits 2."""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import runpy
@@ -262,8 +261,8 @@ def cmd_train(args) -> int:
         TrainConfig,
         collect_mixed_streams,
         contexts_from_streams,
-        distill,
         mixed_temperatures,
+        warm_start,
     )
 
     defaults, dd = TrainConfig(), DistillConfig()
@@ -289,10 +288,9 @@ def cmd_train(args) -> int:
     if dcfg.steps:
         text = distill_stream(args.distill_text, pair.tokenizer, streams)
         print(f"distillation warm start: {dcfg.steps} steps on {len(text):,} tokens ...", file=sys.stderr)
-        distilled = copy.deepcopy(pair.draft)
         dbar = tqdm(total=dcfg.steps, desc="distill", file=sys.stderr)
-        distill(pair.target, distilled, text, dcfg,
-                lambda i, loss: (dbar.update(1), dbar.set_postfix(loss=f"{loss:.3f}")))
+        distilled, _ = warm_start(pair.target, pair.draft, text, dcfg,
+                                  lambda i, loss: (dbar.update(1), dbar.set_postfix(loss=f"{loss:.3f}")))
         dbar.close()
     trainer = ExitTrainer(pair, contexts_from_streams(streams, temperatures=mixed_temperatures(len(streams), temps)), cfg,
                           draft=distilled)

@@ -316,7 +316,7 @@ def distill(target, draft, stream: list[int], cfg: DistillConfig, on_step=None) 
         ids = torch.stack([data[i : i + cfg.window] for i in starts.tolist()])
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=fast):
             tl = target(input_ids=ids.to(target.device)).logits.float()
-        p = torch.softmax(tl / cfg.temperature, -1).to(draft.device)
+        p = processed_probs(tl, SamplingConfig(temperature=cfg.temperature)).to(draft.device)  # the decoders' law
         logq = torch.log_softmax(draft(input_ids=ids.to(draft.device)).logits.float(), -1)
         loss = -(to_width(p, logq.shape[-1]) * logq).sum(-1).mean()
         opt.zero_grad(set_to_none=True)
@@ -328,6 +328,13 @@ def distill(target, draft, stream: list[int], cfg: DistillConfig, on_step=None) 
             on_step(step + 1, losses[-1])
     draft.eval()
     return losses
+
+
+def warm_start(target, draft, stream: list[int], cfg: DistillConfig, on_step=None) -> tuple:
+    """A distilled copy of `draft` (which stays untouched), frozen, and the losses of `distill`."""
+    student = copy.deepcopy(draft)
+    losses = distill(target, student, stream, cfg, on_step)
+    return student.requires_grad_(False), losses
 
 
 def collect_streams(pair: ModelPair, prompts: list[list[int]], temperature: float = 1.0, max_new_tokens: int = 96,
