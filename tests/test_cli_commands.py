@@ -64,6 +64,21 @@ def test_module_help_and_parser_load_no_torch():
     assert r.returncode == 0, r.stderr
 
 
+def test_every_help_page_reads_clean():
+    """Descriptions are not %-formatted by argparse and help strings are: neither may show a doubled % or a
+    placeholder left unformatted."""
+    import argparse
+
+    from tevviz.cli import build_parser
+
+    parser = build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert len(subs.choices) > 5
+    for name, sub in [("tevviz", parser), *subs.choices.items()]:
+        text = sub.format_help()
+        assert "%%" not in text and "%(" not in text, name
+
+
 def test_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])

@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
              "distribution instead of its sampled tokens (less noisy, but it turns the token-only ablation into "
              "knowledge distillation).\n"
              "  --distill-steps (off by default) adds a dense distillation warm start before ExitTrain; on the "
-             "embedded pair it is what lifts tau at T = 1 (the ExitTrain steps alone lose 2-5%% there).\n"
+             "embedded pair it is what lifts tau at T = 1 (the ExitTrain steps alone lose 2-5% there).\n"
              "assets/models/MODEL_CARD.md has the measured effect of each objective.")
     t.add_argument("--prompts", default=None, help="prompt JSONL (default: the pair's shipped prompt file)")
     t.add_argument("--split", default="train")
