@@ -201,7 +201,8 @@ def server_settings(args) -> dict:
 def cmd_app(args) -> int:
     from .app import launch
 
-    launch(source=source_from_args(args), model_dirs=tuple(args.model_dir), preload=True, **server_settings(args))
+    launch(source=source_from_args(args), model_dirs=tuple(args.model_dir), preload=True, threads=args.threads,
+           **server_settings(args))
     return 0
 
 

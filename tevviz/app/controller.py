@@ -29,6 +29,7 @@ from ..engine.evaluation import drafter_metrics
 from ..engine.exit_mass import ExitMassMove, exit_mass_move
 from ..engine.scoring import check_ids, rescore
 from ..engine.training import ExitTrainer, TrainConfig
+from .model_thread import on_model_thread
 from .source import PairSource
 from .state import MAX_HISTORY, AppState, LiveSession, SessionStore, Training, block_text
 
@@ -76,6 +77,7 @@ class Controller:
 
     # -- decoding ------------------------------------------------------------------------------
 
+    @on_model_thread
     def step(self, st: AppState, prompt: str, cfg: DecodeConfig) -> AppState:
         """One round of the live session, starting a new one when the prompt, settings or draft changed."""
         pair = self.session_pair(st.sid)
@@ -131,6 +133,7 @@ class Controller:
         self.store.drop(st.sid, keep_training=True)
         return AppState(sid=st.sid, ghosts=st.ghosts, optimal_every=st.optimal_every)
 
+    @on_model_thread
     def baseline(self, st: AppState, prompt: str, cfg: DecodeConfig) -> AppState:
         """Time plain autoregressive decoding of the target on the same prompt and settings."""
         pair = self.source.get()
@@ -139,6 +142,7 @@ class Controller:
                  "prompt": prompt, "cfg": cfg}
         return replace(st, baseline=entry)
 
+    @on_model_thread
     def decode_all(self, prompt: str, cfg: DecodeConfig, draft: str | None, label: str, progress=None,
                    sid: str | None = None) -> Decoded:
         """Decode `prompt` to the end with `cfg` (and another draft model if `draft` is given).
@@ -186,6 +190,7 @@ class Controller:
         return ids, (f"the context before this tree is unknown for a {st.kind} import: "
                      f"used the prompt box text ({len(ids)} tokens) as the prefix")
 
+    @on_model_thread
     def rescore(self, st: AppState, prompt_box: str, sampling: SamplingConfig) -> AppState:
         """Fill in p_edge, P, rho, w and missing tokens of the shown round with the loaded target."""
         r = st.round
@@ -203,6 +208,7 @@ class Controller:
         said = f"re-scored round {r.index} with {pair.target_name} at temperature {sampling.temperature:g}"
         return replace(st, rounds=rounds, notice="; ".join(x for x in (said, note) if x))
 
+    @on_model_thread
     def optimal(self, st: AppState, prompt_box: str, sampling: SamplingConfig) -> AppState:
         """The shown round with its optimal tree (top-B target prefixes), and ghost branches turned on.
 
@@ -247,6 +253,7 @@ class Controller:
             depth = min(depth, limit - (end - len(st.prompt_ids)) - 1)
         return max(depth, max(r.depths))
 
+    @on_model_thread
     def compare(self, st: AppState, prompt_box: str, sampling: SamplingConfig, draws: int, seed: int,
                 progress=None) -> Comparison:
         """Draw each verifier `draws` times on the shown round's tree; `sampling` is the one in force."""
@@ -260,6 +267,7 @@ class Controller:
 
     # -- ExitTrain ---------------------------------------------------------------------------------
 
+    @on_model_thread
     def train(self, st: AppState, tcfg: TrainConfig, cfg: DecodeConfig, progress=None) -> TrainReport:
         """`tcfg.steps` ExitTrain steps of this browser session's copy of the draft on its own rounds.
 
@@ -321,6 +329,7 @@ class Controller:
             return None
         return exit_mass_move(base, training.pair.draft, context, builder, st.rounds[st.view].index, temperature)
 
+    @on_model_thread
     def exit_mass(self, st: AppState) -> ExitMassMove:
         """Where the exit mass moved on the shown round's context: original against trained drafter."""
         training = self.store.training(st.sid)

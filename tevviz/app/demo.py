@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 import gradio as gr
+import torch
 
 from ..engine import ModelPair, ModelSource, TevvizError
 from ..engine.io import MAX_BYTES
@@ -20,6 +21,7 @@ from .controller import Controller
 from .decode_tab import decode_tab
 from .exittrain_tab import exittrain_tab
 from .figure_view import serve_plotly_js
+from .model_thread import MODEL_THREAD, app_threads
 from .source import PairSource
 from .state import MAX_HISTORY, SessionStore
 
@@ -92,15 +94,26 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
 def launch(target: str | None = None, draft: str | None = None, dtype: str = "auto", device: str | None = None,
            device_map=None, attn_implementation: str = "sdpa", trust_remote_code: bool = False,
            server_name: str = "127.0.0.1", server_port: int | None = None, share: bool = False,
-           model_dirs: tuple[str, ...] = (), source: ModelSource | None = None, preload: bool = False) -> None:
+           model_dirs: tuple[str, ...] = (), source: ModelSource | None = None, preload: bool = False,
+           threads: int | None = None) -> None:
     """Serve the app (blocking); binds this machine only and makes no share link unless asked.
 
     `preload` loads the models before serving, with their progress in the terminal, so the first Step
-    does not wait for them."""
+    does not wait for them. `threads`: torch's CPU threads (default: `model_thread.app_threads`)."""
+    n = app_threads(threads, torch.get_num_threads())
+    if n is not None:
+        torch.set_num_threads(n)
     model = source or ModelSource(target, draft, dtype=dtype, device=device, device_map=device_map,
                                   attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
     if preload:
         print(f"loading {PairSource(model).description} ...", flush=True)
         PairSource(model).get()
     demo = build_demo(model_dirs=model_dirs, source=model)
-    demo.launch(server_name=server_name, server_port=server_port, share=share, **launch_options())
+    demo.launch(server_name=server_name, server_port=server_port, share=share, prevent_thread_lock=True,
+                **launch_options())
+    # The main thread, which loaded the models, runs them for every handler (model_thread.py says why).
+    try:
+        MODEL_THREAD.serve(until=lambda: not demo.is_running)
+    except KeyboardInterrupt:
+        print("Keyboard interruption in main thread... closing server.")
+        demo.close()
