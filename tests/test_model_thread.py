@@ -19,10 +19,25 @@ from conftest import tiny_pair
 from tevviz.app import build_demo, launch_options
 from tevviz.app.decode_tab import ROUND_OUTPUTS
 from tevviz.app.model_thread import MODEL_THREAD, ModelThread, app_threads
-from tevviz.engine import DecodeSession
+from tevviz.engine import DecodeSession, TevvizError
 
 gradio_client = pytest.importorskip("gradio_client")
 VAR = contextvars.ContextVar("VAR", default="unset")
+# `tevviz` itself, saying for every round whether it ran on the main thread.
+# A job started in the background (`cmd &`) ignores SIGINT and hands that on to its children, whose Python then
+# never turns Ctrl-C into KeyboardInterrupt: the wrapper puts Python's handler back, as a terminal would have it.
+ON_MAIN = """
+import signal, sys, threading
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from tevviz.cli import main
+from tevviz.engine import DecodeSession, TevvizError
+step = DecodeSession.step
+def said(self):
+    print("a round on the main thread:", threading.current_thread() is threading.main_thread(), flush=True)
+    return step(self)
+DecodeSession.step = said
+sys.exit(main(sys.argv[1:]))
+"""
 
 
 def free_port() -> int:
@@ -61,25 +76,49 @@ def test_calls_from_many_threads_run_on_the_serving_thread_with_their_context_re
             mt.call(lambda: (_ for _ in ()).throw(ValueError(f"bad {k}")))
         seen[k] = (ident, var)
 
-    callers = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
+    callers = [threading.Thread(target=caller, args=(k,), daemon=True) for k in range(4)]
     for c in callers:
         c.start()
     for c in callers:
         c.join(10)
+        assert not c.is_alive(), "a call never came back"
+    # A call made on the serving thread itself runs at once (no deadlock on its own queue).
+    nested = []
+    c = threading.Thread(target=lambda: nested.append(mt.call(lambda: mt.call(threading.get_ident))), daemon=True)
+    c.start()
+    c.join(10)
+    assert not c.is_alive(), "a nested call deadlocked"
     stop.set()
     th.join(10)
     assert not th.is_alive() and not mt.serving
     assert seen == {k: (th.ident, f"caller {k}") for k in range(4)}
-    # A call made on the serving thread itself runs at once (no deadlock on its own queue).
-    mt2 = ModelThread()
-    th2, stop2 = serving(mt2)
-    nested = []
-    nested.append(mt2.call(lambda: mt2.call(threading.get_ident)))
-    stop2.set()
-    th2.join(10)
-    assert nested == [th2.ident]
+    assert nested == [th.ident]
     # After serving stopped, calls run on the caller's thread again.
     assert mt.call(threading.get_ident) == threading.get_ident()
+
+
+def test_ctrl_c_during_a_call_stops_serving_and_the_caller_gets_an_error():
+    mt = ModelThread()
+    outcome: dict = {}
+
+    def serve():
+        try:
+            mt.serve(lambda: False, poll_s=0.02)
+        except KeyboardInterrupt:
+            outcome["serve"] = "interrupted"
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    while not mt.serving:
+        time.sleep(0.005)
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    with pytest.raises(TevvizError, match="shutting down"):  # not a KeyboardInterrupt in Gradio's event loop
+        mt.call(interrupted)
+    th.join(10)
+    assert outcome == {"serve": "interrupted"} and not mt.serving
 
 
 def test_app_handlers_run_the_models_on_the_model_thread(monkeypatch):
@@ -90,7 +129,7 @@ def test_app_handlers_run_the_models_on_the_model_thread(monkeypatch):
     real_step = DecodeSession.step
 
     def step(self):
-        ran.append((threading.get_ident(), LocalContext.event_id.get(None)))
+        ran.append((threading.get_ident(), LocalContext.event_id.get(None), LocalContext.blocks.get(None)))
         return real_step(self)
 
     monkeypatch.setattr(DecodeSession, "step", step)
@@ -106,15 +145,17 @@ def test_app_handlers_run_the_models_on_the_model_thread(monkeypatch):
         stop.set()
         th.join(10)
         demo.close()
+    assert not MODEL_THREAD.serving
     assert len(ran) >= 4
-    assert {ident for ident, _ in ran} == {th.ident}
-    assert all(event is not None for _, event in ran)  # progress bars find their event through it
+    assert {ident for ident, _, _ in ran} == {th.ident}
+    # Progress bars find their event and app through these.
+    assert all(event is not None and blocks is demo for _, event, blocks in ran)
 
 
 def test_tevviz_app_decodes_on_its_main_thread_and_stops_on_ctrl_c(tmp_path):
     port = free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, "-m", "tevviz", "app", "--server-name", "127.0.0.1",
+    proc = subprocess.Popen([sys.executable, "-c", ON_MAIN, "app", "--server-name", "127.0.0.1",
                              "--server-port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     try:
@@ -133,7 +174,9 @@ def test_tevviz_app_decodes_on_its_main_thread_and_stops_on_ctrl_c(tmp_path):
         assert [line.split("|")[1].strip() for line in stats.splitlines() if line.startswith("| ")][1] == "1"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
-        assert "closing server" in proc.stdout.read().lower()
+        said = proc.stdout.read()
+        assert "closing server" in said.lower()
+        assert "a round on the main thread: True" in said and "a round on the main thread: False" not in said
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -11,6 +11,7 @@ import logging
 
 import gradio as gr
 import torch
+from gradio.tunneling import CURRENT_TUNNELS
 
 from ..engine import ModelPair, ModelSource, TevvizError
 from ..engine.io import MAX_BYTES
@@ -21,7 +22,7 @@ from .controller import Controller
 from .decode_tab import decode_tab
 from .exittrain_tab import exittrain_tab
 from .figure_view import serve_plotly_js
-from .model_thread import MODEL_THREAD, app_threads
+from .model_thread import MODEL_THREAD, TORCH_DEFAULT_THREADS, app_threads
 from .source import PairSource
 from .state import MAX_HISTORY, SessionStore
 
@@ -100,7 +101,7 @@ def launch(target: str | None = None, draft: str | None = None, dtype: str = "au
 
     `preload` loads the models before serving, with their progress in the terminal, so the first Step
     does not wait for them. `threads`: torch's CPU threads (default: `model_thread.app_threads`)."""
-    n = app_threads(threads, torch.get_num_threads())
+    n = app_threads(threads, TORCH_DEFAULT_THREADS)
     if n is not None:
         torch.set_num_threads(n)
     model = source or ModelSource(target, draft, dtype=dtype, device=device, device_map=device_map,
@@ -110,10 +111,15 @@ def launch(target: str | None = None, draft: str | None = None, dtype: str = "au
         PairSource(model).get()
     demo = build_demo(model_dirs=model_dirs, source=model)
     demo.launch(server_name=server_name, server_port=server_port, share=share, prevent_thread_lock=True,
-                **launch_options())
-    # The main thread, which loaded the models, runs them for every handler (model_thread.py says why).
+                debug=False, **launch_options())
+    # The main thread, which loaded the models, runs them for every handler (model_thread.py says why). With
+    # $GRADIO_DEBUG set, Gradio's launch blocks here itself until Ctrl-C and closes the server; serving then
+    # ends at once, since the server's thread is gone.
     try:
-        MODEL_THREAD.serve(until=lambda: not demo.is_running)
+        MODEL_THREAD.serve(until=lambda: not demo.is_running or not demo.server.thread.is_alive())
     except KeyboardInterrupt:
         print("Keyboard interruption in main thread... closing server.")
-        demo.close()
+    finally:
+        demo.close(verbose=False)
+        for tunnel in CURRENT_TUNNELS:  # a share link's tunnel, as Gradio's own blocking loop does
+            tunnel.kill()

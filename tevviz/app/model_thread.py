@@ -23,14 +23,16 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TypeVar
 
+import torch
+
+from ..engine.errors import TevvizError
+
 T = TypeVar("T")
 
 
 def app_threads(requested: int | None, default: int, environ=os.environ) -> int | None:
     """torch's CPU threads for the app: `requested`, else None (keep) when $OMP_NUM_THREADS is set, else one
     fewer than torch's `default`, at least 1 (a core for the browser and the server's own Python)."""
-    from ..engine.errors import TevvizError
-
     if requested is not None:
         if requested < 1:
             raise TevvizError(f"--threads must be at least 1, got {requested}")
@@ -38,6 +40,9 @@ def app_threads(requested: int | None, default: int, environ=os.environ) -> int 
     if environ.get("OMP_NUM_THREADS"):
         return None
     return max(default - 1, 1)
+
+
+TORCH_DEFAULT_THREADS = torch.get_num_threads()  # read at import, before any launch changed it
 
 
 class ModelThread:
@@ -72,8 +77,9 @@ class ModelThread:
                     job = self._jobs.get(timeout=poll_s)
                 except queue.Empty:
                     continue
-                if isinstance(_run(*job), KeyboardInterrupt):
-                    raise KeyboardInterrupt
+                err = _run(*job)
+                if isinstance(err, (KeyboardInterrupt, SystemExit)):
+                    raise err
         finally:
             with self._lock:
                 self._owner = None
@@ -87,12 +93,19 @@ class ModelThread:
 
 
 def _run(done: Future, ctx: contextvars.Context, fn: Callable, args: tuple, kwargs: dict) -> BaseException | None:
-    """Run one queued call into its future; the error it raised, if any (the caller sees it too)."""
+    """Run one queued call into its future; the error it raised, if any.
+
+    An error reaches the waiting caller as if raised there, except Ctrl-C and exit: those stay with the serving
+    thread (re-raised by `serve`), and the caller, a handler inside Gradio's event loop, gets a TevvizError.
+    """
     if not done.set_running_or_notify_cancel():
         return None
     try:
         done.set_result(ctx.run(fn, *args, **kwargs))
-    except BaseException as e:  # noqa: BLE001 -- every error, KeyboardInterrupt too, belongs to the caller
+    except (KeyboardInterrupt, SystemExit) as e:
+        done.set_exception(TevvizError("the app is shutting down"))
+        return e
+    except Exception as e:  # noqa: BLE001 -- every error belongs to the caller
         done.set_exception(e)
         return e
     return None
