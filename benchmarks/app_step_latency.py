@@ -21,9 +21,11 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
+import torch
 from common import parser, table, tree_flags, write
 
 from tevviz.app.decode_tab import ROUND_OUTPUTS
@@ -145,6 +147,8 @@ def app_server(args, port: int):
         from tevviz.app import build_demo, launch_options
         from tevviz.engine.models import ModelSource
 
+        if args.threads:
+            torch.set_num_threads(args.threads)
         demo = build_demo(source=ModelSource(target=args.target, draft=args.draft, pair=args.pair, dtype=args.dtype,
                                              device=args.device))
         demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
@@ -187,7 +191,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--run-rounds", type=int, default=30, help="rounds of one streamed Run (0: skip)")
     ap.add_argument("--run-budget", type=int, default=32, help="B of the streamed Run")
-    ap.add_argument("--in-process", action="store_true", help="serve the app from this process (shares the GIL)")
+    ap.add_argument("--in-process", action="store_true",
+                    help="serve the app from this process, its models on the main thread as under tevviz app "
+                         "(the clicks share the GIL)")
     ap.add_argument("--compile-draft", action="store_true", help="the app's --compile-draft")
     ap.add_argument("--client", choices=("gradio_client", "browser"), default="gradio_client",
                     help="who clicks Step: gradio_client's predict, or headless Chromium (see above)")
@@ -196,35 +202,64 @@ def main() -> None:
                          "browser pays; see below)")
     tree_flags(ap, budget=64, depth=8, max_new_tokens=512)
     args = ap.parse_args()
-    import gradio_client
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with app_server(args, port):
-        if args.client == "browser":
-            times, rounds, run = browser_steps(f"http://127.0.0.1:{port}/", args)
-            return report(args, times, rounds, run and run["rounds_per_s"], run)
-        # The server is plain http on 127.0.0.1: there is no TLS to verify. gradio_client opens a new httpx
-        # client for every call, and with verification on each one loads the CA bundle (~60 ms on this CPU),
-        # a cost of this benchmark's client that a browser on its kept-alive connection never pays.
-        c = gradio_client.Client(f"http://127.0.0.1:{port}/", verbose=False, ssl_verify=args.ssl_verify)
-        kw = {"budget": args.budget, "depth": args.depth, "max_new_tokens": args.max_new_tokens}
-        c.predict(api_name="/step", **kw)  # loads the models, warms up
-        times, rounds = [], []
-        for _ in range(args.steps):
-            t0 = time.perf_counter()
-            out = c.predict(api_name="/step", **kw)
-            times.append(time.perf_counter() - t0)
-            rounds.append(round_ms(out) / 1e3)
-        run_rate = None
-        if args.run_rounds:
-            # A streamed Run: rounds per second from the first update to the last, as the browser sees them.
-            c.predict(api_name="/reset")
-            job = c.submit(api_name="/run", rounds=args.run_rounds, **(kw | {"budget": args.run_budget}))
-            stamps = [time.perf_counter() for _ in job]
-            run_rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else None
-    report(args, times, rounds, run_rate)
+        # In-process, the main thread serves the models while the clicks come from another thread, as under
+        # `tevviz app` (tevviz/app/model_thread.py); the two then share the GIL.
+        result = beside_model_thread(clicks, args, port) if args.in_process else clicks(args, port)
+    report(args, *result)
+
+
+def clicks(args, port: int) -> tuple:
+    """(Step times, their rounds' times, the Run's rounds/s, the browser's Run record or None)."""
+    if args.client == "browser":
+        times, rounds, run = browser_steps(f"http://127.0.0.1:{port}/", args)
+        return times, rounds, run and run["rounds_per_s"], run
+    import gradio_client
+
+    # The server is plain http on 127.0.0.1: there is no TLS to verify. gradio_client opens a new httpx
+    # client for every call, and with verification on each one loads the CA bundle (~60 ms on this CPU),
+    # a cost of this benchmark's client that a browser on its kept-alive connection never pays.
+    c = gradio_client.Client(f"http://127.0.0.1:{port}/", verbose=False, ssl_verify=args.ssl_verify)
+    kw = {"budget": args.budget, "depth": args.depth, "max_new_tokens": args.max_new_tokens}
+    c.predict(api_name="/step", **kw)  # loads the models, warms up
+    times, rounds = [], []
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        out = c.predict(api_name="/step", **kw)
+        times.append(time.perf_counter() - t0)
+        rounds.append(round_ms(out) / 1e3)
+    run_rate = None
+    if args.run_rounds:
+        # A streamed Run: rounds per second from the first update to the last, as the browser sees them.
+        c.predict(api_name="/reset")
+        job = c.submit(api_name="/run", rounds=args.run_rounds, **(kw | {"budget": args.run_budget}))
+        stamps = [time.perf_counter() for _ in job]
+        run_rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else None
+    return times, rounds, run_rate, None
+
+
+def beside_model_thread(fn, *args):
+    """`fn(*args)` on a thread of its own while this (main) thread serves the app's model calls."""
+    from tevviz.app.model_thread import MODEL_THREAD
+
+    out: dict = {}
+
+    def work():
+        try:
+            out["value"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 -- re-raised on the main thread below
+            out["error"] = e
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    MODEL_THREAD.serve(until=lambda: not t.is_alive())
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
 
 
 def report(args, times: list[float], rounds: list[float], run_rate, run: dict | None = None) -> None:
