@@ -21,9 +21,9 @@ import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from common import parser, table, tree_flags, write
@@ -246,20 +246,10 @@ def beside_model_thread(fn, *args):
     """`fn(*args)` on a thread of its own while this (main) thread serves the app's model calls."""
     from tevviz.app.model_thread import MODEL_THREAD
 
-    out: dict = {}
-
-    def work():
-        try:
-            out["value"] = fn(*args)
-        except BaseException as e:  # noqa: BLE001 -- re-raised on the main thread below
-            out["error"] = e
-
-    t = threading.Thread(target=work, daemon=True)
-    t.start()
-    MODEL_THREAD.serve(until=lambda: not t.is_alive())
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
+    with ThreadPoolExecutor(1) as pool:
+        done = pool.submit(fn, *args)
+        MODEL_THREAD.serve(until=done.done)
+        return done.result()
 
 
 def report(args, times: list[float], rounds: list[float], run_rate, run: dict | None = None) -> None:
