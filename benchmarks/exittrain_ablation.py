@@ -137,6 +137,9 @@ def main() -> None:
     ap.add_argument("--original-from", default=None,
                     help="take the original drafter's held-out results from this earlier run's JSON (same eval "
                          "settings, checked) instead of evaluating it again")
+    ap.add_argument("--distilled-from", default=None,
+                    help="with --init-draft: take the warm start's held-out results from the earlier run's JSON that "
+                         "saved it (same eval settings, checked) instead of evaluating it again")
     ap.add_argument("--also", default="",
                     help="NAME=FOLDER,...: drafters evaluated beside the original on the same contexts, untrained "
                          "(e.g. shipped=assets/models/tevviz-stdlib-draft-exittrain); --objectives '' trains none")
@@ -147,6 +150,8 @@ def main() -> None:
     ap.add_argument("--sweep-steps", type=int, default=60)
     ap.add_argument("--val-prompts", type=int, default=5, help="train prompts held back for the sweep")
     args = ap.parse_args()
+    if args.distilled_from and not args.init_draft:
+        raise SystemExit("--distilled-from goes with --init-draft (the warm start that run saved)")
     pair, eval_prompts = setup(args)
     train_rows = load_prompts(args.prompts, "train")
     train_prompts = [pair.tokenizer(r["prompt"])["input_ids"] for r in train_rows]
@@ -231,15 +236,21 @@ def main() -> None:
         args.lr, args.lambda_exit = best["lr"], best["lambda_exit"]
         print(f"sweep: chose lr {args.lr} and lambda_exit {args.lambda_exit}\n" + table(sweep, list(sweep[0])))
 
-    if args.original_from:
-        earlier = json.loads(Path(args.original_from).read_text())
+    def earlier_row(path: str, row: str, flag: str, also: tuple = ()) -> dict:
+        """Row `row` of an earlier run's JSON, refused unless that run evaluated with these settings."""
+        earlier = json.loads(Path(path).read_text())
         same = ("pair", "target", "draft", "dtype", "prompts", "split", "limit", "budget", "depth", "max_new_tokens",
-                "seed", "eval_contexts", "context_tokens", "eval_temperatures", "draft_temperature")
+                "seed", "eval_contexts", "context_tokens", "eval_temperatures", "draft_temperature") + also
         # Runs from before an option existed ran at its default.
         differ = [k for k in same if earlier["args"].get(k, ap.get_default(k)) != vars(args).get(k)]
         if differ:
-            raise SystemExit(f"--original-from {args.original_from} evaluated with other settings: {differ}")
-        results = {"original": earlier["results"]["original"]}
+            raise SystemExit(f"{flag} {path} evaluated with other settings: {differ}")
+        if row not in earlier["results"]:
+            raise SystemExit(f"{flag} {path} has no {row!r} row")
+        return earlier["results"][row]
+
+    if args.original_from:
+        results = {"original": earlier_row(args.original_from, "original", "--original-from")}
     else:
         results = {"original": held_out(pair)}
     for item in filter(None, args.also.split(",")):
@@ -262,7 +273,14 @@ def main() -> None:
         if args.save_distilled:
             init.save_pretrained(args.save_distilled)
             pair.tokenizer.save_pretrained(args.save_distilled)
-    if init is not None:
+    if init is not None and args.distilled_from:
+        # The earlier run must have saved (or started from) the very folder this one starts from.
+        earlier = json.loads(Path(args.distilled_from).read_text())["args"]
+        if args.init_draft not in (earlier.get("save_distilled"), earlier.get("init_draft")):
+            raise SystemExit(f"--distilled-from {args.distilled_from} evaluated another warm start, not "
+                             f"{args.init_draft}")
+        results["distilled"] = earlier_row(args.distilled_from, "distilled", "--distilled-from")
+    elif init is not None:
         results["distilled"] = held_out(ModelPair(pair.target, init, pair.tokenizer, pair.target_name, "distilled"))
     curves = {}
     for objective in objectives:
