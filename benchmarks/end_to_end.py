@@ -4,7 +4,8 @@ Decoders: plain autoregressive (`target.generate`, and tevviz's own token loop),
 (`target.generate(assistant_model=draft)`), chain speculative decoding, best-first + predraw (the
 DDTree configuration), best-first + TEV at each budget of --budgets, and best-first + TEV with the
 exit-trained drafter. Runs are interleaved prompt by prompt and temperature by temperature (each
-decoder once per prompt in turn) after one warm-up pass. Prompt prefill is left out of every time.
+decoder once per prompt in turn) after one warm-up pass. Every time includes the prompt's prefill
+(`generate`'s own, or the DecodeSession's).
 """
 
 from __future__ import annotations
