@@ -65,7 +65,7 @@ def merge(paths: list[str], out: str | None) -> None:
     runs = [json.loads(Path(p).read_text()) for p in paths]
     results: dict = {}
     for path, run in zip(paths, runs):
-        own = ("objectives", "out", "save", "also")
+        own = ("objectives", "out", "save", "also", "stream_cache")  # a cache path: its settings are checked on load
         if {k: v for k, v in run["args"].items() if k not in own} != {k: v for k, v in runs[0]["args"].items()
                                                                         if k not in own}:
             raise SystemExit(f"{path} ran with other settings than {paths[0]}")
