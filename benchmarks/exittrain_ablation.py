@@ -118,6 +118,8 @@ def main() -> None:
     ap.add_argument("--eval-contexts", type=int, default=0,
                     help="evaluate on N random windows of the held-out stdlib files (--context-tokens long) instead of "
                          "the eval prompts")
+    ap.add_argument("--eval-seed", type=int, default=None,
+                    help="seed of the held-out windows' draw (default: --seed + 1); another seed is another sample")
     ap.add_argument("--streams", default=None,
                     help="train on the target answers in a drafter recipe's data file (WORK/data.pt of "
                          "`tevviz pair train-drafter`) instead of collecting continuations of the train prompts")
@@ -171,7 +173,7 @@ def main() -> None:
         from tevviz.demo_pair import encode_corpus, stdlib_files
 
         held = encode_corpus(pair.tokenizer, stdlib_files()[1]).tolist()
-        rng = random.Random(args.seed + 1)
+        rng = random.Random(args.seed + 1 if args.eval_seed is None else args.eval_seed)
         eval_prompts = [held[i : i + args.context_tokens]
                         for i in (rng.randrange(len(held) - args.context_tokens) for _ in range(args.eval_contexts))]
     builder = replace(best_first(args.budget, args.depth), draft_temperature=args.draft_temperature)
@@ -236,11 +238,11 @@ def main() -> None:
         args.lr, args.lambda_exit = best["lr"], best["lambda_exit"]
         print(f"sweep: chose lr {args.lr} and lambda_exit {args.lambda_exit}\n" + table(sweep, list(sweep[0])))
 
-    def earlier_row(path: str, row: str, flag: str, also: tuple = ()) -> dict:
+    def earlier_row(path: str, row: str, flag: str) -> dict:
         """Row `row` of an earlier run's JSON, refused unless that run evaluated with these settings."""
         earlier = json.loads(Path(path).read_text())
         same = ("pair", "target", "draft", "dtype", "prompts", "split", "limit", "budget", "depth", "max_new_tokens",
-                "seed", "eval_contexts", "context_tokens", "eval_temperatures", "draft_temperature") + also
+                "seed", "eval_seed", "eval_contexts", "context_tokens", "eval_temperatures", "draft_temperature")
         # Runs from before an option existed ran at its default.
         differ = [k for k in same if earlier["args"].get(k, ap.get_default(k)) != vars(args).get(k)]
         if differ:
