@@ -238,8 +238,9 @@ def main() -> None:
         args.lr, args.lambda_exit = best["lr"], best["lambda_exit"]
         print(f"sweep: chose lr {args.lr} and lambda_exit {args.lambda_exit}\n" + table(sweep, list(sweep[0])))
 
-    def earlier_row(path: str, row: str, flag: str) -> dict:
-        """Row `row` of an earlier run's JSON, refused unless that run evaluated with these settings."""
+    def earlier_row(path: str, row: str, flag: str, warm_start: str | None = None) -> dict:
+        """Row `row` of an earlier run's JSON, refused unless that run evaluated with these settings (and, given
+        `warm_start`, saved or started from that folder)."""
         earlier = json.loads(Path(path).read_text())
         same = ("pair", "target", "draft", "dtype", "prompts", "split", "limit", "budget", "depth", "max_new_tokens",
                 "seed", "eval_seed", "eval_contexts", "context_tokens", "eval_temperatures", "draft_temperature")
@@ -247,6 +248,9 @@ def main() -> None:
         differ = [k for k in same if earlier["args"].get(k, ap.get_default(k)) != vars(args).get(k)]
         if differ:
             raise SystemExit(f"{flag} {path} evaluated with other settings: {differ}")
+        if warm_start is not None and warm_start not in (earlier["args"].get("save_distilled"),
+                                                         earlier["args"].get("init_draft")):
+            raise SystemExit(f"{flag} {path} evaluated another warm start, not {warm_start}")
         if row not in earlier["results"]:
             raise SystemExit(f"{flag} {path} has no {row!r} row")
         return earlier["results"][row]
@@ -276,12 +280,7 @@ def main() -> None:
             init.save_pretrained(args.save_distilled)
             pair.tokenizer.save_pretrained(args.save_distilled)
     if init is not None and args.distilled_from:
-        # The earlier run must have saved (or started from) the very folder this one starts from.
-        earlier = json.loads(Path(args.distilled_from).read_text())["args"]
-        if args.init_draft not in (earlier.get("save_distilled"), earlier.get("init_draft")):
-            raise SystemExit(f"--distilled-from {args.distilled_from} evaluated another warm start, not "
-                             f"{args.init_draft}")
-        results["distilled"] = earlier_row(args.distilled_from, "distilled", "--distilled-from")
+        results["distilled"] = earlier_row(args.distilled_from, "distilled", "--distilled-from", args.init_draft)
     elif init is not None:
         results["distilled"] = held_out(ModelPair(pair.target, init, pair.tokenizer, pair.target_name, "distilled"))
     curves = {}
