@@ -147,7 +147,7 @@ def losing_cost_model(budget: int, depth: int):
 
     auto = AutoBudget(budget, depth)
     for n in (budget + 1, 3, 5):
-        auto.observe(n, 2, {"draft": 4000.0, "target": 1.0 + 0.1 * n, "verify": 0.1, "other": 0.1}, C_p=0.5, q_sum=1.0)
-    auto.observe(1, 0, {"draft": 0.0, "target": 1.1, "verify": 0.1, "other": 0.1}, C_p=0.0, q_sum=0.0)  # warm-up's plain step
+        auto.observe(n, 2, {"draft": 4000.0, "target": 1.0 + 0.1 * n, "verify": 0.1, "other": 0.1}, C_p=0.5, predicted=1.0)
+    auto.observe(1, 0, {"draft": 0.0, "target": 1.1, "verify": 0.1, "other": 0.1}, C_p=0.0, predicted=0.0)  # warm-up's plain step
     auto.skip_left, auto.wait = 1, 2
     return auto

@@ -10,13 +10,15 @@ from conftest import assert_caches_in_line, greedy_generate, losing_cost_model, 
 from test_exactness import assert_greedy, greedy_cfg
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, TevvizError
-from tevviz.engine.auto_budget import MAX_WAIT, WARMUP_FRACTIONS, AutoBudget, Plan, plain_rate
+from tevviz.engine.auto_budget import MAX_WAIT, Q_EDGES, RANKS, WARMUP_FRACTIONS, AutoBudget, Plan, plain_rate, q_bins
+from tevviz.engine.builders import build_tree
 from tevviz.engine.io import loads, session_dict
+from tevviz.engine.kv import new_cache
 
 
 def plan(**kw) -> Plan:
-    base = {"max_budget": 8, "max_depth": 4, "target_fixed": 10.0, "target_per_token": 1.0, "draft_level": 2.0, "overhead": 1.0,
-                "calibration": 1.0}
+    base = {"max_budget": 8, "max_depth": 4, "target_fixed": 10.0, "target_per_token": 1.0, "draft_level": 2.0,
+            "overhead": 1.0}
     return Plan(**(base | kw))
 
 
@@ -24,21 +26,21 @@ def test_best_subtree_maximises_expected_tokens_per_ms_by_brute_force():
     g = torch.Generator().manual_seed(0)
     for _ in range(50):
         scores = -torch.rand(12, generator=g) * 4
-        p = plan(target_per_token=float(torch.rand(1, generator=g)) * 3, calibration=float(torch.rand(1, generator=g)))
+        p = plan(target_per_token=float(torch.rand(1, generator=g)) * 3)
         k, rate = p.best(scores, depth=3)
         q = sorted(torch.exp(scores).tolist(), reverse=True)[:8]
-        rates = [(1 + p.calibration * sum(q[:j])) / p.round_ms(j, 3) for j in range(1, len(q) + 1)]
+        rates = [(1 + sum(q[:j])) / p.round_ms(j, 3) for j in range(1, len(q) + 1)]
         assert k == 1 + max(range(len(rates)), key=rates.__getitem__) and rate == pytest.approx(max(rates), rel=1e-5)
     cheap, dear = plan(target_per_token=1e-6), plan(target_per_token=1e3)
     assert cheap.best(torch.zeros(12) - 0.1, 3)[0] == 8  # nodes nearly free: the whole limit
     assert dear.best(torch.zeros(12) - 0.1, 3)[0] == 1  # nodes dearer than what they bring: one
 
 
-def test_cost_model_recovers_a_line_and_the_calibration():
+def test_cost_model_recovers_a_line_and_the_realised_over_predicted_coverage():
     auto = AutoBudget(64, 8)
     for n in (65, 17, 33, 9, 41, 25):
         auto.observe(n, levels=4, stage_ms={"draft": 8.0, "target": 20.0 + 0.5 * n, "verify": 1.0, "other": 2.0},
-                     C_p=1.5, q_sum=3.0)
+                     C_p=1.5, predicted=3.0)
     fit = auto.fit()
     assert fit.target_fixed == pytest.approx(20.0) and fit.target_per_token == pytest.approx(0.5)
     assert fit.draft_level == pytest.approx(2.0) and fit.overhead == pytest.approx(3.0)
@@ -50,16 +52,73 @@ def test_a_plain_step_is_timed_on_its_own():
     would price a plain step at twice its cost and keep drafting trees that lose to it."""
     auto = AutoBudget(32, 8)
     for n in (33, 9, 17):  # CPU-like: a steep first extra token, then a gentle slope
-        auto.observe(n, 4, {"draft": 40.0, "target": 200.0 + 6.0 * n, "verify": 2.0, "other": 1.0}, C_p=1.0, q_sum=2.0)
+        auto.observe(n, 4, {"draft": 40.0, "target": 200.0 + 6.0 * n, "verify": 2.0, "other": 1.0}, C_p=1.0, predicted=2.0)
     assert auto.fit().plain == pytest.approx(3.0 + 200.0 + 6.0), "before any plain step: the line's price"
-    auto.observe(1, 0, {"draft": 0.0, "target": 100.0, "verify": 0.5, "other": 0.5}, C_p=0.0, q_sum=0.0)
+    auto.observe(1, 0, {"draft": 0.0, "target": 100.0, "verify": 0.5, "other": 0.5}, C_p=0.0, predicted=0.0)
     fit = auto.fit()
     assert fit.plain == pytest.approx(101.0) and plain_rate(fit) == pytest.approx(1 / 101.0)
     assert (fit.target_fixed, fit.target_per_token) == pytest.approx((200.0, 6.0)), "the plain step is not on the line"
     # A tree of tau 2 at 9 tokens (40 + 254 + 3 ms): better than the line's plain step (209 ms a token), worse
     # than the measured one (101 ms): the next round goes without a draft.
-    auto.observe(9, 4, {"draft": 40.0, "target": 254.0, "verify": 2.0, "other": 1.0}, C_p=1.0, q_sum=2.0)
+    auto.observe(9, 4, {"draft": 40.0, "target": 254.0, "verify": 2.0, "other": 1.0}, C_p=1.0, predicted=2.0)
     assert auto.plan().skip_draft
+
+
+def test_the_acceptance_table_learns_each_rank_and_q_bin_from_target_edge_probabilities():
+    """A first choice at q 0.55 that the target always takes, a second choice at q 0.3 it never takes: the table
+    learns both, leaves unseen bins at their q, and C_p over the predicted reach is what the rounds realised."""
+    auto = AutoBudget(8, 4)
+    prior = auto.log_accept().exp()
+    mid = (torch.tensor((0.0, *Q_EDGES)) + torch.tensor((*Q_EDGES, 1.0))) / 2
+    assert torch.allclose(prior, mid.expand(RANKS, -1)), "before any node: each bin answers its own q"
+    lq = [0.0, 0.55, 0.3]
+    first, second = (int(q_bins(torch.tensor([x]).log())) for x in lq[1:])
+    for _ in range(60):
+        auto.observe(3, 1, {"draft": 1.0, "target": 10.0, "verify": 1.0, "other": 1.0}, C_p=1.0, predicted=0.8,
+                     ranks=[0, 0, 1], logq=torch.tensor(lq).log().tolist(), p_edge=[1.0, 1.0, 0.0])
+    table = auto.log_accept().exp()
+    assert table[0, first] > 0.95 and table[1, second] < 0.05
+    untouched = torch.ones(RANKS, len(Q_EDGES) + 1, dtype=torch.bool)
+    untouched[0, first] = untouched[1, second] = False
+    assert torch.allclose(table[untouched], prior[untouched])
+    fit = auto.fit()
+    assert fit.calibration == pytest.approx(1.0 / 0.8)
+    assert fit.first_accept == pytest.approx(1.0) and fit.first_q == pytest.approx(0.55)
+    # Later ranks share the last row.
+    assert torch.equal(Plan(8, 4, 1.0, 1.0, 1.0, 1.0, auto.log_accept()).edge_values(
+        torch.tensor([0.3, 0.3]).log(), torch.tensor([1, 7]))[1], auto.log_accept()[RANKS - 1, second])
+
+
+def _table(first: float, later: float) -> torch.Tensor:
+    """An acceptance table that puts every first choice at `first` and every later choice at `later`."""
+    t = torch.full((RANKS, len(Q_EDGES) + 1), later)
+    t[0] = first
+    return t.log()
+
+
+def test_trees_follow_the_table_a_chain_where_first_choices_hold_and_a_bush_where_they_do_not(pair):
+    """The same draft and limits give a deep chain when first choices are taken (T = 0 on a good drafter) and a
+    wide shallow tree when only the root's alternatives pay; the kept nodes are always closed under ancestors."""
+    ctx = random_prompts(1, 11)[0]
+    cfg = BuilderConfig(budget=8, depth=8, children=4, width=8, auto=True)
+
+    def built(table):
+        p = Plan(8, 8, target_fixed=10.0, target_per_token=0.01, draft_level=0.01, overhead=1.0, log_accept=table)
+        return build_tree(pair.draft, new_cache(pair.draft), ctx, cfg, plan=p)
+
+    chain = built(_table(0.95, 1e-4))
+    assert chain.tree.size - 1 == 8 and sorted(chain.tree.depths.tolist()) == list(range(9))
+    assert chain.ranks.tolist() == [0] * 9
+    bush = built(_table(0.2, 0.15))
+    assert max(bush.tree.depths.tolist()) <= 2 and (bush.tree.depths == 1).sum() >= 4
+    for r in (chain, bush):
+        parents = r.tree.parents.tolist()
+        assert all(parents[v] < v for v in range(1, len(parents))), "parents first: closed under ancestors"
+        expect = torch.zeros(r.tree.size)
+        for v in range(1, r.tree.size):
+            expect[v] = expect[parents[v]] + _table(*((0.95, 1e-4) if r is chain else (0.2, 0.15)))[
+                min(int(r.ranks[v]), RANKS - 1), int(q_bins(r.tree.draft_logprobs[v:v + 1]))]
+        assert torch.allclose(r.reach, expect), "reach is the product of the table's edge values along the path"
 
 
 @pytest.fixture(scope="module")
@@ -114,14 +173,14 @@ def test_rounds_without_a_draft_back_off_while_trees_lose_and_stop_when_one_wins
     auto = AutoBudget(8, 4)
     lose = {"draft": 50.0, "target": 10.0, "verify": 1.0, "other": 1.0}
     for n in (9, 3, 5, 7):
-        auto.observe(n, 2, {"draft": 2.0, "target": 10.0 + 0.5 * n, "verify": 1.0, "other": 1.0}, C_p=2.0, q_sum=2.0)
+        auto.observe(n, 2, {"draft": 2.0, "target": 10.0 + 0.5 * n, "verify": 1.0, "other": 1.0}, C_p=2.0, predicted=2.0)
     assert not auto.plan().skip_draft, "trees that pay are drafted"
     waits = []
     for _ in range(7):  # a losing tree, then the rounds without a draft that it earns
-        auto.observe(5, 3, lose | {"draft": 5000.0}, C_p=0.1, q_sum=2.0)
+        auto.observe(5, 3, lose | {"draft": 5000.0}, C_p=0.1, predicted=2.0)
         n = 0
         while auto.plan().skip_draft:
-            auto.observe(1, 0, {"draft": 0.0, "target": 9.0, "verify": 0.5, "other": 0.5}, C_p=0.0, q_sum=0.0)
+            auto.observe(1, 0, {"draft": 0.0, "target": 9.0, "verify": 0.5, "other": 0.5}, C_p=0.0, predicted=0.0)
             n += 1
         waits.append(n)
     assert waits == [1, 2, 4, 8, 16, MAX_WAIT, MAX_WAIT]
@@ -132,9 +191,9 @@ def test_rounds_without_a_draft_back_off_while_trees_lose_and_stop_when_one_wins
     # A tree that wins (here: cheap levels, good coverage) ends the back-off.
     auto = AutoBudget(8, 4)
     for n in (9, 3, 5):
-        auto.observe(n, 2, {"draft": 2.0, "target": 10.0 + 0.5 * n, "verify": 1.0, "other": 1.0}, C_p=2.0, q_sum=2.0)
+        auto.observe(n, 2, {"draft": 2.0, "target": 10.0 + 0.5 * n, "verify": 1.0, "other": 1.0}, C_p=2.0, predicted=2.0)
     auto.wait = 8
-    auto.observe(5, 2, {"draft": 2.0, "target": 12.5, "verify": 1.0, "other": 1.0}, C_p=2.0, q_sum=2.0)
+    auto.observe(5, 2, {"draft": 2.0, "target": 12.5, "verify": 1.0, "other": 1.0}, C_p=2.0, predicted=2.0)
     assert not auto.plan().skip_draft and auto.wait == 1
 
 

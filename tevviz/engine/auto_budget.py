@@ -1,8 +1,11 @@
 """A tree that sizes itself (`--budget auto`): each round's B and H chosen for expected tokens per second.
 
-Expected committed tokens of a tree are `1 + c * sum of Q(v)`, with `Q(v) = exp(s(v))` the draft's
-own path probability (as DDTree and OPT-Tree score candidate nodes) and `c` a calibration measured
-in the session: the target's actual coverage `C_p` of the verified trees over their summed `Q`.
+Expected committed tokens of a tree are `1 + sum of R(v)`, with `R(v)` the predicted reach of node `v`: the product,
+along its path, of each edge's expected target probability. That is read from an acceptance table learnt in the
+session: for each child rank among its siblings (the draft's first, second, later choice) and each bin of the draft's
+own probability `q`, the mean target edge probability `p_pa(v)(x_v)` of such nodes in the verified trees (exact for
+every node, reached or not). At T = 0 the draft's first choice is the target's far more often than its `q` says,
+its siblings less; so the table, not the draft's path probability, decides how deep and how wide a tree pays.
 A round costs `overhead + H * draft_level + target(n)`, each term measured online (docs/auto-budget.md);
 a plain target step (one token, no draft) is timed on its own, since on a CPU a pass over two tokens
 already costs half a step more than one. When drafted trees have lately been worth less than a plain
@@ -23,11 +26,17 @@ WINDOW = 48  # rounds the cost model remembers: recent enough to follow load, en
 # which times a plain step.
 WARMUP_FRACTIONS = (1.0, 0.25, 0.5, 0.0)
 MAX_WAIT = 16  # most rounds without a draft before drafting is tried again
+# The acceptance table's rows: a child's rank among its siblings (first, second, third or later choice of the draft),
+# and its columns: bins of the draft's own q. Until a bin has seen nodes it answers q itself (PRIOR nodes' worth).
+RANKS = 3
+Q_EDGES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+PRIOR = 2.0
+MIN_ACCEPT = 1e-6  # a bin that never hit still ranks its nodes below every bin that did
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What the builder needs from the cost model for one round (plain floats; ms)."""
+    """What the builder needs from the cost model for one round (ms; the acceptance table as log-probabilities)."""
 
     max_budget: int
     max_depth: int
@@ -35,24 +44,37 @@ class Plan:
     target_per_token: float
     draft_level: float  # one draft forward (one tree level)
     overhead: float  # verify and the rest of a round
-    calibration: float  # realised C_p per unit of summed draft path probability
+    log_accept: torch.Tensor | None = None  # (RANKS, len(Q_EDGES) + 1); None: the draft's own q
     forced_budget: int | None = None  # warm-up: this budget, full depth
     skip_draft: bool = False  # no draft this round: the tree is the root alone (one plain target step)
 
     def round_ms(self, nodes: int, depth: int) -> float:
         return self.overhead + depth * self.draft_level + self.target_fixed + self.target_per_token * (nodes + 1)
 
-    def best(self, scores: torch.Tensor, depth: int) -> tuple[int, float]:
-        """(k, expected tokens per ms) of the best top-k subtree by path score, k <= max_budget."""
-        if self.forced_budget is not None or scores.numel() == 0:
-            return min(self.forced_budget or 0, scores.numel()), 0.0
-        q = torch.sort(scores.float(), descending=True).values[: self.max_budget].exp()
-        gain = 1 + self.calibration * torch.cumsum(q, 0)
-        k = torch.arange(1, q.numel() + 1, device=q.device, dtype=torch.float32)
+    def edge_values(self, logq: torch.Tensor, ranks: torch.Tensor) -> torch.Tensor:
+        """log of each new edge's expected target probability, from its draft log q and its rank among siblings."""
+        if self.log_accept is None:
+            return logq
+        table = self.log_accept.to(logq.device)
+        return table[ranks.clamp(max=RANKS - 1), q_bins(logq)]
+
+    def best(self, values: torch.Tensor, depth: int) -> tuple[int, float]:
+        """(k, expected tokens per ms) of the best tree of the top-k nodes by log reach `values`, k <= max_budget."""
+        if self.forced_budget is not None or values.numel() == 0:
+            return min(self.forced_budget or 0, values.numel()), 0.0
+        reach = torch.sort(values.float(), descending=True).values[: self.max_budget].exp()
+        gain = 1 + torch.cumsum(reach, 0)
+        k = torch.arange(1, reach.numel() + 1, device=reach.device, dtype=torch.float32)
         cost = self.overhead + depth * self.draft_level + self.target_fixed + self.target_per_token * (k + 1)
         rate = gain / cost
         i = int(torch.argmax(rate))
         return i + 1, float(rate[i])
+
+
+def q_bins(logq: torch.Tensor) -> torch.Tensor:
+    """Column of the acceptance table for each draft log-probability."""
+    edges = torch.tensor(Q_EDGES, device=logq.device, dtype=torch.float32)
+    return torch.bucketize(logq.float().exp(), edges)
 
 
 @dataclass(frozen=True)
@@ -63,21 +85,23 @@ class Fit:
     target_per_token: float
     draft_level: float
     overhead: float
-    calibration: float
+    calibration: float  # realised C_p over the predicted reach of the same trees: 1 when the table is right
     rounds: int
     plain: float  # a round without a draft: measured, or from the tree line until one has run
+    first_accept: float = float("nan")  # mean target probability of the draft's first-choice children
+    first_q: float = float("nan")  # and their mean draft q
 
     @classmethod
     def from_sizing(cls, sizing: dict) -> Fit:
         """The fit stored in a round's `sizing` (RoundRecord.sizing, graph.sizing in the JSON)."""
-        kw = {k: sizing[k] for k in cls.__dataclass_fields__ if k != "plain"}
+        kw = {k: sizing[k] for k in cls.__dataclass_fields__ if k in sizing}
         # Sessions saved before plain steps were timed on their own priced them on the line.
-        kw["plain"] = sizing.get("plain", kw["overhead"] + kw["target_fixed"] + kw["target_per_token"])
+        kw.setdefault("plain", kw["overhead"] + kw["target_fixed"] + kw["target_per_token"])
         return cls(**kw)
 
 
 class AutoBudget:
-    """The session's online cost model and calibration; `plan()` before a round, `observe()` after it."""
+    """The session's online cost model and acceptance table; `plan()` before a round, `observe()` after it."""
 
     def __init__(self, max_budget: int, max_depth: int):
         self.max_budget, self.max_depth = max_budget, max_depth
@@ -85,7 +109,10 @@ class AutoBudget:
         self.plain = deque(maxlen=WINDOW)  # ms of rounds without a draft (target pass over the root, verify, commit)
         self.levels = deque(maxlen=WINDOW)  # (levels, ms)
         self.overheads = deque(maxlen=WINDOW)
-        self.coverage = deque(maxlen=WINDOW)  # (C_p, sum of Q)
+        self.coverage = deque(maxlen=WINDOW)  # (C_p, predicted reach)
+        shape = (RANKS, len(Q_EDGES) + 1)
+        # Decayed sums over drafted rounds' nodes (about WINDOW rounds' worth): count, target edge probability, q.
+        self.nodes, self.hits, self.qs = torch.zeros(shape), torch.zeros(shape), torch.zeros(shape)
         self.rounds = 0
         self.skip_left = 0  # rounds still to go without a draft
         self.wait = 1  # rounds without a draft after the next drafted round that loses to a plain step
@@ -97,10 +124,20 @@ class AutoBudget:
             share = WARMUP_FRACTIONS[self.rounds]
             forced, skip = (max(1, round(self.max_budget * share)), False) if share > 0 else (0, True)
         return Plan(self.max_budget, self.max_depth, fit.target_fixed, fit.target_per_token, fit.draft_level,
-                    fit.overhead, fit.calibration, forced, skip_draft=skip)
+                    fit.overhead, self.log_accept(), forced, skip_draft=skip)
 
-    def observe(self, tokens: int, levels: int, stage_ms: dict[str, float], C_p: float, q_sum: float) -> Fit:
-        """One verified round: its tree size (root included), draft levels (0: not drafted), stage times, C_p, summed Q.
+    def log_accept(self) -> torch.Tensor:
+        """The acceptance table: each bin's mean target edge probability, drawn toward its mean q while it has few nodes."""
+        mid = torch.tensor((0.0, *Q_EDGES)) + torch.diff(torch.tensor((0.0, *Q_EDGES, 1.0))) / 2
+        prior_q = torch.where(self.nodes > 0, self.qs / self.nodes.clamp(min=1e-9), mid)
+        accept = (self.hits + PRIOR * prior_q) / (self.nodes + PRIOR)
+        return accept.clamp(MIN_ACCEPT, 1.0).log()
+
+    def observe(self, tokens: int, levels: int, stage_ms: dict[str, float], C_p: float, predicted: float,
+                ranks: list[int] | None = None, logq: list[float] | None = None,
+                p_edge: list[float] | None = None) -> Fit:
+        """One verified round: its tree size (root included), draft levels (0: not drafted), stage times, C_p, and
+        the predicted reach; with its nodes' ranks, draft log q and target edge probabilities, the table learns.
 
         Returns the cost model after it (what the round's record shows).
         """
@@ -113,7 +150,9 @@ class AutoBudget:
         self.target.append((tokens, stage_ms["target"]))
         self.overheads.append(rest)
         self.levels.append((levels, stage_ms["draft"]))
-        self.coverage.append((C_p, q_sum))
+        self.coverage.append((C_p, predicted))
+        if ranks is not None and len(ranks) > 1:
+            self._learn(ranks[1:], logq[1:], p_edge[1:])
         # Was this tree worth its round? Both rates from the cost model, so that one slow round does not decide.
         fit = self.fit()
         drafted = (1 + C_p) / max(fit.overhead + levels * fit.draft_level + fit.target_fixed
@@ -124,15 +163,25 @@ class AutoBudget:
             self.skip_left, self.wait = self.wait, min(2 * self.wait, MAX_WAIT)
         return fit
 
+    def _learn(self, ranks: list[int], logq: list[float], p_edge: list[float]) -> None:
+        """Add one tree's non-root nodes to the decayed sums of the acceptance table."""
+        lq = torch.tensor(logq)
+        cell = torch.tensor(ranks).clamp(max=RANKS - 1) * (len(Q_EDGES) + 1) + q_bins(lq)
+        decay = 1 - 1 / WINDOW
+        for sums, x in ((self.nodes, torch.ones_like(lq)), (self.hits, torch.tensor(p_edge)), (self.qs, lq.exp())):
+            sums.mul_(decay).view(-1).index_add_(0, cell, x.float())
+
     def fit(self) -> Fit:
-        """Least squares of target ms on tree tokens; per-level draft ms; mean overhead; C_p / sum Q; plain step ms."""
+        """Least squares of target ms on tree tokens; per-level draft ms; mean overhead; C_p / predicted; plain ms."""
         fixed, per = _line(list(self.target))
         level = sum(ms for _, ms in self.levels) / max(sum(n for n, _ in self.levels), 1) if self.levels else 1.0
         overhead = sum(self.overheads) / len(self.overheads) if self.overheads else 0.0
-        cov, qs = sum(c for c, _ in self.coverage), sum(q for _, q in self.coverage)
-        calibration = min(cov / qs, 1.0) if qs > 0 else 1.0  # a drafter is never trusted beyond its own law
+        cov, pred = sum(c for c, _ in self.coverage), sum(q for _, q in self.coverage)
+        calibration = cov / pred if pred > 0 else 1.0
         plain = sum(self.plain) / len(self.plain) if self.plain else overhead + fixed + per
-        return Fit(fixed, per, level, overhead, calibration, self.rounds, plain)
+        n = float(self.nodes[0].sum())
+        first = (float(self.hits[0].sum()) / n, float(self.qs[0].sum()) / n) if n > 0 else (float("nan"),) * 2
+        return Fit(fixed, per, level, overhead, calibration, self.rounds, plain, *first)
 
 
 def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
@@ -155,14 +204,10 @@ def plain_rate(fit: Fit) -> float:
     return 1.0 / max(fit.plain, 1e-9)
 
 
-def draft_mass(scores: torch.Tensor) -> float:
-    """Summed draft path probability of a tree's non-root nodes."""
-    return float(torch.exp(scores[1:].float()).sum()) if scores.numel() > 1 else 0.0
-
-
 def describe(fit: Fit) -> str:
     if not math.isfinite(fit.target_per_token):
         return "no rounds yet"
     return (f"target {fit.target_fixed:.1f} + {fit.target_per_token:.2f}·n ms, draft {fit.draft_level:.1f} ms a level, "
-            f"other {fit.overhead:.1f} ms, plain step {fit.plain:.1f} ms, calibration C_p/ΣQ {fit.calibration:.2f} "
+            f"other {fit.overhead:.1f} ms, plain step {fit.plain:.1f} ms; the draft's first choice accepted "
+            f"{fit.first_accept:.0%} (its q {fit.first_q:.0%}), realised / predicted C_p {fit.calibration:.2f} "
             f"({fit.rounds} rounds)")

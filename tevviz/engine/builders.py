@@ -94,6 +94,8 @@ class DraftResult:
     slots: torch.Tensor  # (N,) long; draft-cache offset past `base` of each forwarded node, -1 if never forwarded
     base: int  # draft cache length after the pending tokens (root included)
     levels: int = 0  # draft forwards, the pending tokens' included
+    ranks: torch.Tensor | None = None  # (N,) long; each node's rank among its parent's drafted children (root 0)
+    reach: torch.Tensor | None = None  # (N,) log predicted reach of each node (auto budget: the plan's table)
 
 
 def _forward(model, cache, tokens: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
@@ -113,8 +115,9 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
     """Draft a tree below the last pending token (the root); `pending` are committed tokens not yet in `cache`.
 
     `max_depth` caps the depth for this round (context length); the cache grows by the forwarded nodes.
-    With a `plan` (auto budget), drafting stops at the first level that does not raise the expected
-    tokens per ms, and the tree keeps the top-k nodes by path score with the best rate.
+    With a `plan` (auto budget), nodes are ranked by their predicted reach (the plan's acceptance table)
+    instead of the draft's path score; drafting stops at the first level that does not raise the expected
+    tokens per ms, and the tree keeps the top-k nodes by reach with the best rate.
     """
     device = model.device
     past = cache.get_seq_length()
@@ -134,9 +137,13 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
     logq = [torch.zeros(1, device=device)]
     scores = [torch.zeros(1, device=device)]
     slots = [torch.full((1,), -1, dtype=torch.long, device=device)]
+    ranks = [torch.zeros(1, dtype=torch.long, device=device)]
+    # Log predicted reach: what the frontier and the kept nodes are chosen by. Without a table it is the path score.
+    sized = plan is not None and plan.log_accept is not None
+    reach = [scores[0]]
     n = 1
     frontier = torch.zeros(1, dtype=torch.long, device=device)  # node ids being expanded
-    frontier_scores = scores[0]
+    frontier_scores, frontier_reach = scores[0], reach[0]
     vis = torch.zeros(1, 0, dtype=torch.bool, device=device)  # frontier rows over the tree slots forwarded so far
     n_slots = 0
     levels, best_rate = 1, 0.0
@@ -149,40 +156,46 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
             step = torch.log_softmax(logits.float() / cfg.draft_temperature, dim=-1).gather(-1, top.indices)
         f = frontier.shape[0]
         new_scores = (frontier_scores.unsqueeze(1) + step).reshape(-1)
+        rank = torch.arange(k, device=device).repeat(f)
+        new_reach = (frontier_reach.repeat_interleave(k) + plan.edge_values(top.values.reshape(-1), rank)
+                     if sized else new_scores)
         tokens.append(top.indices.reshape(-1))
         parents.append(frontier.repeat_interleave(k))
         depths.append(torch.full((f * k,), d, dtype=torch.long, device=device))
         logq.append(top.values.reshape(-1))
         scores.append(new_scores)
         slots.append(torch.full((f * k,), -1, dtype=torch.long, device=device))
+        ranks.append(rank)
+        reach.append(new_reach)
         if plan is not None and plan.forced_budget is None:
-            _, rate = plan.best(torch.cat(scores[1:]), levels)
+            _, rate = plan.best(torch.cat(reach[1:]), levels)
             if rate <= best_rate:
                 break  # this level did not pay for itself: the next one would pay less
             best_rate = rate
         if d == H:
             break
-        # The next frontier: the `width` best new nodes by path score, in creation order.
+        # The next frontier: the `width` best new nodes by path score (by reach, auto), in creation order.
         chosen = torch.arange(f * k, device=device)
         if f * k > width:
-            chosen = torch.topk(new_scores, width).indices.sort().values
+            chosen = torch.topk(new_reach, width).indices.sort().values
         m = chosen.shape[0]
         rows = torch.cat([vis[chosen // k], torch.zeros(m, m, dtype=torch.bool, device=device)], dim=1)
         rows[:, n_slots:] = torch.eye(m, dtype=torch.bool, device=device)
         visible = torch.cat([torch.ones(m, base, dtype=torch.bool, device=device), rows], dim=1)
         slots[-1][chosen] = torch.arange(n_slots, n_slots + m, device=device)
         logits = _forward(model, cache, tokens[-1][chosen], torch.full((m,), root_pos + d, device=device), visible)
-        frontier, frontier_scores, vis = chosen + n, new_scores[chosen], rows
+        frontier, frontier_scores, frontier_reach, vis = chosen + n, new_scores[chosen], new_reach[chosen], rows
         n += f * k
         n_slots += m
         levels += 1
 
     tree = DraftTree(*(torch.cat(x) for x in (tokens, parents, depths, logq, scores)))
-    slot = torch.cat(slots)
-    keep = cfg.keep if plan is None else min(cfg.keep, plan.best(tree.scores[1:], levels)[0])
+    slot, rank, value = torch.cat(slots), torch.cat(ranks), torch.cat(reach)
+    keep = cfg.keep if plan is None else min(cfg.keep, plan.best(value[1:], levels)[0])
     if tree.size - 1 > keep:
-        tree, slot = _keep_best(tree, slot, keep)
-    return DraftResult(tree, slot, base, levels)
+        tree, kept = _keep_best(tree, value, keep)
+        slot, rank, value = slot[kept], rank[kept], value[kept]
+    return DraftResult(tree, slot, base, levels, rank, value)
 
 
 def root_only(root: int, base: int, device) -> DraftResult:
@@ -190,19 +203,19 @@ def root_only(root: int, base: int, device) -> DraftResult:
     zero = torch.zeros(1, dtype=torch.long, device=device)
     tree = DraftTree(torch.tensor([root], device=device), zero - 1, zero, torch.zeros(1, device=device),
                      torch.zeros(1, device=device))
-    return DraftResult(tree, zero - 1, base, levels=0)
+    return DraftResult(tree, zero - 1, base, levels=0, ranks=zero, reach=torch.zeros(1, device=device))
 
 
-def _keep_best(tree: DraftTree, slot: torch.Tensor, budget: int) -> tuple[DraftTree, torch.Tensor]:
-    """Keep the `budget` best non-root nodes by score (ties: earlier, hence shallower, first).
+def _keep_best(tree: DraftTree, key: torch.Tensor, budget: int) -> tuple[DraftTree, torch.Tensor]:
+    """The subtree of the `budget` best non-root nodes by `key` (ties: earlier, hence shallower, first), and their ids.
 
-    Scores never increase along a path, so the kept set is closed under ancestors.
+    Path scores and log reach never increase along a path, so the kept set is closed under ancestors.
     """
-    best = torch.sort(tree.scores[1:], descending=True, stable=True).indices[:budget] + 1
+    best = torch.sort(key[1:], descending=True, stable=True).indices[:budget] + 1
     kept = torch.cat([torch.zeros(1, dtype=torch.long, device=tree.device), best.sort().values])
     new_id = torch.full((tree.size,), -1, dtype=torch.long, device=tree.device)
     new_id[kept] = torch.arange(kept.shape[0], device=tree.device)
     old_parent = tree.parents[kept]
     parents = torch.where(old_parent >= 0, new_id[old_parent.clamp(min=0)], old_parent)
     sub = DraftTree(tree.tokens[kept], parents, tree.depths[kept], tree.draft_logprobs[kept], tree.scores[kept])
-    return sub, slot[kept]
+    return sub, kept

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 import torch
 
 from . import exit_law as law
-from .auto_budget import AutoBudget, draft_mass
+from .auto_budget import AutoBudget
 from .builders import BuilderConfig, build_tree, root_only
 from .errors import TevvizError
 from .kv import additive_mask, keep_entries, new_cache, tree_visibility
@@ -242,7 +242,9 @@ class DecodeSession:
         ms = {k: v * 1e3 for k, v in {"draft": t1 - t0, "target": t2 - t1, "verify": t3 - t2, "other": t4 - t3}.items()}
         sizing = None
         if self.auto is not None:
-            fit = self.auto.observe(tree.size, drafted.levels, ms, fields["C_p"], draft_mass(tree.scores))
+            predicted = float(drafted.reach[1:].exp().sum()) if drafted.levels else 0.0
+            fit = self.auto.observe(tree.size, drafted.levels, ms, fields["C_p"], predicted, drafted.ranks.tolist(),
+                                    fields["draft_logprobs"], fields["p_edge"])
             sizing = {"B": tree.size - 1, "H": max(fields["depths"]), "warmup": plan.forced_budget is not None,
                       "drafted": drafted.levels > 0,
                       **{k: v for k, v in asdict(fit).items()}}
