@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -71,6 +72,7 @@ def test_the_acceptance_table_learns_each_rank_and_q_bin_from_target_edge_probab
     prior = auto.log_accept().exp()
     mid = (torch.tensor((0.0, *Q_EDGES)) + torch.tensor((*Q_EDGES, 1.0))) / 2
     assert torch.allclose(prior, mid.expand(RANKS, -1)), "before any node: each bin answers its own q"
+    json.dumps(asdict(auto.fit()), allow_nan=False)  # a round's sizing goes into the session JSON: finite numbers
     lq = [0.0, 0.55, 0.3]
     first, second = (int(q_bins(torch.tensor([x]).log())) for x in lq[1:])
     for _ in range(60):

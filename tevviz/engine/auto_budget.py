@@ -88,8 +88,8 @@ class Fit:
     calibration: float  # realised C_p over the predicted reach of the same trees: 1 when the table is right
     rounds: int
     plain: float  # a round without a draft: measured, or from the tree line until one has run
-    first_accept: float = float("nan")  # mean target probability of the draft's first-choice children
-    first_q: float = float("nan")  # and their mean draft q
+    first_accept: float = 0.0  # mean target probability of the draft's first-choice children (0: none yet)
+    first_q: float = 0.0  # and their mean draft q (never 0 once one is seen; JSON keeps finite numbers only)
 
     @classmethod
     def from_sizing(cls, sizing: dict) -> Fit:
@@ -180,7 +180,7 @@ class AutoBudget:
         calibration = cov / pred if pred > 0 else 1.0
         plain = sum(self.plain) / len(self.plain) if self.plain else overhead + fixed + per
         n = float(self.nodes[0].sum())
-        first = (float(self.hits[0].sum()) / n, float(self.qs[0].sum()) / n) if n > 0 else (float("nan"),) * 2
+        first = (float(self.hits[0].sum()) / n, float(self.qs[0].sum()) / n) if n > 0 else (0.0, 0.0)
         return Fit(fixed, per, level, overhead, calibration, self.rounds, plain, *first)
 
 
@@ -208,6 +208,6 @@ def describe(fit: Fit) -> str:
     if not math.isfinite(fit.target_per_token):
         return "no rounds yet"
     return (f"target {fit.target_fixed:.1f} + {fit.target_per_token:.2f}·n ms, draft {fit.draft_level:.1f} ms a level, "
-            f"other {fit.overhead:.1f} ms, plain step {fit.plain:.1f} ms; the draft's first choice accepted "
-            f"{fit.first_accept:.0%} (its q {fit.first_q:.0%}), realised / predicted C_p {fit.calibration:.2f} "
-            f"({fit.rounds} rounds)")
+            f"other {fit.overhead:.1f} ms, plain step {fit.plain:.1f} ms; "
+            + (f"the draft's first choice accepted {fit.first_accept:.0%} (its q {fit.first_q:.0%}), " if fit.first_q
+               else "") + f"realised / predicted C_p {fit.calibration:.2f} ({fit.rounds} rounds)")

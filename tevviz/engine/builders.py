@@ -39,6 +39,7 @@ class BuilderConfig:
     auto: bool = False  # best-first only: budget and depth become limits, each round sized by engine/auto_budget.py
     # Path scores come from the draft's logits divided by this: above 1 a sharp (overconfident) draft ranks deep
     # paths lower, so trees grow wider; which tokens a node's children are does not change. Node q stays q.
+    # Auto-sized trees rank nodes by their learnt acceptance table instead, which this does not touch.
     draft_temperature: float = 1.0
 
     def __post_init__(self):
@@ -95,7 +96,7 @@ class DraftResult:
     base: int  # draft cache length after the pending tokens (root included)
     levels: int = 0  # draft forwards, the pending tokens' included
     ranks: torch.Tensor | None = None  # (N,) long; each node's rank among its parent's drafted children (root 0)
-    reach: torch.Tensor | None = None  # (N,) log predicted reach of each node (auto budget: the plan's table)
+    reach: torch.Tensor | None = None  # (N,) log predicted reach (the plan's acceptance table; else the path score)
 
 
 def _forward(model, cache, tokens: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
@@ -190,12 +191,12 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
         levels += 1
 
     tree = DraftTree(*(torch.cat(x) for x in (tokens, parents, depths, logq, scores)))
-    slot, rank, value = torch.cat(slots), torch.cat(ranks), torch.cat(reach)
-    keep = cfg.keep if plan is None else min(cfg.keep, plan.best(value[1:], levels)[0])
+    slot, rank, log_reach = torch.cat(slots), torch.cat(ranks), torch.cat(reach)
+    keep = cfg.keep if plan is None else min(cfg.keep, plan.best(log_reach[1:], levels)[0])
     if tree.size - 1 > keep:
-        tree, kept = _keep_best(tree, value, keep)
-        slot, rank, value = slot[kept], rank[kept], value[kept]
-    return DraftResult(tree, slot, base, levels, rank, value)
+        tree, kept = _keep_best(tree, log_reach, keep)
+        slot, rank, log_reach = slot[kept], rank[kept], log_reach[kept]
+    return DraftResult(tree, slot, base, levels, rank, log_reach)
 
 
 def root_only(root: int, base: int, device) -> DraftResult:
