@@ -31,7 +31,7 @@ MAX_WAIT = 16  # most rounds without a draft before drafting is tried again
 RANKS = 3
 Q_EDGES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 PRIOR = 2.0
-MIN_ACCEPT = 1e-6  # a bin that never hit still ranks its nodes below every bin that did
+MIN_ACCEPT = 1e-6  # keeps the table's log finite
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Plan:
     target_per_token: float
     draft_level: float  # one draft forward (one tree level)
     overhead: float  # verify and the rest of a round
-    log_accept: torch.Tensor | None = None  # (RANKS, len(Q_EDGES) + 1); None: the draft's own q
+    log_accept: torch.Tensor | None = None  # (RANKS, len(Q_EDGES) + 1); None: trees ranked by path score
     forced_budget: int | None = None  # warm-up: this budget, full depth
     skip_draft: bool = False  # no draft this round: the tree is the root alone (one plain target step)
 
@@ -53,10 +53,7 @@ class Plan:
 
     def edge_values(self, logq: torch.Tensor, ranks: torch.Tensor) -> torch.Tensor:
         """log of each new edge's expected target probability, from its draft log q and its rank among siblings."""
-        if self.log_accept is None:
-            return logq
-        table = self.log_accept.to(logq.device)
-        return table[ranks.clamp(max=RANKS - 1), q_bins(logq)]
+        return self.log_accept[ranks.clamp(max=RANKS - 1), q_bins(logq)]
 
     def best(self, values: torch.Tensor, depth: int) -> tuple[int, float]:
         """(k, expected tokens per ms) of the best tree of the top-k nodes by log reach `values`, k <= max_budget."""

@@ -6,7 +6,7 @@ draft's own KV cache. The tree is deterministic given the draft model and the co
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -141,6 +141,8 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
     ranks = [torch.zeros(1, dtype=torch.long, device=device)]
     # Log predicted reach: what the frontier and the kept nodes are chosen by. Without a table it is the path score.
     sized = plan is not None and plan.log_accept is not None
+    if sized:
+        plan = replace(plan, log_accept=plan.log_accept.to(device))  # one copy a round, not one a level
     reach = [scores[0]]
     n = 1
     frontier = torch.zeros(1, dtype=torch.long, device=device)  # node ids being expanded
