@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -31,6 +31,7 @@ MAX_WAIT = 16  # most rounds without a draft before drafting is tried again
 RANKS = 3
 Q_EDGES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 PRIOR = 2.0
+_MID_Q = torch.tensor((0.0, *Q_EDGES)) + torch.diff(torch.tensor((0.0, *Q_EDGES, 1.0))) / 2  # each bin's middle q
 MIN_ACCEPT = 1e-6  # keeps the table's log finite
 
 
@@ -47,13 +48,20 @@ class Plan:
     log_accept: torch.Tensor | None = None  # (RANKS, len(Q_EDGES) + 1); None: trees ranked by path score
     forced_budget: int | None = None  # warm-up: this budget, full depth
     skip_draft: bool = False  # no draft this round: the tree is the root alone (one plain target step)
+    q_edges: torch.Tensor | None = None  # Q_EDGES on the table's device
 
     def round_ms(self, nodes: int, depth: int) -> float:
         return self.overhead + depth * self.draft_level + self.target_fixed + self.target_per_token * (nodes + 1)
 
     def edge_values(self, logq: torch.Tensor, ranks: torch.Tensor) -> torch.Tensor:
         """log of each new edge's expected target probability, from its draft log q and its rank among siblings."""
-        return self.log_accept[ranks.clamp(max=RANKS - 1), q_bins(logq)]
+        return self.log_accept[ranks.clamp(max=RANKS - 1), q_bins(logq, self.q_edges)]
+
+    def to(self, device) -> Plan:
+        """This plan with its table on `device` (one copy a round, not one a level)."""
+        if self.log_accept is None:
+            return self
+        return replace(self, log_accept=self.log_accept.to(device), q_edges=torch.tensor(Q_EDGES, device=device))
 
     def best(self, values: torch.Tensor, depth: int) -> tuple[int, float]:
         """(k, expected tokens per ms) of the best tree of the top-k nodes by log reach `values`, k <= max_budget."""
@@ -68,9 +76,9 @@ class Plan:
         return i + 1, float(rate[i])
 
 
-def q_bins(logq: torch.Tensor) -> torch.Tensor:
-    """Column of the acceptance table for each draft log-probability."""
-    edges = torch.tensor(Q_EDGES, device=logq.device, dtype=torch.float32)
+def q_bins(logq: torch.Tensor, edges: torch.Tensor | None = None) -> torch.Tensor:
+    """Column of the acceptance table for each draft log-probability (`edges`: Q_EDGES on its device)."""
+    edges = torch.tensor(Q_EDGES, device=logq.device) if edges is None else edges
     return torch.bucketize(logq.float().exp(), edges)
 
 
@@ -121,12 +129,11 @@ class AutoBudget:
             share = WARMUP_FRACTIONS[self.rounds]
             forced, skip = (max(1, round(self.max_budget * share)), False) if share > 0 else (0, True)
         return Plan(self.max_budget, self.max_depth, fit.target_fixed, fit.target_per_token, fit.draft_level,
-                    fit.overhead, self.log_accept(), forced, skip_draft=skip)
+                    fit.overhead, log_accept=self.log_accept(), forced_budget=forced, skip_draft=skip)
 
     def log_accept(self) -> torch.Tensor:
         """The acceptance table: each bin's mean target edge probability, drawn toward its mean q while it has few nodes."""
-        mid = torch.tensor((0.0, *Q_EDGES)) + torch.diff(torch.tensor((0.0, *Q_EDGES, 1.0))) / 2
-        prior_q = torch.where(self.nodes > 0, self.qs / self.nodes.clamp(min=1e-9), mid)
+        prior_q = torch.where(self.nodes > 0, self.qs / self.nodes.clamp(min=1e-9), _MID_Q)
         accept = (self.hits + PRIOR * prior_q) / (self.nodes + PRIOR)
         return accept.clamp(MIN_ACCEPT, 1.0).log()
 

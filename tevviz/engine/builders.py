@@ -6,7 +6,7 @@ draft's own KV cache. The tree is deterministic given the draft model and the co
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 
@@ -142,7 +142,7 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
     # Log predicted reach: what the frontier and the kept nodes are chosen by. Without a table it is the path score.
     sized = plan is not None and plan.log_accept is not None
     if sized:
-        plan = replace(plan, log_accept=plan.log_accept.to(device))  # one copy a round, not one a level
+        plan = plan.to(device)
     reach = [scores[0]]
     n = 1
     frontier = torch.zeros(1, dtype=torch.long, device=device)  # node ids being expanded
@@ -177,10 +177,12 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
             best_rate = rate
         if d == H:
             break
-        # The next frontier: the `width` best new nodes by path score (by reach, auto), in creation order.
+        # The next frontier: the `width` best new nodes by path score (by reach, auto), in creation order. Ties go
+        # to the earlier node, as in _keep_best, so that a tied node is not expanded and then dropped for its twin
+        # (the table has few distinct values; topk leaves ties unordered).
         chosen = torch.arange(f * k, device=device)
         if f * k > width:
-            chosen = torch.topk(new_reach, width).indices.sort().values
+            chosen = torch.sort(new_reach, descending=True, stable=True).indices[:width].sort().values
         m = chosen.shape[0]
         rows = torch.cat([vis[chosen // k], torch.zeros(m, m, dtype=torch.bool, device=device)], dim=1)
         rows[:, n_slots:] = torch.eye(m, dtype=torch.bool, device=device)

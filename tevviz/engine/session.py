@@ -242,7 +242,7 @@ class DecodeSession:
         ms = {k: v * 1e3 for k, v in {"draft": t1 - t0, "target": t2 - t1, "verify": t3 - t2, "other": t4 - t3}.items()}
         sizing = None
         if self.auto is not None:
-            predicted = float(drafted.reach[1:].exp().sum()) if drafted.levels else 0.0
+            predicted = float(drafted.reach[1:].exp().sum())
             fit = self.auto.observe(tree.size, drafted.levels, ms, fields["C_p"], predicted, drafted.ranks.tolist(),
                                     fields["draft_logprobs"], fields["p_edge"])
             sizing = {"B": tree.size - 1, "H": max(fields["depths"]), "warmup": plan.forced_budget is not None,
