@@ -19,7 +19,7 @@ from tevviz.engine.kv import new_cache
 
 def plan(**kw) -> Plan:
     base = {"max_budget": 8, "max_depth": 4, "target_fixed": 10.0, "target_per_token": 1.0, "draft_level": 2.0,
-            "overhead": 1.0}
+            "overhead": 1.0, "log_accept": torch.zeros(RANKS, len(Q_EDGES) + 1)}
     return Plan(**(base | kw))
 
 

@@ -45,7 +45,7 @@ class Plan:
     target_per_token: float
     draft_level: float  # one draft forward (one tree level)
     overhead: float  # verify and the rest of a round
-    log_accept: torch.Tensor | None = None  # (RANKS, len(Q_EDGES) + 1); None: trees ranked by path score
+    log_accept: torch.Tensor  # (RANKS, len(Q_EDGES) + 1): the acceptance table, as log-probabilities
     forced_budget: int | None = None  # warm-up: this budget, full depth
     skip_draft: bool = False  # no draft this round: the tree is the root alone (one plain target step)
     q_edges: torch.Tensor | None = None  # Q_EDGES on the table's device
@@ -59,8 +59,6 @@ class Plan:
 
     def to(self, device) -> Plan:
         """This plan with its table on `device` (one copy a round, not one a level)."""
-        if self.log_accept is None:
-            return self
         return replace(self, log_accept=self.log_accept.to(device), q_edges=torch.tensor(Q_EDGES, device=device))
 
     def best(self, values: torch.Tensor, depth: int) -> tuple[int, float]:
@@ -129,7 +127,7 @@ class AutoBudget:
             share = WARMUP_FRACTIONS[self.rounds]
             forced, skip = (max(1, round(self.max_budget * share)), False) if share > 0 else (0, True)
         return Plan(self.max_budget, self.max_depth, fit.target_fixed, fit.target_per_token, fit.draft_level,
-                    fit.overhead, log_accept=self.log_accept(), forced_budget=forced, skip_draft=skip)
+                    fit.overhead, self.log_accept(), forced_budget=forced, skip_draft=skip)
 
     def log_accept(self) -> torch.Tensor:
         """The acceptance table: each bin's mean target edge probability, drawn toward its mean q while it has few nodes."""

@@ -94,9 +94,9 @@ class DraftResult:
     tree: DraftTree
     slots: torch.Tensor  # (N,) long; draft-cache offset past `base` of each forwarded node, -1 if never forwarded
     base: int  # draft cache length after the pending tokens (root included)
-    levels: int = 0  # draft forwards, the pending tokens' included
-    ranks: torch.Tensor | None = None  # (N,) long; each node's rank among its parent's drafted children (root 0)
-    reach: torch.Tensor | None = None  # (N,) log predicted reach (the plan's acceptance table; else the path score)
+    levels: int  # draft forwards, the pending tokens' included
+    ranks: torch.Tensor  # (N,) long; each node's rank among its parent's drafted children (root 0)
+    reach: torch.Tensor  # (N,) log predicted reach (from the plan's acceptance table; without a plan, the path score)
 
 
 def _forward(model, cache, tokens: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
@@ -139,9 +139,8 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
     scores = [torch.zeros(1, device=device)]
     slots = [torch.full((1,), -1, dtype=torch.long, device=device)]
     ranks = [torch.zeros(1, dtype=torch.long, device=device)]
-    # Log predicted reach: what the frontier and the kept nodes are chosen by. Without a table it is the path score.
-    sized = plan is not None and plan.log_accept is not None
-    if sized:
+    # Log predicted reach: what the frontier and the kept nodes are chosen by. Without a plan it is the path score.
+    if plan is not None:
         plan = plan.to(device)
     reach = [scores[0]]
     n = 1
@@ -161,7 +160,7 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
         new_scores = (frontier_scores.unsqueeze(1) + step).reshape(-1)
         rank = torch.arange(k, device=device).repeat(f)
         new_reach = (frontier_reach.repeat_interleave(k) + plan.edge_values(top.values.reshape(-1), rank)
-                     if sized else new_scores)
+                     if plan is not None else new_scores)
         tokens.append(top.indices.reshape(-1))
         parents.append(frontier.repeat_interleave(k))
         depths.append(torch.full((f * k,), d, dtype=torch.long, device=device))
@@ -177,12 +176,11 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
             best_rate = rate
         if d == H:
             break
-        # The next frontier: the `width` best new nodes by path score (by reach, auto), in creation order. Ties go
-        # to the earlier node, as in _keep_best, so that a tied node is not expanded and then dropped for its twin
-        # (the table has few distinct values; topk leaves ties unordered).
+        # The next frontier: the `width` best new nodes by path score (by reach, auto), in creation order, ties
+        # broken as the kept set breaks them, so that a tied node is not expanded and then dropped for its twin.
         chosen = torch.arange(f * k, device=device)
         if f * k > width:
-            chosen = torch.sort(new_reach, descending=True, stable=True).indices[:width].sort().values
+            chosen = _top(new_reach, width)
         m = chosen.shape[0]
         rows = torch.cat([vis[chosen // k], torch.zeros(m, m, dtype=torch.bool, device=device)], dim=1)
         rows[:, n_slots:] = torch.eye(m, dtype=torch.bool, device=device)
@@ -211,13 +209,17 @@ def root_only(root: int, base: int, device) -> DraftResult:
     return DraftResult(tree, zero - 1, base, levels=0, ranks=zero, reach=torch.zeros(1, device=device))
 
 
+def _top(key: torch.Tensor, n: int) -> torch.Tensor:
+    """Ids of the `n` largest entries of `key`, ties to the earlier id (topk leaves ties unordered), in id order."""
+    return torch.sort(key, descending=True, stable=True).indices[:n].sort().values
+
+
 def _keep_best(tree: DraftTree, key: torch.Tensor, budget: int) -> tuple[DraftTree, torch.Tensor]:
     """The subtree of the `budget` best non-root nodes by `key` (ties: earlier, hence shallower, first), and their ids.
 
     Path scores and log reach never increase along a path, so the kept set is closed under ancestors.
     """
-    best = torch.sort(key[1:], descending=True, stable=True).indices[:budget] + 1
-    kept = torch.cat([torch.zeros(1, dtype=torch.long, device=tree.device), best.sort().values])
+    kept = torch.cat([torch.zeros(1, dtype=torch.long, device=tree.device), _top(key[1:], budget) + 1])
     new_id = torch.full((tree.size,), -1, dtype=torch.long, device=tree.device)
     new_id[kept] = torch.arange(kept.shape[0], device=tree.device)
     old_parent = tree.parents[kept]
