@@ -2,8 +2,8 @@
 
 Decoders: plain autoregressive (`target.generate`, and tevviz's own token loop), HF assisted generation
 (`target.generate(assistant_model=draft)`), chain speculative decoding, best-first + predraw (the
-DDTree configuration), best-first + TEV at each budget of --budgets, and best-first + TEV with the
-exit-trained drafter. Runs are interleaved prompt by prompt and temperature by temperature (each
+DDTree configuration), best-first + TEV at each budget of --budgets, best-first + TEV with the
+exit-trained drafter, and (--sampled-depths) sampled chains with the speculative verifier. Runs are interleaved prompt by prompt and temperature by temperature (each
 decoder once per prompt in turn) after one warm-up pass. Every time includes the prompt's prefill
 (`generate`'s own, or the DecodeSession's).
 """
@@ -45,8 +45,12 @@ def own_autoregressive(pair: ModelPair, ids, n: int, temperature: float, seed: i
 
 def tree_run(pair: ModelPair, ids, n: int, temperature: float, builder: BuilderConfig, verifier: str, seed: int,
              cost_model=None):
+    from tevviz.engine.session import expected_accepted
+
     s, _ = tree_decode(pair, ids, temperature, builder, verifier, n, seed, cost_model)
-    ceilings = [1 + r.C_p for r in s.rounds if r.C_p is not None]
+    # A speculative round's expected length is its own acceptance's, not the fixed-tree ceiling 1 + C_p.
+    ceilings = [1 + (expected_accepted(r.parents, r.accept) if r.accept is not None else r.C_p)
+                for r in s.rounds if r.C_p is not None]
     return len(s.generated), (sum(r.block_length for r in s.rounds) / len(s.rounds),
                               sum(ceilings) / len(ceilings) if ceilings else float("nan"))
 
@@ -80,6 +84,17 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None) 
         auto = replace(tree(limit), auto=True)
         model = AutoBudget(limit, args.depth)  # one cost model per temperature, carried across the prompts
         out[f"best-first+tev auto (B<={limit})"] = lambda ids, i: tree_run(pair, ids, n, temp, auto, "tev", i, model)
+    for h in args.sampled_depths:
+        sampled = BuilderConfig(kind="sampled", depth=h)
+        out[f"sampled+speculative H={h}"] = lambda ids, i, b=sampled: tree_run(pair, ids, n, temp, b, "speculative", i)
+    if args.auto and args.sampled_depths:
+        from tevviz.engine.auto_budget import AutoBudget
+
+        h = max(args.sampled_depths)
+        sampled = BuilderConfig(kind="sampled", depth=h, auto=True)
+        chain_model = AutoBudget(h, h)
+        out[f"sampled+speculative auto (H<={h})"] = lambda ids, i: tree_run(pair, ids, n, temp, sampled, "speculative",
+                                                                            i, chain_model)
     if trained is not None:
         out["best-first+tev+exittrain"] = lambda ids, i: tree_run(trained, ids, n, temp, tree(args.budget), "tev", i)
     return out
@@ -91,12 +106,16 @@ def main() -> None:
     tree_flags(ap, budget=16, depth=5)
     ap.add_argument("--budgets", default="", help="further best-first + TEV budgets, comma-separated (a small sweep)")
     ap.add_argument("--exittrain-draft", default=None, help="default: the pair's exit-trained drafter, if shipped")
+    ap.add_argument("--sampled-depths", default="",
+                    help="sampled chain + speculative verifier rows at these depths, comma-separated (with --auto, "
+                         "also one sized by --budget auto up to the largest)")
     ap.add_argument("--no-own-loop", action="store_true", help="leave out the tevviz-loop autoregressive row")
     ap.add_argument("--auto", action="store_true",
                     help="also best-first + TEV with --budget auto up to the largest budget (one cost model per "
                          "temperature, carried across the prompts)")
     args = ap.parse_args()
     args.budgets = [int(b) for b in args.budgets.split(",") if b]
+    args.sampled_depths = [int(h) for h in args.sampled_depths.split(",") if h]
     temps = [float(t) for t in args.temperatures.split(",")]
     pair, prompts = setup(args)
     drafters = list(named_pair(args.pair or "stdlib").drafter_paths().values())

@@ -45,6 +45,7 @@ BUILDERS = {
     "static-33": BuilderConfig(kind="static", branching=(3, 3)),
     "chain-5": BuilderConfig(kind="chain", depth=5),
     "chain-1": BuilderConfig(kind="chain", depth=1),
+    "sampled-4": BuilderConfig(kind="sampled", depth=4),  # at T = 0 the draft's greedy chain
 }
 
 _pairs: dict = {}
@@ -98,12 +99,14 @@ def test_greedy_tev_best_first_ten_prompts(family):
 @pytest.mark.parametrize("verifier", [v for v in VERIFIERS if v != "tev"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_greedy_other_verifiers(family, verifier):
-    """Every other verifier: two prompts on best-first, one on static and one on chain."""
+    """Every other verifier: two prompts on best-first, one on static and one on chain (the speculative verifier's
+    own sampled chain for it)."""
     pair = pair_of(family)
     prompts = random_prompts(4, seed=200 + FAMILIES.index(family))
     assert_greedy(pair, prompts[:2], greedy_cfg(verifier=verifier))
     assert_greedy(pair, prompts[2:3], greedy_cfg(BUILDERS["static-42211"], verifier))
-    assert_greedy(pair, prompts[3:], greedy_cfg(BUILDERS["chain-5"], verifier))
+    chain = BUILDERS["sampled-4" if verifier == "speculative" else "chain-5"]
+    assert_greedy(pair, prompts[3:], greedy_cfg(chain, verifier))
 
 
 @pytest.mark.parametrize("builder", list(BUILDERS))
@@ -345,9 +348,12 @@ SAMPLED = {"t1-top5": SamplingConfig(temperature=1.0, top_k=5), "t1.2-topp0.95":
 @pytest.mark.parametrize("setting", list(SAMPLED))
 @pytest.mark.parametrize("verifier", list(VERIFIERS))
 def test_caches_in_line_after_every_sampled_round(verifier, setting):
-    """At T > 0 the accepted path leaves the greedy branch; both caches still equal a fresh prefill every round."""
+    """At T > 0 the accepted path leaves the greedy branch; both caches still equal a fresh prefill every round
+    (the speculative verifier on its sampled chain, whose accepted prefix is cut at a random depth)."""
     pair = pair_of("llama")
-    cfg = DecodeConfig(sampling=SAMPLED[setting], builder=BUILDERS["best-first-small"], verifier=verifier,
+    sampled = verifier == "speculative"
+    builder = BuilderConfig(kind="sampled", depth=4) if sampled else BUILDERS["best-first-small"]
+    cfg = DecodeConfig(sampling=SAMPLED[setting], builder=builder, verifier=verifier,
                        max_new_tokens=20, seed=list(VERIFIERS).index(verifier), stop_on_eos=False, missing_top=0)
     off_first_branch = 0
     for prompt in random_prompts(2 if setting == "t1-top5" else 1, seed=900 + list(SAMPLED).index(setting)):
@@ -358,7 +364,7 @@ def test_caches_in_line_after_every_sampled_round(verifier, setting):
                 first.setdefault(p, v)
             off_first_branch += any(first[r.parents[v]] != v for v in r.accepted[1:])
         assert len(s.generated) == 20
-    if setting == "t1-top5":
+    if setting == "t1-top5" and not sampled:
         assert off_first_branch > 0, "test setup: some round should accept a path off the first branch"
 
 
@@ -399,12 +405,13 @@ def first_three_law(model, prompt: list[int], sampling: SamplingConfig) -> dict[
     return law
 
 
-@pytest.mark.parametrize("auto", ["fixed", "auto-budget", "auto-no-draft"])
+@pytest.mark.parametrize("auto", ["fixed", "auto-budget", "auto-no-draft", "sampled", "sampled-auto"])
 def test_first_three_tokens_follow_autoregressive_sampling(auto):
     """Tree decoding (best-first, TEV) at T = 1 with top-k: over 2,000 seeded sessions the first three committed
     tokens follow plain autoregressive sampling (chi-square), across round boundaries and cache commits; also
     with --budget auto, whose trees change size from round to round, and with auto's rounds without a draft
-    (a cost model under which trees lose: one undrafted round, then a drafted one that catches the draft up)."""
+    (a cost model under which trees lose: one undrafted round, then a drafted one that catches the draft up);
+    and speculative sampling on sampled chains, fixed and auto-sized (a warm-up of depths 3, 1, 2, none)."""
     from conftest import losing_cost_model
 
     from tevviz.engine.comparison import chi_square_p
@@ -414,12 +421,14 @@ def test_first_three_tokens_follow_autoregressive_sampling(auto):
     law = first_three_law(pair.target, prompt, STREAM_SAMPLING)
     counts: dict[tuple[int, ...], int] = {}
     rounds = 0
-    builder = BuilderConfig(budget=6, depth=3, children=3, width=3, auto=auto != "fixed")
+    sampled = auto.startswith("sampled")
+    builder = (BuilderConfig(kind="sampled", depth=3, auto=auto == "sampled-auto") if sampled else
+               BuilderConfig(budget=6, depth=3, children=3, width=3, auto=auto != "fixed"))
     undrafted = 0
     with torch.inference_mode():
         for seed in range(STREAM_SESSIONS):
             cfg = DecodeConfig(sampling=STREAM_SAMPLING, builder=builder, max_new_tokens=3, seed=seed,
-                               stop_on_eos=False, missing_top=0)
+                               stop_on_eos=False, missing_top=0, verifier="speculative" if sampled else "tev")
             s = DecodeSession(pair, prompt, cfg, cost_model=losing_cost_model(6, 3) if auto == "auto-no-draft" else None)
             records = s.run()
             rounds += len(records)

@@ -112,14 +112,17 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, default=0)
     g = p.add_argument_group("draft tree")
     g.add_argument("--verifier", default="tev", metavar="NAME", choices=LazyChoices("tevviz.engine.verifiers", "VERIFIERS"),
-                   help="a registered verifier: tev, predraw, residual (and the reference predraw-loop)")
+                   help="a registered verifier: tev, predraw, residual, speculative (speculative sampling, for "
+                        "--builder sampled; on other trees it is residual), and the reference predraw-loop")
     g.add_argument("--builder", default="best-first", metavar="NAME",
-                   choices=LazyChoices("tevviz.engine.builders", "BUILDERS"), help="best-first, static or chain")
+                   choices=LazyChoices("tevviz.engine.builders", "BUILDERS"),
+                   help="best-first, static, chain, or sampled (a chain drawn from the draft's own law at the decoding "
+                        "temperature: with --verifier speculative, the fastest at T > 0 on a CPU; docs/math.md)")
     g.add_argument("--budget", type=budget_value, default=32,
                    help="B: nodes kept (best-first); auto: each round's B and H chosen for expected tokens per second "
                         "from a cost model measured as the session runs, up to --budget-limit and --depth")
     g.add_argument("--budget-limit", type=int, default=64, help="with --budget auto: the most nodes a tree may keep")
-    g.add_argument("--depth", type=int, default=6, help="H: maximum depth (best-first, chain)")
+    g.add_argument("--depth", type=int, default=6, help="H: maximum depth (best-first, chain, sampled)")
     tree_shape_flags(g)
     g.add_argument("--branching", default="4,2,2,1,1", help="children per node at each depth (static)")
     g.add_argument("--draft-temperature", type=float, default=1.0,

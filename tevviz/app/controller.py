@@ -245,7 +245,7 @@ class Controller:
         the tree's own depth where the file does not say."""
         r = st.rounds[index]
         builder = st.meta.get("builder") if isinstance(st.meta.get("builder"), dict) else {}
-        depth = builder.get("depth") if builder.get("kind") in ("best-first", "chain") else None
+        depth = builder.get("depth") if builder.get("kind") in ("best-first", "chain", "sampled") else None
         if not isinstance(depth, int):
             return max(r.depths)
         end, limit = st.context_ends()[index], st.meta.get("max_new_tokens")

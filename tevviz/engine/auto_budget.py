@@ -11,6 +11,13 @@ a plain target step (one token, no draft) is timed on its own, since on a CPU a 
 already costs half a step more than one. When drafted trees have lately been worth less than a plain
 step, rounds go without a draft (the tree is the root alone), probing again after 1, 2, 4 ... such rounds.
 The verifier still sees one fixed tree, so exactness is untouched.
+
+A sampled chain (the speculative verifier's) is sized differently: its tokens' acceptances are strongly correlated
+along the chain (a run of predictable text accepts every token), which a product of per-node means misses by far.
+Every drafted chain of length h gives, from its exact acceptances `a_1..a_h`, the expected accepted length of each
+of its prefixes; their decayed means over recent rounds price each depth, and each round drafts the depth of the
+best expected rate (none when a plain step is better), one deeper every EXPLORE-th round so the next depth stays
+measured.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ Q_EDGES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 PRIOR = 2.0
 _MID_Q = torch.tensor((0.0, *Q_EDGES)) + torch.diff(torch.tensor((0.0, *Q_EDGES, 1.0))) / 2  # each bin's middle q
 MIN_ACCEPT = 1e-6  # keeps the table's log finite
+MAX_CHAIN = 64  # the deepest sampled chain the prefix means keep (builders.MAX_DEPTH)
+EXPLORE = 4  # sampled chains: every EXPLORE-th round drafts one deeper than the best depth
 
 
 @dataclass(frozen=True)
@@ -106,8 +115,12 @@ class Fit:
 class AutoBudget:
     """The session's online cost model and acceptance table; `plan()` before a round, `observe()` after it."""
 
-    def __init__(self, max_budget: int, max_depth: int):
+    def __init__(self, max_budget: int, max_depth: int, chain: bool = False):
         self.max_budget, self.max_depth = max_budget, max_depth
+        self.chain = chain  # sampled chains: each round's depth from the measured prefix lengths, not the table
+        # Decayed sums over drafted chains: for each depth h, rounds that drafted at least h and their expected
+        # accepted tokens in the first h.
+        self.prefix_rounds, self.prefix_tokens = torch.zeros(MAX_CHAIN + 1), torch.zeros(MAX_CHAIN + 1)
         self.target = deque(maxlen=WINDOW)  # (tokens, ms) of drafted trees' target passes
         self.plain = deque(maxlen=WINDOW)  # ms of rounds without a draft (target pass over the root, verify, commit)
         self.levels = deque(maxlen=WINDOW)  # (levels, ms)
@@ -126,8 +139,36 @@ class AutoBudget:
         if self.rounds < len(WARMUP_FRACTIONS):
             share = WARMUP_FRACTIONS[self.rounds]
             forced, skip = (max(1, round(self.max_budget * share)), False) if share > 0 else (0, True)
+        elif self.chain:
+            depth = self.chain_depth(fit)
+            if self.rounds % EXPLORE == 0:
+                depth = min(depth + 1, self.max_depth)
+            forced, skip = (depth, False) if depth > 0 else (0, True)
         return Plan(self.max_budget, self.max_depth, fit.target_fixed, fit.target_per_token, fit.draft_level,
                     fit.overhead, self.log_accept(), forced_budget=forced, skip_draft=skip)
+
+    def chain_tokens(self) -> list[float]:
+        """Expected accepted draft tokens of a sampled chain of each depth 0..max_depth, from the chains measured.
+
+        A depth not yet measured extends the last measured one by its last step (a guess that is tried, not trusted).
+        """
+        top = min(self.max_depth, MAX_CHAIN)
+        out = [0.0]
+        for h in range(1, top + 1):
+            n = float(self.prefix_rounds[h])
+            if n >= 0.5:
+                out.append(float(self.prefix_tokens[h]) / n)
+            else:
+                step = out[-1] - out[-2] if h >= 2 else 0.5
+                out.append(out[-1] + max(step, 0.0))
+        return out
+
+    def chain_depth(self, fit: Fit) -> int:
+        """The sampled chain depth of the best expected tokens per ms (0: a plain step is better)."""
+        rates = [plain_rate(fit)] + [
+            (1 + e) / max(fit.overhead + h * fit.draft_level + fit.target_fixed + fit.target_per_token * (h + 1), 1e-9)
+            for h, e in enumerate(self.chain_tokens()[1:], start=1)]
+        return max(range(len(rates)), key=rates.__getitem__)
 
     def log_accept(self) -> torch.Tensor:
         """The acceptance table: each bin's mean target edge probability, drawn toward its mean q while it has few nodes."""
@@ -155,6 +196,13 @@ class AutoBudget:
         self.coverage.append((C_p, predicted))
         if ranks is not None and len(ranks) > 1:
             self._learn(ranks[1:], logq[1:], p_edge[1:])
+        if self.chain:
+            # The chain's prefixes: expected accepted tokens of its first h nodes, h = 1..its length.
+            reach = torch.tensor(p_edge[1:MAX_CHAIN + 1] if p_edge is not None else [], dtype=torch.float32).cumprod(0)
+            h = reach.numel()
+            self.prefix_rounds.mul_(1 - 1 / WINDOW)[1:h + 1] += 1
+            self.prefix_tokens.mul_(1 - 1 / WINDOW)[1:h + 1] += reach.cumsum(0)
+            return self.fit()  # each round picks its depth against a plain step itself: no back-off
         # Was this tree worth its round? Both rates from the cost model, so that one slow round does not decide.
         fit = self.fit()
         drafted = (1 + C_p) / max(fit.overhead + levels * fit.draft_level + fit.target_fixed

@@ -1,7 +1,9 @@
-"""Draft-tree builders (docs/math.md, *Draft trees*): best-first, static and chain, drafted level by level.
+"""Draft-tree builders (docs/math.md, *Draft trees*): best-first, static, chain and sampled, drafted level by level.
 
 Each depth costs one batched draft forward over the frontier under tree attention on the
-draft's own KV cache. The tree is deterministic given the draft model and the context.
+draft's own KV cache. The tree is deterministic given the draft model and the context, except
+for `sampled`: a chain whose tokens are drawn from the draft's own processed law (the decoding's
+temperature, top-k and top-p), for the speculative verifier (docs/math.md, *Sampled chains*).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import torch
 from .auto_budget import Plan
 from .errors import TevvizError
 from .kv import additive_mask, causal_visibility
+from .sampling import SamplingConfig, greedy_rows, processed_probs, sample_categorical
 from .tree import DraftTree
 
 MAX_BUDGET = 1024
@@ -20,7 +23,7 @@ MAX_DEPTH = 64
 MAX_CHILDREN = 64  # K, and a static level's branching
 MAX_WIDTH = 256
 MIN_DRAFT_T, MAX_DRAFT_T = 0.05, 20.0
-BUILDERS = ("best-first", "static", "chain")
+BUILDERS = ("best-first", "static", "chain", "sampled")
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class BuilderConfig:
     children: int = 8
     width: int = 8  # W: frontier width per depth (best-first)
     branching: tuple[int, ...] = field(default=(4, 2, 2, 1, 1))  # children per node at each depth (static)
-    auto: bool = False  # best-first only: budget and depth become limits, each round sized by engine/auto_budget.py
+    auto: bool = False  # best-first and sampled: budget and depth become limits, each round sized by engine/auto_budget.py
     # Path scores come from the draft's logits divided by this: above 1 a sharp (overconfident) draft ranks deep
     # paths lower, so trees grow wider; which tokens a node's children are does not change. Node q stays q.
     # Auto-sized trees rank nodes by their learnt acceptance table instead, which this does not touch.
@@ -45,8 +48,8 @@ class BuilderConfig:
     def __post_init__(self):
         if self.kind not in BUILDERS:
             raise TevvizError(f"unknown builder {self.kind!r}; choose one of {', '.join(BUILDERS)}")
-        if self.auto and self.kind != "best-first":
-            raise TevvizError("an automatic budget sizes best-first trees only")
+        if self.auto and self.kind not in ("best-first", "sampled"):
+            raise TevvizError("an automatic budget sizes best-first trees and sampled chains only")
         checks = [("budget", self.budget, MAX_BUDGET), ("depth", self.depth, MAX_DEPTH)]
         if self.kind == "best-first":
             checks += [("children K", self.children, MAX_CHILDREN), ("width", self.width, MAX_WIDTH)]
@@ -73,7 +76,7 @@ class BuilderConfig:
 
     def level(self, d: int) -> tuple[int, int]:
         """(children per expanded node, frontier width) at depth d >= 1."""
-        if self.kind == "chain":
+        if self.kind in ("chain", "sampled"):
             return 1, 1
         if self.kind == "static":
             return self.branching[d - 1], 1 << 62
@@ -82,7 +85,7 @@ class BuilderConfig:
     @property
     def keep(self) -> int:
         """Non-root nodes kept at the end."""
-        if self.kind == "chain":
+        if self.kind in ("chain", "sampled"):
             return self.depth
         return self.budget if self.kind == "best-first" else 1 << 62
 
@@ -112,13 +115,15 @@ def _forward(model, cache, tokens: torch.Tensor, positions: torch.Tensor, visibl
 
 @torch.no_grad()
 def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: int | None = None,
-               plan: Plan | None = None) -> DraftResult:
+               plan: Plan | None = None, sampling: SamplingConfig | None = None,
+               gen: torch.Generator | None = None) -> DraftResult:
     """Draft a tree below the last pending token (the root); `pending` are committed tokens not yet in `cache`.
 
     `max_depth` caps the depth for this round (context length); the cache grows by the forwarded nodes.
     With a `plan` (auto budget), nodes are ranked by their predicted reach (the plan's acceptance table)
     instead of the draft's path score; drafting stops at the first level that does not raise the expected
     tokens per ms, and the tree keeps the top-k nodes by reach with the best rate.
+    The `sampled` builder draws its chain with `sampling` (the decoding's settings) and `gen` (on the draft's device).
     """
     device = model.device
     past = cache.get_seq_length()
@@ -128,6 +133,10 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
     base = past + len(pending)
     root_pos = base - 1
     H = cfg.max_depth if max_depth is None else min(cfg.max_depth, max_depth)
+    if cfg.kind == "sampled":
+        if sampling is None or gen is None:
+            raise TevvizError("a sampled chain needs the sampling settings and a generator")
+        return _sampled_chain(model, cache, ids[-1:], logits, base, H, plan, sampling, gen)
     # A kept tree of B nodes is at most B deep (scores fall along paths, ties keep ancestors first),
     # so levels below that would be drafted for nothing.
     H = min(H, cfg.keep)
@@ -201,6 +210,54 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
     return DraftResult(tree, slot, base, levels, rank, log_reach)
 
 
+def _sampled_chain(model, cache, root: torch.Tensor, logits: torch.Tensor, base: int, H: int, plan: Plan | None,
+                   sampling: SamplingConfig, gen: torch.Generator) -> DraftResult:
+    """A chain of up to H tokens, each drawn from the draft's processed law below the previous one.
+
+    The laws drawn from travel with the tree (`draft_probs`): the speculative verifier accepts node v with
+    probability min(1, p(x_v) / q(x_v)) and needs q. With a plan, the chain stops at the first token that does
+    not raise the expected tokens per ms, and keeps the best prefix, as the best-first builder does.
+    """
+    device = model.device
+    if plan is not None:
+        plan = plan.to(device)
+        if plan.forced_budget is not None:
+            H = min(H, plan.forced_budget)
+    tokens, laws, logq = [root], [torch.zeros_like(logits, dtype=torch.float32)], [torch.zeros(1, device=device)]
+    reach = [torch.zeros(1, device=device)]
+    rank0 = torch.zeros(1, dtype=torch.long, device=device)
+    levels, best_rate = 1, 0.0
+    for d in range(1, H + 1):
+        q = processed_probs(logits, sampling)  # (1, V)
+        x = greedy_rows(logits) if sampling.greedy else sample_categorical(q, gen)  # (1,), still on the device
+        lq = torch.log(q.gather(-1, x.unsqueeze(-1))[0])
+        tokens.append(x)
+        laws.append(q)
+        logq.append(lq)
+        reach.append(reach[-1] + (plan.edge_values(lq, rank0) if plan is not None else lq))
+        if plan is not None and plan.forced_budget is None:
+            _, rate = plan.best(torch.cat(reach[1:]), levels)
+            if rate <= best_rate:
+                break
+            best_rate = rate
+        if d == H:
+            break
+        # A chain node sees the whole cache and every earlier chain slot: a causal row.
+        logits = _forward(model, cache, x, torch.full((1,), base - 1 + d, device=device),
+                          torch.ones(1, base + d, dtype=torch.bool, device=device))
+        levels += 1
+    n = len(tokens)
+    log_reach = torch.cat(reach)
+    keep = n - 1 if plan is None else min(n - 1, plan.best(log_reach[1:], levels)[0])
+    n = keep + 1  # reach never increases along the chain, so the best k nodes are its first k
+    lq = torch.cat(logq)[:n]
+    slot = torch.arange(-1, n - 1, device=device)  # node d went through the draft's d-th chain forward, at slot d - 1
+    slot[levels:] = -1  # ... if there was one: the last token drawn is never forwarded
+    depth = torch.arange(n, device=device)
+    tree = DraftTree(torch.cat(tokens)[:n], depth - 1, depth, lq, torch.cumsum(lq, 0), torch.cat(laws)[:n])
+    return DraftResult(tree, slot, base, levels, torch.zeros(n, dtype=torch.long, device=device), log_reach[:n])
+
+
 def root_only(root: int, base: int, device) -> DraftResult:
     """A round without a draft (auto budget): the tree is the root alone and the draft cache is not touched."""
     zero = torch.zeros(1, dtype=torch.long, device=device)
@@ -224,5 +281,6 @@ def _keep_best(tree: DraftTree, key: torch.Tensor, budget: int) -> tuple[DraftTr
     new_id[kept] = torch.arange(kept.shape[0], device=tree.device)
     old_parent = tree.parents[kept]
     parents = torch.where(old_parent >= 0, new_id[old_parent.clamp(min=0)], old_parent)
-    sub = DraftTree(tree.tokens[kept], parents, tree.depths[kept], tree.draft_logprobs[kept], tree.scores[kept])
+    sub = DraftTree(tree.tokens[kept], parents, tree.depths[kept], tree.draft_logprobs[kept], tree.scores[kept],
+                    None if tree.draft_probs is None else tree.draft_probs[kept])
     return sub, kept

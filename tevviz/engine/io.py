@@ -175,6 +175,10 @@ def parse_round(d, where: str = "round") -> RoundRecord:
         _str(n.get("text"), f"{where}.nodes[{i}].text")
         for key in ("p_edge", "P", "rho", "w"):
             _num(n.get(key), f"{where}.nodes[{i}].{key}", 0.0, 1.0 + 1e-4)
+        if ("accept" in n) != ("accept" in nodes[0]):
+            _fail(f"{where}.nodes[{i}].accept", "is given for some nodes and not others (all or none)")
+        if "accept" in n:
+            _num(n["accept"], f"{where}.nodes[{i}].accept", 0.0, 1.0 + 1e-4, nullable=False)
         for key in ("draft_logprob", "score"):
             _num(n.get(key), f"{where}.nodes[{i}].{key}", hi=1e-4)
         for j, m in enumerate(_list(n.get("missing", []), f"{where}.nodes[{i}].missing", 64)):

@@ -111,6 +111,9 @@ class RoundRecord:
     stage_ms: dict[str, float] = field(default_factory=dict)
     optimal: OptimalTree | None = None  # computed on request (DecodeSession.optimal, --optimal)
     sizing: dict | None = None  # --budget auto: the chosen B and H and the cost model after this round
+    # The verifier's probability of accepting each node once its parent is, where it is not p_edge: the speculative
+    # verifier on a sampled chain, min(1, p / q). None otherwise (P, rho, w are the target's flow in either case).
+    accept: list[float] | None = None
 
     @classmethod
     def unscored(cls, index: int, verifier: str, tokens: list[int], parents: list[int], depths: list[int],
@@ -166,6 +169,7 @@ class RoundRecord:
                 "rho": self.rho[v],
                 "w": self.w[v],
                 "missing": self.missing[v] if self.missing else [],
+                **({"accept": self.accept[v]} if self.accept is not None else {}),
             })
         return {
             "directed": True,
@@ -205,6 +209,7 @@ class RoundRecord:
             stage_ms=dict(g.get("stage_ms", {})),
             optimal=OptimalTree.from_dict(g["optimal"]) if g.get("optimal") is not None else None,
             sizing=dict(g["sizing"]) if g.get("sizing") is not None else None,
+            accept=col("accept") if nodes and "accept" in nodes[0] else None,
         )
 
     def coverage_gap(self) -> CoverageGap | None:

@@ -117,6 +117,8 @@ class DecodeSession:
         self._stop = stop_ids(pair) if cfg.stop_on_eos else set()
         self.device = pair.target.device
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        # A sampled chain's draws: their own stream on the draft's device (a sharded pair may put it elsewhere).
+        self.draft_gen = torch.Generator(device=pair.draft.device).manual_seed(cfg.seed + 1)
         self.target_cache = new_cache(pair.target)
         self.draft_cache = new_cache(pair.draft)
         self.pending = list(prompt_ids)  # committed tokens not yet in the draft cache; the last is the root
@@ -126,8 +128,8 @@ class DecodeSession:
         # models and machine measured (its limits are this session's).
         self.auto = None
         if b.auto:
-            self.auto = cost_model if cost_model is not None else AutoBudget(b.budget, b.depth)
-            self.auto.max_budget, self.auto.max_depth = b.budget, b.depth
+            self.auto = cost_model if cost_model is not None else AutoBudget(b.keep, b.depth)
+            self.auto.max_budget, self.auto.max_depth, self.auto.chain = b.keep, b.depth, b.kind == "sampled"
         if len(prompt_ids) > 1:
             with torch.inference_mode():
                 ids = torch.tensor([prompt_ids[:-1]], device=self.device)
@@ -201,7 +203,8 @@ class DecodeSession:
         if plan is not None and plan.skip_draft:
             drafted = root_only(self.pending[-1], self.draft_cache.get_seq_length(), self.device)
         else:
-            drafted = build_tree(pair.drafting, self.draft_cache, self.pending, cfg.builder, cap, plan)
+            drafted = build_tree(pair.drafting, self.draft_cache, self.pending, cfg.builder, cap, plan, cfg.sampling,
+                                 self.draft_gen)
         tree = drafted.tree.to(self.device)
         _sync(self.device)
         t1 = time.perf_counter()
@@ -236,6 +239,8 @@ class DecodeSession:
 
         committed, done = self._cut([tokens[v] for v in accepted[1:]] + [bonus])
         fields = self._fields(tree, logits, exit_node, bonus, accepted, committed, decision.exit_law, anc)
+        if decision.accept is not None:
+            fields["accept"] = decision.accept.tolist()
         self.generated.extend(committed)
         self.done = done
         t4 = time.perf_counter()
@@ -243,8 +248,11 @@ class DecodeSession:
         sizing = None
         if self.auto is not None:
             predicted = float(drafted.reach[1:].exp().sum())
-            fit = self.auto.observe(tree.size, drafted.levels, ms, fields["C_p"], predicted, drafted.ranks.tolist(),
-                                    fields["draft_logprobs"], fields["p_edge"])
+            # The table learns what this verifier accepts a node with: the target edge probability, or min(1, p / q).
+            accept = fields.get("accept") or fields["p_edge"]
+            covered = fields["C_p"] if "accept" not in fields else expected_accepted(fields["parents"], accept)
+            fit = self.auto.observe(tree.size, drafted.levels, ms, covered, predicted, drafted.ranks.tolist(),
+                                    fields["draft_logprobs"], accept)
             sizing = {"B": tree.size - 1, "H": max(fields["depths"]), "warmup": plan.forced_budget is not None,
                       "drafted": drafted.levels > 0,
                       **{k: v for k, v in asdict(fit).items()}}
@@ -288,6 +296,14 @@ class DecodeSession:
         while not self.done and (rounds is None or len(out) < rounds):
             out.append(self.step())
         return out
+
+
+def expected_accepted(parents: list[int], accept: list[float]) -> float:
+    """Expected accepted draft tokens of a round from each node's acceptance once its parent is accepted."""
+    reach = [1.0] * len(parents)
+    for v in range(1, len(parents)):
+        reach[v] = reach[parents[v]] * accept[v]
+    return sum(reach[1:])
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,9 @@ class DraftTree:
     draft_logprobs: torch.Tensor  # (N,) float; log q_pa(v)(x_v), 0 at the root
     scores: torch.Tensor  # (N,) float; path score s(v), sum of draft log-probs along the path (at the builder's
     # draft temperature, BuilderConfig.draft_temperature; 1 unless set)
+    # A sampled tree only (the `sampled` builder): (N, V) float, row v the draft's processed law that node v was drawn
+    # from (row 0 unused). The speculative verifier needs it; None for a deterministic tree.
+    draft_probs: torch.Tensor | None = None
 
     def __post_init__(self):
         clash = repeated_siblings(self)
@@ -46,7 +49,9 @@ class DraftTree:
     def to(self, device) -> DraftTree:
         if self.tokens.device == torch.device(device):
             return self  # already there: no copy, and no second check
-        return DraftTree(*(t.to(device) for t in (self.tokens, self.parents, self.depths, self.draft_logprobs, self.scores)))
+        probs = None if self.draft_probs is None else self.draft_probs.to(device)
+        return DraftTree(*(t.to(device) for t in (self.tokens, self.parents, self.depths, self.draft_logprobs, self.scores)),
+                         probs)
 
 
 def repeated_siblings(tree: DraftTree) -> list[tuple[int, int, list[int]]]:

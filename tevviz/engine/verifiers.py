@@ -33,6 +33,9 @@ class Decision:
     exit_node: torch.Tensor  # () long
     bonus_token: torch.Tensor  # () long
     exit_law: law.ExitLaw | None = None  # the tree's exit law when the verifier computed it (TEV), so no one redoes it
+    # (N,) the verifier's probability of accepting each node once its parent is accepted, where that is not the
+    # target edge probability p_pa(v)(x_v) (speculative sampling on a sampled chain: min(1, p / q)); 1 at the root.
+    accept: torch.Tensor | None = None
 
 
 class Verifier(Protocol):
@@ -177,3 +180,40 @@ def residual(tree, logits, cfg, gen, anc=None) -> Decision:
             node = torch.tensor(v, device=logits.device)
             g = torch.where(g.sum() > 0, g, probs[v])
             return Decision(node, sample_categorical(g, gen))
+
+
+@register("speculative")
+def speculative(tree, logits, cfg, gen, anc=None) -> Decision:
+    """Speculative sampling (Leviathan et al. 2023) on a sampled chain: accept node v with probability
+    min(1, p(x_v) / q(x_v)); at the first rejection the bonus is drawn from max(0, p - q), renormalised.
+
+    Exact because each node was drawn from the q that the chain carries (`draft_probs`). On a deterministic tree
+    each child's q is a point mass on its token and the rule is the residual verifier's, which it then runs.
+    """
+    if tree.draft_probs is None:
+        return residual(tree, logits, cfg, gen, anc)
+    if tree.size == 1:
+        return _root_alone(logits, cfg, gen)
+    n = tree.size
+    if not torch.equal(tree.parents, torch.arange(-1, n - 1, device=tree.parents.device)):
+        from .errors import TevvizError
+
+        raise TevvizError("the speculative verifier takes a sampled chain (builder 'sampled'), not a branching tree")
+    if cfg.greedy:
+        return tev(tree, logits, cfg, gen, anc)  # p and q are one-hot: accept while the tokens agree, as TEV does
+    dtype = torch.float64 if float64_sampling(logits.device) else torch.float32
+    p = processed_probs(logits, cfg).to(dtype)  # (N, V): p_v at every chain node
+    q = tree.draft_probs[1:].to(logits.device, dtype)  # (N - 1, V): the law node v was drawn from, v >= 1
+    x = tree.tokens[1:].to(logits.device).unsqueeze(1)
+    # Normalised in the working precision: the sampler drew x in proportion to q, whatever q's float32 sum.
+    px = p[:-1].gather(1, x)[:, 0] / p[:-1].sum(-1)
+    qx = q.gather(1, x)[:, 0] / q.sum(-1)
+    accept = (px / qx).clamp(max=1)  # qx > 0: a token of zero draft weight is never drawn
+    u = torch.rand(n - 1, generator=gen, device=logits.device, dtype=dtype)
+    node = (u < accept).long().cumprod(0).sum()  # the deepest accepted node (node ids are depths in a chain)
+    at = node.view(1)
+    row = p.index_select(0, at)[0]
+    drawn_from = torch.cat([q / q.sum(-1, keepdim=True), torch.zeros_like(q[:1])]).index_select(0, at)[0]
+    res = (row / row.sum() - drawn_from).clamp(min=0)  # below the last node nothing was drawn: p itself
+    bonus = sample_categorical(_or_row(res, row), gen)
+    return Decision(node, bonus, accept=torch.cat([torch.ones(1, device=logits.device), accept.float()]))

@@ -1,0 +1,214 @@
+"""Sampled chains and the speculative verifier: the chain is drawn from the draft's own processed law, the verifier
+accepts with min(1, p / q) and draws the bonus from max(0, p - q); the law of what it commits is the target's."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import tiny_pair
+
+from tevviz.engine import BuilderConfig, SamplingConfig, TevvizError
+from tevviz.engine.auto_budget import EXPLORE, WARMUP_FRACTIONS, AutoBudget
+from tevviz.engine.builders import build_tree
+from tevviz.engine.comparison import chi_square_p
+from tevviz.engine.io import loads, session_dict
+from tevviz.engine.kv import new_cache
+from tevviz.engine.records import RoundRecord
+from tevviz.engine.sampling import processed_probs
+from tevviz.engine.session import expected_accepted
+from tevviz.engine.tree import DraftTree, from_parents
+from tevviz.engine.verifiers import VERIFIERS
+
+SAMPLING = SamplingConfig(temperature=1.0, top_k=6)
+
+
+def test_the_sampled_builder_draws_each_token_from_the_drafts_processed_law():
+    """The chain's first token over many generators follows q at the root (top-k applied), and every row the chain
+    carries is the processed draft law of a fresh forward over its path."""
+    pair = tiny_pair("llama")
+    model, context = pair.draft, [3, 17, 9, 41]
+    with torch.inference_mode():
+        q_root = processed_probs(model(input_ids=torch.tensor([context])).logits[0, -1], SAMPLING).double()
+        counts = torch.zeros_like(q_root)
+        for seed in range(1500):
+            r = build_tree(model, new_cache(model), context, BuilderConfig(kind="sampled", depth=1), sampling=SAMPLING,
+                           gen=torch.Generator().manual_seed(seed))
+            counts[int(r.tree.tokens[1])] += 1
+        tree = build_tree(model, new_cache(model), context, BuilderConfig(kind="sampled", depth=3), sampling=SAMPLING,
+                          gen=torch.Generator().manual_seed(0)).tree
+        assert tree.size == 4 and tree.parents.tolist() == [-1, 0, 1, 2] and tree.draft_probs.shape[0] == 4
+        for d in range(1, 4):
+            path = context + tree.tokens[1:d].tolist()
+            fresh = processed_probs(model(input_ids=torch.tensor([path])).logits[0, -1], SAMPLING)
+            assert torch.allclose(tree.draft_probs[d], fresh, atol=1e-5), f"row {d} is not the law node {d} came from"
+            assert float(tree.draft_logprobs[d]) == pytest.approx(math.log(float(fresh[tree.tokens[d]])), abs=1e-4)
+    support = q_root > 0
+    assert int(support.sum()) == 6 and counts[~support].sum() == 0, "a token outside top-k was drawn"
+    _, df, p_value = chi_square_p(counts[support].tolist(), q_root[support].tolist())
+    assert df == 5 and p_value > 1e-3, f"first tokens do not follow q: chi-square p {p_value:.2e}"
+
+
+def test_the_sampled_builder_needs_its_sampling_settings():
+    pair = tiny_pair("llama")
+    with pytest.raises(TevvizError, match="sampling settings"):
+        build_tree(pair.draft, new_cache(pair.draft), [3, 4], BuilderConfig(kind="sampled", depth=2))
+
+
+# A hand-made two-step law over 4 tokens: the target's p0 then p1[a], the draft's q0 then q1[a].
+V = 4
+P0 = torch.tensor([0.5, 0.3, 0.2, 0.0], dtype=torch.float64)
+P1 = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1], [0.25, 0.25, 0.25, 0.25], [0.4, 0.3, 0.2, 0.1]],
+                  dtype=torch.float64)
+Q0 = torch.tensor([0.2, 0.6, 0.1, 0.1], dtype=torch.float64)  # puts weight where p0 has none (token 3)
+Q1 = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.1, 0.1, 0.1, 0.7], [0.9, 0.05, 0.05, 0.0], [0.25, 0.25, 0.25, 0.25]],
+                  dtype=torch.float64)
+P2 = torch.tensor([0.3, 0.3, 0.2, 0.2], dtype=torch.float64)  # below two tokens (any), so that a full chain has a row
+
+
+def chain_round(x1: int, x2: int) -> tuple[DraftTree, torch.Tensor]:
+    """The sampled chain x1, x2 below root token 0, its draft laws, and the target logits of its three nodes."""
+    tree = from_parents([0, x1, x2], [-1, 0, 1], [0.0, math.log(Q0[x1]), math.log(Q1[x1, x2])])
+    probs = torch.stack([torch.zeros(V, dtype=torch.float64), Q0, Q1[x1]]).float()
+    tree = DraftTree(tree.tokens, tree.parents, tree.depths, tree.draft_logprobs, tree.scores, probs)
+    logits = torch.stack([P0, P1[x1], P2]).clamp(min=1e-300).log().float()
+    logits[0, 3] = float("-inf")  # p0(3) = 0 exactly
+    return tree, logits
+
+
+def two_token_law(verifier, draws: int, seed: int) -> tuple[dict[tuple[int, int], int], float, float]:
+    """Counts of the first two committed tokens (the second from p1 where the block has one), the mean block
+    length, and the mean expected length 1 + sum of reach from the verifier's acceptances."""
+    g = torch.Generator().manual_seed(seed)
+    counts: dict[tuple[int, int], int] = {}
+    total_len, total_expected = 0, 0.0
+    cfg = SamplingConfig(temperature=1.0)
+    for _ in range(draws):
+        x1 = int(torch.multinomial(Q0, 1, generator=g))
+        x2 = int(torch.multinomial(Q1[x1], 1, generator=g))
+        tree, logits = chain_round(x1, x2)
+        d = verifier(tree, logits, cfg, g)
+        node, bonus = int(d.exit_node), int(d.bonus_token)
+        block = tree.tokens[1:node + 1].tolist() + [bonus]
+        total_len += len(block)
+        total_expected += 1 + expected_accepted([-1, 0, 1], d.accept.tolist())
+        if len(block) == 1:
+            block.append(int(torch.multinomial(P1[block[0]], 1, generator=g)))
+        key = (block[0], block[1])
+        counts[key] = counts.get(key, 0) + 1
+    return counts, total_len / draws, total_expected / draws
+
+
+def test_speculative_commits_the_targets_law_and_accepts_with_min_1_p_over_q():
+    """Over chains drawn from q, the first two committed tokens follow p0 then p1 exactly (chi-square), tokens of
+    target probability 0 never appear, and the mean block length is 1 + the expected reach of min(1, p / q)."""
+    counts, mean_len, mean_expected = two_token_law(VERIFIERS["speculative"], 8000, seed=5)
+    law = {(a, b): float(P0[a] * P1[a, b]) for a in range(V) for b in range(V) if P0[a] * P1[a, b] > 0}
+    assert not [k for k in counts if k not in law], "a committed token of target probability 0"
+    cells = sorted(law)
+    _, df, p_value = chi_square_p([counts.get(c, 0) for c in cells], [law[c] for c in cells])
+    assert df == 11 and p_value > 1e-3, f"chi-square p {p_value:.2e}"
+    # Exact expectation of the block length: E over x1, x2 of 1 + a1 + a1 a2.
+    a1 = torch.minimum(P0 / Q0, torch.ones(V, dtype=torch.float64))
+    exact = 1.0
+    for x1 in range(V):
+        a2 = torch.minimum(P1[x1] / Q1[x1].clamp(min=1e-300), torch.ones(V, dtype=torch.float64))
+        exact += float(Q0[x1] * a1[x1] * (1 + (Q1[x1] * a2).sum()))
+    assert mean_len == pytest.approx(exact, abs=0.03) and mean_expected == pytest.approx(exact, abs=0.03)
+    for x1 in range(V):  # and each round's acceptances, exactly
+        for x2 in range(V):
+            if Q0[x1] * Q1[x1, x2] > 0:
+                tree, logits = chain_round(x1, x2)
+                got = VERIFIERS["speculative"](tree, logits, SamplingConfig(1.0), torch.Generator()).accept
+                want = [1.0, float(a1[x1]), min(1.0, float(P1[x1, x2] / Q1[x1, x2]))]
+                assert got.tolist() == pytest.approx(want, abs=1e-5), (x1, x2)
+
+
+def test_tev_on_a_sampled_chain_is_exact_but_accepts_less():
+    """The tree being drawn independently of the target's draws, TEV stays exact on it; its block is shorter."""
+    def tev_with_accept(tree, logits, cfg, gen, anc=None):
+        d = VERIFIERS["tev"](tree, logits, cfg, gen, anc)
+        return type(d)(d.exit_node, d.bonus_token, d.exit_law, d.exit_law.p_edge)
+
+    counts, mean_len, _ = two_token_law(tev_with_accept, 3000, seed=6)
+    law = {(a, b): float(P0[a] * P1[a, b]) for a in range(V) for b in range(V) if P0[a] * P1[a, b] > 0}
+    cells = sorted(law)
+    _, _, p_value = chi_square_p([counts.get(c, 0) for c in cells], [law[c] for c in cells])
+    assert p_value > 1e-3 and not [k for k in counts if k not in law]
+    assert mean_len < two_token_law(VERIFIERS["speculative"], 3000, seed=7)[1] - 0.1
+
+
+def test_speculative_on_a_deterministic_tree_is_the_residual_verifier_and_refuses_a_branching_sampled_tree():
+    tree = from_parents([0, 1, 2, 3], [-1, 0, 0, 1])
+    logits = torch.randn(4, V, generator=torch.Generator().manual_seed(0))
+    cfg = SamplingConfig(temperature=1.0)
+    for seed in range(20):
+        a = VERIFIERS["speculative"](tree, logits, cfg, torch.Generator().manual_seed(seed))
+        b = VERIFIERS["residual"](tree, logits, cfg, torch.Generator().manual_seed(seed))
+        assert (int(a.exit_node), int(a.bonus_token)) == (int(b.exit_node), int(b.bonus_token))
+    branching = DraftTree(tree.tokens, tree.parents, tree.depths, tree.draft_logprobs, tree.scores,
+                          torch.full((4, V), 1 / V))
+    with pytest.raises(TevvizError, match="sampled chain"):
+        VERIFIERS["speculative"](branching, logits, cfg, torch.Generator())
+
+
+def test_a_sampled_round_exports_its_acceptances_and_imports_them_back():
+    pair = tiny_pair("llama")
+    from tevviz.engine import DecodeConfig, DecodeSession
+
+    cfg = DecodeConfig(sampling=SAMPLING, builder=BuilderConfig(kind="sampled", depth=3), verifier="speculative",
+                       max_new_tokens=12, seed=3, stop_on_eos=False)
+    s = DecodeSession(pair, [5, 6, 7], cfg)
+    s.run()
+    for r in s.rounds:
+        assert r.accept is not None and r.accept[0] == 1.0 and len(r.accept) == r.size
+        assert all(0.0 <= a <= 1.0 for a in r.accept)
+    back = loads(__import__("json").dumps(session_dict({}, "", s.prompt_ids, s.generated, "", s.rounds)))
+    assert [r.accept for r in back.rounds] == [r.accept for r in s.rounds]
+    d = s.rounds[0].to_dict()
+    del d["nodes"][1]["accept"]
+    with pytest.raises(TevvizError, match=r"nodes\[1\]\.accept.*all or none"):
+        loads(__import__("json").dumps({"schema": "tevviz.round/2", **d}))
+    assert RoundRecord.from_dict(s.rounds[0].to_dict()).accept == s.rounds[0].accept
+
+
+def chain_observe(auto: AutoBudget, accept: list[float], level_ms: float = 1.0) -> None:
+    h = len(accept)
+    auto.observe(h + 1, h, {"draft": level_ms * h, "target": 10.0 + 0.1 * (h + 1), "verify": 0.5, "other": 0.5},
+                 C_p=0.0, predicted=0.0, ranks=[0] * (h + 1), logq=[0.0] + [-1.0] * h, p_edge=[1.0, *accept])
+
+
+def test_auto_sizes_a_sampled_chain_from_the_prefix_lengths_it_measured():
+    """Chains whose first two tokens are always taken and the third never: depth 2 is the best rate; every
+    EXPLORE-th round tries one deeper; when every token is refused, rounds go without a draft; limits hold."""
+    auto = AutoBudget(6, 6, chain=True)
+    plans = [auto.plan()]
+    for share in WARMUP_FRACTIONS:  # the warm-up: full depth, a quarter, half, none
+        h = round(6 * share)
+        if h:
+            chain_observe(auto, [1.0, 1.0] + [0.0] * (h - 2) if h > 2 else [1.0] * h)
+        else:
+            auto.observe(1, 0, {"draft": 0.0, "target": 10.0, "verify": 0.5, "other": 0.5}, C_p=0.0, predicted=0.0)
+        plans.append(auto.plan())
+    assert [p.forced_budget for p in plans[:4]] == [6, 2, 3, 0] and plans[3].skip_draft
+    assert auto.chain_tokens()[:4] == pytest.approx([0.0, 1.0, 2.0, 2.0])
+    chosen = []
+    for _ in range(8):
+        p = auto.plan()
+        chosen.append((auto.rounds % EXPLORE == 0, p.forced_budget))
+        chain_observe(auto, [1.0, 1.0, 0.0, 0.0, 0.0, 0.0][:p.forced_budget])
+    assert {h for explore, h in chosen if not explore} == {2} and {h for explore, h in chosen if explore} == {3}
+    seen = []
+    for _ in range(300):  # now nothing is accepted: a plain step is better, but exploring rounds still draft
+        p = auto.plan()
+        seen.append((auto.rounds % EXPLORE == 0, p.skip_draft, p.forced_budget))
+        if p.skip_draft:
+            auto.observe(1, 0, {"draft": 0.0, "target": 10.0, "verify": 0.5, "other": 0.5}, C_p=0.0, predicted=0.0)
+        else:
+            chain_observe(auto, [0.0] * p.forced_budget)
+    assert auto.chain_depth(auto.fit()) == 0
+    late = seen[-40:]
+    assert all(skip for explore, skip, _ in late if not explore), "a losing chain is still drafted"
+    assert all(not skip and h == 1 for explore, skip, h in late if explore), "exploring rounds draft one token"
+    assert all(0 <= h <= 6 for _, _, h in seen)
