@@ -171,6 +171,11 @@ def test_a_sampled_round_exports_its_acceptances_and_imports_them_back():
     with pytest.raises(TevvizError, match=r"nodes\[1\]\.accept.*all or none"):
         loads(__import__("json").dumps({"schema": "tevviz.round/2", **d}))
     assert RoundRecord.from_dict(s.rounds[0].to_dict()).accept == s.rounds[0].accept
+    from tevviz.render.tree_figure import tree_figure
+
+    r = s.rounds[0]
+    hover = [t for trace in tree_figure(r.to_dict(), "P").data for t in (trace.hovertext or ()) if t]
+    assert any(f"speculative accept {r.accept[1]:.3g}" in t for t in hover), "the tree's hover does not show it"
 
 
 def chain_observe(auto: AutoBudget, accept: list[float], level_ms: float = 1.0) -> None:

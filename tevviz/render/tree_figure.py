@@ -213,6 +213,8 @@ def _hover(v: Hashable, attrs: Mapping[str, Any]) -> str:
         f"draft prob {_number(q)}   p_edge {_number(attrs.get('p_edge'))}",
         f"P {_number(attrs.get('P'))}   rho {_number(attrs.get('rho'))}   w {_number(attrs.get('w'))}",
     ]
+    if attrs.get("accept") is not None:  # a sampled chain: the speculative verifier accepts with min(1, p/q), not p
+        lines.append(f"speculative accept {_number(attrs['accept'])}")
     missing = sorted(attrs.get("missing") or [], key=lambda m: -m["gain"])[:3]
     if missing:
         lines.append("missing: " + ", ".join(f"{_token(m.get('text'))} +{m['gain']:.3g}" for m in missing))
