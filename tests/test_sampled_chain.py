@@ -197,6 +197,7 @@ def test_auto_sizes_a_sampled_chain_from_the_prefix_lengths_it_measured():
             auto.observe(1, 0, {"draft": 0.0, "target": 10.0, "verify": 0.5, "other": 0.5}, C_p=0.0, predicted=0.0)
         plans.append(auto.plan())
     assert [p.forced_budget for p in plans[:4]] == [6, 2, 3, 0] and plans[3].skip_draft
+    assert [p.warmup for p in plans] == [True] * 4 + [False], "a chosen depth is not a warm-up size"
     assert auto.chain_tokens()[:4] == pytest.approx([0.0, 1.0, 2.0, 2.0])
     chosen = []
     for _ in range(8):

@@ -58,6 +58,7 @@ class Plan:
     forced_budget: int | None = None  # warm-up: this budget, full depth
     skip_draft: bool = False  # no draft this round: the tree is the root alone (one plain target step)
     q_edges: torch.Tensor | None = None  # Q_EDGES on the table's device
+    warmup: bool = False  # one of the first rounds, sized to fit the cost model (a chain's depth is forced always)
 
     def round_ms(self, nodes: int, depth: int) -> float:
         return self.overhead + depth * self.draft_level + self.target_fixed + self.target_per_token * (nodes + 1)
@@ -135,8 +136,8 @@ class AutoBudget:
 
     def plan(self) -> Plan:
         fit = self.fit()
-        forced, skip = None, self.skip_left > 0
-        if self.rounds < len(WARMUP_FRACTIONS):
+        forced, skip, warmup = None, self.skip_left > 0, self.rounds < len(WARMUP_FRACTIONS)
+        if warmup:
             share = WARMUP_FRACTIONS[self.rounds]
             forced, skip = (max(1, round(self.max_budget * share)), False) if share > 0 else (0, True)
         elif self.chain:
@@ -145,7 +146,7 @@ class AutoBudget:
                 depth = min(depth + 1, self.max_depth)
             forced, skip = (depth, False) if depth > 0 else (0, True)
         return Plan(self.max_budget, self.max_depth, fit.target_fixed, fit.target_per_token, fit.draft_level,
-                    fit.overhead, self.log_accept(), forced_budget=forced, skip_draft=skip)
+                    fit.overhead, self.log_accept(), forced_budget=forced, skip_draft=skip, warmup=warmup)
 
     def chain_tokens(self) -> list[float]:
         """Expected accepted draft tokens of a sampled chain of each depth 0..max_depth, from the chains measured.

@@ -253,7 +253,7 @@ class DecodeSession:
             covered = fields["C_p"] if "accept" not in fields else expected_accepted(fields["parents"], accept)
             fit = self.auto.observe(tree.size, drafted.levels, ms, covered, predicted, drafted.ranks.tolist(),
                                     fields["draft_logprobs"], accept)
-            sizing = {"B": tree.size - 1, "H": max(fields["depths"]), "warmup": plan.forced_budget is not None,
+            sizing = {"B": tree.size - 1, "H": max(fields["depths"]), "warmup": plan.warmup,
                       "drafted": drafted.levels > 0,
                       **{k: v for k, v in asdict(fit).items()}}
         record = RoundRecord(**fields, stage_ms=ms, sizing=sizing)
