@@ -405,13 +405,13 @@ def first_three_law(model, prompt: list[int], sampling: SamplingConfig) -> dict[
     return law
 
 
-@pytest.mark.parametrize("auto", ["fixed", "auto-budget", "auto-no-draft", "sampled", "sampled-auto"])
+@pytest.mark.parametrize("auto", ["fixed", "auto-budget", "auto-no-draft", "sampled-auto"])
 def test_first_three_tokens_follow_autoregressive_sampling(auto):
     """Tree decoding (best-first, TEV) at T = 1 with top-k: over 2,000 seeded sessions the first three committed
     tokens follow plain autoregressive sampling (chi-square), across round boundaries and cache commits; also
     with --budget auto, whose trees change size from round to round, and with auto's rounds without a draft
     (a cost model under which trees lose: one undrafted round, then a drafted one that catches the draft up);
-    and speculative sampling on sampled chains, fixed and auto-sized (a warm-up of depths 3, 1, 2, none)."""
+    and speculative sampling on sampled chains, auto-sized (each session's warm-up drafts depths 3, 1, 2)."""
     from conftest import losing_cost_model
 
     from tevviz.engine.comparison import chi_square_p
