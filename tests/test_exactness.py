@@ -355,9 +355,10 @@ def test_caches_in_line_after_every_sampled_round(verifier, setting):
     builder = BuilderConfig(kind="sampled", depth=4) if sampled else BUILDERS["best-first-small"]
     cfg = DecodeConfig(sampling=SAMPLED[setting], builder=builder, verifier=verifier,
                        max_new_tokens=20, seed=list(VERIFIERS).index(verifier), stop_on_eos=False, missing_top=0)
-    off_first_branch = 0
+    off_first_branch = cut_short = 0
     for prompt in random_prompts(2 if setting == "t1-top5" else 1, seed=900 + list(SAMPLED).index(setting)):
         s = decode(pair, prompt, cfg)
+        cut_short += sum(0 < r.exit_node < r.size - 1 for r in s.rounds)
         for r in s.rounds:
             first = {}  # each node's first (most likely by the draft) child
             for v, p in enumerate(r.parents):
@@ -366,6 +367,8 @@ def test_caches_in_line_after_every_sampled_round(verifier, setting):
         assert len(s.generated) == 20
     if setting == "t1-top5" and not sampled:
         assert off_first_branch > 0, "test setup: some round should accept a path off the first branch"
+    if sampled:
+        assert cut_short > 0, "test setup: some chain should be cut short by a rejection"
 
 
 STREAM_V = 8

@@ -50,10 +50,46 @@ def test_the_sampled_builder_draws_each_token_from_the_drafts_processed_law():
     assert df == 5 and p_value > 1e-3, f"first tokens do not follow q: chi-square p {p_value:.2e}"
 
 
-def test_the_sampled_builder_needs_its_sampling_settings():
+def test_the_sampled_builder_needs_its_sampling_settings_and_a_depth_fixed_before_it_draws():
+    """Keeping a drawn token or not by its own q would draw the kept ones from another law than the q the
+    verifier is given: a plan must fix the depth first (its forced budget)."""
     pair = tiny_pair("llama")
     with pytest.raises(TevvizError, match="sampling settings"):
         build_tree(pair.draft, new_cache(pair.draft), [3, 4], BuilderConfig(kind="sampled", depth=2))
+    plan = AutoBudget(4, 4, chain=True).plan()
+    free = type(plan)(**{**plan.__dict__, "forced_budget": None})
+    with pytest.raises(TevvizError, match="fixed before it is drawn"):
+        build_tree(pair.draft, new_cache(pair.draft), [3, 4], BuilderConfig(kind="sampled", depth=2), plan=free,
+                   sampling=SAMPLING, gen=torch.Generator())
+
+
+def test_a_draft_with_a_wider_output_layer_never_draws_an_id_the_target_lacks():
+    """Padded output layers differ between checkpoints of one family; the chain is drawn among the target's ids,
+    and the verifier pads the draft's law where the draft is narrower."""
+    import copy
+
+    from tevviz.engine import DecodeConfig, DecodeSession
+    from tevviz.engine.models import ModelPair
+
+    pair = tiny_pair("llama")
+    wide = copy.deepcopy(pair.draft)
+    V = pair.target.get_output_embeddings().weight.shape[0]
+    wide.resize_token_embeddings(V + 4)
+    with torch.no_grad():  # rows past the target's width that the draft would draw often
+        wide.get_output_embeddings().weight[V:] = 5 * wide.get_output_embeddings().weight[:4]
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), builder=BuilderConfig(kind="sampled", depth=4),
+                       verifier="speculative", max_new_tokens=24, seed=1, stop_on_eos=False, missing_top=0)
+    s = DecodeSession(ModelPair(pair.target, wide, pair.tokenizer, "t", "wide"), [5, 6, 7], cfg)
+    s.run()
+    assert len(s.generated) == 24 and max(t for r in s.rounds for t in r.tokens) < V
+    narrow = tree_of_width(V - 2)
+    d = VERIFIERS["speculative"](narrow, torch.randn(3, V), SamplingConfig(temperature=1.0), torch.Generator())
+    assert d.accept.shape == (3,) and int(d.bonus_token) < V
+
+
+def tree_of_width(width: int) -> DraftTree:
+    t = from_parents([0, 1, 2], [-1, 0, 1])
+    return DraftTree(t.tokens, t.parents, t.depths, t.draft_logprobs, t.scores, torch.full((3, width), 1 / width))
 
 
 # A hand-made two-step law over 4 tokens: the target's p0 then p1[a], the draft's q0 then q1[a].
@@ -82,6 +118,7 @@ def two_token_law(verifier, draws: int, seed: int) -> tuple[dict[tuple[int, int]
     length, and the mean expected length 1 + sum of reach from the verifier's acceptances."""
     g = torch.Generator().manual_seed(seed)
     counts: dict[tuple[int, int], int] = {}
+    full_bonus = [0] * V  # the bonus of chains taken in full: drawn from P2
     total_len, total_expected = 0, 0.0
     cfg = SamplingConfig(temperature=1.0)
     for _ in range(draws):
@@ -92,11 +129,14 @@ def two_token_law(verifier, draws: int, seed: int) -> tuple[dict[tuple[int, int]
         node, bonus = int(d.exit_node), int(d.bonus_token)
         block = tree.tokens[1:node + 1].tolist() + [bonus]
         total_len += len(block)
+        if len(block) == 3:
+            full_bonus[bonus] += 1
         total_expected += 1 + expected_accepted([-1, 0, 1], d.accept.tolist())
         if len(block) == 1:
             block.append(int(torch.multinomial(P1[block[0]], 1, generator=g)))
         key = (block[0], block[1])
         counts[key] = counts.get(key, 0) + 1
+    two_token_law.full_bonus = full_bonus
     return counts, total_len / draws, total_expected / draws
 
 
@@ -109,6 +149,9 @@ def test_speculative_commits_the_targets_law_and_accepts_with_min_1_p_over_q():
     cells = sorted(law)
     _, df, p_value = chi_square_p([counts.get(c, 0) for c in cells], [law[c] for c in cells])
     assert df == 11 and p_value > 1e-3, f"chi-square p {p_value:.2e}"
+    full = two_token_law.full_bonus  # below the chain's last node the bonus is p there, nothing subtracted
+    _, _, p_full = chi_square_p(full, P2.tolist())
+    assert sum(full) > 1000 and p_full > 1e-3, f"the bonus after a full chain is not p: chi-square p {p_full:.2e}"
     # Exact expectation of the block length: E over x1, x2 of 1 + a1 + a1 a2.
     a1 = torch.minimum(P0 / Q0, torch.ones(V, dtype=torch.float64))
     exact = 1.0
@@ -176,6 +219,24 @@ def test_a_sampled_round_exports_its_acceptances_and_imports_them_back():
     r = s.rounds[0]
     hover = [t for trace in tree_figure(r.to_dict(), "P").data for t in (trace.hovertext or ()) if t]
     assert any(f"speculative accept {r.accept[1]:.3g}" in t for t in hover), "the tree's hover does not show it"
+
+
+def test_an_auto_sized_sampled_session_learns_from_the_speculative_acceptances():
+    """The prefix means are built from each round's min(1, p / q), not from the target edge probabilities."""
+    from tevviz.engine import DecodeConfig, DecodeSession
+
+    pair = tiny_pair("llama")
+    cfg = DecodeConfig(sampling=SAMPLING, builder=BuilderConfig(kind="sampled", depth=3, auto=True),
+                       verifier="speculative", max_new_tokens=40, seed=2, stop_on_eos=False, missing_top=0)
+    s = DecodeSession(pair, [5, 6, 7], cfg)
+    s.run()
+    drafted = [r for r in s.rounds if r.size > 1]
+    assert drafted and any(r.accept[1] != pytest.approx(r.p_edge[1], abs=1e-3) for r in drafted)
+    decay, n, tokens = 1 - 1 / s.auto.prefix_window, 0.0, 0.0
+    for r in drafted:
+        n, tokens = n * decay + 1, tokens * decay + r.accept[1]
+    assert s.auto.chain_tokens()[1] == pytest.approx(tokens / n, rel=1e-4)
+    assert all(r.sizing["B"] <= 3 and r.sizing["H"] <= 3 for r in s.rounds)
 
 
 def chain_observe(auto: AutoBudget, accept: list[float], level_ms: float = 1.0) -> None:

@@ -122,6 +122,7 @@ class AutoBudget:
         # Decayed sums over drafted chains: for each depth h, rounds that drafted at least h and their expected
         # accepted tokens in the first h.
         self.prefix_rounds, self.prefix_tokens = torch.zeros(MAX_CHAIN + 1), torch.zeros(MAX_CHAIN + 1)
+        self.prefix_window = WINDOW  # drafted chains the prefix means remember
         self.target = deque(maxlen=WINDOW)  # (tokens, ms) of drafted trees' target passes
         self.plain = deque(maxlen=WINDOW)  # ms of rounds without a draft (target pass over the root, verify, commit)
         self.levels = deque(maxlen=WINDOW)  # (levels, ms)
@@ -201,8 +202,9 @@ class AutoBudget:
             # The chain's prefixes: expected accepted tokens of its first h nodes, h = 1..its length.
             reach = torch.tensor(p_edge[1:MAX_CHAIN + 1] if p_edge is not None else [], dtype=torch.float32).cumprod(0)
             h = reach.numel()
-            self.prefix_rounds.mul_(1 - 1 / WINDOW)[1:h + 1] += 1
-            self.prefix_tokens.mul_(1 - 1 / WINDOW)[1:h + 1] += reach.cumsum(0)
+            decay = 1 - 1 / self.prefix_window
+            self.prefix_rounds.mul_(decay)[1:h + 1] += 1
+            self.prefix_tokens.mul_(decay)[1:h + 1] += reach.cumsum(0)
             return self.fit()  # each round picks its depth against a plain step itself: no back-off
         # Was this tree worth its round? Both rates from the cost model, so that one slow round does not decide.
         fit = self.fit()

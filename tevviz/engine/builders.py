@@ -116,14 +116,15 @@ def _forward(model, cache, tokens: torch.Tensor, positions: torch.Tensor, visibl
 @torch.no_grad()
 def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: int | None = None,
                plan: Plan | None = None, sampling: SamplingConfig | None = None,
-               gen: torch.Generator | None = None) -> DraftResult:
+               gen: torch.Generator | None = None, width: int | None = None) -> DraftResult:
     """Draft a tree below the last pending token (the root); `pending` are committed tokens not yet in `cache`.
 
     `max_depth` caps the depth for this round (context length); the cache grows by the forwarded nodes.
     With a `plan` (auto budget), nodes are ranked by their predicted reach (the plan's acceptance table)
     instead of the draft's path score; drafting stops at the first level that does not raise the expected
     tokens per ms, and the tree keeps the top-k nodes by reach with the best rate.
-    The `sampled` builder draws its chain with `sampling` (the decoding's settings) and `gen` (on the draft's device).
+    The `sampled` builder draws its chain with `sampling` (the decoding's settings) and `gen` (on the draft's device),
+    among the first `width` ids (the target's output width, when the output layers are padded differently).
     """
     device = model.device
     past = cache.get_seq_length()
@@ -136,7 +137,7 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
     if cfg.kind == "sampled":
         if sampling is None or gen is None:
             raise TevvizError("a sampled chain needs the sampling settings and a generator")
-        return _sampled_chain(model, cache, ids[-1:], logits, base, H, plan, sampling, gen)
+        return _sampled_chain(model, cache, ids[-1:], logits, base, H, plan, sampling, gen, width)
     # A kept tree of B nodes is at most B deep (scores fall along paths, ties keep ancestors first),
     # so levels below that would be drafted for nothing.
     H = min(H, cfg.keep)
@@ -211,35 +212,32 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
 
 
 def _sampled_chain(model, cache, root: torch.Tensor, logits: torch.Tensor, base: int, H: int, plan: Plan | None,
-                   sampling: SamplingConfig, gen: torch.Generator) -> DraftResult:
-    """A chain of up to H tokens, each drawn from the draft's processed law below the previous one.
+                   sampling: SamplingConfig, gen: torch.Generator, width: int | None) -> DraftResult:
+    """A chain of H tokens, each drawn from the draft's processed law below the previous one.
 
     The laws drawn from travel with the tree (`draft_probs`): the speculative verifier accepts node v with
-    probability min(1, p(x_v) / q(x_v)) and needs q. With a plan, the chain stops at the first token that does
-    not raise the expected tokens per ms, and keeps the best prefix, as the best-first builder does.
+    probability min(1, p(x_v) / q(x_v)) and needs q. The depth is fixed before the first draw (a plan's forced
+    depth): keeping or dropping a token by its own q would draw the kept ones from another law than q.
     """
     device = model.device
     if plan is not None:
+        if plan.forced_budget is None:
+            raise TevvizError("a sampled chain's depth must be fixed before it is drawn (the plan's forced budget)")
         plan = plan.to(device)
-        if plan.forced_budget is not None:
-            H = min(H, plan.forced_budget)
-    tokens, laws, logq = [root], [torch.zeros_like(logits, dtype=torch.float32)], [torch.zeros(1, device=device)]
-    reach = [torch.zeros(1, device=device)]
+        H = min(H, plan.forced_budget)
+    tokens, logq = [root], [torch.zeros(1, device=device)]
+    laws = [torch.zeros_like(logits[..., :width], dtype=torch.float32)]
+    reach = [torch.zeros(1, device=device)]  # log predicted reach, shown as the round's prediction
     rank0 = torch.zeros(1, dtype=torch.long, device=device)
-    levels, best_rate = 1, 0.0
+    levels = 1
     for d in range(1, H + 1):
-        q = processed_probs(logits, sampling)  # (1, V)
-        x = greedy_rows(logits) if sampling.greedy else sample_categorical(q, gen)  # (1,), still on the device
+        q = processed_probs(logits[..., :width], sampling)  # (1, V); ids the target lacks are never drawn
+        x = greedy_rows(q) if sampling.greedy else sample_categorical(q, gen)  # (1,), still on the device
         lq = torch.log(q.gather(-1, x.unsqueeze(-1))[0])
         tokens.append(x)
         laws.append(q)
         logq.append(lq)
         reach.append(reach[-1] + (plan.edge_values(lq, rank0) if plan is not None else lq))
-        if plan is not None and plan.forced_budget is None:
-            _, rate = plan.best(torch.cat(reach[1:]), levels)
-            if rate <= best_rate:
-                break
-            best_rate = rate
         if d == H:
             break
         # A chain node sees the whole cache and every earlier chain slot: a causal row.
@@ -247,15 +245,12 @@ def _sampled_chain(model, cache, root: torch.Tensor, logits: torch.Tensor, base:
                           torch.ones(1, base + d, dtype=torch.bool, device=device))
         levels += 1
     n = len(tokens)
-    log_reach = torch.cat(reach)
-    keep = n - 1 if plan is None else min(n - 1, plan.best(log_reach[1:], levels)[0])
-    n = keep + 1  # reach never increases along the chain, so the best k nodes are its first k
-    lq = torch.cat(logq)[:n]
+    lq = torch.cat(logq)
     slot = torch.arange(-1, n - 1, device=device)  # node d went through the draft's d-th chain forward, at slot d - 1
     slot[levels:] = -1  # ... if there was one: the last token drawn is never forwarded
     depth = torch.arange(n, device=device)
-    tree = DraftTree(torch.cat(tokens)[:n], depth - 1, depth, lq, torch.cumsum(lq, 0), torch.cat(laws)[:n])
-    return DraftResult(tree, slot, base, levels, torch.zeros(n, dtype=torch.long, device=device), log_reach[:n])
+    tree = DraftTree(torch.cat(tokens), depth - 1, depth, lq, torch.cumsum(lq, 0), torch.cat(laws))
+    return DraftResult(tree, slot, base, levels, torch.zeros(n, dtype=torch.long, device=device), torch.cat(reach))
 
 
 def root_only(root: int, base: int, device) -> DraftResult:

@@ -97,7 +97,7 @@ class DecodeSession:
                  cost_model: AutoBudget | None = None):
         if not prompt_ids:
             raise TevvizError("the prompt is empty")
-        vocab = pair.target.get_output_embeddings().weight.shape[0]
+        vocab = self.vocab = pair.target.get_output_embeddings().weight.shape[0]
         if max(prompt_ids) >= vocab or min(prompt_ids) < 0:
             raise TevvizError(f"prompt token ids must lie in [0, {vocab})")
         if len(prompt_ids) + 1 > pair.context_length:
@@ -204,7 +204,7 @@ class DecodeSession:
             drafted = root_only(self.pending[-1], self.draft_cache.get_seq_length(), self.device)
         else:
             drafted = build_tree(pair.drafting, self.draft_cache, self.pending, cfg.builder, cap, plan, cfg.sampling,
-                                 self.draft_gen)
+                                 self.draft_gen, self.vocab)
         tree = drafted.tree.to(self.device)
         _sync(self.device)
         t1 = time.perf_counter()

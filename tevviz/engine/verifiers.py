@@ -14,6 +14,7 @@ from typing import Protocol
 import torch
 
 from . import exit_law as law
+from .errors import TevvizError
 from .sampling import (
     SamplingConfig,
     float64_sampling,
@@ -57,8 +58,6 @@ def register(name: str) -> Callable[[Verifier], Verifier]:
 
 def get_verifier(name: str) -> Verifier:
     """The verifier registered under `name`."""
-    from .errors import TevvizError
-
     if name not in VERIFIERS:
         raise TevvizError(f"unknown verifier {name!r}; choose one of {', '.join(VERIFIERS)}")
     return VERIFIERS[name]
@@ -196,14 +195,16 @@ def speculative(tree, logits, cfg, gen, anc=None) -> Decision:
         return _root_alone(logits, cfg, gen)
     n = tree.size
     if not torch.equal(tree.parents, torch.arange(-1, n - 1, device=tree.parents.device)):
-        from .errors import TevvizError
-
         raise TevvizError("the speculative verifier takes a sampled chain (builder 'sampled'), not a branching tree")
     if cfg.greedy:
         return tev(tree, logits, cfg, gen, anc)  # p and q are one-hot: accept while the tokens agree, as TEV does
     dtype = torch.float64 if float64_sampling(logits.device) else torch.float32
     p = processed_probs(logits, cfg).to(dtype)  # (N, V): p_v at every chain node
     q = tree.draft_probs[1:].to(logits.device, dtype)  # (N - 1, V): the law node v was drawn from, v >= 1
+    if q.shape[-1] < p.shape[-1]:  # a draft with a narrower output layer: no weight on the ids it lacks
+        q = torch.nn.functional.pad(q, (0, p.shape[-1] - q.shape[-1]))
+    elif q.shape[-1] > p.shape[-1]:
+        raise TevvizError(f"the chain was drawn over {q.shape[-1]} ids, but the target scores {p.shape[-1]}")
     x = tree.tokens[1:].to(logits.device).unsqueeze(1)
     # Normalised in the working precision: the sampler drew x in proportion to q, whatever q's float32 sum.
     px = p[:-1].gather(1, x)[:, 0] / p[:-1].sum(-1)
