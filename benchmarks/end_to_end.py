@@ -45,12 +45,9 @@ def own_autoregressive(pair: ModelPair, ids, n: int, temperature: float, seed: i
 
 def tree_run(pair: ModelPair, ids, n: int, temperature: float, builder: BuilderConfig, verifier: str, seed: int,
              cost_model=None):
-    from tevviz.engine.session import expected_accepted
-
     s, _ = tree_decode(pair, ids, temperature, builder, verifier, n, seed, cost_model)
     # A speculative round's expected length is its own acceptance's, not the fixed-tree ceiling 1 + C_p.
-    ceilings = [1 + (expected_accepted(r.parents, r.accept) if r.accept is not None else r.C_p)
-                for r in s.rounds if r.C_p is not None]
+    ceilings = [r.expected_length for r in s.rounds if r.expected_length is not None]
     return len(s.generated), (sum(r.block_length for r in s.rounds) / len(s.rounds),
                               sum(ceilings) / len(ceilings) if ceilings else float("nan"))
 

@@ -3,6 +3,7 @@ accepts with min(1, p / q) and draws the bonus from max(0, p - q); the law of wh
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -15,9 +16,8 @@ from tevviz.engine.builders import build_tree
 from tevviz.engine.comparison import chi_square_p
 from tevviz.engine.io import loads, session_dict
 from tevviz.engine.kv import new_cache
-from tevviz.engine.records import RoundRecord
+from tevviz.engine.records import RoundRecord, expected_accepted
 from tevviz.engine.sampling import processed_probs
-from tevviz.engine.session import expected_accepted
 from tevviz.engine.tree import DraftTree, from_parents
 from tevviz.engine.verifiers import VERIFIERS
 
@@ -207,12 +207,12 @@ def test_a_sampled_round_exports_its_acceptances_and_imports_them_back():
     for r in s.rounds:
         assert r.accept is not None and r.accept[0] == 1.0 and len(r.accept) == r.size
         assert all(0.0 <= a <= 1.0 for a in r.accept)
-    back = loads(__import__("json").dumps(session_dict({}, "", s.prompt_ids, s.generated, "", s.rounds)))
+    back = loads(json.dumps(session_dict({}, "", s.prompt_ids, s.generated, "", s.rounds)))
     assert [r.accept for r in back.rounds] == [r.accept for r in s.rounds]
     d = s.rounds[0].to_dict()
     del d["nodes"][1]["accept"]
     with pytest.raises(TevvizError, match=r"nodes\[1\]\.accept.*all or none"):
-        loads(__import__("json").dumps({"schema": "tevviz.round/2", **d}))
+        loads(json.dumps({"schema": "tevviz.round/2", **d}))
     assert RoundRecord.from_dict(s.rounds[0].to_dict()).accept == s.rounds[0].accept
     from tevviz.render.tree_figure import tree_figure
 

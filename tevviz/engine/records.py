@@ -131,6 +131,13 @@ class RoundRecord:
         )
 
     @property
+    def expected_length(self) -> float | None:
+        """Expected block length under this round's verifier: 1 + C_p, or 1 + the reach of `accept` where it is set."""
+        if self.accept is not None:
+            return 1 + expected_accepted(self.parents, self.accept)
+        return None if self.C_p is None else 1 + self.C_p
+
+    @property
     def block_length(self) -> int:
         """L = d(exit) + 1: accepted draft tokens plus the bonus token."""
         return len(self.accepted)
@@ -253,6 +260,14 @@ class RoundRecord:
         return width, leaf
 
 
+def expected_accepted(parents: list[int], accept: list[float]) -> float:
+    """Expected accepted draft tokens of a round from each node's acceptance once its parent is accepted."""
+    reach = [1.0] * len(parents)
+    for v in range(1, len(parents)):
+        reach[v] = reach[parents[v]] * accept[v]
+    return sum(reach[1:])
+
+
 def path_to(parents: list[int], node: int) -> list[int]:
     """The walk from the root (parent -1) down to `node` in a parent array."""
     path = [node]
@@ -263,7 +278,7 @@ def path_to(parents: list[int], node: int) -> list[int]:
 
 def summarize(rounds: list[RoundRecord]) -> dict:
     """Rounds, tokens committed, tau (mean L), mean 1 + C_p and stage totals; means are None when undefined."""
-    ceilings = [1 + r.C_p for r in rounds if r.C_p is not None]
+    ceilings = [r.expected_length for r in rounds if r.expected_length is not None]
     return {
         "rounds": len(rounds),
         "tau": _mean([r.block_length for r in rounds]),

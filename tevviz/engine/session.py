@@ -18,7 +18,7 @@ from .builders import BuilderConfig, build_tree, root_only
 from .errors import TevvizError
 from .kv import additive_mask, keep_entries, new_cache, tree_visibility
 from .models import ModelPair
-from .records import RoundRecord
+from .records import RoundRecord, expected_accepted
 from .sampling import SamplingConfig, processed_probs, sample_categorical
 from .scoring import missing_records
 from .tree import DraftTree, ancestor_mask, path_to, position_ids
@@ -296,14 +296,6 @@ class DecodeSession:
         while not self.done and (rounds is None or len(out) < rounds):
             out.append(self.step())
         return out
-
-
-def expected_accepted(parents: list[int], accept: list[float]) -> float:
-    """Expected accepted draft tokens of a round from each node's acceptance once its parent is accepted."""
-    reach = [1.0] * len(parents)
-    for v in range(1, len(parents)):
-        reach[v] = reach[parents[v]] * accept[v]
-    return sum(reach[1:])
 
 
 @dataclass(frozen=True)

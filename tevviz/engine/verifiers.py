@@ -207,14 +207,14 @@ def speculative(tree, logits, cfg, gen, anc=None) -> Decision:
         raise TevvizError(f"the chain was drawn over {q.shape[-1]} ids, but the target scores {p.shape[-1]}")
     x = tree.tokens[1:].to(logits.device).unsqueeze(1)
     # Normalised in the working precision: the sampler drew x in proportion to q, whatever q's float32 sum.
-    px = p[:-1].gather(1, x)[:, 0] / p[:-1].sum(-1)
-    qx = q.gather(1, x)[:, 0] / q.sum(-1)
+    p, q = p / p.sum(-1, keepdim=True), q / q.sum(-1, keepdim=True)
+    px, qx = p[:-1].gather(1, x)[:, 0], q.gather(1, x)[:, 0]
     accept = (px / qx).clamp(max=1)  # qx > 0: a token of zero draft weight is never drawn
     u = torch.rand(n - 1, generator=gen, device=logits.device, dtype=dtype)
     node = (u < accept).long().cumprod(0).sum()  # the deepest accepted node (node ids are depths in a chain)
     at = node.view(1)
     row = p.index_select(0, at)[0]
-    drawn_from = torch.cat([q / q.sum(-1, keepdim=True), torch.zeros_like(q[:1])]).index_select(0, at)[0]
-    res = (row / row.sum() - drawn_from).clamp(min=0)  # below the last node nothing was drawn: p itself
+    drawn_from = torch.cat([q, torch.zeros_like(q[:1])]).index_select(0, at)[0]
+    res = (row - drawn_from).clamp(min=0)  # below the last node nothing was drawn: p itself
     bonus = sample_categorical(_or_row(res, row), gen)
     return Decision(node, bonus, accept=torch.cat([torch.ones(1, device=logits.device), accept.float()]))
