@@ -61,7 +61,7 @@ class Plan:
     warmup: bool = False  # one of the first rounds, sized to fit the cost model (a chain's depth is forced always)
 
     def round_ms(self, nodes: int, depth: int) -> float:
-        return self.overhead + depth * self.draft_level + self.target_fixed + self.target_per_token * (nodes + 1)
+        return round_cost(self, nodes, depth)
 
     def edge_values(self, logq: torch.Tensor, ranks: torch.Tensor) -> torch.Tensor:
         """log of each new edge's expected target probability, from its draft log q and its rank among siblings."""
@@ -78,10 +78,15 @@ class Plan:
         reach = torch.sort(values.float(), descending=True).values[: self.max_budget].exp()
         gain = 1 + torch.cumsum(reach, 0)
         k = torch.arange(1, reach.numel() + 1, device=reach.device, dtype=torch.float32)
-        cost = self.overhead + depth * self.draft_level + self.target_fixed + self.target_per_token * (k + 1)
+        cost = round_cost(self, k, depth)
         rate = gain / cost
         i = int(torch.argmax(rate))
         return i + 1, float(rate[i])
+
+
+def round_cost(c, nodes, levels):
+    """ms of a round of `nodes` non-root nodes and `levels` draft forwards under a cost model `c` (Plan or Fit)."""
+    return c.overhead + levels * c.draft_level + c.target_fixed + c.target_per_token * (nodes + 1)
 
 
 def q_bins(logq: torch.Tensor, edges: torch.Tensor | None = None) -> torch.Tensor:
@@ -168,7 +173,7 @@ class AutoBudget:
     def chain_depth(self, fit: Fit) -> int:
         """The sampled chain depth of the best expected tokens per ms (0: a plain step is better)."""
         rates = [plain_rate(fit)] + [
-            (1 + e) / max(fit.overhead + h * fit.draft_level + fit.target_fixed + fit.target_per_token * (h + 1), 1e-9)
+            (1 + e) / max(round_cost(fit, h, h), 1e-9)
             for h, e in enumerate(self.chain_tokens()[1:], start=1)]
         return max(range(len(rates)), key=rates.__getitem__)
 
@@ -208,8 +213,7 @@ class AutoBudget:
             return self.fit()  # each round picks its depth against a plain step itself: no back-off
         # Was this tree worth its round? Both rates from the cost model, so that one slow round does not decide.
         fit = self.fit()
-        drafted = (1 + C_p) / max(fit.overhead + levels * fit.draft_level + fit.target_fixed
-                                  + fit.target_per_token * tokens, 1e-9)
+        drafted = (1 + C_p) / max(round_cost(fit, tokens - 1, levels), 1e-9)
         if drafted >= plain_rate(fit):
             self.skip_left, self.wait = 0, 1
         else:  # back off: each losing probe doubles the rounds without a draft before the next one
