@@ -1,0 +1,68 @@
+"""Sampled chains (speculative verifier) at each fixed depth and with --budget auto: tau, round time and its stages.
+
+Every decoder runs on every prompt and seed in turn (interleaved), so rows compare within one run. Besides the
+realised tau it reports each decoder's *expected* block length (1 + the exact expected accepted tokens of each
+round) and the expected rate (those over the measured round times): at T = 1 the realised tau of a fixed depth
+moves by several percent with the random stream, the expected one much less. The auto row also gives the depths it
+chose and the round time by chosen depth, which is what its cost model has to get right.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+
+from common import parser, setup, table, tree_decode, write
+
+from tevviz.engine.auto_budget import AutoBudget
+from tevviz.engine.builders import BuilderConfig
+
+
+def main() -> None:
+    ap = parser(__doc__.splitlines()[0])
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--depths", default="1,2,3,4,5,6", help="fixed chain depths, comma-separated")
+    ap.add_argument("--auto-depth", type=int, default=8, help="the depth limit of the --budget auto row (0: no row)")
+    ap.add_argument("--seeds", type=int, default=1, help="decodes of each prompt, each with its own seed")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    args = ap.parse_args()
+    pair, prompts = setup(args)
+    depths = [int(x) for x in args.depths.split(",") if x]
+    names = [str(h) for h in depths] + ([f"auto (H<={args.auto_depth})"] if args.auto_depth else [])
+    model = AutoBudget(args.auto_depth, args.auto_depth, chain=True)  # carried from prompt to prompt, as a session would
+    builders = {str(h): BuilderConfig(kind="sampled", depth=h) for h in depths}
+    if args.auto_depth:
+        builders[names[-1]] = BuilderConfig(kind="sampled", depth=args.auto_depth, auto=True)
+    tree_decode(pair, prompts[0], args.temperature, builders[names[0]], "speculative", 16, 0)  # warm-up
+    rounds = {n: [] for n in names}  # (block length, expected length, ms, H)
+    generated, seconds = Counter(), Counter()
+    for seed in range(args.seeds):
+        for i, ids in enumerate(prompts):
+            for n in names:
+                s, sec = tree_decode(pair, ids, args.temperature, builders[n], "speculative", args.max_new_tokens,
+                                     seed * 1000 + i, model if n.startswith("auto") else None)
+                generated[n] += len(s.generated)
+                seconds[n] += sec
+                rounds[n] += [(r.block_length, r.expected_length, sum(r.stage_ms.values()), r.size - 1)
+                              for r in s.rounds]
+    rows = []
+    for n in names:
+        rs = rounds[n]
+        ms = sum(r[2] for r in rs)
+        rows.append({"decoder": n, "tok/s": generated[n] / seconds[n], "tau": statistics.mean(r[0] for r in rs),
+                     "expected tau": statistics.mean(r[1] for r in rs), "round ms": ms / len(rs),
+                     "expected tok/ms": sum(r[1] for r in rs) / ms, "rounds": len(rs)})
+    print(table(rows, list(rows[0])))
+    payload = {"rows": rows}
+    if args.auto_depth:
+        chosen = rounds[names[-1]]
+        by_depth = {h: [r[2] for r in chosen if r[3] == h] for h in sorted({r[3] for r in chosen})}
+        payload["auto_depths"] = {h: {"rounds": len(v), "median ms": statistics.median(v)} for h, v in by_depth.items()}
+        print("auto: rounds and median round ms by chosen depth:",
+              ", ".join(f"{h}: {len(v)} x {statistics.median(v):.2f}" for h, v in by_depth.items()))
+        payload["fit"] = vars(model.fit())
+    write("chain_depths", args, payload)
+
+
+if __name__ == "__main__":
+    main()
