@@ -16,6 +16,7 @@ from common import parser, setup, table, tree_decode, write
 
 from tevviz.engine.auto_budget import AutoBudget
 from tevviz.engine.builders import BuilderConfig
+from tevviz.engine.records import summarize
 
 
 def main() -> None:
@@ -28,35 +29,37 @@ def main() -> None:
     args = ap.parse_args()
     pair, prompts = setup(args)
     depths = [int(x) for x in args.depths.split(",") if x]
-    names = [str(h) for h in depths] + ([f"auto (H<={args.auto_depth})"] if args.auto_depth else [])
+    auto = f"auto (H<={args.auto_depth})" if args.auto_depth else None
     model = AutoBudget(args.auto_depth, args.auto_depth, chain=True)  # carried from prompt to prompt, as a session would
     builders = {str(h): BuilderConfig(kind="sampled", depth=h) for h in depths}
-    if args.auto_depth:
-        builders[names[-1]] = BuilderConfig(kind="sampled", depth=args.auto_depth, auto=True)
+    if auto:
+        builders[auto] = BuilderConfig(kind="sampled", depth=args.auto_depth, auto=True)
+    names = list(builders)
     tree_decode(pair, prompts[0], args.temperature, builders[names[0]], "speculative", 16, 0)  # warm-up
-    rounds = {n: [] for n in names}  # (block length, expected length, ms, H)
+    rounds = {n: [] for n in names}
     generated, seconds = Counter(), Counter()
     for seed in range(args.seeds):
         for i, ids in enumerate(prompts):
             for n in names:
                 s, sec = tree_decode(pair, ids, args.temperature, builders[n], "speculative", args.max_new_tokens,
-                                     seed * 1000 + i, model if n.startswith("auto") else None)
+                                     seed * 1000 + i, model if n == auto else None)
                 generated[n] += len(s.generated)
                 seconds[n] += sec
-                rounds[n] += [(r.block_length, r.expected_length, sum(r.stage_ms.values()), r.size - 1)
-                              for r in s.rounds]
+                rounds[n] += s.rounds
     rows = []
     for n in names:
-        rs = rounds[n]
-        ms = sum(r[2] for r in rs)
-        rows.append({"decoder": n, "tok/s": generated[n] / seconds[n], "tau": statistics.mean(r[0] for r in rs),
-                     "expected tau": statistics.mean(r[1] for r in rs), "round ms": ms / len(rs),
-                     "expected tok/ms": sum(r[1] for r in rs) / ms, "rounds": len(rs)})
+        sm = summarize(rounds[n])
+        ms = sum(sm["stage_ms"].values())
+        rows.append({"decoder": n, "tok/s": generated[n] / seconds[n], "tau": sm["tau"],
+                     "expected tau": sm["mean_ceiling"], "round ms": ms / sm["rounds"],
+                     "expected tok/ms": sm["mean_ceiling"] * sm["rounds"] / ms, "rounds": sm["rounds"]})
     print(table(rows, list(rows[0])))
     payload = {"rows": rows}
-    if args.auto_depth:
-        chosen = rounds[names[-1]]
-        by_depth = {h: [r[2] for r in chosen if r[3] == h] for h in sorted({r[3] for r in chosen})}
+    if auto:
+        by_depth: dict[int, list[float]] = {}
+        for r in rounds[auto]:
+            by_depth.setdefault(r.size - 1, []).append(sum(r.stage_ms.values()))
+        by_depth = dict(sorted(by_depth.items()))
         payload["auto_depths"] = {h: {"rounds": len(v), "median ms": statistics.median(v)} for h, v in by_depth.items()}
         print("auto: rounds and median round ms by chosen depth:",
               ", ".join(f"{h}: {len(v)} x {statistics.median(v):.2f}" for h, v in by_depth.items()))
