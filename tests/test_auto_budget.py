@@ -11,7 +11,17 @@ from conftest import assert_caches_in_line, greedy_generate, losing_cost_model, 
 from test_exactness import assert_greedy, greedy_cfg
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, TevvizError
-from tevviz.engine.auto_budget import MAX_WAIT, Q_EDGES, RANKS, WARMUP_FRACTIONS, AutoBudget, Plan, plain_rate, q_bins
+from tevviz.engine.auto_budget import (
+    MAX_WAIT,
+    Q_EDGES,
+    RANKS,
+    WARMUP_FRACTIONS,
+    AutoBudget,
+    Plan,
+    plain_rate,
+    q_bins,
+    round_cost,
+)
 from tevviz.engine.builders import build_tree
 from tevviz.engine.io import loads, session_dict
 from tevviz.engine.kv import new_cache
@@ -46,6 +56,21 @@ def test_cost_model_recovers_a_line_and_the_realised_over_predicted_coverage():
     assert fit.target_fixed == pytest.approx(20.0) and fit.target_per_token == pytest.approx(0.5)
     assert fit.draft_level == pytest.approx(2.0) and fit.overhead == pytest.approx(3.0)
     assert fit.calibration == pytest.approx(0.5) and fit.rounds == 6
+
+
+def test_draft_time_is_a_line_in_levels_so_each_extra_level_is_priced_at_its_own_cost():
+    """A round's first draft forward also catches the draft up on the committed tokens: 3 ms of set-up and 0.5 ms
+    a level is priced so, not at the mean per level (1.5 ms at 3 levels), which draws chains and trees too shallow."""
+    auto = AutoBudget(64, 8)
+    for levels in (1, 5, 2, 4, 3):
+        auto.observe(9, levels, {"draft": 3.0 + 0.5 * levels, "target": 20.0, "verify": 1.0, "other": 1.0},
+                     C_p=1.0, predicted=1.0)
+    fit = auto.fit()
+    assert (fit.draft_fixed, fit.draft_level) == pytest.approx((3.0, 0.5))
+    assert round_cost(fit, 8, 6) - round_cost(fit, 8, 5) == pytest.approx(0.5)
+    assert round_cost(fit, 0, 0) == pytest.approx(fit.overhead + fit.target_fixed + fit.target_per_token), \
+        "a round without a draft pays no draft set-up"
+    assert auto.plan().draft_fixed == pytest.approx(3.0)
 
 
 def test_a_plain_step_is_timed_on_its_own():
@@ -189,8 +214,15 @@ def test_rounds_without_a_draft_back_off_while_trees_lose_and_stop_when_one_wins
     assert waits == [1, 2, 4, 8, 16, MAX_WAIT, MAX_WAIT]
     fit = auto.fit()
     assert plain_rate(fit) == pytest.approx(1 / 10.0), "a plain step is priced by its own time"
-    # Undrafted rounds leave the draft-level cost and the calibration alone.
-    assert fit.draft_level == pytest.approx((2.0 * 4 + 5000.0 * 7) / (2 * 4 + 3 * 7))
+    # Undrafted rounds leave the draft cost alone: it is what the drafted rounds alone give.
+    drafted_only = AutoBudget(8, 4)
+    for n in (9, 3, 5, 7):
+        drafted_only.observe(n, 2, {"draft": 2.0, "target": 10.0 + 0.5 * n, "verify": 1.0, "other": 1.0}, 2.0, 2.0)
+    for _ in range(7):
+        drafted_only.observe(5, 3, lose | {"draft": 5000.0}, C_p=0.1, predicted=2.0)
+    alone = drafted_only.fit()
+    assert (fit.draft_fixed, fit.draft_level) == pytest.approx((alone.draft_fixed, alone.draft_level))
+    assert fit.draft_level == pytest.approx(4998.0), "draft ms is a line in levels: 2 ms at 2 levels, 5000 at 3"
     # A tree that wins (here: cheap levels, good coverage) ends the back-off.
     auto = AutoBudget(8, 4)
     for n in (9, 3, 5):

@@ -11,7 +11,7 @@ import torch
 from conftest import tiny_pair
 
 from tevviz.engine import BuilderConfig, SamplingConfig, TevvizError
-from tevviz.engine.auto_budget import EXPLORE, WARMUP_FRACTIONS, AutoBudget
+from tevviz.engine.auto_budget import EXPLORE, WARMUP_FRACTIONS, AutoBudget, round_cost
 from tevviz.engine.builders import build_tree
 from tevviz.engine.comparison import chi_square_p
 from tevviz.engine.io import loads, session_dict
@@ -247,7 +247,8 @@ def chain_observe(auto: AutoBudget, accept: list[float], level_ms: float = 1.0) 
 
 def test_auto_sizes_a_sampled_chain_from_the_prefix_lengths_it_measured():
     """Chains whose first two tokens are always taken and the third never: depth 2 is the best rate; every
-    EXPLORE-th round tries one deeper; when every token is refused, rounds go without a draft; limits hold."""
+    EXPLORE-th round tries one deeper or, every other time, one shallower; when every token is refused, rounds go
+    without a draft; limits hold."""
     auto = AutoBudget(6, 6, chain=True)
     plans = [auto.plan()]
     for share in WARMUP_FRACTIONS:  # the warm-up: full depth, a quarter, half, none
@@ -263,13 +264,14 @@ def test_auto_sizes_a_sampled_chain_from_the_prefix_lengths_it_measured():
     chosen = []
     for _ in range(8):
         p = auto.plan()
-        chosen.append((auto.rounds % EXPLORE == 0, p.forced_budget))
+        chosen.append((auto.rounds % EXPLORE == 0, (auto.rounds // EXPLORE) % 2, p.forced_budget))
         chain_observe(auto, [1.0, 1.0, 0.0, 0.0, 0.0, 0.0][:p.forced_budget])
-    assert {h for explore, h in chosen if not explore} == {2} and {h for explore, h in chosen if explore} == {3}
+    assert {h for explore, _, h in chosen if not explore} == {2}
+    assert {(up, h) for explore, up, h in chosen if explore} == {(1, 3), (0, 1)}
     seen = []
     for _ in range(300):  # now nothing is accepted: a plain step is better, but exploring rounds still draft
         p = auto.plan()
-        seen.append((auto.rounds % EXPLORE == 0, p.skip_draft, p.forced_budget))
+        seen.append((auto.rounds % EXPLORE == 0 and (auto.rounds // EXPLORE) % 2 == 1, p.skip_draft, p.forced_budget))
         if p.skip_draft:
             auto.observe(1, 0, {"draft": 0.0, "target": 10.0, "verify": 0.5, "other": 0.5}, C_p=0.0, predicted=0.0)
         else:
@@ -277,5 +279,42 @@ def test_auto_sizes_a_sampled_chain_from_the_prefix_lengths_it_measured():
     assert auto.chain_depth(auto.fit()) == 0
     late = seen[-40:]
     assert all(skip for explore, skip, _ in late if not explore), "a losing chain is still drafted"
-    assert all(not skip and h == 1 for explore, skip, h in late if explore), "exploring rounds draft one token"
+    assert all(not skip and h == 1 for explore, skip, h in late if explore), "exploring up drafts one token"
     assert all(0 <= h <= 6 for _, _, h in seen)
+
+
+def machine_round(auto: AutoBudget, h: int, accept: list[float], target_ms: dict[int, float], load: float = 1.0):
+    """One chain round of depth h (0: no draft) on a machine whose target pass costs target_ms[tokens]."""
+    draft = (1.0 + 0.5 * h) * load if h else 0.0
+    auto.observe(h + 1, h, {"draft": draft, "target": target_ms[h + 1] * load, "verify": 0.5 * load,
+                            "other": 0.5 * load}, C_p=0.0, predicted=0.0, ranks=[0] * (h + 1),
+                 logq=[0.0] + [-1.0] * h, p_edge=[1.0, *accept[:h]])
+
+
+def test_each_chain_depth_is_priced_by_its_measured_factor_over_the_line():
+    """A target pass over 5 tokens that costs less than over 4 (as on a CPU): the line through the passes misses it,
+    the learnt factor of depth 4 does not, and the rule moves from depth 3 to 4. When the machine slows down, the
+    price of a plain step follows the line although none is taken."""
+    target_ms = {n: 10.0 + n for n in range(1, 8)} | {5: 11.0}
+    accept = [1.0, 1.0, 1.0, 0.2, 0.0, 0.0]  # expected accepted tokens 1, 2, 3, 3.2, 3.2, 3.2
+    auto = AutoBudget(6, 6, chain=True)
+    chosen = []
+    for _ in range(400):
+        p = auto.plan()
+        h = 0 if p.skip_draft else p.forced_budget
+        chosen.append((p.warmup or auto.rounds % EXPLORE == 0, h))
+        machine_round(auto, h, accept, target_ms)
+    fit = auto.fit()
+    line = [round_cost(fit, h, h) for h in range(7)]
+    assert line[3] < line[4], "the line prices depth 4 above depth 3"
+    ms = auto.chain_ms(fit)
+    assert ms[4] == pytest.approx(1.0 + 1.0 + 0.5 * 4 + 11.0, rel=0.05) and ms[4] < ms[3]
+    assert {h for explore, h in chosen[-40:] if not explore} == {4}
+    assert (1 + 3.0) / line[3] > (1 + 3.2) / line[4], "by the line alone depth 3 would win"
+    plain_before = ms[0]
+    for _ in range(300):  # the machine at half speed; plain steps lose, so none is taken and timed
+        p = auto.plan()
+        assert not p.skip_draft
+        machine_round(auto, p.forced_budget, accept, target_ms, load=2.0)
+    assert auto.fit().plain == pytest.approx(1.0 + 11.0, rel=0.05), "the measured plain step is stale"
+    assert auto.chain_ms(auto.fit())[0] == pytest.approx(2 * plain_before, rel=0.1)

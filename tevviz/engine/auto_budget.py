@@ -6,7 +6,7 @@ session: for each child rank among its siblings (the draft's first, second, late
 own probability `q`, the mean target edge probability `p_pa(v)(x_v)` of such nodes in the verified trees (exact for
 every node, reached or not). At T = 0 the draft's first choice is the target's far more often than its `q` says,
 its siblings less; so the table, not the draft's path probability, decides how deep and how wide a tree pays.
-A round costs `overhead + H * draft_level + target(n)`, each term measured online (docs/auto-budget.md);
+A round costs `overhead + draft_fixed + H * draft_level + target(n)`, each term measured online (docs/auto-budget.md);
 a plain target step (one token, no draft) is timed on its own, since on a CPU a pass over two tokens
 already costs half a step more than one. When drafted trees have lately been worth less than a plain
 step, rounds go without a draft (the tree is the root alone), probing again after 1, 2, 4 ... such rounds.
@@ -16,8 +16,10 @@ A sampled chain (the speculative verifier's) is sized differently: its tokens' a
 along the chain (a run of predictable text accepts every token), which a product of per-node means misses by far.
 Every drafted chain of length h gives, from its exact acceptances `a_1..a_h`, the expected accepted length of each
 of its prefixes; their decayed means over recent rounds price each depth, and each round drafts the depth of the
-best expected rate (none when a plain step is better), one deeper every EXPLORE-th round so the next depth stays
-measured.
+best expected rate (none when a plain step is better), one deeper or one shallower every EXPLORE-th round so the
+neighbouring depths stay measured. Each depth's round time is its own mean over many rounds (on a CPU a target pass over 5 tokens can cost
+less than over 4, which no line shows), kept in units of the machine's current load: one scalar that every round
+updates, so that a depth not drafted lately (a plain step, say) is not priced at the speed of an hour ago.
 """
 
 from __future__ import annotations
@@ -41,7 +43,10 @@ PRIOR = 2.0
 _MID_Q = torch.tensor((0.0, *Q_EDGES)) + torch.diff(torch.tensor((0.0, *Q_EDGES, 1.0))) / 2  # each bin's middle q
 MIN_ACCEPT = 1e-6  # keeps the table's log finite
 MAX_CHAIN = 64  # the deepest sampled chain the prefix means keep (builders.MAX_DEPTH)
-EXPLORE = 4  # sampled chains: every EXPLORE-th round drafts one deeper than the best depth
+EXPLORE = 4  # sampled chains: every EXPLORE-th round drafts one deeper or (every other time) one shallower
+SHAPE_WINDOW = 64  # rounds of a chain depth its mean time remembers (in load units: the machine's shape)
+SHAPE_PRIOR = 1.0  # rounds' worth of the cost model's line that a depth's mean starts from
+LOAD_WINDOW = 16  # rounds the load (measured over predicted round time) follows
 
 
 @dataclass(frozen=True)
@@ -52,13 +57,14 @@ class Plan:
     max_depth: int
     target_fixed: float  # target pass: fixed + per_token * tokens
     target_per_token: float
-    draft_level: float  # one draft forward (one tree level)
+    draft_level: float  # one more draft forward (one more tree level)
     overhead: float  # verify and the rest of a round
     log_accept: torch.Tensor  # (RANKS, len(Q_EDGES) + 1): the acceptance table, as log-probabilities
     forced_budget: int | None = None  # warm-up: this budget, full depth
     skip_draft: bool = False  # no draft this round: the tree is the root alone (one plain target step)
     q_edges: torch.Tensor | None = None  # Q_EDGES on the table's device
     warmup: bool = False  # one of the first rounds, sized to fit the cost model (a chain's depth is forced always)
+    draft_fixed: float = 0.0  # a drafted round's draft time beyond its levels (the catch-up forward, the set-up)
 
     def round_ms(self, nodes: int, depth: int) -> float:
         return round_cost(self, nodes, depth)
@@ -84,9 +90,10 @@ class Plan:
         return i + 1, float(rate[i])
 
 
-def round_cost(c, nodes, levels):
+def round_cost(c, nodes, levels: int):
     """ms of a round of `nodes` non-root nodes and `levels` draft forwards under a cost model `c` (Plan or Fit)."""
-    return c.overhead + levels * c.draft_level + c.target_fixed + c.target_per_token * (nodes + 1)
+    draft = c.draft_fixed + levels * c.draft_level if levels else 0.0
+    return c.overhead + draft + c.target_fixed + c.target_per_token * (nodes + 1)
 
 
 def q_bins(logq: torch.Tensor, edges: torch.Tensor | None = None) -> torch.Tensor:
@@ -108,6 +115,7 @@ class Fit:
     plain: float  # a round without a draft: measured, or from the tree line until one has run
     first_accept: float = 0.0  # mean target probability of the draft's first-choice children (0: none yet)
     first_q: float = 0.0  # and their mean draft q (never 0 once one is seen; JSON keeps finite numbers only)
+    draft_fixed: float = 0.0  # draft ms of a drafted round beyond its levels (sessions saved before it: 0)
 
     @classmethod
     def from_sizing(cls, sizing: dict) -> Fit:
@@ -128,6 +136,11 @@ class AutoBudget:
         # accepted tokens in the first h.
         self.prefix_rounds, self.prefix_tokens = torch.zeros(MAX_CHAIN + 1), torch.zeros(MAX_CHAIN + 1)
         self.prefix_window = WINDOW  # drafted chains the prefix means remember
+        # For each chain depth (0: no draft): its rounds (at most SHAPE_WINDOW) and the running mean of their ms
+        # over the load then. A depth not drafted keeps its mean: the load carries the machine's speed since.
+        self.depth_rounds, self.depth_ms = [0] * (MAX_CHAIN + 1), [0.0] * (MAX_CHAIN + 1)
+        self.load = 1.0  # the machine's speed now against the depths' means: 2 when every round takes twice as long
+        self._fit: Fit | None = None  # fit() of the current measurements (plan() and observe() share it)
         self.target = deque(maxlen=WINDOW)  # (tokens, ms) of drafted trees' target passes
         self.plain = deque(maxlen=WINDOW)  # ms of rounds without a draft (target pass over the root, verify, commit)
         self.levels = deque(maxlen=WINDOW)  # (levels, ms)
@@ -149,10 +162,14 @@ class AutoBudget:
         elif self.chain:
             depth = self.chain_depth(fit)
             if self.rounds % EXPLORE == 0:
-                depth = min(depth + 1, self.max_depth)
+                # Up keeps the next depth's prefix measured; down keeps the shallower depth's time measured
+                # (its prefix is measured by every chain), which a slow round would otherwise fix for good.
+                step = 1 if (self.rounds // EXPLORE) % 2 else -1
+                depth = min(max(depth + step, 0), self.max_depth)
             forced, skip = (depth, False) if depth > 0 else (0, True)
         return Plan(self.max_budget, self.max_depth, fit.target_fixed, fit.target_per_token, fit.draft_level,
-                    fit.overhead, self.log_accept(), forced_budget=forced, skip_draft=skip, warmup=warmup)
+                    fit.overhead, self.log_accept(), forced_budget=forced, skip_draft=skip, warmup=warmup,
+                    draft_fixed=fit.draft_fixed)
 
     def chain_tokens(self) -> list[float]:
         """Expected accepted draft tokens of a sampled chain of each depth 0..max_depth, from the chains measured.
@@ -172,10 +189,29 @@ class AutoBudget:
 
     def chain_depth(self, fit: Fit) -> int:
         """The sampled chain depth of the best expected tokens per ms (0: a plain step is better)."""
-        rates = [plain_rate(fit)] + [
-            (1 + e) / max(round_cost(fit, h, h), 1e-9)
-            for h, e in enumerate(self.chain_tokens()[1:], start=1)]
+        ms = self.chain_ms(fit)
+        rates = [1 / max(ms[0], 1e-9)] + [(1 + e) / max(ms[h], 1e-9)
+                                          for h, e in enumerate(self.chain_tokens()[1:], start=1)]
         return max(range(len(rates)), key=rates.__getitem__)
+
+    def chain_ms(self, fit: Fit) -> list[float]:
+        """Predicted ms of a chain round of each depth 0..max_depth (0: no draft): the depth's mean at the current
+        load, drawn toward the cost model's line while the depth has few rounds.
+
+        Depth 0 is priced this way too, not by the plain steps' recent times: those are measured only while plain
+        steps win, and go stale when the load moves.
+        """
+        top = min(self.max_depth, MAX_CHAIN)
+        return [(self.load * self.depth_ms[h] * self.depth_rounds[h] + SHAPE_PRIOR * round_cost(fit, h, h))
+                / (self.depth_rounds[h] + SHAPE_PRIOR) for h in range(top + 1)]
+
+    def _time_depth(self, h: int, ms: float) -> None:
+        """A chain round of depth h took ms: the load follows its time over its price, then the depth's mean."""
+        if self.rounds >= len(WARMUP_FRACTIONS):  # before that the line, and so the price, is not fitted yet
+            predicted = self.chain_ms(self.fit())[h] if h <= self.max_depth else ms
+            self.load *= 1 + (ms / max(predicted, 1e-9) - 1) / LOAD_WINDOW
+        self.depth_rounds[h] = min(self.depth_rounds[h] + 1, SHAPE_WINDOW)
+        self.depth_ms[h] += (ms / self.load - self.depth_ms[h]) / self.depth_rounds[h]
 
     def log_accept(self) -> torch.Tensor:
         """The acceptance table: each bin's mean target edge probability, drawn toward its mean q while it has few nodes."""
@@ -192,6 +228,9 @@ class AutoBudget:
         Returns the cost model after it (what the round's record shows).
         """
         rest = stage_ms.get("verify", 0.0) + stage_ms.get("other", 0.0)
+        if self.chain:
+            self._time_depth(min(tokens - 1, MAX_CHAIN) if levels else 0, sum(stage_ms.values()))
+        self._fit = None
         self.rounds += 1
         if levels == 0:
             self.plain.append(stage_ms["target"] + rest)
@@ -229,20 +268,29 @@ class AutoBudget:
             sums.mul_(decay).view(-1).index_add_(0, cell, x.float())
 
     def fit(self) -> Fit:
-        """Least squares of target ms on tree tokens; per-level draft ms; mean overhead; C_p / predicted; plain ms."""
+        """Least squares of target ms on tree tokens and of draft ms on levels; mean overhead; C_p / predicted;
+        plain ms."""
+        if self._fit is None:
+            self._fit = self._fitted()
+        return self._fit
+
+    def _fitted(self) -> Fit:
         fixed, per = _line(list(self.target))
-        level = sum(ms for _, ms in self.levels) / max(sum(n for n, _ in self.levels), 1) if self.levels else 1.0
+        # A line, not a mean per level: the first forward of a round also catches the draft up on the tokens
+        # committed since, so the mean per level overprices each extra level and draws chains too short.
+        draft_fixed, level = _line(list(self.levels), share=1.0) if self.levels else (0.0, 1.0)
         overhead = sum(self.overheads) / len(self.overheads) if self.overheads else 0.0
         cov, pred = sum(c for c, _ in self.coverage), sum(q for _, q in self.coverage)
         calibration = cov / pred if pred > 0 else 1.0
         plain = sum(self.plain) / len(self.plain) if self.plain else overhead + fixed + per
         n = float(self.nodes[0].sum())
         first = (float(self.hits[0].sum()) / n, float(self.qs[0].sum()) / n) if n > 0 else (0.0, 0.0)
-        return Fit(fixed, per, level, overhead, calibration, self.rounds, plain, *first)
+        return Fit(fixed, per, level, overhead, calibration, self.rounds, plain, *first, draft_fixed=draft_fixed)
 
 
-def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """(intercept, slope) through the points; a slope kept positive and small when the sizes do not vary."""
+def _line(points: list[tuple[int, float]], share: float = 0.1) -> tuple[float, float]:
+    """(intercept, slope) through the points; a slope kept positive, and `share` of the mean per x when the x do
+    not vary."""
     if not points:
         return 1.0, 0.01
     n = len(points)
@@ -250,7 +298,8 @@ def _line(points: list[tuple[int, float]]) -> tuple[float, float]:
     my = sum(y for _, y in points) / n
     sxx = sum((x - mx) ** 2 for x, _ in points)
     if sxx == 0:
-        return my, max(my / max(mx, 1) * 0.1, 1e-6)
+        slope = max(my / max(mx, 1) * share, 1e-6)
+        return max(my - slope * mx, 0.0), slope
     slope = sum((x - mx) * (y - my) for x, y in points) / sxx
     slope = max(slope, 1e-6)  # noise must not make bigger trees look free
     return max(my - slope * mx, 0.0), slope
@@ -264,7 +313,8 @@ def plain_rate(fit: Fit) -> float:
 def describe(fit: Fit) -> str:
     if not math.isfinite(fit.target_per_token):
         return "no rounds yet"
-    return (f"target {fit.target_fixed:.1f} + {fit.target_per_token:.2f}·n ms, draft {fit.draft_level:.1f} ms a level, "
+    return (f"target {fit.target_fixed:.1f} + {fit.target_per_token:.2f}·n ms, "
+            f"draft {fit.draft_fixed:.1f} + {fit.draft_level:.1f} ms a level, "
             f"other {fit.overhead:.1f} ms, plain step {fit.plain:.1f} ms; "
             + (f"the draft's first choice accepted {fit.first_accept:.0%} (its q {fit.first_q:.0%}), " if fit.first_q
                else "") + f"realised / predicted C_p {fit.calibration:.2f} ({fit.rounds} rounds)")
