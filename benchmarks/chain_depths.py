@@ -3,8 +3,10 @@
 Every decoder runs on every prompt and seed in turn (interleaved), so rows compare within one run. Besides the
 realised tau it reports each decoder's *expected* block length (1 + the exact expected accepted tokens of each
 round) and the expected rate (those over the measured round times): at T = 1 the realised tau of a fixed depth
-moves by several percent with the random stream, the expected one much less. The auto row also gives the depths it
-chose and the round time by chosen depth, which is what its cost model has to get right.
+moves by several percent with the random stream, the expected one much less. *Pooled* tokens per ms price every
+round at the mean time of its depth over all decoders of the run: it compares the depths chosen, free of the load
+that moved while one decoder ran. The auto row also gives the depths it chose and the round time by chosen depth,
+which is what its cost model has to get right.
 """
 
 from __future__ import annotations
@@ -46,15 +48,21 @@ def main() -> None:
                 generated[n] += len(s.generated)
                 seconds[n] += sec
                 rounds[n] += s.rounds
+    pooled: dict[int, list[float]] = {}
+    for r in (r for n in names for r in rounds[n]):
+        pooled.setdefault(r.size - 1, []).append(sum(r.stage_ms.values()))
+    depth_ms = {h: statistics.fmean(v) for h, v in pooled.items()}
     rows = []
     for n in names:
         sm = summarize(rounds[n])
         ms = sum(sm["stage_ms"].values())
         rows.append({"decoder": n, "tok/s": generated[n] / seconds[n], "tau": sm["tau"],
                      "expected tau": sm["mean_ceiling"], "round ms": ms / sm["rounds"],
-                     "expected tok/ms": sm["mean_ceiling"] * sm["rounds"] / ms, "rounds": sm["rounds"]})
+                     "expected tok/ms": sm["mean_ceiling"] * sm["rounds"] / ms,
+                     "pooled tok/ms": sm["mean_ceiling"] * sm["rounds"] / sum(depth_ms[r.size - 1] for r in rounds[n]),
+                     "rounds": sm["rounds"]})
     print(table(rows, list(rows[0])))
-    payload = {"rows": rows}
+    payload = {"rows": rows, "pooled ms by depth": dict(sorted(depth_ms.items()))}
     if auto:
         by_depth: dict[int, list[float]] = {}
         for r in rounds[auto]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -255,7 +255,7 @@ class DecodeSession:
                                     fields["draft_logprobs"], accept)
             sizing = {"B": tree.size - 1, "H": max(fields["depths"]), "warmup": plan.warmup,
                       "drafted": drafted.levels > 0,
-                      **{k: v for k, v in asdict(fit).items()}}
+                      **vars(fit)}  # a flat dataclass of floats: no deep copy needed
         record = RoundRecord(**fields, stage_ms=ms, sizing=sizing)
         self.rounds.append(record)
         self.round_count += 1
