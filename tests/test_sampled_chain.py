@@ -222,7 +222,7 @@ def test_a_sampled_round_exports_its_acceptances_and_imports_them_back():
 
 
 def test_an_auto_sized_sampled_session_learns_from_the_speculative_acceptances():
-    """The prefix means are built from each round's min(1, p / q), not from the target edge probabilities."""
+    """The survival sums are built from each round's min(1, p / q), not from the target edge probabilities."""
     from tevviz.engine import DecodeConfig, DecodeSession
 
     pair = tiny_pair("llama")
@@ -235,7 +235,8 @@ def test_an_auto_sized_sampled_session_learns_from_the_speculative_acceptances()
     decay, n, tokens = 1 - 1 / s.auto.prefix_window, 0.0, 0.0
     for r in drafted:
         n, tokens = n * decay + 1, tokens * decay + r.accept[1]
-    assert s.auto.chain_tokens()[1] == pytest.approx(tokens / n, rel=1e-4)
+    # Depth 1's survival ratio: the decayed mean acceptance of the first token, drawn toward 1/2 by one chain.
+    assert s.auto.chain_tokens()[1] == pytest.approx((tokens + 0.5) / (n + 1), rel=1e-4)
     assert all(r.sizing["B"] <= 3 and r.sizing["H"] <= 3 for r in s.rounds)
 
 
@@ -260,14 +261,19 @@ def test_auto_sizes_a_sampled_chain_from_the_prefix_lengths_it_measured():
         plans.append(auto.plan())
     assert [p.forced_budget for p in plans[:4]] == [6, 2, 3, 0] and plans[3].skip_draft
     assert [p.warmup for p in plans] == [True] * 4 + [False], "a chosen depth is not a warm-up size"
-    assert auto.chain_tokens()[:4] == pytest.approx([0.0, 1.0, 2.0, 2.0])
+    e = auto.chain_tokens()
+    # Three chains: each draws toward its shallower neighbour by one chain's worth, so the estimates sit short of
+    # 1, 2, 2, and never fall with depth.
+    assert e[:4] == pytest.approx([0.0, 1.0, 2.0, 2.0], abs=0.35) and e[3] - e[2] < e[2] - e[1] < e[1]
+    assert e == sorted(e)
     chosen = []
-    for _ in range(8):
+    for _ in range(32):
         p = auto.plan()
         chosen.append((auto.rounds % EXPLORE == 0, (auto.rounds // EXPLORE) % 2, p.forced_budget))
         chain_observe(auto, [1.0, 1.0, 0.0, 0.0, 0.0, 0.0][:p.forced_budget])
-    assert {h for explore, _, h in chosen if not explore} == {2}
-    assert {(up, h) for explore, up, h in chosen if explore} == {(1, 3), (0, 1)}
+    late = chosen[-16:]  # once a few chains have shown the third token refused
+    assert {h for explore, _, h in late if not explore} == {2}
+    assert {(up, h) for explore, up, h in late if explore} == {(1, 3), (0, 1)}
     seen = []
     for _ in range(300):  # now nothing is accepted: a plain step is better, but exploring rounds still draft
         p = auto.plan()
@@ -318,3 +324,21 @@ def test_each_chain_depth_is_priced_by_its_measured_factor_over_the_line():
         machine_round(auto, p.forced_budget, accept, target_ms, load=2.0)
     assert auto.fit().plain == pytest.approx(1.0 + 11.0, rel=0.05), "the measured plain step is stale"
     assert auto.chain_ms(auto.fit())[0] == pytest.approx(2 * plain_before, rel=0.1)
+
+
+def test_a_depth_not_drafted_lately_is_priced_like_its_shallower_neighbour():
+    """At T = 0 the warm-up's chains can all miss at their first token; when one-token chains are then always
+    taken, deeper chains must look as good (survival ratios drawn toward the shallower depth's), not stay at the
+    warm-up's zero, which once kept auto at plain steps for 160 rounds."""
+    auto = AutoBudget(6, 6, chain=True)
+    for share in WARMUP_FRACTIONS:
+        h = round(6 * share)
+        if h:
+            chain_observe(auto, [0.0] * h)
+        else:
+            auto.observe(1, 0, {"draft": 0.0, "target": 10.0, "verify": 0.5, "other": 0.5}, C_p=0.0, predicted=0.0)
+    for _ in range(40):
+        chain_observe(auto, [1.0])
+    e = auto.chain_tokens()
+    assert e[1] > 0.9 and e[3] > 2.5, e
+    assert auto.chain_depth(auto.fit()) >= 3

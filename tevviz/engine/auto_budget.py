@@ -132,10 +132,10 @@ class AutoBudget:
     def __init__(self, max_budget: int, max_depth: int, chain: bool = False):
         self.max_budget, self.max_depth = max_budget, max_depth
         self.chain = chain  # sampled chains: each round's depth from the measured prefix lengths, not the table
-        # Decayed sums over drafted chains: for each depth h, rounds that drafted at least h and their expected
-        # accepted tokens in the first h.
-        self.prefix_rounds, self.prefix_tokens = torch.zeros(MAX_CHAIN + 1), torch.zeros(MAX_CHAIN + 1)
-        self.prefix_window = WINDOW  # drafted chains the prefix means remember
+        # Decayed sums over drafted chains: for each depth h, over the rounds that drafted at least h, the chance
+        # of reaching h - 1 (1 for h = 1) and of reaching h, exact from each round's acceptances.
+        self.reached_before, self.reached = torch.zeros(MAX_CHAIN + 1), torch.zeros(MAX_CHAIN + 1)
+        self.prefix_window = WINDOW  # drafted chains the survival sums remember
         # For each chain depth (0: no draft): its rounds (at most SHAPE_WINDOW) and the running mean of their ms
         # over the load then. A depth not drafted keeps its mean: the load carries the machine's speed since.
         self.depth_rounds, self.depth_ms = [0] * (MAX_CHAIN + 1), [0.0] * (MAX_CHAIN + 1)
@@ -174,17 +174,18 @@ class AutoBudget:
     def chain_tokens(self) -> list[float]:
         """Expected accepted draft tokens of a sampled chain of each depth 0..max_depth, from the chains measured.
 
-        A depth not yet measured extends the last measured one by its last step (a guess that is tried, not trusted).
+        The chance of reaching depth h is a product of survival ratios, P(reach h) / P(reach h - 1), each from the
+        chains that drafted h, drawn toward the ratio of depth h - 1 (one chain's worth; 1/2 for depth 1). So the
+        expected tokens never fall with depth, and a depth drafted seldom or long ago is priced like its shallower
+        neighbour rather than by the few chains that last drafted it.
         """
         top = min(self.max_depth, MAX_CHAIN)
-        out = [0.0]
+        reached, before = self.reached.tolist(), self.reached_before.tolist()
+        out, reach, ratio = [0.0], 1.0, 0.5
         for h in range(1, top + 1):
-            n = float(self.prefix_rounds[h])
-            if n >= 0.5:
-                out.append(float(self.prefix_tokens[h]) / n)
-            else:
-                step = out[-1] - out[-2] if h >= 2 else 0.5
-                out.append(out[-1] + max(step, 0.0))
+            ratio = (reached[h] + ratio) / (before[h] + 1.0)
+            reach *= ratio
+            out.append(out[-1] + reach)
         return out
 
     def chain_depth(self, fit: Fit) -> int:
@@ -243,12 +244,12 @@ class AutoBudget:
         if ranks is not None and len(ranks) > 1:
             self._learn(ranks[1:], logq[1:], p_edge[1:])
         if self.chain:
-            # The chain's prefixes: expected accepted tokens of its first h nodes, h = 1..its length.
+            # The chance of reaching each of the chain's depths 1..h, and each one's depth before.
             reach = torch.tensor(p_edge[1:MAX_CHAIN + 1] if p_edge is not None else [], dtype=torch.float32).cumprod(0)
             h = reach.numel()
             decay = 1 - 1 / self.prefix_window
-            self.prefix_rounds.mul_(decay)[1:h + 1] += 1
-            self.prefix_tokens.mul_(decay)[1:h + 1] += reach.cumsum(0)
+            self.reached.mul_(decay)[1:h + 1] += reach
+            self.reached_before.mul_(decay)[1:h + 1] += torch.cat([torch.ones(1), reach[:-1]])
             return self.fit()  # each round picks its depth against a plain step itself: no back-off
         # Was this tree worth its round? Both rates from the cost model, so that one slow round does not decide.
         fit = self.fit()
