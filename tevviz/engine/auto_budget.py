@@ -14,12 +14,13 @@ The verifier still sees one fixed tree, so exactness is untouched.
 
 A sampled chain (the speculative verifier's) is sized differently: its tokens' acceptances are strongly correlated
 along the chain (a run of predictable text accepts every token), which a product of per-node means misses by far.
-Every drafted chain of length h gives, from its exact acceptances `a_1..a_h`, the expected accepted length of each
-of its prefixes; their decayed means over recent rounds price each depth, and each round drafts the depth of the
-best expected rate (none when a plain step is better), one deeper or one shallower every EXPLORE-th round so the
-neighbouring depths stay measured. Each depth's round time is its own mean over many rounds (on a CPU a target pass over 5 tokens can cost
-less than over 4, which no line shows), kept in units of the machine's current load: one scalar that every round
-updates, so that a depth not drafted lately (a plain step, say) is not priced at the speed of an hour ago.
+Every drafted chain of length h gives, from its exact acceptances `a_1..a_h`, its chance of reaching each depth;
+decayed sums of those over recent rounds give a survival ratio per depth, and their products the expected accepted
+tokens of each depth. Each round drafts the depth of the best expected rate (none when a plain step is better), one
+deeper or one shallower every EXPLORE-th round so the neighbouring depths stay measured. Each depth's round time is
+its own mean over many rounds (on a CPU a target pass over 5 tokens can cost less than over 4, which no line
+shows), kept in units of the machine's current load: one scalar that every round updates, so that a depth not
+drafted lately (a plain step, say) is not priced at the speed of an hour ago.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ Q_EDGES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 PRIOR = 2.0
 _MID_Q = torch.tensor((0.0, *Q_EDGES)) + torch.diff(torch.tensor((0.0, *Q_EDGES, 1.0))) / 2  # each bin's middle q
 MIN_ACCEPT = 1e-6  # keeps the table's log finite
-MAX_CHAIN = 64  # the deepest sampled chain the prefix means keep (builders.MAX_DEPTH)
+MAX_CHAIN = 64  # the deepest sampled chain the survival sums keep (builders.MAX_DEPTH)
 EXPLORE = 4  # sampled chains: every EXPLORE-th round drafts one deeper or (every other time) one shallower
 SHAPE_WINDOW = 64  # rounds of a chain depth its mean time remembers (in load units: the machine's shape)
 SHAPE_PRIOR = 1.0  # rounds' worth of the cost model's line that a depth's mean starts from
@@ -131,7 +132,7 @@ class AutoBudget:
 
     def __init__(self, max_budget: int, max_depth: int, chain: bool = False):
         self.max_budget, self.max_depth = max_budget, max_depth
-        self.chain = chain  # sampled chains: each round's depth from the measured prefix lengths, not the table
+        self.chain = chain  # sampled chains: each round's depth from the measured survival ratios, not the table
         # Decayed sums over drafted chains: for each depth h, over the rounds that drafted at least h, the chance
         # of reaching h - 1 (1 for h = 1) and of reaching h, exact from each round's acceptances.
         self.reached_before, self.reached = torch.zeros(MAX_CHAIN + 1), torch.zeros(MAX_CHAIN + 1)
@@ -162,8 +163,8 @@ class AutoBudget:
         elif self.chain:
             depth = self.chain_depth(fit)
             if self.rounds % EXPLORE == 0:
-                # Up keeps the next depth's prefix measured; down keeps the shallower depth's time measured
-                # (its prefix is measured by every chain), which a slow round would otherwise fix for good.
+                # Up keeps the next depth's survival ratio measured; down keeps the shallower depth's time measured
+                # (its ratio is measured by every chain), which a slow round would otherwise fix for good.
                 step = 1 if (self.rounds // EXPLORE) % 2 else -1
                 depth = min(max(depth + step, 0), self.max_depth)
             forced, skip = (depth, False) if depth > 0 else (0, True)
