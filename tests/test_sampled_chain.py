@@ -11,7 +11,7 @@ import torch
 from conftest import tiny_pair
 
 from tevviz.engine import BuilderConfig, SamplingConfig, TevvizError
-from tevviz.engine.auto_budget import EXPLORE, WARMUP_FRACTIONS, AutoBudget, round_cost
+from tevviz.engine.auto_budget import EXPLORE, LOAD_WINDOW, WARMUP_FRACTIONS, AutoBudget, round_cost
 from tevviz.engine.builders import build_tree
 from tevviz.engine.comparison import chi_square_p
 from tevviz.engine.io import loads, session_dict
@@ -342,3 +342,19 @@ def test_a_depth_not_drafted_lately_is_priced_like_its_shallower_neighbour():
     e = auto.chain_tokens()
     assert e[1] > 0.9 and e[3] > 2.5, e
     assert auto.chain_depth(auto.fit()) >= 3
+
+
+def test_one_stalled_round_barely_moves_the_load():
+    """A pause (a swap, a collection) of 100x in one round counts as twice its price at most: the load moves by
+    2 ** (1 / LOAD_WINDOW), and the drafted depth's mean by less."""
+    target_ms = {n: 10.0 + n for n in range(1, 10)}
+    auto = AutoBudget(6, 6, chain=True)
+    for _ in range(100):
+        p = auto.plan()
+        machine_round(auto, 0 if p.skip_draft else p.forced_budget, [1.0] * 6, target_ms)
+    load, mean = auto.load, auto.depth_ms[6]
+    p = auto.plan()
+    assert p.forced_budget == 6
+    machine_round(auto, 6, [1.0] * 6, target_ms, load=100.0)
+    assert auto.load / load == pytest.approx(2 ** (1 / LOAD_WINDOW), rel=1e-3)
+    assert 1.0 < auto.depth_ms[6] / mean < 1.02

@@ -48,6 +48,7 @@ EXPLORE = 4  # sampled chains: every EXPLORE-th round drafts one deeper or (ever
 SHAPE_WINDOW = 64  # rounds of a chain depth its mean time remembers (in load units: the machine's shape)
 SHAPE_PRIOR = 1.0  # rounds' worth of the cost model's line that a depth's mean starts from
 LOAD_WINDOW = 16  # rounds the load (measured over predicted round time) follows
+MAX_RATIO = 2.0  # the most one round's measured over predicted time counts for, either way
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,8 @@ class AutoBudget:
         # of reaching h - 1 (1 for h = 1) and of reaching h, exact from each round's acceptances.
         self.reached_before, self.reached = torch.zeros(MAX_CHAIN + 1), torch.zeros(MAX_CHAIN + 1)
         self.prefix_window = WINDOW  # drafted chains the survival sums remember
-        # For each chain depth (0: no draft): its rounds (at most SHAPE_WINDOW) and the running mean of their ms
-        # over the load then. A depth not drafted keeps its mean: the load carries the machine's speed since.
+        # For each chain depth (0: no draft): its rounds (at most SHAPE_WINDOW) and the running geometric mean of
+        # their ms over the load then. A depth not drafted keeps its mean: the load carries the machine's speed since.
         self.depth_rounds, self.depth_ms = [0] * (MAX_CHAIN + 1), [0.0] * (MAX_CHAIN + 1)
         self.load = 1.0  # the machine's speed now against the depths' means: 2 when every round takes twice as long
         self._fit: Fit | None = None  # fit() of the current measurements (plan() and observe() share it)
@@ -209,11 +210,16 @@ class AutoBudget:
 
     def _time_depth(self, h: int, ms: float) -> None:
         """A chain round of depth h took ms: the load follows its time over its price, then the depth's mean."""
+        ms = max(ms, 1e-9)
         if self.rounds >= len(WARMUP_FRACTIONS):  # before that the line, and so the price, is not fitted yet
-            predicted = self.chain_ms(self.fit())[h] if h <= self.max_depth else ms
-            self.load *= 1 + (ms / max(predicted, 1e-9) - 1) / LOAD_WINDOW
-        self.depth_rounds[h] = min(self.depth_rounds[h] + 1, SHAPE_WINDOW)
-        self.depth_ms[h] += (ms / self.load - self.depth_ms[h]) / self.depth_rounds[h]
+            predicted = max(self.chain_ms(self.fit())[h] if h <= self.max_depth else ms, 1e-9)
+            # One stalled round (a pause, a swap) counts as twice its price at most: the load and a depth's mean
+            # share one scale, so a shock kept in one would misprice every depth not drafted since.
+            ms = predicted * min(max(ms / predicted, 1 / MAX_RATIO), MAX_RATIO)
+            self.load *= (ms / predicted) ** (1 / LOAD_WINDOW)  # in logs: a slow round and a fast one cancel
+        self.depth_rounds[h] = n = min(self.depth_rounds[h] + 1, SHAPE_WINDOW)
+        y = ms / self.load
+        self.depth_ms[h] = y if n == 1 else self.depth_ms[h] * (y / self.depth_ms[h]) ** (1 / n)  # geometric mean
 
     def log_accept(self) -> torch.Tensor:
         """The acceptance table: each bin's mean target edge probability, drawn toward its mean q while it has few nodes."""
