@@ -21,6 +21,14 @@ from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.records import summarize
 
 
+def ms_by_depth(rounds) -> dict[int, list[float]]:
+    """Each round's whole time (all stages), grouped by its chain depth and sorted by depth."""
+    out: dict[int, list[float]] = {}
+    for r in rounds:
+        out.setdefault(r.size - 1, []).append(sum(r.stage_ms.values()))
+    return dict(sorted(out.items()))
+
+
 def main() -> None:
     ap = parser(__doc__.splitlines()[0])
     ap.add_argument("--temperature", type=float, default=1.0)
@@ -48,10 +56,7 @@ def main() -> None:
                 generated[n] += len(s.generated)
                 seconds[n] += sec
                 rounds[n] += s.rounds
-    pooled: dict[int, list[float]] = {}
-    for r in (r for n in names for r in rounds[n]):
-        pooled.setdefault(r.size - 1, []).append(sum(r.stage_ms.values()))
-    depth_ms = {h: statistics.fmean(v) for h, v in pooled.items()}
+    depth_ms = {h: statistics.fmean(v) for h, v in ms_by_depth(r for n in names for r in rounds[n]).items()}
     rows = []
     for n in names:
         sm = summarize(rounds[n])
@@ -62,12 +67,9 @@ def main() -> None:
                      "pooled tok/ms": sm["mean_ceiling"] * sm["rounds"] / sum(depth_ms[r.size - 1] for r in rounds[n]),
                      "rounds": sm["rounds"]})
     print(table(rows, list(rows[0])))
-    payload = {"rows": rows, "pooled ms by depth": dict(sorted(depth_ms.items()))}
+    payload = {"rows": rows, "pooled ms by depth": depth_ms}
     if auto:
-        by_depth: dict[int, list[float]] = {}
-        for r in rounds[auto]:
-            by_depth.setdefault(r.size - 1, []).append(sum(r.stage_ms.values()))
-        by_depth = dict(sorted(by_depth.items()))
+        by_depth = ms_by_depth(rounds[auto])
         payload["auto_depths"] = {h: {"rounds": len(v), "median ms": statistics.median(v)} for h, v in by_depth.items()}
         print("auto: rounds and median round ms by chosen depth:",
               ", ".join(f"{h}: {len(v)} x {statistics.median(v):.2f}" for h, v in by_depth.items()))

@@ -297,10 +297,10 @@ def machine_round(auto: AutoBudget, h: int, accept: list[float], target_ms: dict
                  logq=[0.0] + [-1.0] * h, p_edge=[1.0, *accept[:h]])
 
 
-def test_each_chain_depth_is_priced_by_its_measured_factor_over_the_line():
+def test_each_chain_depth_is_priced_by_its_own_measured_time_in_load_units():
     """A target pass over 5 tokens that costs less than over 4 (as on a CPU): the line through the passes misses it,
-    the learnt factor of depth 4 does not, and the rule moves from depth 3 to 4. When the machine slows down, the
-    price of a plain step follows the line although none is taken."""
+    depth 4's own mean time does not, and the rule moves from depth 3 to 4. When the machine slows down, the
+    price of a plain step follows the load although none is taken."""
     target_ms = {n: 10.0 + n for n in range(1, 8)} | {5: 11.0}
     accept = [1.0, 1.0, 1.0, 0.2, 0.0, 0.0]  # expected accepted tokens 1, 2, 3, 3.2, 3.2, 3.2
     auto = AutoBudget(6, 6, chain=True)

@@ -192,9 +192,7 @@ class AutoBudget:
 
     def chain_depth(self, fit: Fit) -> int:
         """The sampled chain depth of the best expected tokens per ms (0: a plain step is better)."""
-        ms = self.chain_ms(fit)
-        rates = [1 / max(ms[0], 1e-9)] + [(1 + e) / max(ms[h], 1e-9)
-                                          for h, e in enumerate(self.chain_tokens()[1:], start=1)]
+        rates = [(1 + e) / max(ms, 1e-9) for e, ms in zip(self.chain_tokens(), self.chain_ms(fit), strict=True)]
         return max(range(len(rates)), key=rates.__getitem__)
 
     def chain_ms(self, fit: Fit) -> list[float]:
@@ -204,15 +202,17 @@ class AutoBudget:
         Depth 0 is priced this way too, not by the plain steps' recent times: those are measured only while plain
         steps win, and go stale when the load moves.
         """
-        top = min(self.max_depth, MAX_CHAIN)
-        return [(self.load * self.depth_ms[h] * self.depth_rounds[h] + SHAPE_PRIOR * round_cost(fit, h, h))
-                / (self.depth_rounds[h] + SHAPE_PRIOR) for h in range(top + 1)]
+        return [self._price(fit, h) for h in range(min(self.max_depth, MAX_CHAIN) + 1)]
+
+    def _price(self, fit: Fit, h: int) -> float:
+        n = self.depth_rounds[h]
+        return (self.load * self.depth_ms[h] * n + SHAPE_PRIOR * round_cost(fit, h, h)) / (n + SHAPE_PRIOR)
 
     def _time_depth(self, h: int, ms: float) -> None:
         """A chain round of depth h took ms: the load follows its time over its price, then the depth's mean."""
         ms = max(ms, 1e-9)
         if self.rounds >= len(WARMUP_FRACTIONS):  # before that the line, and so the price, is not fitted yet
-            predicted = max(self.chain_ms(self.fit())[h] if h <= self.max_depth else ms, 1e-9)
+            predicted = max(self._price(self.fit(), h), 1e-9)
             # One stalled round (a pause, a swap) counts as twice its price at most: the load and a depth's mean
             # share one scale, so a shock kept in one would misprice every depth not drafted since.
             ms = predicted * min(max(ms / predicted, 1 / MAX_RATIO), MAX_RATIO)
