@@ -64,6 +64,17 @@ def setup(args):
     return pair, [encode_prompt(pair.tokenizer, r["prompt"], chat=bool(r.get("chat"))) for r in rows]
 
 
+def held_out_windows(tokenizer, n: int, tokens: int, seed: int) -> list[list[int]]:
+    """n random windows of `tokens` tokens from the embedded pair's held-out stdlib files (ExitTrain's eval contexts)."""
+    import random
+
+    from tevviz.demo_pair import encode_corpus, stdlib_files
+
+    held = encode_corpus(tokenizer, stdlib_files()[1]).tolist()
+    rng = random.Random(seed)
+    return [held[i : i + tokens] for i in (rng.randrange(len(held) - tokens) for _ in range(n))]
+
+
 def sync(device) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)

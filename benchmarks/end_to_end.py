@@ -3,7 +3,8 @@
 Decoders: plain autoregressive (`target.generate`, and tevviz's own token loop), HF assisted generation
 (`target.generate(assistant_model=draft)`), chain speculative decoding, best-first + predraw (the
 DDTree configuration), best-first + TEV at each budget of --budgets, best-first + TEV with the
-exit-trained drafter, and (--sampled-depths) sampled chains with the speculative verifier. Runs are interleaved prompt by prompt and temperature by temperature (each
+exit-trained drafter, (--sampled-depths) sampled chains with the speculative verifier, and (--mixed) the mixed
+builder, a tree or a chain each round. Runs are interleaved prompt by prompt and temperature by temperature (each
 decoder once per prompt in turn) after one warm-up pass. Every time includes the prompt's prefill
 (`generate`'s own, or the DecodeSession's).
 """
@@ -59,6 +60,9 @@ def mean_se(xs: list[float]) -> tuple[float, float]:
     return statistics.mean(xs), (statistics.stdev(xs) / len(xs) ** 0.5 if len(xs) > 1 else float("nan"))
 
 
+MIXED_MODELS = {}  # temperature -> the mixed row's MixedBudget, for its arm counts and rates at the end
+
+
 def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None) -> dict:
     n = args.max_new_tokens
     chain = BuilderConfig(kind="chain", depth=args.depth)
@@ -92,6 +96,14 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None) 
         chain_model = AutoBudget(h, h)
         out[f"sampled+speculative auto (H<={h})"] = lambda ids, i: tree_run(pair, ids, n, temp, sampled, "speculative",
                                                                             i, chain_model)
+    if args.mixed:
+        from tevviz.engine.auto_budget import MixedBudget
+
+        limit = max({args.budget, *args.budgets})
+        mixed = replace(tree(limit), kind="mixed", auto=True)
+        mixed_model = MIXED_MODELS[temp] = MixedBudget(limit, args.depth)
+        out[f"mixed auto (B<={limit}, H<={args.depth})"] = lambda ids, i: tree_run(pair, ids, n, temp, mixed, "tev", i,
+                                                                                   mixed_model)
     if trained is not None:
         out["best-first+tev+exittrain"] = lambda ids, i: tree_run(trained, ids, n, temp, tree(args.budget), "tev", i)
     return out
@@ -110,6 +122,9 @@ def main() -> None:
     ap.add_argument("--auto", action="store_true",
                     help="also best-first + TEV with --budget auto up to the largest budget (one cost model per "
                          "temperature, carried across the prompts)")
+    ap.add_argument("--mixed", action="store_true",
+                    help="also --builder mixed: each round a best-first tree (TEV, up to the largest budget) or a "
+                         "sampled chain (speculative), by the rates measured so far (one model per temperature)")
     args = ap.parse_args()
     args.budgets = [int(b) for b in args.budgets.split(",") if b]
     args.sampled_depths = [int(h) for h in args.sampled_depths.split(",") if h]
@@ -159,12 +174,16 @@ def main() -> None:
           f"tokens  device {pair.device}  pair {pair.target_name} / {pair.draft_name}")
     print(table(rows, ["T", "decoder", "tau", "tau_se", "ceiling", "ceiling_se", "tokens_per_s", "speedup",
                        "vs_assisted"]))
+    mixed = {f"T{t:g}": {"sized_rounds": dict(m.sized), **m.summary()} for t, m in MIXED_MODELS.items()}
+    for t, m in mixed.items():
+        print(f"mixed at {t}: sized rounds by arm {m['sized_rounds']}, expected tokens per ms: trees "
+              f"{m['tree_rate']:.3f}, chains {m['chain_rate']:.3f}")
     import plotly.graph_objects as go
 
     fig = go.Figure([go.Bar(name=f"T={t:g}", x=[r["decoder"] for r in rows if r["T"] == t],
                             y=[r["speedup"] for r in rows if r["T"] == t]) for t in temps])
     fig.update_layout(title="Speed-up over autoregressive generate", yaxis_title="x")
-    write(f"end_to_end_{args.pair or 'stdlib'}", args, {"rows": rows}, fig)
+    write(f"end_to_end_{args.pair or 'stdlib'}", args, {"rows": rows, **({"mixed": mixed} if mixed else {})}, fig)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from common import best_first, parser, setup, table, write
+from common import best_first, held_out_windows, parser, setup, table, write
 
 from tevviz.engine.evaluation import evaluate
 from tevviz.engine.models import ModelPair, ModelSource, with_draft
@@ -168,14 +168,8 @@ def main() -> None:
         starts = [rng.randrange(len(stream) - args.context_tokens) for _ in range(args.corpus_contexts)]
         train_prompts = [stream[i : i + args.context_tokens] for i in starts]
     if args.eval_contexts:
-        import random
-
-        from tevviz.demo_pair import encode_corpus, stdlib_files
-
-        held = encode_corpus(pair.tokenizer, stdlib_files()[1]).tolist()
-        rng = random.Random(args.seed + 1 if args.eval_seed is None else args.eval_seed)
-        eval_prompts = [held[i : i + args.context_tokens]
-                        for i in (rng.randrange(len(held) - args.context_tokens) for _ in range(args.eval_contexts))]
+        eval_prompts = held_out_windows(pair.tokenizer, args.eval_contexts, args.context_tokens,
+                                        args.seed + 1 if args.eval_seed is None else args.eval_seed)
     builder = replace(best_first(args.budget, args.depth), draft_temperature=args.draft_temperature)
     tb = args.train_budget or args.budget
     train_builder = best_first(tb, args.train_depth or args.depth)

@@ -3,14 +3,17 @@
 Per setting (temperature x budget), over the eval prompts: mean C_p, mean C_p*, mean drafter gap
 with its standard error, the gap split by depth (optimal mass minus draft mass at each depth),
 the exit mass split into width and leaf exits by depth, and the cost of computing the optimal
-tree against the round itself (medians, same run).
+tree against the round itself (medians, same run). Per prompt it also takes the mean of 1 + C_p (the expected
+block length of TEV on the draft trees) and of 1 + C_p* (the most any tree of that budget and depth could give on
+the same contexts), and reports both over prompts with standard errors: `--eval-contexts N` runs on ExitTrain's
+held-out windows, which bounds what any drafter can gain at that B and H.
 """
 
 from __future__ import annotations
 
 import statistics
 
-from common import best_first, parser, setup, table, tree_decode, write
+from common import best_first, held_out_windows, parser, setup, table, tree_decode, write
 
 from tevviz.engine.evaluation import mean_se
 from tevviz.engine.records import exit_by_depth
@@ -30,15 +33,23 @@ def main() -> None:
     ap.add_argument("--budgets", default="32,64")
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--eval-contexts", type=int, default=0,
+                    help="run on N windows of the held-out stdlib files (exittrain_ablation.py's) instead of prompts")
+    ap.add_argument("--context-tokens", type=int, default=96)
+    ap.add_argument("--eval-seed", type=int, default=1, help="seed of the windows' draw (as exittrain_ablation.py's)")
     args = ap.parse_args()
     pair, prompts = setup(args)
+    if args.eval_contexts:
+        prompts = held_out_windows(pair.tokenizer, args.eval_contexts, args.context_tokens, args.eval_seed)
     rows, detail = [], {}
     for t in [float(x) for x in args.temperatures.split(",")]:
         for b in [int(x) for x in args.budgets.split(",")]:
             builder = best_first(b, args.depth)
             gaps, cps, stars, held, opt_ms, round_ms, by_depth, records = [], [], [], [], [], [], [], []
+            ceiling, best = [], []  # per prompt: mean 1 + C_p and mean 1 + C_p* over its rounds
             for i, ids in enumerate(prompts):
                 s, _ = tree_decode(pair, ids, t, builder, "tev", args.max_new_tokens, seed=i)
+                first = len(cps)
                 for r in s.rounds:
                     r = s.optimal(r.index)
                     g = r.coverage_gap()
@@ -49,13 +60,18 @@ def main() -> None:
                     draft_d = mass_by_depth(r.depths, r.P, top)
                     by_depth.append([a - c for a, c in zip(star_d, draft_d)])
                     records.append(r)
+                ceiling.append(1 + statistics.fmean(cps[first:]))
+                best.append(1 + statistics.fmean(stars[first:]))
             n = len(gaps)
             gap_by_depth = [sum(x[d] for x in by_depth) / n for d in range(1, args.depth + 1)]
             split = exit_by_depth(records)
             key = f"T{t:g}_B{b}"
             detail[key] = {"gap_by_depth": gap_by_depth, "exit_width_by_depth": split["width"],
                            "exit_leaf_by_depth": split["leaf"]}
-            rows.append({"T": t, "B": b, "rounds": n, "C_p": statistics.mean(cps), "C_p*": statistics.mean(stars),
+            detail[key].update({"per_prompt_1+C_p": ceiling, "per_prompt_1+C_p*": best})
+            (c, c_se), (o, o_se) = mean_se(ceiling), mean_se(best)
+            rows.append({"T": t, "B": b, "rounds": n, "1+C_p": c, "1+C_p se": c_se, "1+C_p*": o, "1+C_p* se": o_se,
+                         "C_p": statistics.mean(cps), "C_p*": statistics.mean(stars),
                          "gap": statistics.mean(gaps), "gap_se": mean_se(gaps)[1], "held": statistics.mean(held),
                          "round_ms": statistics.median(round_ms), "optimal_ms": statistics.median(opt_ms),
                          "gap_by_depth": " ".join(f"{x:.3f}" for x in gap_by_depth)})

@@ -408,13 +408,14 @@ def first_three_law(model, prompt: list[int], sampling: SamplingConfig) -> dict[
     return law
 
 
-@pytest.mark.parametrize("auto", ["fixed", "auto-budget", "auto-no-draft", "sampled-auto"])
+@pytest.mark.parametrize("auto", ["fixed", "auto-budget", "auto-no-draft", "sampled-auto", "mixed"])
 def test_first_three_tokens_follow_autoregressive_sampling(auto):
     """Tree decoding (best-first, TEV) at T = 1 with top-k: over 2,000 seeded sessions the first three committed
     tokens follow plain autoregressive sampling (chi-square), across round boundaries and cache commits; also
     with --budget auto, whose trees change size from round to round, and with auto's rounds without a draft
     (a cost model under which trees lose: one undrafted round, then a drafted one that catches the draft up);
-    and speculative sampling on sampled chains, auto-sized (each session's warm-up drafts depths 3, 1, 2)."""
+    and speculative sampling on sampled chains, auto-sized (each session's warm-up drafts depths 3, 1, 2); and the
+    mixed builder, whose warm-up drafts a speculative chain, then a TEV tree below whatever the chain committed."""
     from conftest import losing_cost_model
 
     from tevviz.engine.comparison import chi_square_p
@@ -426,8 +427,9 @@ def test_first_three_tokens_follow_autoregressive_sampling(auto):
     rounds = 0
     sampled = auto.startswith("sampled")
     builder = (BuilderConfig(kind="sampled", depth=3, auto=auto == "sampled-auto") if sampled else
-               BuilderConfig(budget=6, depth=3, children=3, width=3, auto=auto != "fixed"))
-    undrafted = 0
+               BuilderConfig(kind="mixed" if auto == "mixed" else "best-first", budget=6, depth=3, children=3, width=3,
+                             auto=auto != "fixed"))
+    undrafted, arms = 0, []
     with torch.inference_mode():
         for seed in range(STREAM_SESSIONS):
             cfg = DecodeConfig(sampling=STREAM_SAMPLING, builder=builder, max_new_tokens=3, seed=seed,
@@ -435,16 +437,20 @@ def test_first_three_tokens_follow_autoregressive_sampling(auto):
             s = DecodeSession(pair, prompt, cfg, cost_model=losing_cost_model(6, 3) if auto == "auto-no-draft" else None)
             records = s.run()
             rounds += len(records)
+            arms.append(tuple(r.verifier for r in records))
             undrafted += sum(r.sizing is not None and not r.sizing["drafted"] for r in records)
             key = tuple(s.generated)
             counts[key] = counts.get(key, 0) + 1
     drafted = rounds - undrafted
     if auto == "auto-no-draft":  # test setup: an undrafted round first, then one probe that drafts (and loses)
         assert undrafted >= STREAM_SESSIONS and drafted == STREAM_SESSIONS
-    else:  # test setup: drafts often commit several tokens per round, and some sessions take more than one round
+    elif auto != "mixed":  # test setup: drafts often commit several tokens per round, and some sessions take more than one round
         assert undrafted == 0 and STREAM_SESSIONS < drafted < 2 * STREAM_SESSIONS
     impossible = [k for k in counts if k not in law]
     assert not impossible, f"committed streams of probability 0: {impossible[:5]}"
     cells = sorted(law)
     _, df, p_value = chi_square_p([counts.get(c, 0) for c in cells], [law[c] for c in cells])
     assert df >= 10 and p_value > 1e-3, f"chi-square p-value {p_value:.2e} over {df} degrees of freedom"
+    if auto == "mixed":  # test setup: many sessions go on from a chain round to a tree round
+        assert set(arms) <= {("speculative",), ("speculative", "tev"), ("speculative", "tev", "speculative")}
+        assert len(arms) - arms.count(("speculative",)) > STREAM_SESSIONS / 4

@@ -116,8 +116,10 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
                         "--builder sampled; on other trees it is residual), and the reference predraw-loop")
     g.add_argument("--builder", default="best-first", metavar="NAME",
                    choices=LazyChoices("tevviz.engine.builders", "BUILDERS"),
-                   help="best-first, static, chain, or sampled (a chain drawn from the draft's own law at the decoding "
-                        "temperature: with --verifier speculative, the fastest at T > 0 on a CPU; docs/math.md)")
+                   help="best-first, static, chain, sampled (a chain drawn from the draft's own law at the decoding "
+                        "temperature: with --verifier speculative, the fastest at T > 0 on a CPU; docs/math.md), or "
+                        "mixed (with --budget auto: each round a best-first tree for --verifier or a sampled chain "
+                        "for speculative sampling, whichever the session measures faster; docs/auto-budget.md)")
     g.add_argument("--budget", type=budget_value, default=32,
                    help="B: nodes kept (best-first); auto: each round's B and H chosen for expected tokens per second "
                         "from a cost model measured as the session runs, up to --budget-limit and --depth")

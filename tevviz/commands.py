@@ -102,6 +102,8 @@ def cmd_decode(args) -> int:
         out["auto_budget"] = {"mean_B": sum(z["B"] for z in sized) / len(sized),
                               "mean_H": sum(z["H"] for z in sized) / len(sized),
                               "undrafted_rounds": sum(not z.get("drafted", True) for z in sized), "last": sized[-1]}
+        if cfg.builder.kind == "mixed":
+            out["auto_budget"]["chain_rounds"] = sum(bool(z.get("chain")) for z in sized)
     if args.optimal:
         out |= {"mean_optimal_ceiling": 1 + s["mean_optimal"], "mean_gap": s["mean_gap"],
                 "optimal_ms": sum(r.optimal.ms for r in session.rounds) / max(len(session.rounds), 1)}
@@ -131,6 +133,11 @@ def cmd_decode(args) -> int:
         fit = Fit.from_sizing(a["last"])
         print(f"auto budget: mean B {a['mean_B']:.1f}, mean H {a['mean_H']:.1f}, {a['undrafted_rounds']} of "
               f"{len(session.rounds)} rounds without a draft; cost model: {describe(fit)}", file=sys.stderr)
+        if "chain_rounds" in a:
+            print(f"mixed: {a['chain_rounds']} sampled chains (speculative) and "
+                  f"{len(session.rounds) - a['chain_rounds']} best-first trees ({cfg.verifier}); measured expected "
+                  f"tokens per ms: chains {a['last']['chain_rate']:.3f}, trees {a['last']['tree_rate']:.3f}",
+                  file=sys.stderr)
     if args.optimal:
         print(f"optimal tree: mean 1+C_p* {out['mean_optimal_ceiling']:.2f}  mean drafter gap {s['mean_gap']:.2f}  "
               f"{out['optimal_ms']:.0f} ms a round to compute", file=sys.stderr)

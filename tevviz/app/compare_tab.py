@@ -24,7 +24,8 @@ def _side(name: str, verifier: str, verifiers: list[str], drafters: dict[str, Pa
     with gr.Column():
         return {
             "verifier": gr.Dropdown(verifiers, value=verifier, label=f"{name}: verifier"),
-            "builder": gr.Dropdown(list(BUILDERS), value="best-first", label=f"{name}: builder"),
+            # Fixed trees only: a mixed round's tree is chosen by a session's measurements, not by these settings.
+            "builder": gr.Dropdown([b for b in BUILDERS if b != "mixed"], value="best-first", label=f"{name}: builder"),
             "budget": gr.Number(32, precision=0, label=f"{name}: budget B"),
             "draft": gr.Dropdown(draft_choices, value="", allow_custom_value=True,
                                  label=f"{name}: draft (a shipped one, or type a path)"),

@@ -172,8 +172,12 @@ def stats_markdown(st: AppState) -> str:
         drafted = z.get("drafted", True)
         how = ("warm-up size" if z.get("warmup") and drafted else "warm-up: no draft, to time a plain step"
                if z.get("warmup") else "chosen for expected tokens/s" if drafted
-               else "no draft: recent trees were worth less than a plain target step")
-        lines.append(f"\n*Auto budget, round {r.index}: B = {z['B']:.0f}, H = {z['H']:.0f} ({how}). Cost model: "
+               else "no draft: a plain target step was priced above any tree or chain")
+        arm = ""
+        if "chain" in z:  # the mixed builder: which of its arms drafted, and their measured rates
+            arm = (f" Mixed: a {'sampled chain (speculative)' if z['chain'] else 'best-first tree'} this round; "
+                   f"measured expected tokens per ms: trees {z['tree_rate']:.3f}, chains {z['chain_rate']:.3f}.")
+        lines.append(f"\n*Auto budget, round {r.index}: B = {z['B']:.0f}, H = {z['H']:.0f} ({how}).{arm} Cost model: "
                      f"{describe(fit)}.*")
     if st.done:
         lines.append("\n*Finished (end of sequence or token limit).*")

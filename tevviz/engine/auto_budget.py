@@ -21,6 +21,12 @@ deeper or one shallower every EXPLORE-th round so the neighbouring depths stay m
 its own mean over many rounds (on a CPU a target pass over 5 tokens can cost less than over 4, which no line
 shows), kept in units of the machine's current load: one scalar that every round updates, so that a depth not
 drafted lately (a plain step, say) is not priced at the speed of an hour ago.
+
+`--builder mixed` keeps one such model for best-first trees and one for sampled chains, and each model sizes its
+own rounds. Which of the two drafts a round is decided by their measured rates: each arm's expected tokens over its
+round ms, decayed over the session's recent rounds. The arm of the higher rate drafts; the other drafts one round after
+1, 2, 4 ... 32 rounds while it keeps losing, so that a change (another prompt, another load) is seen. The choice
+depends only on earlier rounds, never on the current round's draws, so every round stays exact.
 """
 
 from __future__ import annotations
@@ -326,3 +332,75 @@ def describe(fit: Fit) -> str:
             f"other {fit.overhead:.1f} ms, plain step {fit.plain:.1f} ms; "
             + (f"the draft's first choice accepted {fit.first_accept:.0%} (its q {fit.first_q:.0%}), " if fit.first_q
                else "") + f"realised / predicted C_p {fit.calibration:.2f} ({fit.rounds} rounds)")
+
+
+ARMS = ("sampled", "best-first")  # --builder mixed: a sampled chain or a best-first tree each round (warm-ups in this order)
+ARM_WINDOW = 32  # session rounds an arm's measured rate remembers
+ARM_MIN = 6  # sized rounds each arm runs (after its warm-up) before the rates decide
+MAX_ARM_WAIT = 32  # most rounds of the leading arm before the other drafts again
+
+
+class MixedBudget:
+    """`--builder mixed`: a cost model per arm (best-first trees, sampled chains), and which arm drafts each round."""
+
+    def __init__(self, max_budget: int, max_depth: int):
+        self.models = {"best-first": AutoBudget(max_budget, max_depth), "sampled": AutoBudget(max_depth, max_depth,
+                                                                                              chain=True)}
+        self.tokens = dict.fromkeys(ARMS, 0.0)  # decayed sums over each arm's sized rounds: expected tokens, ms
+        self.ms = dict.fromkeys(ARMS, 0.0)
+        self.sized = dict.fromkeys(ARMS, 0)  # sized (not warm-up) rounds each arm has run
+        self.wait, self.since = 1, 0  # rounds the leader runs before the other tries again; and since it last did
+        self.exploring: str | None = None
+
+    def limit(self, max_budget: int, max_depth: int) -> None:
+        """This session's limits (a model carried over from another session keeps what it measured)."""
+        tree, chain = self.models["best-first"], self.models["sampled"]
+        tree.max_budget, tree.max_depth, tree.chain = max_budget, max_depth, False
+        chain.max_budget, chain.max_depth, chain.chain = max_depth, max_depth, True
+
+    def rate(self, arm: str) -> float:
+        """The arm's measured expected tokens per ms (0 before it has run a sized round)."""
+        return self.tokens[arm] / self.ms[arm] if self.ms[arm] > 0 else 0.0
+
+    def leader(self) -> str:
+        return max(ARMS, key=self.rate)
+
+    def choose(self) -> str:
+        """The arm that drafts the next round: warm-ups first, then each arm's first sized rounds, then the leader,
+        and the other arm once after `wait` rounds of the leader."""
+        behind = [a for a in ARMS if self.models[a].rounds < len(WARMUP_FRACTIONS)] or \
+                 [a for a in ARMS if self.sized[a] < ARM_MIN]
+        self.exploring = None
+        if behind:
+            return min(behind, key=lambda a: (self.models[a].rounds, self.sized[a]))
+        lead = self.leader()
+        if self.since >= self.wait:
+            self.exploring = next(a for a in ARMS if a != lead)
+            return self.exploring
+        return lead
+
+    def observe(self, arm: str, expected_tokens: float, ms: float, warmup: bool) -> None:
+        """One verified round of `arm`: its expected block length under its verifier and its whole time."""
+        if warmup:
+            return  # forced sizes: not what the arm does once sized
+        before = self.leader()
+        # Both arms' sums decay with the session's rounds, not with their own: decay keeps an arm's rate as it was,
+        # and the more rounds since the arm last drafted, the more its next round says (a try after 32 rounds of
+        # the other arm counts for about two thirds of its rate).
+        for a in ARMS:
+            self.tokens[a] *= 1 - 1 / ARM_WINDOW
+            self.ms[a] *= 1 - 1 / ARM_WINDOW
+        self.tokens[arm] += expected_tokens
+        self.ms[arm] += max(ms, 1e-9)
+        self.sized[arm] += 1
+        if self.exploring is None:
+            self.since += 1
+        elif self.leader() == before:  # the other arm tried and still lost: try it less often
+            self.since, self.wait = 0, min(2 * self.wait, MAX_ARM_WAIT)
+        else:
+            self.since, self.wait = 0, 1
+
+    def summary(self) -> dict:
+        """What a round's sizing shows of the choice: each arm's measured rate."""
+        return {"tree_rate": self.rate("best-first"), "chain_rate": self.rate("sampled")}
+

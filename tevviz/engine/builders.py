@@ -8,7 +8,7 @@ temperature, top-k and top-p), for the speculative verifier (docs/math.md, *Samp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -23,7 +23,8 @@ MAX_DEPTH = 64
 MAX_CHILDREN = 64  # K, and a static level's branching
 MAX_WIDTH = 256
 MIN_DRAFT_T, MAX_DRAFT_T = 0.05, 20.0
-BUILDERS = ("best-first", "static", "chain", "sampled")
+# mixed: each round a best-first tree or a sampled chain, whichever the session measures faster (auto-sized only)
+BUILDERS = ("best-first", "static", "chain", "sampled", "mixed")
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class BuilderConfig:
     children: int = 8
     width: int = 8  # W: frontier width per depth (best-first)
     branching: tuple[int, ...] = field(default=(4, 2, 2, 1, 1))  # children per node at each depth (static)
-    auto: bool = False  # best-first and sampled: budget and depth become limits, each round sized by engine/auto_budget.py
+    auto: bool = False  # best-first, sampled, mixed: budget and depth become limits, each round sized by auto_budget.py
     # Path scores come from the draft's logits divided by this: above 1 a sharp (overconfident) draft ranks deep
     # paths lower, so trees grow wider; which tokens a node's children are does not change. Node q stays q.
     # Auto-sized trees rank nodes by their learnt acceptance table instead, which this does not touch.
@@ -48,10 +49,13 @@ class BuilderConfig:
     def __post_init__(self):
         if self.kind not in BUILDERS:
             raise TevvizError(f"unknown builder {self.kind!r}; choose one of {', '.join(BUILDERS)}")
-        if self.auto and self.kind not in ("best-first", "sampled"):
+        if self.auto and self.kind not in ("best-first", "sampled", "mixed"):
             raise TevvizError("an automatic budget sizes best-first trees and sampled chains only")
+        if self.kind == "mixed" and not self.auto:
+            raise TevvizError("the mixed builder sizes every round itself: use it with an automatic budget "
+                              "(--budget auto; budget and depth are then its limits)")
         checks = [("budget", self.budget, MAX_BUDGET), ("depth", self.depth, MAX_DEPTH)]
-        if self.kind == "best-first":
+        if self.kind in ("best-first", "mixed"):
             checks += [("children K", self.children, MAX_CHILDREN), ("width", self.width, MAX_WIDTH)]
         for name, value, top in checks:
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
@@ -78,6 +82,8 @@ class BuilderConfig:
         """(children per expanded node, frontier width) at depth d >= 1."""
         if self.kind in ("chain", "sampled"):
             return 1, 1
+        if self.kind == "mixed":
+            raise TevvizError("a mixed builder drafts through its arms (arm()), not by itself")
         if self.kind == "static":
             return self.branching[d - 1], 1 << 62
         return self.children, self.width
@@ -87,7 +93,11 @@ class BuilderConfig:
         """Non-root nodes kept at the end."""
         if self.kind in ("chain", "sampled"):
             return self.depth
-        return self.budget if self.kind == "best-first" else 1 << 62
+        return self.budget if self.kind in ("best-first", "mixed") else 1 << 62
+
+    def arm(self, kind: str) -> BuilderConfig:
+        """A mixed builder's round as `kind` (best-first or sampled), with the same limits and shape."""
+        return replace(self, kind=kind)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from . import exit_law as law
-from .auto_budget import AutoBudget
+from .auto_budget import AutoBudget, MixedBudget
 from .builders import BuilderConfig, build_tree, root_only
 from .errors import TevvizError
 from .kv import additive_mask, keep_entries, new_cache, tree_visibility
@@ -94,7 +94,7 @@ class DecodeSession:
     """Tree decoding of one prompt, one round per `step()`."""
 
     def __init__(self, pair: ModelPair, prompt_ids: list[int], cfg: DecodeConfig, keep_rounds: int | None = None,
-                 cost_model: AutoBudget | None = None):
+                 cost_model: AutoBudget | MixedBudget | None = None):
         if not prompt_ids:
             raise TevvizError("the prompt is empty")
         vocab = self.vocab = pair.target.get_output_embeddings().weight.shape[0]
@@ -126,8 +126,18 @@ class DecodeSession:
         b = cfg.builder
         # The online cost model of --budget auto; one passed in carries what earlier sessions on the same
         # models and machine measured (its limits are this session's).
-        self.auto = None
-        if b.auto:
+        self.auto = self.mixed = None
+        if b.kind == "mixed":
+            if cost_model is not None and not isinstance(cost_model, MixedBudget):
+                raise TevvizError("a mixed builder carries a MixedBudget from session to session, not an AutoBudget")
+            self.mixed = cost_model if cost_model is not None else MixedBudget(b.keep, b.depth)
+            self.mixed.limit(b.keep, b.depth)
+            # Trees go to the chosen verifier; a sampled chain to speculative sampling, which it is drawn for.
+            self._arms = {"best-first": (b.arm("best-first"), cfg.verifier, self.verify),
+                          "sampled": (b.arm("sampled"), "speculative", get_verifier("speculative"))}
+        elif b.auto:
+            if isinstance(cost_model, MixedBudget):
+                raise TevvizError("a MixedBudget sizes a mixed builder's rounds; this builder takes an AutoBudget")
             self.auto = cost_model if cost_model is not None else AutoBudget(b.keep, b.depth)
             self.auto.max_budget, self.auto.max_depth, self.auto.chain = b.keep, b.depth, b.kind == "sampled"
         if len(prompt_ids) > 1:
@@ -199,11 +209,16 @@ class DecodeSession:
         t0 = time.perf_counter()
         cap = self._depth_cap()
         self._round_at[self.round_count] = (len(self.tokens), cap)
-        plan = self.auto.plan() if self.auto is not None else None
+        auto, builder, verifier, verify, arm = self.auto, cfg.builder, cfg.verifier, self.verify, None
+        if self.mixed is not None:
+            arm = self.mixed.choose()
+            auto = self.mixed.models[arm]
+            builder, verifier, verify = self._arms[arm]
+        plan = auto.plan() if auto is not None else None
         if plan is not None and plan.skip_draft:
             drafted = root_only(self.pending[-1], self.draft_cache.get_seq_length(), self.device)
         else:
-            drafted = build_tree(pair.drafting, self.draft_cache, self.pending, cfg.builder, cap, plan, cfg.sampling,
+            drafted = build_tree(pair.drafting, self.draft_cache, self.pending, builder, cap, plan, cfg.sampling,
                                  self.draft_gen, self.vocab)
         tree = drafted.tree.to(self.device)
         _sync(self.device)
@@ -224,7 +239,7 @@ class DecodeSession:
         _sync(self.device)
         t2 = time.perf_counter()
 
-        decision = self.verify(tree, logits, cfg.sampling, self.gen, anc)
+        decision = verify(tree, logits, cfg.sampling, self.gen, anc)
         exit_node, bonus = torch.stack([decision.exit_node, decision.bonus_token]).tolist()
         accepted = path_to(tree, exit_node)
         keep_entries(self.target_cache, past, accepted, past + tree.size)
@@ -238,7 +253,7 @@ class DecodeSession:
         t3 = time.perf_counter()
 
         committed, done = self._cut([tokens[v] for v in accepted[1:]] + [bonus])
-        fields = self._fields(tree, logits, exit_node, bonus, accepted, committed, decision.exit_law, anc)
+        fields = self._fields(tree, logits, exit_node, bonus, accepted, committed, decision.exit_law, anc, verifier)
         if decision.accept is not None:
             fields["accept"] = decision.accept.tolist()
         self.generated.extend(committed)
@@ -246,16 +261,19 @@ class DecodeSession:
         t4 = time.perf_counter()
         ms = {k: v * 1e3 for k, v in {"draft": t1 - t0, "target": t2 - t1, "verify": t3 - t2, "other": t4 - t3}.items()}
         sizing = None
-        if self.auto is not None:
+        if auto is not None:
             predicted = float(drafted.reach[1:].exp().sum())
             # The table learns what this verifier accepts a node with: the target edge probability, or min(1, p / q).
             accept = fields.get("accept") or fields["p_edge"]
             covered = fields["C_p"] if "accept" not in fields else expected_accepted(fields["parents"], accept)
-            fit = self.auto.observe(tree.size, drafted.levels, ms, covered, predicted, drafted.ranks.tolist(),
-                                    fields["draft_logprobs"], accept)
+            fit = auto.observe(tree.size, drafted.levels, ms, covered, predicted, drafted.ranks.tolist(),
+                               fields["draft_logprobs"], accept)
             sizing = {"B": tree.size - 1, "H": max(fields["depths"]), "warmup": plan.warmup,
                       "drafted": drafted.levels > 0,
                       **vars(fit)}  # a flat dataclass of floats: no deep copy needed
+            if arm is not None:
+                self.mixed.observe(arm, 1 + covered, sum(ms.values()), plan.warmup)
+                sizing |= {"chain": arm == "sampled", **self.mixed.summary()}
         record = RoundRecord(**fields, stage_ms=ms, sizing=sizing)
         self.rounds.append(record)
         self.round_count += 1
@@ -273,7 +291,7 @@ class DecodeSession:
         return committed, total >= self.cfg.max_new_tokens or len(self.prompt_ids) + total >= self.context_length
 
     def _fields(self, tree: DraftTree, logits, exit_node, bonus, accepted, committed, ex: law.ExitLaw | None,
-                anc) -> dict:
+                anc, verifier: str) -> dict:
         """The round record's fields but the stage times: the tree, its target flow, the decision, missing tokens."""
         cfg, tok = self.cfg.sampling, self.pair.tokenizer
         if ex is None:
@@ -282,7 +300,7 @@ class DecodeSession:
                    if self.cfg.missing_top > 0 else [[] for _ in range(tree.size)])
         tokens = tree.tokens.tolist()
         return {
-            "index": self.round_count, "verifier": self.cfg.verifier, "tokens": tokens, "texts": _texts(tok, tokens),
+            "index": self.round_count, "verifier": verifier, "tokens": tokens, "texts": _texts(tok, tokens),
             "parents": tree.parents.tolist(), "depths": tree.depths.tolist(),
             "draft_logprobs": tree.draft_logprobs.tolist(), "scores": tree.scores.tolist(),
             "p_edge": ex.p_edge.tolist(), "P": ex.P.tolist(), "rho": ex.rho.tolist(), "w": ex.w.tolist(),
