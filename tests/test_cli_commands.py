@@ -317,6 +317,20 @@ def test_decode_budget_auto_reports_its_sizing(reference_ids, capsys):
     assert 0 <= a["mean_B"] <= 8 and 0 <= a["undrafted_rounds"] <= out["rounds"]
 
 
+def test_decode_mixed_reports_its_arms_and_needs_budget_auto(reference_ids, capsys):
+    """--builder mixed: the target's greedy ids, and how many rounds each arm drafted; without --budget auto, exit 2."""
+    capsys.readouterr()
+    assert main([*DECODE, "--max-new-tokens", "24", "--prompt", PROMPT, "--builder", "mixed", "--budget", "auto",
+                 "--budget-limit", "8", "--depth", "3"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["token_ids"][:4] == reference_ids
+    a = out["auto_budget"]
+    assert 0 < a["chain_rounds"] < out["rounds"]  # the warm-up drafts both arms
+    assert {"chain", "tree_rate", "chain_rate"} <= set(a["last"])
+    assert main([*DECODE, "--prompt", PROMPT, "--builder", "mixed"]) == 2
+    assert "use it with an automatic budget (--budget auto" in message(capsys.readouterr().err)
+
+
 def test_cli_tree_shape_defaults_are_the_engines():
     """The CLI spells BuilderConfig's K and W defaults out (importing it would load torch for --help)."""
     from tevviz.cli import build_parser

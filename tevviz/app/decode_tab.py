@@ -59,7 +59,8 @@ def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str
             c["budget"] = gr.Number(32, precision=0, label="B budget", min_width=70)
             c["depth"] = gr.Number(6, precision=0, label="H depth", min_width=70)
         c["auto_budget"] = gr.Checkbox(False, label="auto: size each tree for tokens/s (B and H become limits)",
-                                       info="a cost model measured as the session runs (docs/auto-budget.md)")
+                                       info="a cost model measured as the session runs (docs/auto-budget.md); "
+                                            "the mixed builder (a tree or a sampled chain each round) needs it")
         with gr.Row():
             c["children"] = gr.Number(BuilderConfig.children, precision=0, label="K children", min_width=70)
             c["width"] = gr.Number(BuilderConfig.width, precision=0, label="W width", min_width=70)

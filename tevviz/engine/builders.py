@@ -53,7 +53,7 @@ class BuilderConfig:
             raise TevvizError("an automatic budget sizes best-first trees and sampled chains only")
         if self.kind == "mixed" and not self.auto:
             raise TevvizError("the mixed builder sizes every round itself: use it with an automatic budget "
-                              "(--budget auto; budget and depth are then its limits)")
+                              "(--budget auto, or the app's auto box; budget and depth are then its limits)")
         checks = [("budget", self.budget, MAX_BUDGET), ("depth", self.depth, MAX_DEPTH)]
         if self.kind in ("best-first", "mixed"):
             checks += [("children K", self.children, MAX_CHILDREN), ("width", self.width, MAX_WIDTH)]
