@@ -377,7 +377,23 @@ def test_auto_budget_sizes_each_round_within_the_limits(app_url):
         assert "Auto budget, round" in out[OUT["stats"]] and "Cost model" in out[OUT["stats"]]
     # Past the warm-up a round is sized for tokens/s, or (when trees have lately lost to a plain step) not drafted.
     stats = out[OUT["stats"]]
-    assert "chosen for expected tokens/s" in stats or ("no draft: recent trees" in stats and count == 1), stats
+    assert "chosen for expected tokens/s" in stats or ("no draft: a plain target step" in stats and count == 1), stats
+
+
+def test_mixed_builder_says_which_arm_drafted_each_round(app_url):
+    """The mixed builder in the app: its warm-up drafts a sampled chain, then a best-first tree; the statistics
+    say which arm drafted the shown round, and without the auto box the app says that it needs it."""
+    c = client(app_url)
+    c.predict(api_name="/reset")
+    out = c.predict(builder="mixed", auto_budget=False, api_name="/step")
+    assert "automatic budget" in out[OUT["error"]]
+    said = []
+    for _ in range(2):
+        out = c.predict(builder="mixed", auto_budget=True, budget=12, depth=4, temperature=1.0, api_name="/step")
+        assert out[OUT["error"]] == "", out[OUT["error"]]
+        said.append(out[OUT["stats"]])
+    assert "Mixed: a sampled chain (speculative) this round" in said[0]
+    assert "Mixed: a best-first tree this round" in said[1]
 
 
 def test_figures_sent_as_json_equal_what_plotly_writes(pair):
