@@ -38,9 +38,12 @@ def table_rows(results: dict) -> list[dict]:
     """One row per drafter: tau, SE, relative gain and paired gains in SE against the original and token-only."""
     from tevviz.engine.evaluation import mean_se
 
-    def paired(a: str, b: str, t: str) -> tuple[float, float]:
-        """Mean and SE of the per-context tau difference a - b (same contexts and seeds)."""
-        return mean_se([x - y for x, y in zip(results[a][t]["per_prompt_tau"], results[b][t]["per_prompt_tau"])])
+    def paired(a: str, b: str, t: str, key: str = "per_prompt_tau") -> tuple[float, float]:
+        """Mean and SE of the per-context difference a - b of `key` (same contexts and seeds)."""
+        return mean_se([x - y for x, y in zip(results[a][t][key], results[b][t][key])])
+
+    def in_se(d: float, d_se: float) -> float:
+        return d / d_se if d_se and not math.isnan(d_se) else float("nan")
 
     rows = []
     for name, res in results.items():
@@ -50,12 +53,16 @@ def table_rows(results: dict) -> list[dict]:
             row[f"tau_{t}"] = res[t]["tau"]
             row[f"se_{t}"] = res[t]["tau_se"]
             row[f"rel_{t}"] = res[t]["tau"] / base - 1
-            d, d_se = paired(name, "original", t)
-            row[f"gain/SE_{t}"] = d / d_se if d_se and not math.isnan(d_se) else float("nan")  # paired, vs original
+            row[f"gain/SE_{t}"] = in_se(*paired(name, "original", t))  # paired, vs original
             if "token" in results and name != "token":
-                d, d_se = paired(name, "token", t)
-                row[f"vs_token/SE_{t}"] = d / d_se if d_se and not math.isnan(d_se) else float("nan")
+                row[f"vs_token/SE_{t}"] = in_se(*paired(name, "token", t))
             row[f"1+C_p_{t}"] = res[t]["ceiling"]
+            # The expected block length (1 + C_p) compared the same way: at T > 0 free of the draws' noise.
+            if res[t].get("per_prompt_ceiling") and results["original"][t].get("per_prompt_ceiling"):
+                row[f"rel_1+C_p_{t}"] = res[t]["ceiling"] / results["original"][t]["ceiling"] - 1
+                row[f"1+C_p gain/SE_{t}"] = in_se(*paired(name, "original", t, "per_prompt_ceiling"))
+                if "token" in results and name != "token" and results["token"][t].get("per_prompt_ceiling"):
+                    row[f"1+C_p vs_token/SE_{t}"] = in_se(*paired(name, "token", t, "per_prompt_ceiling"))
         rows.append(row)
     return rows
 

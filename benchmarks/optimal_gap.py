@@ -15,6 +15,7 @@ import statistics
 
 from common import best_first, held_out_windows, parser, setup, table, tree_decode, write
 
+from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.evaluation import mean_se
 from tevviz.engine.records import exit_by_depth
 
@@ -76,7 +77,7 @@ def main() -> None:
                          "round_ms": statistics.median(round_ms), "optimal_ms": statistics.median(opt_ms),
                          "gap_by_depth": " ".join(f"{x:.3f}" for x in gap_by_depth)})
             print(table(rows[-1:], list(rows[-1])), flush=True)
-    print(f"\n{len(prompts)} prompts x {args.max_new_tokens} tokens, H = {args.depth}, best-first K = 4, "
+    print(f"\n{len(prompts)} prompts x {args.max_new_tokens} tokens, H = {args.depth}, best-first K = {BuilderConfig.children}, "
           "W = max(8, B/4); gap_by_depth: mean (optimal - draft) coverage at depths 1..H")
     print(table(rows, list(rows[0])))
     write("optimal_gap", args, {"rows": rows, "detail": detail})

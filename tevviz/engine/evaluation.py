@@ -4,7 +4,7 @@ drafter's mean C_p and tau on given contexts (ExitTrain's before/after table).""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -40,6 +40,9 @@ class EvalResult:
     ceiling_se: float
     acceptance_by_depth: list[float]  # fraction of rounds whose block reached depth d (d = 1, 2, ...)
     per_prompt_tau: list[float]
+    # Each prompt's mean expected block length (1 + C_p a round, exact after the target pass): at T > 0 the same
+    # expectation as per_prompt_tau without the draws' noise, so two drafters compare with a smaller paired SE.
+    per_prompt_ceiling: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -68,7 +71,7 @@ def evaluate(pair: ModelPair, prompts: list[list[int]], temperature: float, buil
             progress(i + 1, len(prompts))
     tau, tau_se = mean_se(taus)
     ceil, ceil_se = mean_se(ceils)
-    return EvalResult(temperature, tau, tau_se, ceil, ceil_se, [a / b for a, b in zip(reach, seen)], taus)
+    return EvalResult(temperature, tau, tau_se, ceil, ceil_se, [a / b for a, b in zip(reach, seen)], taus, ceils)
 
 
 @torch.no_grad()
