@@ -354,9 +354,9 @@ class MixedBudget:
 
     def limit(self, max_budget: int, max_depth: int) -> None:
         """This session's limits (a model carried over from another session keeps what it measured)."""
-        tree, chain = self.models["best-first"], self.models["sampled"]
-        tree.max_budget, tree.max_depth, tree.chain = max_budget, max_depth, False
-        chain.max_budget, chain.max_depth, chain.chain = max_depth, max_depth, True
+        tree, chain = self.models["best-first"], self.models["sampled"]  # each arm's kind is fixed at construction
+        tree.max_budget, tree.max_depth = max_budget, max_depth
+        chain.max_budget = chain.max_depth = max_depth
 
     def rate(self, arm: str) -> float:
         """The arm's measured expected tokens per ms (0 before it has run a sized round)."""
