@@ -78,6 +78,21 @@ def tiny_pair(family: str = "llama", seed: int = 0, attn: str = "sdpa", noise: f
     return ModelPair(target, draft, word_tokenizer(), f"tiny-{family}", f"tiny-{family}-draft")
 
 
+# The suite runs on pytest-xdist workers (pyproject's addopts). A file's tests share one worker, so module-level
+# models, apps and references load once, except in these files of many independent slow tests on tiny models, whose
+# tests are spread over the workers one by one. The files with the longest runs start first, so none is the tail.
+SPREAD = {"test_exactness.py", "test_laws.py"}
+FIRST = ("test_real_pair.py", "test_embedded_pair.py", "test_auto_budget.py", "test_model_thread.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name not in SPREAD:
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))  # stable: a file keeps its own order
+
+
 @pytest.fixture(scope="session")
 def llama_pair():
     return tiny_pair("llama")

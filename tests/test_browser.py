@@ -41,6 +41,8 @@ def test_step_recolour_and_download(app_url, tmp_path):
             page.set_default_timeout(30_000)
             page.goto(app_url)
             expect = sync_api.expect
+            # A Step renders in well under a second alone; under the suite's parallel workers it can take several.
+            expect.set_options(timeout=30_000)
             title = page.locator("#tree-plot .gtitle")
             step = page.get_by_role("button", name="Step", exact=True)
             for k in range(3):

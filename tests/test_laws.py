@@ -172,10 +172,21 @@ def _children_tokens(tree, node: int) -> list[int]:
     return [int(t) for t, p in zip(tree.tokens.tolist(), tree.parents.tolist()) if p == node]
 
 
+_flows: dict = {}
+
+
+def flow_of(tree, logits, cfg):
+    """hand_flow of a tree, once per (tree, logits, setting): the wrong verifiers below are drawn 24,000 times."""
+    key = (id(tree), id(logits), cfg)
+    if key not in _flows:
+        _flows[key] = (tree, logits, hand_flow(tree.tokens.tolist(), tree.parents.tolist(), logits, cfg))
+    return _flows[key][2]
+
+
 def exit_from_P(tree, logits, cfg, gen, anc=None) -> Decision:
     """Wrong: the exit drawn from P normalised (prefix mass, not exit mass); the bonus is right."""
     probs = processed_probs(logits, cfg)
-    _, P, _, _, _ = hand_flow(tree.tokens.tolist(), tree.parents.tolist(), logits, cfg)
+    _, P, _, _, _ = flow_of(tree, logits, cfg)
     node = sample_categorical(torch.tensor(P), gen)
     row = probs[int(node)].clone()
     row[_children_tokens(tree, int(node))] = 0.0
@@ -184,7 +195,7 @@ def exit_from_P(tree, logits, cfg, gen, anc=None) -> Decision:
 
 def bonus_without_removal(tree, logits, cfg, gen, anc=None) -> Decision:
     """Wrong: the exit is right (w), the bonus drawn from p_v without removing the children's tokens."""
-    _, _, _, w, _ = hand_flow(tree.tokens.tolist(), tree.parents.tolist(), logits, cfg)
+    _, _, _, w, _ = flow_of(tree, logits, cfg)
     node = sample_categorical(torch.tensor(w), gen)
     return Decision(node, sample_categorical(processed_probs(logits, cfg)[int(node)], gen))
 
