@@ -34,16 +34,23 @@ def main() -> None:
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--depths", default="1,2,3,4,5,6", help="fixed chain depths, comma-separated")
     ap.add_argument("--auto-depth", type=int, default=8, help="the depth limit of the --budget auto row (0: no row)")
+    ap.add_argument("--auto-windows", default="",
+                    help="one auto row per survival window (drafted chains the sums remember), comma-separated "
+                         "(default: one row, the engine's CHAIN_WINDOW)")
     ap.add_argument("--seeds", type=int, default=1, help="decodes of each prompt, each with its own seed")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     args = ap.parse_args()
     pair, prompts = setup(args)
     depths = [int(x) for x in args.depths.split(",") if x]
-    auto = f"auto (H<={args.auto_depth})" if args.auto_depth else None
-    model = AutoBudget(args.auto_depth, args.auto_depth, chain=True)  # carried from prompt to prompt, as a session would
+    models = {}  # auto row -> its cost model, carried from prompt to prompt as a session would
+    for w in [int(x) for x in args.auto_windows.split(",") if x] or [None]:
+        if args.auto_depth:
+            m = models[f"auto (H<={args.auto_depth})" + (f" window {w}" if w else "")] = AutoBudget(
+                args.auto_depth, args.auto_depth, chain=True)
+            m.prefix_window = w or m.prefix_window
     builders = {str(h): BuilderConfig(kind="sampled", depth=h) for h in depths}
-    if auto:
-        builders[auto] = BuilderConfig(kind="sampled", depth=args.auto_depth, auto=True)
+    for n in models:
+        builders[n] = BuilderConfig(kind="sampled", depth=args.auto_depth, auto=True)
     names = list(builders)
     tree_decode(pair, prompts[0], args.temperature, builders[names[0]], "speculative", 16, 0)  # warm-up
     rounds = {n: [] for n in names}
@@ -52,7 +59,7 @@ def main() -> None:
         for i, ids in enumerate(prompts):
             for n in names:
                 s, sec = tree_decode(pair, ids, args.temperature, builders[n], "speculative", args.max_new_tokens,
-                                     seed * 1000 + i, model if n == auto else None)
+                                     seed * 1000 + i, models.get(n))
                 generated[n] += len(s.generated)
                 seconds[n] += sec
                 rounds[n] += s.rounds
@@ -68,12 +75,13 @@ def main() -> None:
                      "rounds": sm["rounds"]})
     print(table(rows, list(rows[0])))
     payload = {"rows": rows, "pooled ms by depth": depth_ms}
-    if auto:
+    for auto, model in models.items():
         by_depth = ms_by_depth(rounds[auto])
-        payload["auto_depths"] = {h: {"rounds": len(v), "median ms": statistics.median(v)} for h, v in by_depth.items()}
-        print("auto: rounds and median round ms by chosen depth:",
+        payload.setdefault("auto_depths", {})[auto] = {h: {"rounds": len(v), "median ms": statistics.median(v)}
+                                                       for h, v in by_depth.items()}
+        print(f"{auto}: rounds and median round ms by chosen depth:",
               ", ".join(f"{h}: {len(v)} x {statistics.median(v):.2f}" for h, v in by_depth.items()))
-        payload["fit"] = vars(model.fit())
+        payload.setdefault("fit", {})[auto] = vars(model.fit())
     write("chain_depths", args, payload)
 
 

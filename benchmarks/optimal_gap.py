@@ -6,7 +6,10 @@ the exit mass split into width and leaf exits by depth, and the cost of computin
 tree against the round itself (medians, same run). Per prompt it also takes the mean of 1 + C_p (the expected
 block length of TEV on the draft trees) and of 1 + C_p* (the most any tree of that budget and depth could give on
 the same contexts), and reports both over prompts with standard errors: `--eval-contexts N` runs on ExitTrain's
-held-out windows, which bounds what any drafter can gain at that B and H.
+held-out windows, which bounds what any drafter can gain at that B and H. The root's own children are split out
+(`root_*`): the target mass at depth 1 of the draft tree, of the target's K most likely tokens (what a perfect ranking
+of the draft's K children would hold) and of the optimal tree, with the optimal tree's number of depth-1 nodes; so
+the depth-1 gap splits into ranking (top K minus draft) and width (optimal minus top K; `--children` sets K).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def main() -> None:
                     help="run on N windows of the held-out stdlib files (exittrain_ablation.py's) instead of prompts")
     ap.add_argument("--context-tokens", type=int, default=96)
     ap.add_argument("--eval-seed", type=int, default=1, help="seed of the windows' draw (as exittrain_ablation.py's)")
+    ap.add_argument("--children", type=int, default=BuilderConfig.children, help="best-first K")
     args = ap.parse_args()
     pair, prompts = setup(args)
     if args.eval_contexts:
@@ -45,7 +49,9 @@ def main() -> None:
     rows, detail = [], {}
     for t in [float(x) for x in args.temperatures.split(",")]:
         for b in [int(x) for x in args.budgets.split(",")]:
-            builder = best_first(b, args.depth)
+            builder = best_first(b, args.depth, args.children)
+            K = builder.children
+            roots = []  # per round, the root's own children: (optimal count, draft mass, optimal top-K mass, optimal mass)
             gaps, cps, stars, held, opt_ms, round_ms, by_depth, records = [], [], [], [], [], [], [], []
             ceiling, best = [], []  # per prompt: mean 1 + C_p and mean 1 + C_p* over its rounds
             for i, ids in enumerate(prompts):
@@ -60,6 +66,8 @@ def main() -> None:
                     star_d = mass_by_depth(r.optimal.depths, r.optimal.P, top)
                     draft_d = mass_by_depth(r.depths, r.P, top)
                     by_depth.append([a - c for a, c in zip(star_d, draft_d)])
+                    first_p = sorted((p for d, p in zip(r.optimal.depths, r.optimal.P) if d == 1), reverse=True)
+                    roots.append((len(first_p), draft_d[1], sum(first_p[:K]), star_d[1]))
                     records.append(r)
                 ceiling.append(1 + statistics.fmean(cps[first:]))
                 best.append(1 + statistics.fmean(stars[first:]))
@@ -75,10 +83,17 @@ def main() -> None:
                          "C_p": statistics.mean(cps), "C_p*": statistics.mean(stars),
                          "gap": statistics.mean(gaps), "gap_se": mean_se(gaps)[1], "held": statistics.mean(held),
                          "round_ms": statistics.median(round_ms), "optimal_ms": statistics.median(opt_ms),
-                         "gap_by_depth": " ".join(f"{x:.3f}" for x in gap_by_depth)})
+                         "gap_by_depth": " ".join(f"{x:.3f}" for x in gap_by_depth),
+                         # The depth-1 gap split: ranking (the draft's root children against the target's top K)
+                         # and width (the optimal tree's root children beyond K).
+                         "root_children*": statistics.mean(x[0] for x in roots),
+                         "root_draft": statistics.mean(x[1] for x in roots),
+                         f"root_top{K}": statistics.mean(x[2] for x in roots),
+                         "root*": statistics.mean(x[3] for x in roots)})
             print(table(rows[-1:], list(rows[-1])), flush=True)
-    print(f"\n{len(prompts)} prompts x {args.max_new_tokens} tokens, H = {args.depth}, best-first K = {BuilderConfig.children}, "
-          "W = max(8, B/4); gap_by_depth: mean (optimal - draft) coverage at depths 1..H")
+    print(f"\n{len(prompts)} prompts x {args.max_new_tokens} tokens, H = {args.depth}, best-first K = {args.children}, "
+          "W = max(8, B/4); gap_by_depth: mean (optimal - draft) coverage at depths 1..H; root_*: target mass at depth 1 "
+          "of the draft tree, of the target's top K tokens, of the optimal tree (root_children*: its depth-1 nodes)")
     print(table(rows, list(rows[0])))
     write("optimal_gap", args, {"rows": rows, "detail": detail})
 
