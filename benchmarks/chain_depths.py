@@ -36,18 +36,19 @@ def main() -> None:
     ap.add_argument("--auto-depth", type=int, default=8, help="the depth limit of the --budget auto row (0: no row)")
     ap.add_argument("--auto-windows", default="",
                     help="one auto row per survival window (drafted chains the sums remember), comma-separated "
-                         "(default: one row, the engine's CHAIN_WINDOW)")
+                         "(default: one row, with the engine's window)")
     ap.add_argument("--seeds", type=int, default=1, help="decodes of each prompt, each with its own seed")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     args = ap.parse_args()
     pair, prompts = setup(args)
     depths = [int(x) for x in args.depths.split(",") if x]
     models = {}  # auto row -> its cost model, carried from prompt to prompt as a session would
-    for w in [int(x) for x in args.auto_windows.split(",") if x] or [None]:
-        if args.auto_depth:
-            m = models[f"auto (H<={args.auto_depth})" + (f" window {w}" if w else "")] = AutoBudget(
-                args.auto_depth, args.auto_depth, chain=True)
-            m.prefix_window = w or m.prefix_window
+    windows = [int(x) for x in args.auto_windows.split(",") if x] or [None]
+    for w in windows if args.auto_depth else []:
+        model = models[f"auto (H<={args.auto_depth})" + (f" window {w}" if w else "")] = AutoBudget(
+            args.auto_depth, args.auto_depth, chain=True)
+        if w:
+            model.prefix_window = w
     builders = {str(h): BuilderConfig(kind="sampled", depth=h) for h in depths}
     for n in models:
         builders[n] = BuilderConfig(kind="sampled", depth=args.auto_depth, auto=True)

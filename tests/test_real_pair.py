@@ -23,8 +23,8 @@ pytestmark = [
 ]
 NEW = 24
 GREEDY = SamplingConfig(temperature=0.0)
-# Small trees and short answers: one float32 135M target pass costs ~0.2 s a round at one thread, and the suite
-# keeps under ten minutes. Every verifier's code path is the same on every prompt.
+# Small trees and short answers: one float32 135M target pass costs ~0.2 s a round at one thread, and these tests
+# were a quarter of the suite's time. Every verifier's code path is the same on every prompt.
 TREE = BuilderConfig(budget=16, depth=4, children=4, width=4)
 _cache: dict = {}
 
