@@ -18,6 +18,7 @@ from tevviz.engine.auto_budget import (
     WARMUP_FRACTIONS,
     AutoBudget,
     Plan,
+    Points,
     plain_rate,
     q_bins,
     round_cost,
@@ -56,6 +57,27 @@ def test_cost_model_recovers_a_line_and_the_realised_over_predicted_coverage():
     assert fit.target_fixed == pytest.approx(20.0) and fit.target_per_token == pytest.approx(0.5)
     assert fit.draft_level == pytest.approx(2.0) and fit.overhead == pytest.approx(3.0)
     assert fit.calibration == pytest.approx(0.5) and fit.rounds == 6
+
+
+def test_the_running_line_is_least_squares_over_the_last_window_of_points():
+    """The cost model's lines are kept as running sums (its bookkeeping is part of every round): after many points
+    they agree with a least-squares fit from scratch over the window's points, through stretches where x does not
+    vary (where the slope is `share` of the mean per x)."""
+    g = torch.Generator().manual_seed(0)
+    pts = Points(size=16)
+    for i in range(3000):
+        x = 5 if 1000 <= i < 1100 else int(torch.randint(1, 10, (1,), generator=g))
+        y = 10.0 + 2.0 * x + float(torch.randn(1, generator=g)) * 3.0
+        pts.append(x, y)
+        if i in (999, 1099, 2999):
+            xs = torch.tensor([p[0] for p in pts.points], dtype=torch.float64)
+            ys = torch.tensor([p[1] for p in pts.points], dtype=torch.float64)
+            assert len(xs) == pts.n == 16 and pts.mean_y() == pytest.approx(float(ys.mean()))
+            if i == 1099:  # the window holds x = 5 alone
+                assert pts.line(share=0.5) == pytest.approx((float(ys.mean()) / 2, float(ys.mean()) / 10))
+                continue
+            slope = float(((xs - xs.mean()) * (ys - ys.mean())).sum() / ((xs - xs.mean()) ** 2).sum())
+            assert pts.line() == pytest.approx((float(ys.mean() - slope * xs.mean()), slope), rel=1e-9)
 
 
 def test_draft_time_is_a_line_in_levels_so_each_extra_level_is_priced_at_its_own_cost():

@@ -20,7 +20,9 @@ tokens of each depth. Each round drafts the depth of the best expected rate (non
 deeper or one shallower every EXPLORE-th round so the neighbouring depths stay measured. Each depth's round time is
 its own mean over many rounds (on a CPU a target pass over 5 tokens can cost less than over 4, which no line
 shows), kept in units of the machine's current load: one scalar that every round updates, so that a depth not
-drafted lately (a plain step, say) is not priced at the speed of an hour ago.
+drafted lately (a plain step, say) is not priced at the speed of an hour ago. A chain learns no acceptance table
+(its depth is forced, nothing is ranked), and every sum is kept running: the model's bookkeeping is part of each
+round it sizes, and on a CPU it was 2-3% of a round.
 
 `--builder mixed` keeps one such model for best-first trees and one for sampled chains, and each model sizes its
 own rounds. Which of the two drafts a round is decided by their measured rates: each arm's expected tokens over its
@@ -49,6 +51,7 @@ Q_EDGES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 PRIOR = 2.0
 _MID_Q = torch.tensor((0.0, *Q_EDGES)) + torch.diff(torch.tensor((0.0, *Q_EDGES, 1.0))) / 2  # each bin's middle q
 MIN_ACCEPT = 1e-6  # keeps the table's log finite
+_PRIOR_TABLE = _MID_Q.clamp(MIN_ACCEPT, 1.0).log().expand(RANKS, -1).contiguous()  # the table before any node
 MAX_CHAIN = 64  # the deepest sampled chain the survival sums keep (builders.MAX_DEPTH)
 EXPLORE = 4  # sampled chains: every EXPLORE-th round drafts one deeper or (every other time) one shallower
 SHAPE_WINDOW = 64  # rounds of a chain depth its mean time remembers (in load units: the machine's shape)
@@ -142,18 +145,18 @@ class AutoBudget:
         self.chain = chain  # sampled chains: each round's depth from the measured survival ratios, not the table
         # Decayed sums over drafted chains: for each depth h, over the rounds that drafted at least h, the chance
         # of reaching h - 1 (1 for h = 1) and of reaching h, exact from each round's acceptances.
-        self.reached_before, self.reached = torch.zeros(MAX_CHAIN + 1), torch.zeros(MAX_CHAIN + 1)
+        self.reached_before, self.reached = [0.0] * (MAX_CHAIN + 1), [0.0] * (MAX_CHAIN + 1)
         self.prefix_window = WINDOW  # drafted chains the survival sums remember
         # For each chain depth (0: no draft): its rounds (at most SHAPE_WINDOW) and the running geometric mean of
         # their ms over the load then. A depth not drafted keeps its mean: the load carries the machine's speed since.
         self.depth_rounds, self.depth_ms = [0] * (MAX_CHAIN + 1), [0.0] * (MAX_CHAIN + 1)
         self.load = 1.0  # the machine's speed now against the depths' means: 2 when every round takes twice as long
         self._fit: Fit | None = None  # fit() of the current measurements (plan() and observe() share it)
-        self.target = deque(maxlen=WINDOW)  # (tokens, ms) of drafted trees' target passes
-        self.plain = deque(maxlen=WINDOW)  # ms of rounds without a draft (target pass over the root, verify, commit)
-        self.levels = deque(maxlen=WINDOW)  # (levels, ms)
-        self.overheads = deque(maxlen=WINDOW)
-        self.coverage = deque(maxlen=WINDOW)  # (C_p, predicted reach)
+        self.target = Points()  # (tokens, ms) of drafted trees' target passes
+        self.plain = Points()  # ms of rounds without a draft (target pass over the root, verify, commit)
+        self.levels = Points()  # (levels, ms)
+        self.overheads = Points()
+        self.coverage = Points()  # (predicted reach, C_p)
         shape = (RANKS, len(Q_EDGES) + 1)
         # Decayed sums over drafted rounds' nodes (about WINDOW rounds' worth): count, target edge probability, q.
         self.nodes, self.hits, self.qs = torch.zeros(shape), torch.zeros(shape), torch.zeros(shape)
@@ -175,8 +178,9 @@ class AutoBudget:
                 step = 1 if (self.rounds // EXPLORE) % 2 else -1
                 depth = min(max(depth + step, 0), self.max_depth)
             forced, skip = (depth, False) if depth > 0 else (0, True)
+        table = _PRIOR_TABLE if self.chain else self.log_accept()  # a chain's depth is forced: no table to rank by
         return Plan(self.max_budget, self.max_depth, fit.target_fixed, fit.target_per_token, fit.draft_level,
-                    fit.overhead, self.log_accept(), forced_budget=forced, skip_draft=skip, warmup=warmup,
+                    fit.overhead, table, forced_budget=forced, skip_draft=skip, warmup=warmup,
                     draft_fixed=fit.draft_fixed)
 
     def chain_tokens(self) -> list[float]:
@@ -188,7 +192,7 @@ class AutoBudget:
         neighbour rather than by the few chains that last drafted it.
         """
         top = min(self.max_depth, MAX_CHAIN)
-        reached, before = self.reached.tolist(), self.reached_before.tolist()
+        reached, before = self.reached, self.reached_before
         out, reach, ratio = [0.0], 1.0, 0.5
         for h in range(1, top + 1):
             ratio = (reached[h] + ratio) / (before[h] + 1.0)
@@ -247,23 +251,29 @@ class AutoBudget:
         self._fit = None
         self.rounds += 1
         if levels == 0:
-            self.plain.append(stage_ms["target"] + rest)
+            self.plain.append(0, stage_ms["target"] + rest)
             self.skip_left = max(self.skip_left - 1, 0)
             return self.fit()
-        self.target.append((tokens, stage_ms["target"]))
-        self.overheads.append(rest)
-        self.levels.append((levels, stage_ms["draft"]))
-        self.coverage.append((C_p, predicted))
+        self.target.append(tokens, stage_ms["target"])
+        self.overheads.append(0, rest)
+        self.levels.append(levels, stage_ms["draft"])
+        self.coverage.append(predicted, C_p)
+        if self.chain:
+            # The chance of reaching each of the chain's depths 1..h, and each one's depth before: a handful of
+            # floats, cheaper in Python than as tensors. The acceptance table is for trees; a chain is not ranked.
+            decay = 1 - 1 / self.prefix_window
+            reached, before = self.reached, self.reached_before
+            for h in range(1, MAX_CHAIN + 1):
+                reached[h] *= decay
+                before[h] *= decay
+            reach = 1.0
+            for h, a in enumerate(p_edge[1:MAX_CHAIN + 1] if p_edge is not None else [], start=1):
+                before[h] += reach
+                reach *= a
+                reached[h] += reach
+            return self.fit()  # each round picks its depth against a plain step itself: no back-off
         if ranks is not None and len(ranks) > 1:
             self._learn(ranks[1:], logq[1:], p_edge[1:])
-        if self.chain:
-            # The chance of reaching each of the chain's depths 1..h, and each one's depth before.
-            reach = torch.tensor(p_edge[1:MAX_CHAIN + 1] if p_edge is not None else [], dtype=torch.float32).cumprod(0)
-            h = reach.numel()
-            decay = 1 - 1 / self.prefix_window
-            self.reached.mul_(decay)[1:h + 1] += reach
-            self.reached_before.mul_(decay)[1:h + 1] += torch.cat([torch.ones(1), reach[:-1]])
-            return self.fit()  # each round picks its depth against a plain step itself: no back-off
         # Was this tree worth its round? Both rates from the cost model, so that one slow round does not decide.
         fit = self.fit()
         drafted = (1 + C_p) / max(round_cost(fit, tokens - 1, levels), 1e-9)
@@ -289,34 +299,59 @@ class AutoBudget:
         return self._fit
 
     def _fitted(self) -> Fit:
-        fixed, per = _line(list(self.target))
+        fixed, per = self.target.line()
         # A line, not a mean per level: the first forward of a round also catches the draft up on the tokens
         # committed since, so the mean per level overprices each extra level and draws chains too short.
-        draft_fixed, level = _line(list(self.levels), share=1.0) if self.levels else (0.0, 1.0)
-        overhead = sum(self.overheads) / len(self.overheads) if self.overheads else 0.0
-        cov, pred = sum(c for c, _ in self.coverage), sum(q for _, q in self.coverage)
+        draft_fixed, level = self.levels.line(share=1.0) if self.levels.n else (0.0, 1.0)
+        overhead = self.overheads.mean_y() if self.overheads.n else 0.0
+        pred, cov = self.coverage.sx, self.coverage.sy
         calibration = cov / pred if pred > 0 else 1.0
-        plain = sum(self.plain) / len(self.plain) if self.plain else overhead + fixed + per
+        plain = self.plain.mean_y() if self.plain.n else overhead + fixed + per
         n = float(self.nodes[0].sum())
         first = (float(self.hits[0].sum()) / n, float(self.qs[0].sum()) / n) if n > 0 else (0.0, 0.0)
         return Fit(fixed, per, level, overhead, calibration, self.rounds, plain, *first, draft_fixed=draft_fixed)
 
 
-def _line(points: list[tuple[int, float]], share: float = 0.1) -> tuple[float, float]:
-    """(intercept, slope) through the points; a slope kept positive, and `share` of the mean per x when the x do
-    not vary."""
-    if not points:
-        return 1.0, 0.01
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    if sxx == 0:
-        slope = max(my / max(mx, 1) * share, 1e-6)
+class Points:
+    """The last `size` points (x, y) of a measurement and their running sums: a line or a mean costs the same
+    at any window, once a round (the cost model's bookkeeping is part of every round it sizes)."""
+
+    def __init__(self, size: int = WINDOW):
+        self.points: deque = deque(maxlen=size)
+        self.n, self.sx, self.sxx = 0, 0, 0  # x are counts (tokens, levels) where a line is fitted: exact sums
+        self.sy = self.sxy = 0.0
+
+    def append(self, x, y: float) -> None:
+        if len(self.points) == self.points.maxlen:
+            self._add(*self.points[0], -1)
+        self.points.append((x, y))
+        self._add(x, y, 1)
+
+    def _add(self, x, y: float, sign: int) -> None:
+        self.n += sign
+        self.sx += sign * x
+        self.sxx += sign * x * x
+        self.sy += sign * y
+        self.sxy += sign * x * y
+        if self.n == 0:  # nothing left: no rounding error carried over
+            self.sy = self.sxy = 0.0
+
+    def mean_y(self) -> float:
+        return self.sy / self.n
+
+    def line(self, share: float = 0.1) -> tuple[float, float]:
+        """(intercept, slope) through the points; a slope kept positive, and `share` of the mean per x when the x
+        do not vary."""
+        if not self.n:
+            return 1.0, 0.01
+        n, mx, my = self.n, self.sx / self.n, self.sy / self.n
+        spread = n * self.sxx - self.sx * self.sx  # n * sum (x - mx)^2, exact for integer x
+        if spread == 0:
+            slope = max(my / max(mx, 1) * share, 1e-6)
+            return max(my - slope * mx, 0.0), slope
+        slope = (n * self.sxy - self.sx * self.sy) / spread
+        slope = max(slope, 1e-6)  # noise must not make bigger trees look free
         return max(my - slope * mx, 0.0), slope
-    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
-    slope = max(slope, 1e-6)  # noise must not make bigger trees look free
-    return max(my - slope * mx, 0.0), slope
 
 
 def plain_rate(fit: Fit) -> float:

@@ -230,15 +230,13 @@ def _sampled_chain(model, cache, root: torch.Tensor, logits: torch.Tensor, base:
     depth): keeping or dropping a token by its own q would draw the kept ones from another law than q.
     """
     device = model.device
-    if plan is not None:
+    if plan is not None:  # it gives the depth; the chain's reach stays the draft's own (its table is for trees)
         if plan.forced_budget is None:
             raise TevvizError("a sampled chain's depth must be fixed before it is drawn (the plan's forced budget)")
-        plan = plan.to(device)
         H = min(H, plan.forced_budget)
     tokens, logq = [root], [torch.zeros(1, device=device)]
     laws = [torch.zeros_like(logits[..., :width], dtype=torch.float32)]
-    reach = [torch.zeros(1, device=device)]  # log predicted reach, shown as the round's prediction
-    rank0 = torch.zeros(1, dtype=torch.long, device=device)
+    reach = [torch.zeros(1, device=device)]  # the draft's log path probability, shown as the round's prediction
     levels = 1
     for d in range(1, H + 1):
         q = processed_probs(logits[..., :width], sampling)  # (1, V); ids the target lacks are never drawn
@@ -247,7 +245,7 @@ def _sampled_chain(model, cache, root: torch.Tensor, logits: torch.Tensor, base:
         tokens.append(x)
         laws.append(q)
         logq.append(lq)
-        reach.append(reach[-1] + (plan.edge_values(lq, rank0) if plan is not None else lq))
+        reach.append(reach[-1] + lq)
         if d == H:
             break
         # A chain node sees the whole cache and every earlier chain slot: a causal row.
