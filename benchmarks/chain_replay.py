@@ -19,6 +19,7 @@ import json
 import math
 import random
 from collections import Counter
+from pathlib import Path
 
 from common import parser, setup, table, tree_decode, write
 
@@ -40,7 +41,7 @@ def round_times(spec: str, depth: int) -> list[float]:
     result's pooled means of its fixed depths and plain steps (its auto rows' other depths are few and noisy).
     Depths missing are interpolated between measured neighbours, or extended by the nearest measured step."""
     if spec.endswith(".json"):
-        result = json.loads(open(spec).read())
+        result = json.loads(Path(spec).read_text())
         fixed = {0, *(int(h) for h in result["args"]["depths"].split(",") if h)}
         measured = {int(h): ms for h, ms in result["pooled ms by depth"].items() if int(h) in fixed}
     else:
