@@ -63,6 +63,9 @@ class BuilderConfig:
         t = self.draft_temperature
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not MIN_DRAFT_T <= t <= MAX_DRAFT_T:
             raise TevvizError(f"draft temperature must be a number in [{MIN_DRAFT_T}, {MAX_DRAFT_T}], got {t!r}")
+        if self.kind == "sampled" and t != 1:
+            raise TevvizError("a draft temperature ranks best-first trees' paths; a sampled chain draws from the "
+                              "decoding's own sampling law (the speculative verifier's q), so leave it at 1")
         if self.kind == "static":
             b = self.branching
             if not b or len(b) > MAX_DEPTH or any(not isinstance(x, int) or x < 1 or x > MAX_CHILDREN for x in b):
