@@ -58,7 +58,14 @@ def round_times(spec: str, depth: int) -> list[float]:
                 out.append(measured[h])
                 continue
             lo, hi = (known[0], known[1]) if h < known[0] else (known[-2], known[-1])
+            # Beyond the measured depths a round never costs less than at the nearest measured one.
+            slope = max((measured[hi] - measured[lo]) / (hi - lo), 0.0)
+            near = known[0] if h < known[0] else known[-1]
+            out.append(measured[near] + slope * (h - near))
+            continue
         out.append(measured[lo] + (measured[hi] - measured[lo]) * (h - lo) / (hi - lo))
+    if min(out) <= 0:
+        raise SystemExit(f"{spec}: round times must be positive, got {out}")
     return out
 
 
@@ -104,12 +111,13 @@ def main() -> None:
             s, _ = tree_decode(pair, ids, args.temperature, builder, "speculative", args.max_new_tokens, seed * 1000 + i)
             sessions.append([(r.accept or r.p_edge)[1:] for r in s.rounds])
     rounds = sum(map(len, sessions))
-    fixed = {h: (sum(expected_tokens(a, h) for r in sessions for a in r), rounds * times[h])
-             for h in range(args.depth + 1)}
+    # A round capped short of h (near the token limit) is charged the depth it got, as in the replay.
+    fixed = {h: (sum(expected_tokens(a, h) for r in sessions for a in r),
+                 sum(times[min(h, len(a))] for r in sessions for a in r)) for h in range(args.depth + 1)}
     best = max(fixed, key=lambda h: fixed[h][0] / fixed[h][1])
     best_rate = fixed[best][0] / fixed[best][1]
     # The best fixed depth of each prompt, chosen knowing its rounds: what adapting per prompt could gain at most.
-    oracle = [max(((sum(expected_tokens(a, h) for a in r), len(r) * times[h]) for h in fixed),
+    oracle = [max(((sum(expected_tokens(a, h) for a in r), sum(times[min(h, len(a))] for a in r)) for h in fixed),
                   key=lambda t: t[0] / t[1]) for r in sessions]
     rows = [{"rule": f"fixed {h}", "tokens/ms": t / ms, "x best fixed": t / ms / best_rate} for h, (t, ms) in
             fixed.items()]

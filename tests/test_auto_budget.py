@@ -78,6 +78,10 @@ def test_the_running_line_is_least_squares_over_the_last_window_of_points():
                 continue
             slope = float(((xs - xs.mean()) * (ys - ys.mean())).sum() / ((xs - xs.mean()) ** 2).sum())
             assert pts.line() == pytest.approx((float(ys.mean() - slope * xs.mean()), slope), rel=1e-9)
+    flat = Points(size=8)
+    for _ in range(12):
+        flat.append(0.1, 4.0)  # float x that do not vary: the share branch, not a slope from rounding noise
+    assert flat.line(share=1.0) == pytest.approx((3.6, 4.0))  # mean 4 per max(x, 1) = 1, through the mean
 
 
 def test_draft_time_is_a_line_in_levels_so_each_extra_level_is_priced_at_its_own_cost():

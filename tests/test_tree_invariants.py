@@ -260,6 +260,8 @@ def test_draft_temperature_is_checked_and_makes_a_sharp_drafts_tree_shallower():
             BuilderConfig(draft_temperature=bad)
     with pytest.raises(TevvizError, match="a sampled chain draws from the decoding's own sampling law"):
         BuilderConfig(kind="sampled", depth=3, draft_temperature=2.0)  # it would be ignored: refused instead
+    mixed = BuilderConfig(kind="mixed", auto=True, draft_temperature=2.0)  # the best-first arm's ranking only
+    assert mixed.arm("best-first").draft_temperature == 2.0 and mixed.arm("sampled").draft_temperature == 1.0
     sharp = tiny_model("llama", seed=0, scale=40.0)  # nearly one-hot: at T 1 its best-first tree is deep
     depths = [build_tree(sharp, new_cache(sharp), [1, 2, 3], BuilderConfig(budget=8, depth=6, children=8, width=2,
                                                                          draft_temperature=t)).tree.depths.tolist()

@@ -346,7 +346,7 @@ class Points:
             return 1.0, 0.01
         n, mx, my = self.n, self.sx / self.n, self.sy / self.n
         spread = n * self.sxx - self.sx * self.sx  # n * sum (x - mx)^2, exact for integer x
-        if spread == 0:
+        if spread <= 1e-9 * n * self.sxx:  # x that do not vary (for float x, up to rounding)
             slope = max(my / max(mx, 1) * share, 1e-6)
             return max(my - slope * mx, 0.0), slope
         slope = (n * self.sxy - self.sx * self.sy) / spread

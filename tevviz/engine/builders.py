@@ -99,8 +99,9 @@ class BuilderConfig:
         return self.budget if self.kind in ("best-first", "mixed") else 1 << 62
 
     def arm(self, kind: str) -> BuilderConfig:
-        """A mixed builder's round as `kind` (best-first or sampled), with the same limits and shape."""
-        return replace(self, kind=kind)
+        """A mixed builder's round as `kind` (best-first or sampled), with the same limits and shape (a draft
+        temperature ranks the best-first arm's paths only)."""
+        return replace(self, kind=kind, draft_temperature=self.draft_temperature if kind != "sampled" else 1.0)
 
 
 @dataclass(frozen=True)
