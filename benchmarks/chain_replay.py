@@ -25,15 +25,13 @@ from common import parser, setup, table, tree_decode, write
 
 from tevviz.engine.auto_budget import AutoBudget
 from tevviz.engine.builders import BuilderConfig
+from tevviz.engine.records import expected_accepted
 
 
 def expected_tokens(accept: list[float], depth: int) -> float:
-    """1 + the expected accepted tokens of the chain's first `depth` tokens."""
-    total, reach = 1.0, 1.0
-    for a in accept[:depth]:
-        reach *= a
-        total += reach
-    return total
+    """1 + the expected accepted tokens of the chain's first `depth` tokens (the bonus token included)."""
+    h = min(depth, len(accept))
+    return 1 + expected_accepted(list(range(-1, h)), [1.0, *accept[:h]])
 
 
 def round_times(spec: str, depth: int) -> list[float]:
@@ -111,14 +109,15 @@ def main() -> None:
             s, _ = tree_decode(pair, ids, args.temperature, builder, "speculative", args.max_new_tokens, seed * 1000 + i)
             sessions.append([(r.accept or r.p_edge)[1:] for r in s.rounds])
     rounds = sum(map(len, sessions))
-    # A round capped short of h (near the token limit) is charged the depth it got, as in the replay.
-    fixed = {h: (sum(expected_tokens(a, h) for r in sessions for a in r),
-                 sum(times[min(h, len(a))] for r in sessions for a in r)) for h in range(args.depth + 1)}
+    # (expected tokens, ms) of each decode at each fixed depth; a round capped short of h (near the token limit) is
+    # charged the depth it got, as in the replay.
+    per_decode = [[(sum(expected_tokens(a, h) for a in r), sum(times[min(h, len(a))] for a in r))
+                   for h in range(args.depth + 1)] for r in sessions]
+    fixed = {h: (sum(d[h][0] for d in per_decode), sum(d[h][1] for d in per_decode)) for h in range(args.depth + 1)}
     best = max(fixed, key=lambda h: fixed[h][0] / fixed[h][1])
     best_rate = fixed[best][0] / fixed[best][1]
-    # The best fixed depth of each prompt, chosen knowing its rounds: what adapting per prompt could gain at most.
-    oracle = [max(((sum(expected_tokens(a, h) for a in r), sum(times[min(h, len(a))] for a in r)) for h in fixed),
-                  key=lambda t: t[0] / t[1]) for r in sessions]
+    # The best fixed depth of each decode, chosen knowing its rounds: what adapting per prompt could gain at most.
+    oracle = [max(d, key=lambda t: t[0] / t[1]) for d in per_decode]
     rows = [{"rule": f"fixed {h}", "tokens/ms": t / ms, "x best fixed": t / ms / best_rate} for h, (t, ms) in
             fixed.items()]
     rows.append({"rule": "best fixed depth per prompt (oracle)", "tokens/ms": sum(t for t, _ in oracle) / sum(

@@ -318,8 +318,12 @@ class Points:
 
     def __init__(self, size: int = WINDOW):
         self.points: deque = deque(maxlen=size)
-        self.n, self.sx, self.sxx = 0, 0, 0  # x are counts (tokens, levels) where a line is fitted: exact sums
+        self.sx, self.sxx = 0, 0  # x are counts (tokens, levels) where a line is fitted: exact sums
         self.sy = self.sxy = 0.0
+
+    @property
+    def n(self) -> int:
+        return len(self.points)
 
     def append(self, x, y: float) -> None:
         if len(self.points) == self.points.maxlen:
@@ -328,13 +332,10 @@ class Points:
         self._add(x, y, 1)
 
     def _add(self, x, y: float, sign: int) -> None:
-        self.n += sign
         self.sx += sign * x
         self.sxx += sign * x * x
         self.sy += sign * y
         self.sxy += sign * x * y
-        if self.n == 0:  # nothing left: no rounding error carried over
-            self.sy = self.sxy = 0.0
 
     def mean_y(self) -> float:
         return self.sy / self.n
