@@ -138,6 +138,8 @@ def main() -> None:
     ap.add_argument("--distill-lr", type=float, default=1e-3)
     ap.add_argument("--distill-batch", type=int, default=16)
     ap.add_argument("--distill-window", type=int, default=256)
+    ap.add_argument("--distill-top-k", type=int, default=0,
+                    help="as tevviz train --distill-top-k: the target's law computed once and kept as k tokens")
     ap.add_argument("--init-draft", default=None,
                     help="every objective trains from this drafter folder instead (e.g. a warm start saved by an "
                          "earlier run's --save-distilled); evaluated as the row 'distilled'")
@@ -268,15 +270,21 @@ def main() -> None:
         init = with_draft(pair, args.init_draft, ModelSource(dtype=args.dtype, device=args.device)).draft
     elif args.distill_steps:
         from tevviz.commands import distill_stream
-        from tevviz.engine.training import DistillConfig, warm_start
+        from tevviz.engine.training import DistillConfig, target_law, warm_start
 
         dcfg = DistillConfig(steps=args.distill_steps, batch=args.distill_batch, window=args.distill_window,
-                             lr=args.distill_lr, seed=args.seed)
-        t1 = time.perf_counter()
+                             lr=args.distill_lr, seed=args.seed, top_k=args.distill_top_k)
+        text = distill_stream(args.distill_text, pair.tokenizer, streams)
+        t1, law = time.perf_counter(), None
+        if dcfg.top_k:
+            law = target_law(pair.target, text, dcfg, pair.draft.get_output_embeddings().weight.shape[0])
+            print(f"[distill] the target's top-{dcfg.top_k} law over {law.windows.numel():,} tokens "
+                  f"({time.perf_counter() - t1:.0f} s)", flush=True)
         init, distill_losses = warm_start(
-            pair.target, pair.draft, distill_stream(args.distill_text, pair.tokenizer, streams), dcfg,
+            pair.target, pair.draft, text, dcfg,
             lambda i, loss: i % max(1, dcfg.steps // 10) == 0 and print(
-                f"[distill] step {i}/{dcfg.steps} loss {loss:.3f} ({time.perf_counter() - t1:.0f} s)", flush=True))
+                f"[distill] step {i}/{dcfg.steps} loss {loss:.3f} ({time.perf_counter() - t1:.0f} s)", flush=True),
+            law)
         if args.save_distilled:
             init.save_pretrained(args.save_distilled)
             pair.tokenizer.save_pretrained(args.save_distilled)

@@ -85,6 +85,7 @@ def test_export_validates_and_inspects(exported, capsys):
     (["train", "--out", "/no/such/out", "--distill-steps", "5", "--distill-text", "/no/such/text"],
      "--distill-text: no file or folder '/no/such/text'"),
     (["train", "--out", "/no/such/out", "--distill-steps", "-1"], "distillation needs steps >= 0"),
+    (["train", "--out", "/no/such/out", "--distill-top-k", "-1"], "top_k must be an int >= 0"),
 ])
 def test_bad_arguments_exit_with_one_line(argv, message, capsys):
     assert main(argv) == 2
@@ -189,10 +190,11 @@ def test_train_with_a_distillation_warm_start(pair_dirs, tmp_path, capsys):
     out = tmp_path / "trained"
     assert main(["train", "--target", str(target), "--draft", str(draft), "--prompts", str(prompts), "--steps", "2",
                  "--budget", "8", "--depth", "3", "--collect-tokens", "8", "--distill-steps", "3", "--distill-window",
-                 "16", "--distill-text", str(text), "--out", str(out)]) == 0
+                 "16", "--distill-text", str(text), "--distill-top-k", "4", "--out", str(out)]) == 0
     assert "distillation warm start: 3 steps on 201 tokens" in capsys.readouterr().err
     log = json.loads((out / "exittrain_log.json").read_text())
     assert log["distill"]["steps"] == 3 and log["distill"]["text"] == str(text) and len(log["log"]) == 2
+    assert log["distill"]["top_k"] == 4
     from transformers import AutoModelForCausalLM
 
     trained = AutoModelForCausalLM.from_pretrained(out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -333,8 +334,59 @@ def test_distill_loss_is_the_cross_entropy_to_the_target_law_and_moves_the_draft
     assert not draft.training and not any(q.requires_grad for q in draft.parameters())
 
 
+def test_coarse_cross_entropy_merges_the_unkept_tokens_into_one_outcome():
+    """With every token kept it is the full cross-entropy; with k kept it is the cross-entropy of the two laws with
+    the other tokens merged into one outcome, by hand."""
+    from tevviz.engine.training import coarse_cross_entropy
+
+    gen = torch.Generator().manual_seed(3)
+    logits, p = torch.randn(2, 5, 9, generator=gen), torch.softmax(2 * torch.randn(2, 5, 9, generator=gen), -1)
+    logq = torch.log_softmax(logits, -1)
+    every = p.topk(9, -1)
+    assert float(coarse_cross_entropy(logits, every.values, every.indices)) == pytest.approx(
+        float(-(p * logq).sum(-1).mean()), rel=1e-5)
+    top = p.topk(3, -1)
+    q = logq.exp()
+    q_kept = q.gather(-1, top.indices)
+    hand = -((top.values * q_kept.log()).sum(-1) + (1 - top.values.sum(-1)) * (1 - q_kept.sum(-1)).log()).mean()
+    assert float(coarse_cross_entropy(logits, top.values, top.indices)) == pytest.approx(float(hand), rel=1e-5)
+
+
+def test_cached_target_law_is_the_top_k_of_each_window_and_its_distillation_moves_the_draft(learnable_pair):
+    """`target_law` cuts the text into consecutive windows and keeps the k most likely tokens of the target's law at
+    each position (float16); `distill` with top_k trains on those windows alone and lowers the drafter's full KL."""
+    from tevviz.engine.training import DistillConfig, target_law, warm_start
+
+    pair, contexts = learnable_pair
+    stream = [t for c in contexts[::2] for t in c.tokens + c.continuation]
+    width = pair.draft.get_output_embeddings().weight.shape[0]
+    cfg = DistillConfig(steps=40, batch=4, window=12, lr=3e-3, seed=5, top_k=6)
+    law = target_law(pair.target, stream, cfg, width)
+    n = len(stream) // 12
+    assert law.windows.tolist() == torch.tensor(stream[: n * 12]).view(n, 12).tolist()
+    with torch.no_grad():
+        p = torch.softmax(pair.target(input_ids=law.windows).logits.float(), -1)
+    kept = p.gather(-1, law.ids.long())
+    assert torch.allclose(law.probs.float(), kept, atol=0.02)  # the target runs under bfloat16 autocast
+    assert (kept >= p.topk(6, -1).values[..., -1:] - 0.02).all() and (law.probs[..., :-1] >= law.probs[..., 1:]).all()
+    with pytest.raises(TevvizError, match="0 < top_k"):
+        target_law(pair.target, stream, replace(cfg, top_k=width), width)
+
+    held = torch.tensor([(c.tokens + c.continuation)[:8] for c in contexts[1::2] if len(c.tokens + c.continuation) >= 8])
+
+    def kl(model) -> float:
+        with torch.no_grad():
+            lp = torch.log_softmax(pair.target(input_ids=held).logits.float(), -1)
+            lq = torch.log_softmax(model(input_ids=held).logits.float(), -1)
+        return float((lp.exp() * (lp - lq)).sum(-1).mean())
+
+    draft, losses = warm_start(pair.target, pair.draft, stream, cfg, law=law)
+    assert len(losses) == 40 and kl(draft) < 0.8 * kl(pair.draft)
+
+
 @pytest.mark.parametrize("kw, message", [({"steps": -1}, "steps >= 0"), ({"window": 1}, "at least 2 tokens"),
-                                          ({"lr": 0.0}, "lr > 0"), ({"temperature": 0.0}, "temperature > 0")])
+                                          ({"lr": 0.0}, "lr > 0"), ({"temperature": 0.0}, "temperature > 0"),
+                                          ({"top_k": -1}, "top_k must be an int >= 0")])
 def test_bad_distill_settings(kw, message):
     from tevviz.engine.training import DistillConfig, distill
 

@@ -275,7 +275,7 @@ def cmd_train(args) -> int:
 
     defaults, dd = TrainConfig(), DistillConfig()
     dcfg = DistillConfig(steps=args.distill_steps, lr=dd.lr if args.distill_lr is None else args.distill_lr,
-                         window=args.distill_window or dd.window, seed=args.seed)
+                         window=args.distill_window or dd.window, seed=args.seed, top_k=args.distill_top_k)
     cfg = TrainConfig(objective=args.objective, lambda_exit=defaults.lambda_exit if args.lambda_exit is None
                       else args.lambda_exit, lr=defaults.lr if args.lr is None else args.lr, steps=args.steps,
                       batch=args.batch, builder=BuilderConfig(budget=args.budget, depth=args.depth),
