@@ -358,7 +358,7 @@ def distill(target, draft, stream: list[int], cfg: DistillConfig, on_step=None, 
     width = draft.get_output_embeddings().weight.shape[0]
     if cfg.top_k and law is None:
         law = target_law(target, stream, cfg, width)
-    data = torch.tensor(stream, dtype=torch.long)
+    data = torch.tensor(stream, dtype=torch.long) if law is None else None  # random windows are cut from it
     gen = torch.Generator().manual_seed(cfg.seed)
     opt = torch.optim.AdamW(draft.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
     sched = TrainConfig(lr=cfg.lr, steps=cfg.steps, schedule="cosine")
