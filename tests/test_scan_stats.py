@@ -1,0 +1,223 @@
+"""A scan's aggregates, its paired comparison and its folder format on hand-made rounds (no models, no torch)."""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import statistics
+
+import orjson
+import pytest
+
+from tevviz.engine.errors import TevvizError
+from tevviz.engine.records import OptimalTree, RoundRecord
+from tevviz.engine.scan_files import (
+    RECORDS,
+    RecordWriter,
+    block_bytes,
+    done_ids,
+    open_scan,
+    read_prompt,
+    read_prompts,
+    repair,
+    write_manifest,
+)
+from tevviz.engine.scan_stats import ScanAccumulator, compare_scans, mean_se
+
+
+def scored(index: int, parents: list[int], P: list[float], exit_node: int, missing=None, optimal=None) -> RoundRecord:
+    """A round whose target flow is P: w(v) = P(v) - sum of its children's P; committed = its block."""
+    n = len(parents)
+    w = [P[v] - sum(P[u] for u in range(n) if parents[u] == v) for v in range(n)]
+    rho = [w[v] / P[v] if P[v] else 1.0 for v in range(n)]
+    accepted = RoundRecord.unscored(0, "tev", list(range(n)), parents, _depths(parents), exit_node=exit_node).accepted
+    return RoundRecord(
+        index=index, verifier="tev", tokens=[10 + v for v in range(n)], texts=[f"t{v}" for v in range(n)],
+        parents=parents, depths=_depths(parents), draft_logprobs=[0.0] * n, scores=[0.0] * n,
+        p_edge=[1.0] + [P[v] / P[parents[v]] for v in range(1, n)], P=P, rho=rho, w=w,
+        missing=missing or [[] for _ in range(n)], exit_node=exit_node, bonus_token=99, bonus_text="b",
+        accepted=accepted, committed=[10 + v for v in accepted[1:]] + [99], C_p=sum(P[1:]), optimal=optimal)
+
+
+def _depths(parents: list[int]) -> list[int]:
+    d = [0] * len(parents)
+    for v in range(1, len(parents)):
+        d[v] = d[parents[v]] + 1
+    return d
+
+
+CHAIN = [-1, 0, 1]  # root - a - b
+FORK = [-1, 0, 0, 1]  # root - a - c, root - b
+
+
+def small_scan() -> dict[str, tuple[str, list[RoundRecord]]]:
+    """Three prompts in two categories: their rounds, with known P and exits."""
+    miss = [[{"token_id": 7, "text": "x", "gain": 0.3}], [{"token_id": 8, "text": "y", "gain": 0.1}], []]
+    return {
+        "p0": ("code", [scored(0, CHAIN, [1.0, 0.8, 0.4], 2, missing=miss), scored(1, CHAIN, [1.0, 0.5, 0.5], 1)]),
+        "p1": ("code", [scored(0, FORK, [1.0, 0.6, 0.3, 0.3], 3)]),
+        "p2": ("math", [scored(0, CHAIN, [1.0, 0.2, 0.1], 0), scored(1, FORK, [1.0, 0.5, 0.5, 0.25], 2),
+                        scored(2, CHAIN, [1.0, 1.0, 1.0], 2)]),
+    }
+
+
+def accumulate(scan, worst: int = 3) -> ScanAccumulator:
+    acc = ScanAccumulator(worst_k=worst)
+    for k, (pid, (cat, rounds)) in enumerate(scan.items()):
+        acc.add(pid, cat, k, rounds, seconds=float(k + 1))
+    return acc
+
+
+def test_aggregates_equal_a_hand_computation():
+    s = accumulate(small_scan()).summary()
+    # Per prompt, tau is the mean block length and 1 + C_p the mean of 1 + sum of P over non-root nodes.
+    tau = {"p0": (3 + 2) / 2, "p1": 3 / 1, "p2": (1 + 2 + 3) / 3}
+    ceiling = {"p0": (1 + 1.2 + 1 + 1.0) / 2, "p1": 1 + 1.2, "p2": (1.3 + 2.25 + 3.0) / 3}
+    for g, ids in (("all", ["p0", "p1", "p2"]), ("code", ["p0", "p1"]), ("math", ["p2"])):
+        group = s.groups[g]
+        assert group.tau.mean == pytest.approx(statistics.mean(tau[i] for i in ids))
+        assert group.ceiling.mean == pytest.approx(statistics.mean(ceiling[i] for i in ids))
+        se = statistics.stdev([ceiling[i] for i in ids]) / math.sqrt(len(ids)) if len(ids) > 1 else None
+        assert group.ceiling.se == (pytest.approx(se) if se is not None else None)
+    assert list(s.groups) == ["all", "code", "math"]
+    a = s.groups["all"]
+    # Acceptance by depth, pooled over rounds: depths 1 and 2 are in all 6 trees; depth 1 is reached by 5 rounds
+    # (p2's first exits at the root), depth 2 by the three whose exit node is at depth 2 (p0 r0, p1 r0, p2 r2).
+    assert a.acceptance == pytest.approx([5 / 6, 3 / 6])
+    # Loss by depth: w summed per depth over the 6 rounds, split at internal nodes and leaves, divided by 6.
+    width0 = 0.2 + 0.5 + 0.1 + 0.8 + 0.0 + 0.0  # w(root) of each round in order (the root always has children)
+    assert a.width[0] == pytest.approx(width0 / 6)
+    assert a.width[1] == pytest.approx((0.4 + 0.0 + 0.3 + 0.1 + 0.25 + 0.0) / 6)  # CHAIN's node 1, FORK's node 1
+    assert a.leaf[1] == pytest.approx((0.3 + 0.5) / 6)  # leaves at depth 1: FORK's node 2
+    assert a.leaf[2] == pytest.approx((0.4 + 0.5 + 0.3 + 0.1 + 0.25 + 1.0) / 6)
+    assert a.lengths == {3: 3, 2: 2, 1: 1}
+    assert a.tokens_per_s == pytest.approx(sum(len(r.committed) for _, rs in small_scan().values() for r in rs) / 6.0)
+    # The best missing child of p0's first round is token 7 (gain 0.3 beats 0.1).
+    assert [(m.token_id, m.rounds, m.mass) for m in s.missed] == [(7, 1, pytest.approx(0.3))]
+    # Without optimal trees a round loses (its tree's depth) - C_p: p2's round 0 loses 2 - 0.3.
+    assert [(w.prompt, w.round) for w in s.worst][:2] == [("p2", 0), ("p0", 1)]
+    assert s.worst[0].lost == pytest.approx(1.7)
+
+
+def test_the_drafter_gap_ranks_rounds_when_optimal_trees_are_known():
+    opt = OptimalTree(tokens=[10, 11, 12], texts=["", "", ""], parents=[-1, 0, 1], depths=[0, 1, 2], P=[1.0, 0.9, 0.7],
+                      budget=2, depth=2)
+    r = scored(0, CHAIN, [1.0, 0.8, 0.4], 2, optimal=opt)
+    s = accumulate({"p": ("c", [r])}).summary()
+    assert s.groups["all"].optimal.mean == pytest.approx(1 + 1.6)
+    assert s.groups["all"].gap.mean == pytest.approx(1.6 - 1.2)
+    assert s.worst[0].lost == pytest.approx(0.4) and s.worst[0].C_p_star == pytest.approx(1.6)
+
+
+def test_compare_standard_errors_equal_a_hand_computation():
+    a = accumulate(small_scan()).summary().prompts
+    other = {
+        "p0": ("code", [scored(0, CHAIN, [1.0, 0.9, 0.6], 2), scored(1, CHAIN, [1.0, 0.7, 0.6], 2)]),
+        "p1": ("code", [scored(0, FORK, [1.0, 0.5, 0.4, 0.3], 2)]),
+        "p2": ("math", [scored(0, CHAIN, [1.0, 0.4, 0.2], 1), scored(1, FORK, [1.0, 0.6, 0.4, 0.3], 3),
+                        scored(2, CHAIN, [1.0, 1.0, 1.0], 2)]),
+    }
+    result = compare_scans(a, accumulate(other).summary().prompts)
+    # Per prompt by hand: B's mean 1 + C_p minus A's, B's tau minus A's, B's acceptance at depth 1 minus A's.
+    ceiling = [(2.5 + 2.3) / 2 - 2.1, 2.2 - 2.2, (1.6 + 2.3 + 3.0) / 3 - (1.3 + 2.25 + 3.0) / 3]
+    tau = [3.0 - 2.5, 2.0 - 3.0, 8 / 3 - 2.0]
+    depth1 = [0.0, 0.0, 1.0 - 2 / 3]
+    for metric, diffs in (("ceiling", ceiling), ("tau", tau)):
+        d = result.groups["all"].metrics[metric]
+        assert d.n == 3 and d.mean == pytest.approx(statistics.mean(diffs))
+        assert d.se == pytest.approx(statistics.stdev(diffs) / math.sqrt(3))
+        code = result.groups["code"].metrics[metric]
+        assert code.se == pytest.approx(statistics.stdev(diffs[:2]) / math.sqrt(2))
+        assert result.groups["math"].metrics[metric].se is None  # one prompt: no standard error
+    acc = result.groups["all"].acceptance[0]
+    assert acc.mean == pytest.approx(1 / 9) and acc.se == pytest.approx(statistics.stdev(depth1) / math.sqrt(3))
+    one = compare_scans(a, accumulate(other).summary().prompts[:2])
+    assert one.only_a == ["p2"] and one.groups["all"].metrics["ceiling"].n == 2
+
+
+def test_mean_se_edge_cases():
+    assert mean_se([]) == (None, None)
+    assert mean_se([2.0]) == (2.0, None)
+    assert mean_se([1.0, 3.0]) == (2.0, pytest.approx(1.0))
+
+
+def write_folder(tmp_path, scan) -> None:
+    write_manifest(tmp_path, {"schema": "tevviz.scan/1", "settings": {}, "models": {}})
+    with RecordWriter(tmp_path) as w:
+        for k, (pid, (cat, rounds)) in enumerate(scan.items()):
+            line = {"id": pid, "position": k, "category": cat, "prompt": "x", "prompt_token_ids": [1],
+                    "token_ids": [t for r in rounds for t in r.committed], "seconds": float(k + 1)}
+            w.append(block_bytes(line, [r.to_dict() for r in rounds]))
+
+
+def test_a_folder_reads_back_the_same_numbers(tmp_path):
+    write_folder(tmp_path, small_scan())
+    data = open_scan(tmp_path, worst=3)
+    assert data.problems == [] and data.unfinished == 0
+    read, made = data.summary.to_dict(), accumulate(small_scan()).summary().to_dict()
+    assert [w.pop("line") for w in read["worst_rounds"]][:2] == [6, 2]  # where each round lies in the records
+    assert read == made | {"worst_rounds": [{k: v for k, v in w.items() if k != "line"} for w in made["worst_rounds"]]}
+    block = read_prompt(data, "p2")
+    assert [r.index for r in block.rounds] == [0, 1, 2] and block.line["category"] == "math"
+    assert done_ids(tmp_path) == {"p0", "p1", "p2"}
+
+
+def test_damaged_and_torn_lines_are_named_and_the_rest_kept(tmp_path):
+    write_folder(tmp_path, small_scan())
+    path = tmp_path / RECORDS
+    lines = path.read_bytes().splitlines(keepends=True)
+    bad = orjson.loads(lines[0])
+    bad["round"]["nodes"][1]["P"] = 7.0  # out of [0, 1]
+    lines[0] = orjson.dumps(bad) + b"\n"
+    path.write_bytes(b"".join(lines) + b'{"type":"round","prompt":"p3","round":{"dir')  # a kill mid-write
+    data = open_scan(tmp_path)
+    assert len(data.problems) == 2
+    assert data.problems[0].startswith(f"{path}:1:") and "P" in data.problems[0]
+    assert data.problems[1].startswith(f"{path}:{len(lines) + 1}:") and "torn" in data.problems[1]
+    assert data.summary.groups["all"].prompts == 3 and data.index["p0"].rounds == 1  # p0 keeps its other round
+    assert repair(tmp_path) > 0 and path.read_bytes() == b"".join(lines)
+    assert repair(tmp_path) == 0
+
+
+def test_a_folder_of_another_version_opens_with_a_note(tmp_path):
+    write_folder(tmp_path, small_scan())
+    write_manifest(tmp_path, {"schema": "tevviz.scan/9", "settings": {}, "models": {}})
+    data = open_scan(tmp_path)
+    assert "tevviz.scan/9" in data.problems[0] and len(data.index) == 3
+    write_manifest(tmp_path, {"schema": "something/1"})
+    with pytest.raises(TevvizError, match="not a tevviz scan manifest"):
+        open_scan(tmp_path)
+
+
+def test_a_full_disk_cuts_the_block_back(tmp_path, monkeypatch):
+    write_folder(tmp_path, small_scan())
+    size = (tmp_path / RECORDS).stat().st_size
+    real = os.write
+
+    def half_then_full(fd, data):
+        if len(data) > 100:
+            return real(fd, bytes(data[:100]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    w = RecordWriter(tmp_path)
+    monkeypatch.setattr(os, "write", half_then_full)
+    with pytest.raises(TevvizError, match="No space left"):
+        w.append(b"x" * 500)
+    monkeypatch.undo()
+    w.close()
+    assert (tmp_path / RECORDS).stat().st_size == size
+    assert len(open_scan(tmp_path).index) == 3
+
+
+def test_prompt_lines_are_checked_by_line_number(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"prompt": "a", "category": "x"}\n\n{"prompt": ""}\n[1]\n{"id": 5, "prompt": "b"}\n'
+                    '{"id": "5", "prompt": "c"}\n')
+    with pytest.raises(TevvizError, match=r"p\.jsonl:3: needs a non-empty string field 'prompt'"):
+        read_prompts(path)
+    prompts, skipped = read_prompts(path, skip_bad=True)
+    assert [(p.id, p.category, p.position, p.line) for p in prompts] == [("line1", "x", 0, 1),
+                                                                         ("5", "uncategorised", 3, 5)]
+    assert [s.split(": ", 1)[0][-1] for s in skipped] == ["3", "4", "6"]
+    assert "used by an earlier line" in skipped[2]

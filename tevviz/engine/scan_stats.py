@@ -1,0 +1,354 @@
+"""What a scan says, computed from its round records: per category and overall, tau, 1 + C_p, 1 + C_p* and the
+drafter gap with standard errors over prompts; acceptance and the loss by depth; block lengths; tokens/s; the target
+tokens the trees miss most; the rounds that lost most; and the paired comparison of two scans of the same prompts.
+
+No torch: the CLI, the app and the report read the same numbers.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+from .records import RoundRecord
+
+ALL = "all"  # the group of every prompt, first in every table
+METRICS = ("tau", "ceiling", "optimal", "gap")  # the per-prompt means a scan estimates (and a compare pairs)
+METRIC_LABELS = {"tau": "tau", "ceiling": "1 + C_p", "optimal": "1 + C_p*", "gap": "drafter gap"}
+
+
+def mean_se(xs: list[float]) -> tuple[float | None, float | None]:
+    """Mean and standard error of the mean (sample standard deviation / sqrt(n)); None where undefined."""
+    n = len(xs)
+    if n == 0:
+        return None, None
+    m = sum(xs) / n
+    if n == 1:
+        return m, None
+    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1) / n)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean over prompts with its standard error; `n` prompts had the value."""
+
+    mean: float | None
+    se: float | None
+    n: int
+
+    @classmethod
+    def of(cls, xs: list[float]) -> Estimate:
+        return cls(*mean_se(xs), len(xs))
+
+
+@dataclass(frozen=True)
+class PromptStats:
+    """One prompt's rounds reduced to means and per-depth counts (what aggregation and pairing need)."""
+
+    id: str
+    category: str
+    position: int
+    rounds: int
+    tokens: int
+    seconds: float  # decoding wall time (optimal trees left out)
+    tau: float  # mean block length L
+    ceiling: float | None  # mean expected block length, 1 + C_p
+    optimal: float | None  # mean 1 + C_p* over rounds with an optimal tree
+    gap: float | None  # mean drafter gap C_p* - C_p
+    reach: list[int]  # per depth d = 1, 2, ...: rounds whose accepted path reached d
+    present: list[int]  # per depth d = 1, 2, ...: rounds whose tree has a node at d
+    width: list[float]  # per depth 0, 1, ...: exit mass at internal nodes, summed over scored rounds
+    leaf: list[float]  # per depth 0, 1, ...: exit mass at leaves, summed over scored rounds
+    scored: int  # rounds with target scores
+    lengths: dict[int, int]  # block length L -> rounds
+
+    def acceptance(self, d: int) -> float | None:
+        """The share of this prompt's rounds with a node at depth d whose block reached d."""
+        return self.reach[d - 1] / self.present[d - 1] if d <= len(self.present) and self.present[d - 1] else None
+
+    def exit_mass(self, kind: str, d: int) -> float | None:
+        """Mean width or leaf exit mass per round at depth d (0 where the trees are shallower)."""
+        sums = self.width if kind == "width" else self.leaf
+        return (sums[d] if d < len(sums) else 0.0) / self.scored if self.scored else None
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _add(into: list, values: list) -> None:
+    into.extend([0] * (len(values) - len(into)))
+    for i, x in enumerate(values):
+        into[i] += x
+
+
+def prompt_stats(id: str, category: str, position: int, rounds: list[RoundRecord], seconds: float) -> PromptStats:
+    """Reduce one prompt's rounds (docs/math.md: block length, coverage, optimal tree, loss by depth)."""
+    reach: list[int] = []
+    present: list[int] = []
+    width: list[float] = []
+    leaf: list[float] = []
+    scored = 0
+    for r in rounds:
+        top, exit_depth = max(r.depths), r.block_length - 1
+        _add(present, [1] * top)
+        _add(reach, [int(exit_depth >= d) for d in range(1, top + 1)])
+        w, lf = r.exit_by_depth()
+        if w:
+            scored += 1
+            _add(width, w)
+            _add(leaf, lf)
+    gaps = [g.gap for g in map(RoundRecord.coverage_gap, rounds) if g is not None]
+    return PromptStats(
+        id=id, category=category, position=position, rounds=len(rounds),
+        tokens=sum(r.tokens_committed for r in rounds), seconds=seconds,
+        tau=_mean([r.block_length for r in rounds]) or 0.0,
+        ceiling=_mean([r.expected_length for r in rounds if r.expected_length is not None]),
+        optimal=_mean([1 + r.optimal.C_p for r in rounds if r.optimal is not None]), gap=_mean(gaps),
+        reach=reach, present=present, width=width, leaf=leaf, scored=scored,
+        lengths=dict(Counter(r.block_length for r in rounds)),
+    )
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """A category's (or every prompt's) numbers: estimates over prompts, the rest pooled over rounds."""
+
+    name: str
+    prompts: int
+    rounds: int
+    tokens: int
+    seconds: float
+    tau: Estimate
+    ceiling: Estimate
+    optimal: Estimate
+    gap: Estimate
+    acceptance: list[float | None]  # per depth d = 1, 2, ...: pooled share of rounds reaching d
+    width: list[float]  # per depth 0, 1, ...: mean exit mass per scored round at internal nodes
+    leaf: list[float]  # per depth 0, 1, ...: mean exit mass per scored round at leaves
+    lengths: dict[int, int]  # block-length histogram
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return self.tokens / self.seconds if self.seconds > 0 else None
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "tokens_per_s": self.tokens_per_s,
+                "lengths": {str(k): v for k, v in sorted(self.lengths.items())}}
+
+
+def group_stats(name: str, prompts: list[PromptStats]) -> GroupStats:
+    """Pool prompts: means and SEs over prompts for tau, 1 + C_p, 1 + C_p*, gap; sums per depth over rounds."""
+    reach: list[int] = []
+    present: list[int] = []
+    width: list[float] = []
+    leaf: list[float] = []
+    lengths: Counter = Counter()
+    for p in prompts:
+        _add(reach, p.reach)
+        _add(present, p.present)
+        _add(width, p.width)
+        _add(leaf, p.leaf)
+        lengths.update(p.lengths)
+    scored = sum(p.scored for p in prompts)
+    values = {m: [getattr(p, m) for p in prompts if getattr(p, m) is not None] for m in METRICS}
+    return GroupStats(
+        name=name, prompts=len(prompts), rounds=sum(p.rounds for p in prompts),
+        tokens=sum(p.tokens for p in prompts), seconds=sum(p.seconds for p in prompts),
+        **{m: Estimate.of(values[m]) for m in METRICS},
+        acceptance=[a / n if n else None for a, n in zip(reach, present)],
+        width=[x / scored for x in width] if scored else [], leaf=[x / scored for x in leaf] if scored else [],
+        lengths=dict(lengths),
+    )
+
+
+def categories(prompts: list[PromptStats]) -> list[str]:
+    """The categories in the order of their first prompt."""
+    return list(dict.fromkeys(p.category for p in sorted(prompts, key=lambda p: p.position)))
+
+
+def by_category(prompts: list[PromptStats]) -> dict[str, GroupStats]:
+    """"all" first, then each category in the order of its first prompt."""
+    groups = {ALL: group_stats(ALL, prompts)}
+    for c in categories(prompts):
+        groups[c] = group_stats(c, [p for p in prompts if p.category == c])
+    return groups
+
+
+@dataclass(frozen=True)
+class MissedToken:
+    """A target token that was a round's best missing child: how often, and the mass it carried in all."""
+
+    token_id: int
+    text: str
+    rounds: int  # rounds where it was the best missing token
+    mass: float  # sum over those rounds of its coverage gain P(v) p_v(a)
+
+
+@dataclass(frozen=True)
+class RoundLoss:
+    """A round ranked by what it lost, and where it lies in the scan's records."""
+
+    prompt: str
+    category: str
+    round: int
+    lost: float  # the drafter gap C_p* - C_p with an optimal tree, else (tree depth) - C_p
+    C_p: float
+    C_p_star: float | None
+    L: int
+    size: int
+    line: int  # line number in the records file
+
+
+def round_loss(r: RoundRecord) -> tuple[float, float | None] | None:
+    """(lost, C_p*) of a scored round: the drafter gap where the optimal tree is known, else the expected depth the
+    target's continuation falls short of the tree's own depth, sum_v w(v) (H_tree - d(v)) = H_tree - C_p."""
+    if r.C_p is None:
+        return None
+    gap = r.coverage_gap()
+    if gap is not None:
+        return gap.gap, gap.C_p_star
+    return max(r.depths) - r.C_p, None
+
+
+def best_missing(r: RoundRecord) -> dict | None:
+    """The missing child of largest coverage gain anywhere in the round's tree (its `missing` record)."""
+    best = None
+    for row in r.missing or []:
+        for m in row:
+            if best is None or m["gain"] > best["gain"]:
+                best = m
+    return best
+
+
+@dataclass
+class ScanAccumulator:
+    """Reads a scan prompt by prompt with flat memory: keeps per-prompt stats, a token tally and the worst rounds."""
+
+    worst_k: int = 20
+    prompts: list[PromptStats] = field(default_factory=list)
+    missed: dict[int, list] = field(default_factory=dict)  # token id -> [text, rounds, mass]
+    _worst: list[tuple] = field(default_factory=list)  # a min-heap of (lost, tie, RoundLoss)
+
+    def add(self, id: str, category: str, position: int, rounds: list[RoundRecord], seconds: float,
+            lines: list[int] | None = None) -> PromptStats:
+        """Add one prompt's rounds; `lines` are their line numbers in the records file."""
+        stats = prompt_stats(id, category, position, rounds, seconds)
+        self.prompts.append(stats)
+        for k, r in enumerate(rounds):
+            best = best_missing(r)
+            if best is not None:
+                entry = self.missed.setdefault(best["token_id"], [best.get("text", ""), 0, 0.0])
+                entry[1] += 1
+                entry[2] += best["gain"]
+            loss = round_loss(r)
+            if loss is not None and self.worst_k > 0:
+                item = RoundLoss(id, category, r.index, loss[0], r.C_p, loss[1], r.block_length, r.size,
+                                 lines[k] if lines else 0)
+                # The tie-breaker keeps the first of equal losses and never compares RoundLoss objects.
+                key = (loss[0], -position, -r.index, item)
+                if len(self._worst) < self.worst_k:
+                    heapq.heappush(self._worst, key)
+                elif key[:3] > self._worst[0][:3]:
+                    heapq.heapreplace(self._worst, key)
+        return stats
+
+    def worst(self) -> list[RoundLoss]:
+        return [k[-1] for k in sorted(self._worst, key=lambda k: k[:3], reverse=True)]
+
+    def missed_tokens(self, top: int = 20) -> list[MissedToken]:
+        rows = [MissedToken(t, text, n, mass) for t, (text, n, mass) in self.missed.items()]
+        return sorted(rows, key=lambda m: (-m.mass, -m.rounds, m.token_id))[:top]
+
+    def summary(self) -> ScanSummary:
+        prompts = sorted(self.prompts, key=lambda p: p.position)
+        return ScanSummary(groups=by_category(prompts), missed=self.missed_tokens(), worst=self.worst(),
+                           prompts=prompts)
+
+
+@dataclass(frozen=True)
+class ScanSummary:
+    """Everything a scan says (docs: the scan section of the README)."""
+
+    groups: dict[str, GroupStats]  # "all" first, then the categories
+    missed: list[MissedToken]
+    worst: list[RoundLoss]
+    prompts: list[PromptStats]
+
+    def to_dict(self) -> dict:
+        return {"groups": {k: g.to_dict() for k, g in self.groups.items()},
+                "missed_tokens": [asdict(m) for m in self.missed], "worst_rounds": [asdict(w) for w in self.worst],
+                "prompts": [asdict(p) | {"lengths": {str(k): v for k, v in p.lengths.items()}} for p in self.prompts]}
+
+
+# --- two scans, paired by prompt ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairedDiff:
+    """Mean over paired prompts of B - A, its standard error, and each side's own mean over the same prompts."""
+
+    mean: float | None
+    se: float | None
+    n: int
+    a: float | None
+    b: float | None
+
+    @classmethod
+    def of(cls, pairs: list[tuple[float, float]]) -> PairedDiff:
+        mean, se = mean_se([b - a for a, b in pairs])
+        return cls(mean, se, len(pairs), _mean([a for a, _ in pairs]), _mean([b for _, b in pairs]))
+
+
+@dataclass(frozen=True)
+class GroupComparison:
+    """One category's paired differences: the per-prompt metrics and, per depth, acceptance and exit mass."""
+
+    name: str
+    metrics: dict[str, PairedDiff]  # tau, ceiling, optimal, gap
+    acceptance: list[PairedDiff]  # depth d = 1, 2, ...
+    width: list[PairedDiff]  # depth 0, 1, ...
+    leaf: list[PairedDiff]
+
+
+@dataclass(frozen=True)
+class ScanComparison:
+    """B against A on the prompts both scanned (matched by id)."""
+
+    groups: dict[str, GroupComparison]
+    only_a: list[str]
+    only_b: list[str]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _paired(pairs: list[tuple[PromptStats, PromptStats]], value) -> PairedDiff:
+    kept = [(value(a), value(b)) for a, b in pairs]
+    return PairedDiff.of([(x, y) for x, y in kept if x is not None and y is not None])
+
+
+def compare_group(name: str, pairs: list[tuple[PromptStats, PromptStats]]) -> GroupComparison:
+    """Paired differences B - A over prompts; a depth counts a prompt only where both scans have a value there."""
+    top = max((max(len(a.present), len(b.present)) for a, b in pairs), default=0)
+    deep = max((max(len(a.width), len(b.width)) for a, b in pairs), default=0)
+    return GroupComparison(
+        name=name, metrics={m: _paired(pairs, lambda p, m=m: getattr(p, m)) for m in METRICS},
+        acceptance=[_paired(pairs, lambda p, d=d: p.acceptance(d)) for d in range(1, top + 1)],
+        width=[_paired(pairs, lambda p, d=d: p.exit_mass("width", d)) for d in range(deep)],
+        leaf=[_paired(pairs, lambda p, d=d: p.exit_mass("leaf", d)) for d in range(deep)],
+    )
+
+
+def compare_scans(a: list[PromptStats], b: list[PromptStats]) -> ScanComparison:
+    """Pair the prompts of two scans by id; per category (A's) and overall, the paired B - A differences."""
+    by_id = {p.id: p for p in b}
+    pairs = [(p, by_id[p.id]) for p in sorted(a, key=lambda p: p.position) if p.id in by_id]
+    groups = {ALL: compare_group(ALL, pairs)}
+    for c in categories([x for x, _ in pairs]):
+        groups[c] = compare_group(c, [(x, y) for x, y in pairs if x.category == c])
+    a_ids = {p.id for p in a}
+    return ScanComparison(groups, only_a=[p.id for p in a if p.id not in by_id],
+                          only_b=[p.id for p in b if p.id not in a_ids])
