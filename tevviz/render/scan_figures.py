@@ -1,0 +1,105 @@
+"""A scan's figures as plain plotly dicts: the category estimates, acceptance and the loss by depth per category, the
+block lengths, and two scans' paired differences. Read from engine.scan_stats results; no torch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import plotly.colors
+
+from tevviz.engine.scan_stats import METRIC_LABELS, METRICS, GroupStats, ScanComparison
+
+COLOURS = plotly.colors.qualitative.Plotly  # one colour per category, the same in every figure
+HEIGHT = 360
+
+
+def _colour(i: int) -> str:
+    return COLOURS[i % len(COLOURS)]
+
+
+def _figure(traces: list[dict], title: str, x: str, y: str, layout: Mapping[str, Any] | None = None,
+            **extra: Any) -> dict:
+    base = {"title": {"text": title}, "xaxis": {"title": {"text": x}}, "yaxis": {"title": {"text": y}},
+            "height": HEIGHT, "margin": {"l": 50, "r": 20, "t": 50, "b": 50}, "legend": {"orientation": "h", "y": -0.2}}
+    return {"data": traces, "layout": base | extra | dict(layout or {})}
+
+
+def category_figure(groups: Mapping[str, GroupStats], layout: Mapping[str, Any] | None = None) -> dict:
+    """Per category, tau, 1 + C_p and (where computed) 1 + C_p* with their standard errors over prompts."""
+    names = list(groups)
+    traces = []
+    for m in METRICS:
+        if m == "gap" or not any(getattr(g, m).n for g in groups.values()):
+            continue
+        est = [getattr(groups[n], m) for n in names]
+        traces.append({"type": "bar", "name": METRIC_LABELS[m], "x": names, "y": [e.mean for e in est],
+                       "error_y": {"type": "data", "array": [e.se or 0.0 for e in est], "visible": True},
+                       "hovertemplate": "%{x}: %{y:.3f}<extra>" + METRIC_LABELS[m] + "</extra>"})
+    return _figure(traces, "block length by category (± standard error over prompts)", "category",
+                   "tokens per round", layout, barmode="group")
+
+
+def acceptance_figure(groups: Mapping[str, GroupStats], layout: Mapping[str, Any] | None = None) -> dict:
+    """Per category, the share of rounds whose block reached depth d, among rounds whose tree reaches d."""
+    traces = [{"type": "scatter", "mode": "lines+markers", "name": g.name, "x": list(range(1, len(g.acceptance) + 1)),
+               "y": g.acceptance, "line": {"color": _colour(i), "width": 3 if i == 0 else 2}}
+              for i, g in enumerate(groups.values())]
+    return _figure(traces, "acceptance by depth", "depth d", "share of rounds reaching d", layout,
+                   yaxis={"title": {"text": "share of rounds reaching d"}, "range": [0, 1.02]})
+
+
+def loss_figure(groups: Mapping[str, GroupStats], layout: Mapping[str, Any] | None = None) -> dict:
+    """Where the mass went, per category: the mean exit mass per round at each depth, at internal nodes (width: the
+    target's token was not among the children, solid) and at leaves (the tree ended, dashed)."""
+    traces = []
+    for i, g in enumerate(groups.values()):
+        for kind, values, dash in (("width", g.width, "solid"), ("leaf", g.leaf, "dash")):
+            traces.append({"type": "scatter", "mode": "lines+markers", "name": f"{g.name}: {kind}",
+                           "legendgroup": g.name, "x": list(range(len(values))), "y": values,
+                           "line": {"color": _colour(i), "dash": dash}})
+    return _figure(traces, "where the mass went: width exits (solid) and leaf exits (dashed)", "depth of the exit node",
+                   "mean exit mass per round", layout)
+
+
+def length_figure(groups: Mapping[str, GroupStats], layout: Mapping[str, Any] | None = None) -> dict:
+    """Per category, the share of rounds of each block length L."""
+    top = max((max(g.lengths, default=1) for g in groups.values()), default=1)
+    xs = list(range(1, top + 1))
+    traces = []
+    for i, g in enumerate(groups.values()):
+        total = max(sum(g.lengths.values()), 1)
+        traces.append({"type": "bar", "name": g.name, "x": xs, "y": [g.lengths.get(L, 0) / total for L in xs],
+                       "marker": {"color": _colour(i)}})
+    return _figure(traces, "block lengths", "L (tokens committed a round)", "share of rounds", layout, barmode="group")
+
+
+def scan_figures(groups: Mapping[str, GroupStats], layout: Mapping[str, Any] | None = None) -> dict[str, dict]:
+    """The figures of one scan by name (the app's plots and the report's divs)."""
+    return {"categories": category_figure(groups, layout), "acceptance": acceptance_figure(groups, layout),
+            "loss": loss_figure(groups, layout), "lengths": length_figure(groups, layout)}
+
+
+def comparison_figure(result: ScanComparison, layout: Mapping[str, Any] | None = None) -> dict:
+    """B - A per category for each metric computed in both, with paired standard errors."""
+    names = list(result.groups)
+    traces = []
+    for m in METRICS:
+        diffs = [result.groups[n].metrics[m] for n in names]
+        if not any(d.n for d in diffs):
+            continue
+        traces.append({"type": "bar", "name": METRIC_LABELS[m], "x": names, "y": [d.mean for d in diffs],
+                       "error_y": {"type": "data", "array": [d.se or 0.0 for d in diffs], "visible": True}})
+    return _figure(traces, "B - A by category (± paired standard error)", "category", "difference", layout,
+                   barmode="group")
+
+
+def comparison_depth_figure(result: ScanComparison, layout: Mapping[str, Any] | None = None) -> dict:
+    """B - A of acceptance by depth per category, with paired standard errors."""
+    traces = []
+    for i, g in enumerate(result.groups.values()):
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": g.name,
+                       "x": list(range(1, len(g.acceptance) + 1)), "y": [d.mean for d in g.acceptance],
+                       "error_y": {"type": "data", "array": [d.se or 0.0 for d in g.acceptance], "visible": True},
+                       "line": {"color": _colour(i)}})
+    return _figure(traces, "acceptance by depth, B - A (± paired standard error)", "depth d", "difference", layout)
