@@ -1,0 +1,124 @@
+"""The Scan tab through gradio_client over a tiny random pair: start a scan, stop one, open a folder, and open a round
+in the Decode tab's tree view, where it re-scores to the same flow and gets its optimal tree."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+
+import gradio as gr
+import pytest
+from conftest import tiny_pair
+
+from tevviz.app.controller import Controller
+from tevviz.app.decode_tab import ROUND_OUTPUTS, SETTINGS, decode_tab
+from tevviz.app.demo import launch_options
+from tevviz.app.scan_tab import DECODE_TAB, SCAN_OUTPUTS, START_OUTPUTS, scan_tab
+from tevviz.app.source import PairSource
+from tevviz.engine.scan_files import open_scan
+
+gradio_client = pytest.importorskip("gradio_client")
+CATEGORIES = ("short", "long")
+
+
+@pytest.fixture(scope="module")
+def prompt_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("prompts") / "tiny.jsonl"
+    rows = [{"id": f"q{i}", "category": CATEGORIES[i % 2], "prompt": " ".join(f"t{(7 * i + k) % 90}"
+                                                                              for k in range(2 + 3 * (i % 2)))}
+            for i in range(40)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def url(prompt_file):
+    """The Decode and Scan tabs as build_demo would wire them (the Decode tab with the id the Scan tab switches to)."""
+    ctl = Controller(PairSource(pair=tiny_pair("llama")))
+    with gr.Blocks() as demo:
+        state = gr.State(None)
+        with gr.Tabs() as tabs:
+            with gr.Tab("Decode", id=DECODE_TAB):
+                decode = decode_tab(ctl, state, [], "t1 t2 t3", ["tev", "predraw"])
+            with gr.Tab("Scan"):
+                scan_tab(ctl, state, decode, tabs, prompt_files={"tiny": prompt_file})
+    demo.queue(default_concurrency_limit=1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+def named(out, names) -> dict:
+    return dict(zip(names, out))
+
+
+def scan_and_open(c, limit: int) -> dict:
+    out = named(c.predict(name="tiny", limit=limit, max_new_tokens=12, temperature=1.0, api_name="/scan_start"),
+                START_OUTPUTS)
+    assert out["error"] == "" and out["status"].startswith(f"done: {limit} of {limit}"), out["status"]
+    return out
+
+
+def test_a_scan_started_in_the_app_shows_its_tables(url):
+    c = gradio_client.Client(url, verbose=False)
+    out = scan_and_open(c, 6)
+    for cat in ("all", *CATEGORIES):
+        assert f"| {cat} | " in out["summary"]
+    assert "| 6 |" in out["summary"] and "d=1" in out["depth"]
+    data = open_scan(out["folder"])
+    assert len(data.index) == 6 and data.manifest["settings"]["sampling"]["temperature"] == 1.0
+    worst = out["worst"]
+    assert worst["headers"][:3] == ["prompt", "category", "round"] and len(worst["data"]) == len(data.summary.worst)
+    shown = json.loads(out["acceptance"]["plot"])
+    assert [t["name"] for t in shown["data"]] == ["all", *CATEGORIES]
+    # Opening the folder again shows the same tables.
+    again = named(c.predict(folder=out["folder"], api_name="/scan_open"), SCAN_OUTPUTS)
+    assert again["summary"] == out["summary"] and again["worst"]["data"] == worst["data"]
+    bad = named(c.predict(folder=str(data.folder.parent), api_name="/scan_open"), SCAN_OUTPUTS)
+    assert "not a scan folder" in bad["error"]
+
+
+def test_a_clicked_round_opens_in_the_tree_view(url):
+    c = gradio_client.Client(url, verbose=False)
+    out = scan_and_open(c, 4)
+    key = out["pick"]["value"]
+    prompt_id, index = key.split("\t")
+    decoded = c.predict(key=key, api_name="/scan_open_round")
+    view = named(decoded, ROUND_OUTPUTS)
+    settings = named(decoded[len(ROUND_OUTPUTS):], SETTINGS)
+    assert view["error"] == ""
+    tree = json.loads(view["tree"])
+    assert tree["layout"]["title"]["text"].startswith(f"round {index}:")
+    assert "Imported scan" in view["stats"] and prompt_id in view["stats"]
+    assert settings["temperature"] == 1.0 and settings["max_new_tokens"] == 12
+    ceiling = re.search(r"1 \+ C_p = ([0-9.]+)", tree["layout"]["title"]["text"]).group(1)
+    # Re-scoring with the scan's settings gives the same flow; the optimal tree is computed from the known context.
+    rescored = named(c.predict(temperature=1.0, max_new_tokens=12, api_name="/rescore"), ROUND_OUTPUTS)
+    assert rescored["error"] == ""
+    assert re.search(r"1 \+ C_p = ([0-9.]+)", json.loads(rescored["tree"])["layout"]["title"]["text"]).group(1) \
+        == ceiling
+    optimal = c.predict(temperature=1.0, max_new_tokens=12, api_name="/optimal")
+    assert optimal[0] == "" and "C_p*" in optimal[ROUND_OUTPUTS.index("stats")]
+    missing = c.predict(key="nope 0", api_name="/scan_open_round")
+    assert any("no finished prompt 'nope'" in str(x) for x in missing)
+    typed = named(c.predict(key=f"{prompt_id} 0", api_name="/scan_open_round"), ROUND_OUTPUTS)
+    assert json.loads(typed["tree"])["layout"]["title"]["text"].startswith("round 0:")
+
+
+def test_stop_keeps_the_finished_prompts(url):
+    c = gradio_client.Client(url, verbose=False)
+    job = c.submit(name="tiny", limit=0, max_new_tokens=48, api_name="/scan_start")
+    end = time.monotonic() + 60
+    while len(job.outputs()) < 3 and time.monotonic() < end:  # a prompt or two done
+        time.sleep(0.05)
+    assert "stopping" in c.predict(api_name="/scan_stop")
+    out = named(job.result(timeout=60), START_OUTPUTS)
+    done, total = map(int, re.match(r"stopped: (\d+) of (\d+)", out["status"]).groups())
+    assert 0 < done < total == 40
+    assert len(open_scan(out["folder"]).index) == done
+    assert "no scan is running" not in c.predict(api_name="/scan_stop")  # the event stays until the next scan
