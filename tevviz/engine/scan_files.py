@@ -151,9 +151,13 @@ class RecordWriter:
             while view:
                 view = view[os.write(self.fd, view):]
             os.fsync(self.fd)
-        except OSError as e:
+        except BaseException as e:
+            # A full disk, or Ctrl-C between two partial writes: no part of the block stays.
             os.ftruncate(self.fd, start)
-            raise TevvizError(f"cannot write {self.path}: {e.strerror}; the prompts before this one are kept") from None
+            if isinstance(e, OSError):
+                raise TevvizError(f"cannot write {self.path}: {e.strerror}; the prompts before this one are kept") \
+                    from None
+            raise
 
     def close(self) -> None:
         os.close(self.fd)
