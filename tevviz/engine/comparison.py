@@ -2,12 +2,15 @@
 
 A chi-square goodness-of-fit test and the total-variation distance say whether a verifier draws
 from the canonical exit law (docs/math.md, *Verifiers*); the app's comparison tab shows the result.
+TEV, predraw and residual are drawn many times at once (`BATCHED`): each batched form runs its verifier's own
+rule over a column of independent draws, and the tests hold it to the one-call-per-draw verifier's law.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -16,15 +19,15 @@ from .errors import TevvizError
 from .exit_law import exit_law
 from .models import ModelPair
 from .records import RoundRecord
-from .sampling import SamplingConfig, processed_probs
+from .sampling import SamplingConfig, float64_sampling, greedy_rows, inverse_cdf, processed_probs
 from .scoring import check_ids, tree_logits
-from .tree import ancestor_mask, from_parents
+from .tree import DraftTree, ancestor_mask, children, from_parents
 from .verifiers import VERIFIERS
 
 COMPARED_VERIFIERS = ("tev", "predraw", "residual")
 MAX_DRAWS = 100_000
 CHI2_MIN_EXPECTED = 5.0  # cells expected fewer times than this are pooled for the chi-square test
-
+CHUNK_S = 0.2  # seconds of drawing between progress reports and checks of `stop`
 
 
 def chi_square_p(observed: list[int], expected_probs: list[float]) -> tuple[float, int, float]:
@@ -81,44 +84,162 @@ class Comparison:
     round_index: int
     w: list[float]
     ceiling: float  # 1 + C_p
-    draws: int
+    draws: int  # draws made per verifier (fewer than `requested` when stopped)
     laws: list[VerifierLaw]
     node_labels: list[str]
     note: str
+    requested: int = 0  # draws asked for
+    stopped: bool = False  # ended early by `stop`; the statistics are those of `draws` draws
+
+
+# -- many draws at once ---------------------------------------------------------------------------------------
+
+# (tree, logits, sampling, ancestor mask) -> draw(m, generator) -> (m,) exit nodes. The preparation does each
+# verifier's (N, V) work once; a draw costs O(m N) plus, for predraw, m searches per node.
+Prepare = Callable[[DraftTree, torch.Tensor, SamplingConfig, torch.Tensor], Callable[[int, torch.Generator], torch.Tensor]]
+BATCHED: dict[str, Prepare] = {}
+
+
+def batched(name: str) -> Callable[[Prepare], Prepare]:
+    def put(fn: Prepare) -> Prepare:
+        BATCHED[name] = fn
+        return fn
+
+    return put
+
+
+def _uniforms(shape: tuple[int, ...], gen: torch.Generator, device) -> torch.Tensor:
+    return torch.rand(shape, generator=gen, device=device, dtype=torch.float64)
+
+
+@batched("tev")
+def _tev_many(tree, logits, cfg, anc):
+    """TEV draws its exit from the exit law w it computes: m exits from that same w, by float64 inverse CDF."""
+    w = VERIFIERS["tev"](tree, logits, cfg, torch.Generator(device=logits.device), anc).exit_law.w  # (N,)
+    return lambda m, gen: inverse_cdf(w, _uniforms((m,), gen, w.device)).reshape(m)
+
+
+def follow_many(tree: DraftTree, draws: torch.Tensor, anc: torch.Tensor) -> torch.Tensor:
+    """Predraw's walk for each row of draws (m, N): the deepest node whose every edge matched its parent's draw."""
+    match = tree.tokens.unsqueeze(0) == draws[:, tree.parents.clamp(min=0)]  # (m, N)
+    match[:, 0] = True
+    missed = (~match).to(torch.float32) @ anc.T.to(torch.float32)  # (m, N): unmatched nodes on each node's path
+    return torch.where(missed == 0, tree.depths.unsqueeze(0), -1).argmax(dim=-1)
+
+
+@batched("predraw")
+def _predraw_many(tree, logits, cfg, anc):
+    """Predraw-and-follow: D_v ~ p_v at every node for each of m draws (its sampler, m columns), then the walk."""
+    if cfg.greedy:
+        exit_node = follow_many(tree, greedy_rows(logits).unsqueeze(0), anc)[0]
+        return lambda m, gen: exit_node.expand(m)
+    probs = processed_probs(logits, cfg)  # (N, V)
+
+    def draw(m: int, gen: torch.Generator) -> torch.Tensor:
+        tokens = inverse_cdf(probs, _uniforms((tree.size, m), gen, probs.device)).reshape(tree.size, m)  # (N, m)
+        return follow_many(tree, tokens.T, anc)
+
+    return draw
+
+
+@batched("residual")
+def _residual_many(tree, logits, cfg, anc):
+    """Sequential residual verification: at node v the j-th child in draft order is accepted with probability
+    p_v(x_j) / (1 - sum of the earlier children's p_v), the residual's mass after their rejection; the walk moves
+    every draw to its first accepted child at once, or stops it."""
+    kids = children(tree)
+    width = max(map(len, kids))
+    device = logits.device
+    kid = torch.zeros(tree.size, max(width, 1), dtype=torch.long, device=device)  # (N, K): child ids, 0 padding
+    for v, ks in enumerate(kids):
+        kid[v, : len(ks)] = torch.tensor(ks, dtype=torch.long, device=device)
+    real = torch.arange(kid.shape[1], device=device).unsqueeze(0) < torch.tensor(list(map(len, kids)), device=device).unsqueeze(1)
+    probs = processed_probs(logits, cfg).double()  # (N, V)
+    p_kid = torch.where(real, probs.gather(1, tree.tokens[kid]), 0.0)  # (N, K): p_v of each child's token
+    mass = probs.sum(-1, keepdim=True) - (p_kid.cumsum(-1) - p_kid)  # what the residual holds before child j
+    accept = torch.where(real & (mass > 0), p_kid / mass.clamp(min=1e-300), 0.0)  # (N, K)
+
+    def draw(m: int, gen: torch.Generator) -> torch.Tensor:
+        node = torch.zeros(m, dtype=torch.long, device=device)
+        moving = torch.ones(m, dtype=torch.bool, device=device)
+        for _ in range(int(tree.depths.max())):
+            hit = _uniforms((m, kid.shape[1]), gen, device) < accept[node]  # (m, K)
+            moving &= hit.any(-1)
+            if not moving.any():
+                break
+            node = torch.where(moving, kid[node].gather(1, hit.long().argmax(-1, keepdim=True))[:, 0], node)
+        return node
+
+    return draw
+
+
+def _per_draw(name: str, tree, logits, cfg, anc):
+    """The reference: one verifier call per draw."""
+    verify = VERIFIERS[name]
+
+    def draw(m: int, gen: torch.Generator) -> torch.Tensor:
+        return torch.stack([verify(tree, logits, cfg, gen, anc).exit_node for _ in range(m)])
+
+    return draw
+
+
+def _law(name: str, counts: list[int], seconds: float, w: list[float], depths: list[int]) -> VerifierLaw:
+    n = sum(counts)
+    freqs = [c / n for c in counts] if n else [0.0] * len(counts)
+    stat, df, p = chi_square_p(counts, w)
+    return VerifierLaw(name, freqs, 0.5 * sum(abs(f - x) for f, x in zip(freqs, w)), stat, df, p,
+                       seconds / n * 1e6 if n else 0.0, sum(f * (d + 1) for f, d in zip(freqs, depths)))
 
 
 def compare_verifiers(pair: ModelPair, prefix: list[int], record: RoundRecord, sampling: SamplingConfig,
-                      draws: int, seed: int, names=COMPARED_VERIFIERS, progress=None) -> Comparison:
-    """Re-score `record`'s tree under `prefix` and draw each verifier `draws` times with a seeded generator."""
+                      draws: int, seed: int, names=COMPARED_VERIFIERS, progress=None, stop=None,
+                      batched: bool = True) -> Comparison:
+    """Re-score `record`'s tree under `prefix` and draw each verifier `draws` times with a seeded generator.
+
+    The verifiers are drawn in turn, a chunk each, reporting `progress((done, draws), desc=...)` after every
+    round of chunks; when `stop()` turns true the comparison ends there, with the statistics of the draws so far.
+    `batched=False` (and a verifier without a `BATCHED` form) calls the verifier once per draw.
+    """
     if not 1 <= draws <= MAX_DRAWS:
         raise TevvizError(f"draws M must lie in [1, {MAX_DRAWS}], got {draws}")
     device = pair.device
     tree = from_parents(record.tokens, record.parents, record.draft_logprobs, device=device)
     check_ids(pair, prefix + record.tokens)
     anc = ancestor_mask(tree)
+    # Apple's mps has no float64: the batched inverse CDF would not be the verifiers' sampler there.
+    batched = batched and float64_sampling(device)
     with torch.no_grad():
         logits = tree_logits(pair.target, prefix, tree, anc)  # (N, V)
         ex = exit_law(tree, processed_probs(logits, sampling))
-    w = ex.w.tolist()
+        w = ex.w.tolist()
+        drawers, gens, counts, seconds = {}, {}, {}, dict.fromkeys(names, 0.0)
+        for name in names:
+            t0 = time.perf_counter()
+            many = BATCHED.get(name) if batched else None
+            drawers[name] = many(tree, logits, sampling, anc) if many else _per_draw(name, tree, logits, sampling, anc)
+            gens[name] = torch.Generator(device=device).manual_seed(seed)
+            counts[name] = torch.zeros(record.size, dtype=torch.long, device=device)
+            seconds[name] += time.perf_counter() - t0
+        done, chunk, stopped = 0, 1, False
+        while done < draws:
+            m = min(chunk, draws - done)
+            t_chunk = time.perf_counter()
+            for name in names:
+                t0 = time.perf_counter()
+                counts[name] += torch.bincount(drawers[name](m, gens[name]), minlength=record.size)
+                seconds[name] += time.perf_counter() - t0
+            done += m
+            # Chunks grow towards CHUNK_S of drawing, so a fast verifier costs few reports and a slow one stays stoppable.
+            chunk = max(1, min(4 * chunk, int(m * CHUNK_S / max(time.perf_counter() - t_chunk, 1e-6))))
+            if progress is not None:
+                progress((done, draws), desc=f"drawing {', '.join(names)}: {done} of {draws}")
+            if done < draws and stop is not None and stop():
+                stopped = True
+                break
     depths = record.depths
-    laws = []
-    for i, name in enumerate(names):
-        if progress is not None:
-            progress((i, len(names)), desc=f"drawing {name}")
-        verify = VERIFIERS[name]
-        gen = torch.Generator(device=device).manual_seed(seed)
-        counts = [0] * record.size
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            for _ in range(draws):
-                counts[int(verify(tree, logits, sampling, gen, anc).exit_node)] += 1
-        us = (time.perf_counter() - t0) / draws * 1e6
-        freqs = [c / draws for c in counts]
-        stat, df, p = chi_square_p(counts, w)
-        laws.append(VerifierLaw(
-            name, freqs, 0.5 * sum(abs(f - x) for f, x in zip(freqs, w)), stat, df, p, us,
-            sum(f * (d + 1) for f, d in zip(freqs, depths)),
-        ))
+    laws = [_law(name, counts[name].tolist(), seconds[name], w, depths) for name in names]
     labels = [f"{v} {record.texts[v]!r}"[:24] for v in range(record.size)]
-    note = "temperature 0: the exit law is a point mass, so every verifier agrees exactly" if sampling.greedy else ""
-    return Comparison(record.index, w, 1 + float(ex.C_p), draws, laws, labels, note)
+    notes = ["temperature 0: the exit law is a point mass, so every verifier agrees exactly" if sampling.greedy else "",
+             f"stopped after {done} of {draws} draws: the statistics are those of the draws so far" if stopped else ""]
+    return Comparison(record.index, w, 1 + float(ex.C_p), done, laws, labels, "; ".join(x for x in notes if x),
+                      requested=draws, stopped=stopped)
