@@ -7,6 +7,7 @@ import re
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from conftest import tiny_pair
@@ -450,3 +451,38 @@ def test_optimal_tree_of_an_imported_round_matches_the_live_one(pair, tmp_path):
     assert "optimal tree of round" in again.notice
     with pytest.raises(TevvizError, match="press Step"):
         ctl.optimal(AppState(), "", cfg.sampling)
+
+
+def test_import_puts_the_files_prompt_in_the_prompt_box(app_url, tmp_path):
+    c = client(app_url)
+    c.predict(api_name="/step")
+    data = json.loads(Path(named(c.predict(api_name="/export"), EXPORT_OUTPUTS)["session_dl"]).read_text())
+    data["prompt"] = "t4 t5 t6"
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    out = client(app_url).predict(path=gradio_client.handle_file(str(path)), api_name="/import_file")
+    assert out[OUT["error"]] == "" and rounds_in(out) == 1
+    prompt_box, chat_box = out[len(ROUND_OUTPUTS):]
+    assert prompt_box == "t4 t5 t6" and chat_box is False
+
+
+def test_comparison_stopped_midway_keeps_its_draws(pair, app_url):
+    from tevviz.app.views import comparison_markdown
+
+    ctl = Controller(PairSource(pair=pair))
+    prompt, cfg = decode_settings(PROMPT, 1.0, 0, 1.0, 0, "best-first", 8, 3, 2, 4, "4,2", "tev", 16)
+    st = ctl.step(AppState(), prompt, cfg)
+    assert not ctl.stop_compare(st)  # nothing running
+    reports = []
+
+    def progress(done, desc=""):
+        reports.append(done)
+        if len(reports) == 2:
+            assert ctl.stop_compare(st)  # what the Stop button does, from another thread
+
+    c = ctl.compare(st, prompt, cfg.sampling, 100_000, 0, progress=progress)
+    assert c.stopped and 0 < c.draws < 100_000 and reports[-1] == (c.draws, 100_000)
+    table = comparison_markdown(c)
+    assert f"{c.draws} draws per verifier" in table and f"stopped after {c.draws} of 100000 draws" in table
+    assert all(0 <= law.p <= 1 for law in c.laws)
+    assert client(app_url).predict(api_name="/stop_compare") == ()  # the button's endpoint, outside the queue

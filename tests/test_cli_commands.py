@@ -186,10 +186,10 @@ def test_nonexistent_target_is_bad_input(tmp_path, capsys):
 def test_failure_after_the_work_started_exits_1(monkeypatch, capsys):
     from tevviz.engine.session import DecodeSession
 
-    def boom(self, rounds=None):
+    def boom(self):
         raise TevvizError("boom")
 
-    monkeypatch.setattr(DecodeSession, "run", boom)
+    monkeypatch.setattr(DecodeSession, "step", boom)
     capsys.readouterr()
     assert main([*DECODE, "--prompt", PROMPT]) == 1
     captured = capsys.readouterr()

@@ -155,8 +155,9 @@ def test_stored_trees_are_tree_figure_dict_positions_and_colours(report_file, se
     rounds = tio.load(session_file).rounds
     assert len(data["trees"]) == len(rounds)
     for tree, r in zip(data["trees"], rounds):
+        ghosts = [dataclasses.asdict(g) for g in r.coverage_gap().ghosts]
         for metric in METRICS:
-            traces = node_traces(tree_figure_dict(r.to_dict(), metric))
+            traces = node_traces(tree_figure_dict(r.to_dict(), metric, ghosts=ghosts))
             for trace in traces.values():
                 ids = trace["customdata"]
                 assert [tree["nodes"]["x"][v] for v in ids] == trace["x"]
@@ -164,6 +165,45 @@ def test_stored_trees_are_tree_figure_dict_positions_and_colours(report_file, se
                 assert [tree["nodes"]["hovertext"][v] for v in ids] == trace["hovertext"]
             colours = dict(zip(traces["nodes"]["customdata"], traces["nodes"]["marker"]["color"]))
             assert {v: c for v, c in enumerate(tree["values"][metric]) if c is not None} == colours
+
+
+def test_trees_draw_their_ghost_branches(report_file, session_file):
+    """Rounds with an optimal tree show its ghost branches, as the app does with ghosts on."""
+    data = embedded_data(report_file.read_text(encoding="utf-8"))
+    rounds = tio.load(session_file).rounds
+    with_ghosts = [i for i, r in enumerate(rounds) if r.coverage_gap().ghosts]
+    assert with_ghosts, "the session needs a round whose optimal tree has nodes the draft tree lacks"
+    for i, (tree, r) in enumerate(zip(data["trees"], rounds)):
+        names = {t["name"] for t in tree["fixed"]}
+        assert any(n.startswith("ghost branches") for n in names) == (i in with_ghosts), (i, names)
+        if i in with_ghosts:
+            ghost_nodes = next(t for t in tree["fixed"] if t["name"].startswith("ghost branches"))
+            assert len(ghost_nodes["x"]) == len(r.coverage_gap().ghosts)
+
+
+def test_default_title_names_the_model_folders_not_their_paths(session_file, tmp_path):
+    from tevviz.render.report import _default_title
+
+    data = json.loads(session_file.read_text(encoding="utf-8"))
+    data["meta"] |= {"target": "/home/me/models/tevviz-stdlib-target", "draft": "/home/me/models/my-draft/"}
+    title = _default_title(tio.parse(data))
+    assert title == "tevviz report: my-draft drafting for tevviz-stdlib-target"
+    assert "/home" in report_html(tio.parse(data)).split('id="settings"')[1]  # the settings keep the whole path
+
+
+def test_an_interrupted_write_leaves_the_old_report(session_file, tmp_path, monkeypatch):
+    from tevviz.render import report
+
+    out = tmp_path / "r.html"
+    out.write_text("old report")
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt  # a Ctrl-C just before the finished file would have replaced the old one
+
+    monkeypatch.setattr("tevviz.files.os.replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        report.write_report(tio.load(session_file), out)
+    assert out.read_text() == "old report" and [p.name for p in tmp_path.iterdir()] == ["r.html"]
 
 
 # --- other inputs and errors ----------------------------------------------------------------------------------------
@@ -197,7 +237,7 @@ def test_zero_rounds(tmp_path):
 
 
 @pytest.mark.parametrize(("content", "error"), [
-    ("{not json", "file: not valid JSON"),
+    ("{not json", "not valid JSON"),
     ('{"schema": "tevviz.session/2", "rounds": [{"graph": {}}]}', "rounds[0].nodes: expected a list, got NoneType"),
 ])
 def test_malformed_input_is_one_line_and_exit_2(tmp_path, capsys, content, error):
@@ -206,7 +246,7 @@ def test_malformed_input_is_one_line_and_exit_2(tmp_path, capsys, content, error
     capsys.readouterr()
     assert main(["report", str(path)]) == 2
     captured = capsys.readouterr()
-    assert message(captured.err).startswith(f"tevviz report: error: {error}")
+    assert message(captured.err).startswith(f"tevviz report: error: {path}: {error}")  # the file by its name
     assert not (tmp_path / "bad.html").exists()
 
 

@@ -39,6 +39,13 @@ class Parser(argparse.ArgumentParser):
 class Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Defaults shown, descriptions and examples kept as written."""
 
+    def _get_help_string(self, action):
+        # A help text that says its default already, or a default of None or False, needs no "(default: ...)".
+        text = action.help or ""
+        if action.default in (None, False, []) or "default" in text.lower():
+            return text
+        return super()._get_help_string(action)
+
 
 class LazyChoices:
     """Choices read from an engine registry only when an argument is checked, so --help stays torch-free."""
@@ -105,11 +112,11 @@ def tree_shape_flags(g) -> None:
 
 def add_decoding(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sampling")
-    g.add_argument("--max-new-tokens", type=int, default=64)
+    g.add_argument("--max-new-tokens", type=int, default=64, help="the most tokens to generate")
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     g.add_argument("--top-k", type=int, default=0, help="0 = off")
     g.add_argument("--top-p", type=float, default=1.0, help="1 = off")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=int, default=0, help="seeds the verifier's draws (and a sampled chain's)")
     g = p.add_argument_group("draft tree")
     g.add_argument("--verifier", default="tev", metavar="NAME", choices=LazyChoices("tevviz.engine.verifiers", "VERIFIERS"),
                    help="a registered verifier: tev, predraw, residual, speculative (speculative sampling, for "
@@ -130,6 +137,11 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
     g.add_argument("--draft-temperature", type=float, default=1.0,
                    help="path scores from the draft's logits / this (best-first): above 1 a sharp draft builds wider "
                         "trees; the tokens drafted under a node and the verification are unchanged")
+
+
+def add_threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads for the models (default: torch's, one per core)")
 
 
 def add_app(p: argparse.ArgumentParser) -> None:
@@ -169,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--optimal", action="store_true",
                    help="compute every round's optimal tree (the top-B target prefixes: C_p*, the drafter gap, ghost "
                         "branches) and export it; costs up to H target passes a round, left out of tokens/s")
+    add_threads(d)
     add_models(d)
     add_decoding(d)
 
@@ -238,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "epochs over consecutive windows (about 2x faster per step; memory 4-6 bytes x K per token)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", required=True, help="folder for the trained drafter")
+    add_threads(t)
     add_models(t)
 
     e = _sub(sub, "eval", "held-out tau, mean 1 + C_p and acceptance by depth at T = 0 and T = 1")
@@ -251,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--draft-temperature", type=float, default=1.0,
                    help="path scores from the draft's logits / this (see tevviz decode --help)")
     e.add_argument("--json", action="store_true")
+    add_threads(e)
     add_models(e)
 
     pr = _sub(sub, "pair", "list the named model pairs, fetch a pretrained target, train a drafter for it")
@@ -289,4 +304,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tevviz {args.command}: error: {e}", file=sys.stderr)
         return 1 if getattr(args, "started", False) else 2
     except KeyboardInterrupt:
+        print(f"\ntevviz {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 import runpy
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from .engine.errors import TevvizError
@@ -69,27 +71,84 @@ def use_chat(args, tokenizer) -> bool:
     return has_chat_template(tokenizer) if args.chat is None else args.chat
 
 
-def cmd_decode(args) -> int:
-    import time
+class Interrupt:
+    """Ctrl-C as a request: the first asks the work to stop at the end of its round or step (`stop()` turns true),
+    the second stops at once (KeyboardInterrupt). Signals reach the main thread only: elsewhere it does nothing."""
 
-    from .engine import DecodeSession, autoregressive, encode_prompt, summarize
-    from .engine.io import export_session
+    def __init__(self, what: str):
+        self.what, self.requested, self._old = what, False, None
 
-    cfg = decode_config_from_args(args)
-    prompt = read_prompt(args)
-    pair = source_from_args(args).load()
-    prompt_ids = encode_prompt(pair.tokenizer, prompt, chat=use_chat(args, pair.tokenizer))
-    args.started = True
-    # The clock starts before the session's prefill; the baseline below leaves its prefill out too.
-    t0 = time.perf_counter()
-    session = DecodeSession(pair, prompt_ids, cfg)
-    t_prefill = time.perf_counter() - t0
-    session.run()
-    # The optimal trees are analysis, not decoding: their time is not the decoder's.
-    seconds = time.perf_counter() - t0 - t_prefill - sum(r.optimal.ms for r in session.rounds if r.optimal) / 1e3
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print(f"\nstopping at the end of this {self.what} (Ctrl-C again to stop at once) ...", file=sys.stderr,
+              flush=True)
+
+    def __call__(self) -> bool:
+        return self.requested
+
+
+class UntilStopped:
+    """A list's items handed out until `stop()` turns true, so a loop over it ends after the item in hand;
+    `len` stays the list's (for progress), `done` counts the items handed out."""
+
+    def __init__(self, items: list, stop):
+        self.items, self.stop, self.done = items, stop, 0
+
+    def __iter__(self):
+        for item in self.items:
+            if self.stop():
+                return
+            self.done += 1
+            yield item
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def set_threads(n: int | None) -> None:
+    """--threads: torch's CPU threads for the models (torch's own default when not given)."""
+    if n is None:
+        return
+    if n < 1:
+        raise TevvizError(f"--threads must be at least 1, got {n}")
+    import torch
+
+    torch.set_num_threads(n)
+
+
+def _decode_rounds(session, stop, quiet: bool) -> None:
+    """Step `session` until it is done or `stop()`; a progress line on the terminal unless `quiet`."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=session.cfg.max_new_tokens, unit="tok", desc="decoding", file=sys.stderr, disable=quiet,
+               leave=False, dynamic_ncols=True)
+    try:
+        while not session.done and not stop():
+            session.step()
+            bar.set_postfix(rounds=session.round_count, refresh=False)
+            bar.update(len(session.generated) - bar.n)
+    finally:
+        bar.close()
+
+
+def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
+    """What `tevviz decode` prints (and --json holds): text, tokens, tau, 1 + C_p, tokens/s, stage times."""
+    from .engine import summarize
+
     s = summarize(session.rounds)
     out = {
-        "text": pair.tokenizer.decode(session.generated),
+        "text": session.pair.tokenizer.decode(session.generated),
         "token_ids": session.generated,
         "rounds": s["rounds"],
         "tau": s["tau"],
@@ -104,53 +163,133 @@ def cmd_decode(args) -> int:
                               "undrafted_rounds": sum(not z.get("drafted", True) for z in sized), "last": sized[-1]}
         if cfg.builder.kind == "mixed":
             out["auto_budget"]["chain_rounds"] = sum(bool(z.get("chain")) for z in sized)
-    if args.optimal:
+    if optimal and session.rounds:
         out |= {"mean_optimal_ceiling": 1 + s["mean_optimal"], "mean_gap": s["mean_gap"],
-                "optimal_ms": sum(r.optimal.ms for r in session.rounds) / max(len(session.rounds), 1)}
+                "optimal_ms": sum(r.optimal.ms for r in session.rounds) / len(session.rounds)}
     if session.notice:
         out["notice"] = session.notice
-    if args.baseline:
+    return out
+
+
+def _timed_baseline(pair, prompt_ids, cfg, out: dict) -> None:
+    """--baseline: plain decoding's tokens/s and the speed-up; a Ctrl-C there leaves them out, keeping the rest."""
+    from .engine import autoregressive
+
+    try:
         base = autoregressive(pair, prompt_ids, cfg)
-        out["baseline_tokens_per_s"] = base.tokens_per_s
-        out["speedup"] = out["tokens_per_s"] / base.tokens_per_s if base.tokens_per_s else None
-    if args.export:
-        with open(args.export, "w", encoding="utf-8") as f:
-            json.dump(export_session(session, prompt), f)
+    except KeyboardInterrupt:
+        print("baseline interrupted: left out", file=sys.stderr)
+        return
+    out["baseline_tokens_per_s"] = base.tokens_per_s
+    out["speedup"] = out["tokens_per_s"] / base.tokens_per_s if base.tokens_per_s else None
+
+
+def _export(session, prompt: str, path: Path, interrupted: bool) -> str:
+    """Write the session JSON (its meta marked when interrupted); the reason nothing was written, or ""."""
+    from .engine.io import export_session
+    from .files import atomic_write_json
+
+    data = export_session(session, prompt)
+    if interrupted:
+        data["meta"] |= {"interrupted": True, "interrupted_after_rounds": session.round_count}
+    try:
+        atomic_write_json(path, data)
+    except OSError as e:
+        return f"cannot write --export {str(path)!r} ({e.strerror or e}): nothing was written there"
+    return ""
+
+
+def cmd_decode(args) -> int:
+    import time
+
+    from .engine import DecodeSession, encode_prompt
+    from .files import check_writable
+
+    cfg = decode_config_from_args(args)
+    prompt = read_prompt(args)
+    # Checked before any model loads: a finished decode must not be lost to a path it cannot write.
+    export = check_writable(args.export, "--export") if args.export else None
+    set_threads(args.threads)
+    pair = source_from_args(args).load()
+    chat = use_chat(args, pair.tokenizer)
+    prompt_ids = encode_prompt(pair.tokenizer, prompt, chat=chat)
+    args.started = True
+    with Interrupt("round") as stop:
+        # The clock starts before the session's prefill; the baseline below leaves its prefill out too.
+        t0 = time.perf_counter()
+        session = DecodeSession(pair, prompt_ids, cfg)
+        t_prefill = time.perf_counter() - t0
+        _decode_rounds(session, stop, quiet=args.json or not sys.stderr.isatty())
+    # The optimal trees are analysis, not decoding: their time is not the decoder's.
+    seconds = time.perf_counter() - t0 - t_prefill - sum(r.optimal.ms for r in session.rounds if r.optimal) / 1e3
+    interrupted = stop.requested and not session.done
+    out = decode_summary(session, seconds, cfg, args.optimal)
+    if args.baseline and not interrupted:
+        _timed_baseline(pair, prompt_ids, cfg, out)
+    failure = _export(session, prompt, export, interrupted) if export is not None else ""
+    if interrupted:
+        out["interrupted"] = True
     if args.json:
         print(json.dumps(out))
-        return 0
-    print(prompt + out["text"])
+    else:
+        print_decoded(args, prompt, chat, out, session)
+    if interrupted:
+        wrote = f"; wrote {export} (marked interrupted)" if export is not None and not failure else ""
+        print(f"interrupted after {session.round_count} rounds and {len(session.generated)} tokens{wrote}",
+              file=sys.stderr)
+    if failure:
+        print(f"tevviz decode: error: {failure}; the text and statistics are above", file=sys.stderr)
+        return 1
+    return 130 if interrupted else 0
+
+
+def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
+    """The text on standard output; statistics, sizing and notes on standard error."""
+    # A chat answer is a message of its own, not a continuation of the prompt.
+    print(prompt.rstrip() + "\n\n" + out["text"] if chat else prompt + out["text"])
     print("-" * 60, file=sys.stderr)
-    tau = "-" if s["tau"] is None else f"{s['tau']:.2f}"
-    ceiling = "-" if s["mean_ceiling"] is None else f"{s['mean_ceiling']:.2f}"
-    print(f"rounds {s['rounds']}  tau {tau}  mean 1+C_p {ceiling}  {out['tokens_per_s']:.1f} tok/s"
-          + (f"  speed-up {out['speedup']:.2f}x" if args.baseline and out["speedup"] else ""), file=sys.stderr)
-    print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in s["stage_ms"].items()), file=sys.stderr)
+    tau = "-" if out["tau"] is None else f"{out['tau']:.2f}"
+    ceiling = "-" if out["mean_ceiling"] is None else f"{out['mean_ceiling']:.2f}"
+    speedup = out.get("speedup")
+    print(f"rounds {out['rounds']}  tokens {len(out['token_ids'])}  tau {tau}  mean 1+C_p {ceiling}  "
+          f"{out['tokens_per_s']:.1f} tok/s" + (f"  speed-up {speedup:.2f}x" if speedup else ""), file=sys.stderr)
+    print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in out["stage_ms"].items()), file=sys.stderr)
     if "auto_budget" in out:
         from .engine.auto_budget import Fit, describe
 
         a = out["auto_budget"]
         fit = Fit.from_sizing(a["last"])
         print(f"auto budget: mean B {a['mean_B']:.1f}, mean H {a['mean_H']:.1f}, {a['undrafted_rounds']} of "
-              f"{len(session.rounds)} rounds without a draft; cost model: {describe(fit)}", file=sys.stderr)
+              f"{out['rounds']} rounds without a draft; cost model: {describe(fit)}", file=sys.stderr)
         if "chain_rounds" in a:
             print(f"mixed: {a['chain_rounds']} sampled chains (speculative) and "
-                  f"{len(session.rounds) - a['chain_rounds']} best-first trees ({cfg.verifier}); measured expected "
+                  f"{out['rounds'] - a['chain_rounds']} best-first trees ({session.cfg.verifier}); measured expected "
                   f"tokens per ms: chains {a['last']['chain_rate']:.3f}, trees {a['last']['tree_rate']:.3f}",
                   file=sys.stderr)
-    if args.optimal:
-        print(f"optimal tree: mean 1+C_p* {out['mean_optimal_ceiling']:.2f}  mean drafter gap {s['mean_gap']:.2f}  "
+    if "mean_optimal_ceiling" in out:
+        print(f"optimal tree: mean 1+C_p* {out['mean_optimal_ceiling']:.2f}  mean drafter gap {out['mean_gap']:.2f}  "
               f"{out['optimal_ms']:.0f} ms a round to compute", file=sys.stderr)
     if session.notice:
         print("note: " + session.notice, file=sys.stderr)
-    return 0
+
+
+def load_input(path: str):
+    """A session/round JSON or DDTree trace, its errors naming the file rather than "file" or a bare field."""
+    from .engine.io import load
+
+    try:
+        return load(path)
+    except TevvizError as e:
+        text = str(e)
+        if text.startswith(f"{path}:"):
+            raise
+        raise TevvizError(f"{path}: {text.removeprefix('file: ')}") from None
 
 
 def cmd_inspect(args) -> int:
-    from .engine.io import load
     from .engine.records import summarize
 
-    imported = load(args.file)
+    imported = load_input(args.file)
     s = summarize(imported.rounds)
     rows = [{"round": r.index, "nodes": r.size, "depth": max(r.depths), "exit": r.exit_node, "L": r.block_length,
              "ceiling": None if r.C_p is None else 1 + r.C_p,
@@ -173,15 +312,14 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .engine.io import load
+    from .files import check_writable
     from .render.report import write_report
 
-    imported = load(args.file)
+    imported = load_input(args.file)
     out = Path(args.out) if args.out else Path(args.file).with_suffix(".html")
     if out.resolve() == Path(args.file).resolve():
         raise TevvizError(f"--out {str(out)!r} would overwrite the input file")
-    if not out.parent.is_dir():
-        raise TevvizError(f"--out {str(out)!r}: no folder {str(out.parent)!r}")
+    check_writable(out, "--out")
     args.started = True
     try:
         size = write_report(imported, out, args.title)
@@ -189,6 +327,9 @@ def cmd_report(args) -> int:
         raise TevvizError(f"cannot write {str(out)!r}: {e.strerror}") from None
     print(f"wrote {out}: {len(imported.rounds)} rounds, {size / 1e6:.1f} MB", file=sys.stderr)
     return 0
+
+PORTS = (1, 65535)
+
 
 def server_settings(args) -> dict:
     """Flags first, then Gradio's own environment variables, then this machine only and no share link."""
@@ -205,11 +346,50 @@ def server_settings(args) -> dict:
             "server_port": port, "share": share}
 
 
-def cmd_app(args) -> int:
-    from .app import launch
+def check_server(name: str, port: int | None, port_flag: str) -> None:
+    """Fail in one line, before any model loads, when the app could not serve on `name`:`port`."""
+    import errno
+    import socket
 
-    launch(source=source_from_args(args), model_dirs=tuple(args.model_dir), preload=True, threads=args.threads,
-           **server_settings(args))
+    if port is not None and not PORTS[0] <= port <= PORTS[1]:
+        raise TevvizError(f"{port_flag} must lie in [{PORTS[0]}, {PORTS[1]}], got {port}")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(name, port or 0, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as e:
+        raise TevvizError(f"--server-name {name!r}: no such address here ({getattr(e, 'strerror', None) or e})") from None
+    # The test Gradio makes itself: a bind with SO_REUSEADDR fails only where a server listens. Without a port, any
+    # free one tells whether the address is this machine's; Gradio then takes 7860 or the next free port itself.
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(address)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise TevvizError(f"port {port} on {name} is in use: give {port_flag} a free port, or leave it out "
+                                  "for 7860 or the next free one") from None
+            where = f"{name} port {port}" if port is not None else name
+            raise TevvizError(f"cannot serve on {where} ({e.strerror}): change --server-name"
+                              + (f" or {port_flag}" if port is not None else "")) from None
+
+
+def cmd_app(args) -> int:
+    settings = server_settings(args)
+    check_server(settings["server_name"], settings["server_port"],
+                 "--server-port" if args.server_port is not None else "GRADIO_SERVER_PORT")
+    if args.threads is not None and args.threads < 1:
+        raise TevvizError(f"--threads must be at least 1, got {args.threads}")
+    from .app import launch  # gradio: a second or more, after the checks that need none
+
+    try:
+        launch(source=source_from_args(args), model_dirs=tuple(args.model_dir), preload=True, threads=args.threads,
+               **settings)
+    except OSError as e:
+        # Gradio's own failure to bind (a port taken since the check above) or a model file that cannot be read.
+        if "empty port" in str(e):
+            raise TevvizError(f"port {settings['server_port']} on {settings['server_name']} is in use: pass "
+                              "--server-port with a free port") from None
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TevvizError(f"the app could not start: {first}") from None
     return 0
 
 
@@ -272,6 +452,7 @@ def cmd_train(args) -> int:
         mixed_temperatures,
         warm_start,
     )
+    from .files import atomic_folder, check_folder_writable
 
     defaults, dd = TrainConfig(), DistillConfig()
     dcfg = DistillConfig(steps=args.distill_steps, lr=dd.lr if args.distill_lr is None else args.distill_lr,
@@ -284,9 +465,8 @@ def cmd_train(args) -> int:
     if any(not 0 <= t <= 10 for t in temps):
         raise TevvizError("--collect-temperatures must be in [0, 10]")
     distill_files(args.distill_text)
-    out = Path(args.out)
-    if out.exists() and any(out.iterdir()):
-        raise TevvizError(f"--out {args.out!r} exists and is not empty")
+    out = check_folder_writable(args.out, "--out")
+    set_threads(args.threads)
     pair = source_from_args(args).load()
     prompts = _prompt_ids(args, pair)
     args.started = True
@@ -302,18 +482,33 @@ def cmd_train(args) -> int:
         dbar.close()
     trainer = ExitTrainer(pair, contexts_from_streams(streams, temperatures=mixed_temperatures(len(streams), temps)), cfg,
                           draft=distilled)
-    bar = tqdm(range(cfg.steps), desc=f"ExitTrain ({cfg.objective})", file=sys.stderr)
-    for _ in bar:
-        s = trainer.step()
-        bar.set_postfix(loss=f"{s.loss:.3f}", l_tok=f"{s.l_tok:.3f}", l_exit=f"{s.l_exit:.3f}", C_p=f"{s.C_p:.3f}")
-    trainer.trained_draft().save_pretrained(out)
-    pair.tokenizer.save_pretrained(out)
+    with Interrupt("training step") as stop:
+        bar = tqdm(range(cfg.steps), desc=f"ExitTrain ({cfg.objective})", file=sys.stderr)
+        for _ in bar:
+            if stop():
+                break
+            s = trainer.step()
+            bar.set_postfix(loss=f"{s.loss:.3f}", l_tok=f"{s.l_tok:.3f}", l_exit=f"{s.l_exit:.3f}", C_p=f"{s.C_p:.3f}")
+        bar.close()
+    done = len(trainer.log)
+    if done == 0 < cfg.steps:
+        print("interrupted before the first ExitTrain step: nothing written", file=sys.stderr)
+        return 130
     log = {"config": {k: str(v) for k, v in cfg.__dict__.items()},
            "distill": {**{k: v for k, v in dcfg.__dict__.items()}, "text": args.distill_text or "the continuations"},
            "data": {"prompts": str(args.prompts or "the pair's prompt file"), "split": args.split,
                     "collect_temperatures": temps, "collect_tokens": args.collect_tokens},
            "log": [s.__dict__ for s in trainer.log]}
-    (out / "exittrain_log.json").write_text(json.dumps(log, indent=1))
+    if done < cfg.steps:
+        log |= {"interrupted": True, "steps_done": done}
+    with atomic_folder(out) as tmp:
+        trainer.trained_draft().save_pretrained(tmp)
+        pair.tokenizer.save_pretrained(tmp)
+        (tmp / "exittrain_log.json").write_text(json.dumps(log, indent=1))
+    if done < cfg.steps:
+        print(f"interrupted after {done} of {cfg.steps} ExitTrain steps: wrote {out} with the steps done "
+              "(marked interrupted in exittrain_log.json)", file=sys.stderr)
+        return 130
     print(f"wrote {out}", file=sys.stderr)
     return 0
 
@@ -325,20 +520,40 @@ def cmd_eval(args) -> int:
     temps = _numbers(args.temperatures, "--temperatures")
     builder = BuilderConfig(budget=args.budget, depth=args.depth, children=args.children, width=args.width,
                             draft_temperature=args.draft_temperature)
+    set_threads(args.threads)
     pair = source_from_args(args).load()
     prompts = _prompt_ids(args, pair)
     args.started = True
-    results = [evaluate(pair, prompts, t, builder, args.max_new_tokens) for t in temps]
+    results, counts = [], []
+    with Interrupt("prompt") as stop:
+        for t in temps:
+            # A Ctrl-C ends the loop over prompts after the one in hand: evaluate() sums up the prompts done.
+            given = UntilStopped(prompts, stop)
+            r = evaluate(pair, given, t, builder, args.max_new_tokens)
+            if given.done:
+                results.append(r)
+                counts.append(given.done)
+            if stop():
+                break
+    interrupted = stop.requested and (len(results) < len(temps) or counts[-1] < len(prompts))
     if args.json:
-        print(json.dumps([r.to_dict() for r in results]))
-        return 0
-    print(f"draft {pair.draft_name}  target {pair.target_name}  B={args.budget} H={args.depth} K={args.children} "
-          f"W={args.width}  {len(prompts)} prompts")
-    print(f"{'T':>4} {'tau':>12} {'1+C_p':>12}  acceptance by depth")
-    for r in results:
-        acc = " ".join(f"{a:.2f}" for a in r.acceptance_by_depth)
-        print(f"{r.temperature:>4g} {r.tau:>6.3f}±{r.tau_se:<5.3f} {r.ceiling:>6.3f}±{r.ceiling_se:<5.3f}  {acc}")
+        print(json.dumps([{**r.to_dict(), "prompts": n} for r, n in zip(results, counts)]))
+    else:
+        print_eval(pair, args, results, counts, len(prompts))
+    if interrupted:
+        done = ", ".join(f"T = {r.temperature:g} on {n} of {len(prompts)} prompts" for r, n in zip(results, counts))
+        print(f"interrupted: {done or 'no prompt finished'}", file=sys.stderr)
+        return 130
     return 0
+
+
+def print_eval(pair, args, results: list, counts: list[int], total: int) -> None:
+    print(f"draft {pair.draft_name}  target {pair.target_name}  B={args.budget} H={args.depth} K={args.children} "
+          f"W={args.width}  {total} prompts")
+    print(f"{'T':>4} {'tau':>13} {'1+C_p':>13} {'prompts':>7}  acceptance by depth")
+    for r, n in zip(results, counts):
+        acc = " ".join(f"{a:.2f}" for a in r.acceptance_by_depth)
+        print(f"{r.temperature:>4g} {r.tau:>6.3f}±{r.tau_se:<6.3f} {r.ceiling:>6.3f}±{r.ceiling_se:<6.3f} {n:>7}  {acc}")
 
 
 def cmd_pair(args) -> int:
@@ -382,6 +597,10 @@ def cmd_bench(args) -> int:
         runpy.run_path(str(script), run_name="__main__")
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except KeyboardInterrupt:
+        # A script writes its results at its end: stopped at once, it has none to write.
+        print(f"tevviz bench: {args.name} interrupted: stopped at once, no results written", file=sys.stderr)
+        return 130
     finally:
         sys.path.remove(str(root))
         sys.argv = argv

@@ -12,7 +12,7 @@ from ..render import tree_figure, verifier_law_figure
 from .controller import Controller
 from .state import decode_settings, settings_in_force
 from .views import comparison_markdown, decoded_markdown
-from .widgets import MODEL_WORK, PROGRESS, Panel, current, failed
+from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed
 
 COMPARE_OUTPUTS = ("error", "law", "law_md")  # outputs of /compare, in order
 SIDE_OUTPUTS = ("error", "tree_a", "tree_b", "md_a", "md_b")  # outputs of /side_by_side, in order
@@ -39,6 +39,7 @@ def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
         draws = gr.Number(2000, precision=0, label="draws M")
         seed = gr.Number(0, precision=0, label="seed")
         compare_btn = gr.Button("Compare verifiers", variant="primary")
+        stop_btn = gr.Button("Stop: keep the draws so far", variant="stop")
     law = gr.Plot(label="exit law")
     law_md = gr.Markdown(label="verifier table")
     gr.Markdown("**(b) Side by side.** Decode the prompt with two configurations (the other settings "
@@ -51,7 +52,7 @@ def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
         tree_a, tree_b = gr.Plot(label="A: final tree"), gr.Plot(label="B: final tree")
     with gr.Row():
         md_a, md_b = gr.Markdown(label="A: summary"), gr.Markdown(label="B: summary")
-    return Panel(draws=draws, seed=seed, compare_btn=compare_btn, law=law, law_md=law_md, side_btn=side_btn,
+    return Panel(draws=draws, seed=seed, compare_btn=compare_btn, stop_btn=stop_btn, law=law, law_md=law_md, side_btn=side_btn,
                  tree_a=tree_a, tree_b=tree_b, md_a=md_a, md_b=md_b,
                  **{f"{k}_{s}": c for s, side in (("a", side_a), ("b", side_b)) for k, c in side.items()})
 
@@ -91,8 +92,13 @@ def compare_tab(ctl: Controller, state: gr.State, error, settings: dict, verifie
         return ui.updates(error="", tree_a=figs[0], tree_b=figs[1], md_a=decoded_markdown(out[0]),
                           md_b=decoded_markdown(out[1]))
 
+    def stop(st):
+        ctl.stop_compare(current(st))
+
     ui.compare_btn.click(compare, [state, ui.draws, ui.seed], ui.take(COMPARE_OUTPUTS), inputs_kwargs=settings,
                          api_name="compare", **MODEL_WORK)
+    # Not queued behind the models: it only raises the flag the running comparison checks between its chunks.
+    ui.stop_btn.click(stop, [state], [], api_name="stop_compare", **LIGHT)
     side_inputs = ui.take(f"{k}_{s}" for s in "ab" for k in SIDE_FIELDS)
     ui.side_btn.click(side_by_side, [state, *side_inputs], ui.take(SIDE_OUTPUTS), inputs_kwargs=settings,
                       api_name="side_by_side", **MODEL_WORK)

@@ -6,8 +6,8 @@ both the state and the SessionStore as they were.
 
 from __future__ import annotations
 
-import json
 import logging
+import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -29,6 +29,7 @@ from ..engine.evaluation import drafter_metrics
 from ..engine.exit_mass import ExitMassMove, exit_mass_move
 from ..engine.scoring import check_ids, rescore
 from ..engine.training import ExitTrainer, TrainConfig
+from ..files import atomic_write, atomic_write_json
 from .model_thread import on_model_thread
 from .source import PairSource
 from .state import MAX_HISTORY, AppState, LiveSession, SessionStore, Training, block_text
@@ -69,6 +70,7 @@ class Controller:
         self.source = source
         self.store = store or SessionStore()
         self.history = history  # rounds an AppState keeps
+        self._compare_stops: dict[str, threading.Event] = {}  # browser session -> its running comparison's stop flag
 
     def session_pair(self, sid: str) -> ModelPair:
         """The pair this browser session decodes with: the trained draft when ExitTrain's "use" is on."""
@@ -256,14 +258,27 @@ class Controller:
     @on_model_thread
     def compare(self, st: AppState, prompt_box: str, sampling: SamplingConfig, draws: int, seed: int,
                 progress=None) -> Comparison:
-        """Draw each verifier `draws` times on the shown round's tree; `sampling` is the one in force."""
+        """Draw each verifier `draws` times on the shown round's tree; `sampling` is the one in force.
+
+        `stop_compare` from another thread ends it early, with the statistics of the draws made."""
         r = st.round
         if r is None:
             raise TevvizError("no round to compare on; press Step first")
         pair = self.source.get()
         prefix, note = self.prefix(st, st.view, prompt_box, pair.tokenizer)
-        out = compare_verifiers(pair, prefix, r, sampling, draws, seed, progress=progress)
+        stop = self._compare_stops[st.sid] = threading.Event()
+        try:
+            out = compare_verifiers(pair, prefix, r, sampling, draws, seed, progress=progress, stop=stop.is_set)
+        finally:
+            self._compare_stops.pop(st.sid, None)
         return replace(out, note="; ".join(x for x in (out.note, note) if x))
+
+    def stop_compare(self, st: AppState) -> bool:
+        """Ask this browser session's running comparison to stop after its current chunk; whether one was running."""
+        stop = self._compare_stops.get(st.sid)
+        if stop is not None:
+            stop.set()
+        return stop is not None
 
     # -- ExitTrain ---------------------------------------------------------------------------------
 
@@ -408,8 +423,9 @@ class Controller:
         round_path = d / f"tevviz-round-{r.index}.json"
         session_path = d / "tevviz-session.json"
         html_path = d / f"tevviz-tree-round-{r.index}.html"
-        round_path.write_text(json.dumps(tio.round_dict(r)), encoding="utf-8")
-        session_path.write_text(json.dumps(self.session_json(st)), encoding="utf-8")
-        html_path.write_text(tree_html, encoding="utf-8")
+        # Atomic: a download started while an earlier export is rewritten gets the old file or the new one, whole.
+        atomic_write_json(round_path, tio.round_dict(r))
+        atomic_write_json(session_path, self.session_json(st))
+        atomic_write(html_path, tree_html)
         return round_path, session_path, html_path
 

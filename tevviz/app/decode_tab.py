@@ -272,9 +272,13 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
         if not path:
             return {}
         try:
-            return everything(ui, ctl.import_file(current(st), path), metric_name)
+            new = ctl.import_file(current(st), path)
         except TevvizError as e:
             return failed(ui.error, e)
+        # The prompt box and the chat box follow the file, so Re-score and Step continue from what was imported.
+        chat = new.meta.get("chat")
+        return {**everything(ui, new, metric_name), ui.prompt: new.prompt or gr.skip(),
+                ui.chat: chat if isinstance(chat, bool) else gr.skip()}
 
     def rescore_round(st, metric_name, progress=PROGRESS, **values):
         try:
@@ -308,7 +312,8 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
     ui.report_btn.click(report, [ui.state], ui.take(REPORT_OUTPUTS), api_name="report", **LIGHT).then(
         lambda st: gr.DownloadButton(interactive=current(st).round is not None), [ui.state], [ui.report_dl],
         api_visibility="private", **LIGHT)
-    ui.upload.upload(import_file, [*inputs, ui.upload], outputs, api_name="import_file", **LIGHT)
+    ui.upload.upload(import_file, [*inputs, ui.upload], [*outputs, ui.prompt, ui.chat], api_name="import_file",
+                     **LIGHT)
     ui.rescore_btn.click(rescore_round, inputs, outputs, inputs_kwargs=settings, api_name="rescore", **on_tree(ui))
     ui.optimal_btn.click(optimal, inputs, [*outputs, ui.ghosts], inputs_kwargs=settings, api_name="optimal",
                          **on_tree(ui))

@@ -15,6 +15,7 @@ from gradio.tunneling import CURRENT_TUNNELS
 
 from ..engine import ModelPair, ModelSource, TevvizError
 from ..engine.io import MAX_BYTES
+from ..engine.pairs import DEFAULT_PAIR, named_pair
 from ..engine.verifiers import VERIFIERS
 from ..prompts import load_prompts
 from .compare_tab import compare_tab
@@ -55,6 +56,18 @@ def example_prompts(path=None) -> list[dict]:
         return []
 
 
+def pair_hint(models: PairSource) -> str:
+    """On the embedded pair: how to open the real pretrained pair, which is ready when it has been fetched."""
+    if models.pair is not None or models.model.target is not None or models.model.pair not in (None, DEFAULT_PAIR):
+        return ""
+    smol = named_pair("smollm2")
+    if (smol.target_path() / "config.json").is_file():
+        return ("SmolLM2-135M-Instruct is fetched: restart with `tevviz --pair smollm2` for a real pretrained pair "
+                "and its chat prompts.")
+    return ("For a real pretrained pair: `tevviz pair fetch smollm2` (a 93 MB download, once), then "
+            "`tevviz --pair smollm2`.")
+
+
 def build_demo(target: str | None = None, draft: str | None = None, dtype: str = "auto", device: str | None = None,
                device_map=None, attn_implementation: str = "sdpa", trust_remote_code: bool = False,
                pair: ModelPair | None = None, default_prompt: str | None = None,
@@ -80,7 +93,9 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
         # seconds; either way the callback frees the session's DecodeSession and ExitTrain trainer.
         state = gr.State(None, time_to_live=ctl.store.ttl_s,
                          delete_callback=lambda st: st is not None and ctl.store.drop(st.sid))
-        gr.Markdown(f"## tevviz — draft-tree debugger for tree speculative decoding\nModels: {models.description}.")
+        hint = pair_hint(models)
+        gr.Markdown(f"## tevviz — draft-tree debugger for tree speculative decoding\nModels: {models.description}."
+                    + (f" {hint}" if hint else ""), elem_id="header")
         with gr.Tabs():
             with gr.Tab("Decode"):
                 decode = decode_tab(ctl, state, prompts, first_prompt, verifiers, models.chat_default())
@@ -110,8 +125,14 @@ def launch(target: str | None = None, draft: str | None = None, dtype: str = "au
         print(f"loading {PairSource(model).description} ...", flush=True)
         PairSource(model).get()
     demo = build_demo(model_dirs=model_dirs, source=model)
+    # quiet: Gradio's own lines tell a CLI user to pass `share=True` to launch(); ours name the flags instead.
     demo.launch(server_name=server_name, server_port=server_port, share=share, prevent_thread_lock=True,
-                debug=False, **launch_options())
+                debug=False, quiet=True, **launch_options())
+    print(f"tevviz is at {demo.local_url} (Ctrl-C to stop)" + (f"; public link {demo.share_url}" if share else ""),
+          flush=True)
+    hint = pair_hint(PairSource(model))
+    if hint:
+        print(hint.replace("`", ""), flush=True)
     # The main thread, which loaded the models, runs them for every handler (model_thread.py says why). With
     # $GRADIO_DEBUG set, Gradio's launch blocks here itself until Ctrl-C and closes the server; serving then
     # ends at once, since the server's thread is gone.

@@ -19,6 +19,7 @@ import html
 import json
 import zlib
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from plotly.offline import get_plotlyjs
 
 from tevviz.engine.io import ImportedSession
 from tevviz.engine.records import CoverageGap, RoundRecord, summarize
+from tevviz.files import atomic_write
 from tevviz.render.graph import METRICS, node_metric, round_graph
 from tevviz.render.stats import (
     acceptance_by_depth_figure,
@@ -72,9 +74,7 @@ def report_html(imported: ImportedSession, title: str | None = None) -> str:
 
 def write_report(imported: ImportedSession, path: str | Path, title: str | None = None) -> int:
     """Write the report to `path`; returns its size in bytes."""
-    data = report_html(imported, title).encode("utf-8")
-    Path(path).write_bytes(data)
-    return len(data)
+    return atomic_write(path, report_html(imported, title).encode("utf-8"))
 
 
 # --- data for the page's script -------------------------------------------------------------------------------------
@@ -118,7 +118,9 @@ def _metric_styles(record: RoundRecord) -> dict[str, dict]:
 def _tree(record: RoundRecord, gap: CoverageGap | None) -> dict[str, Any]:
     """One round's tree, stored once: the metric-free traces, the layout, per-node columns and every metric's values."""
     rd = record.to_dict()
-    figure = tree_figure_dict(rd, DEFAULT_METRIC)
+    # Ghost branches (the optimal tree's nodes this tree lacks) are metric-free traces: drawn whatever the colour.
+    ghosts = [asdict(g) for g in gap.ghosts] if gap is not None else ()
+    figure = tree_figure_dict(rd, DEFAULT_METRIC, ghosts=ghosts)
     node_traces = _node_traces(figure["data"])
     at = figure["data"].index(node_traces[0])
     keys = ("x", "y", "hovertext", "text") if "text" in node_traces[0] else ("x", "y", "hovertext")  # text: labelled
@@ -165,7 +167,9 @@ def _esc(value: Any) -> str:
 def _default_title(imported: ImportedSession) -> str:
     meta = imported.meta
     if meta.get("draft") or meta.get("target"):
-        return f"tevviz report: {meta.get('draft', '?')} drafting for {meta.get('target', '?')}"
+        # A model's folder name, not its absolute path (the settings table keeps the whole path).
+        name = lambda key: Path(str(meta.get(key) or "?").rstrip("/")).name or str(meta.get(key))
+        return f"tevviz report: {name('draft')} drafting for {name('target')}"
     return f"tevviz report: {imported.kind}, {len(imported.rounds)} rounds"
 
 

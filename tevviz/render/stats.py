@@ -71,8 +71,9 @@ def exit_mass_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = N
     ]
     return _figure(as_dict, traces, layout, f"where the mass went ({split['rounds']} rounds)", "depth of the exit node",
                    "mean exit mass", barmode="stack",
-                   yaxis2={"overlaying": "y", "side": "right", "range": [0, 1],
-                           "title": {"text": "fraction reaching d"}},
+                   # Tick labels inside the plot: outside, they and this title ran into the next panel's y title.
+                   yaxis2={"overlaying": "y", "side": "right", "range": [0, 1], "ticklabelposition": "inside",
+                           "title": {"text": "fraction reaching d", "standoff": 4}},
                    legend={"orientation": "h", "y": -0.25})
 
 

@@ -1,0 +1,102 @@
+"""Output files: checked before the work starts, written atomically (a temporary file renamed into place).
+
+An interrupted or failed write leaves the old file, or none, never half a file: the data goes to a
+temporary file in the same folder, which replaces the target only once it is complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .engine.errors import TevvizError
+
+
+def check_writable(path: str | Path, flag: str) -> Path:
+    """`path` as a Path once a file can be written there, else a TevvizError naming `flag` and the reason."""
+    p = Path(path).expanduser()
+    folder = p.parent
+    if p.is_dir():
+        raise TevvizError(f"{flag} {str(path)!r} is a folder; give a file name")
+    if not folder.is_dir():
+        raise TevvizError(f"{flag} {str(path)!r}: no folder {str(folder)!r}")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise TevvizError(f"{flag} {str(path)!r}: the file is not writable")
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{p.name}.", suffix=".check")
+    except OSError as e:
+        raise TevvizError(f"{flag} {str(path)!r}: cannot write in {str(folder)!r} ({e.strerror})") from None
+    os.close(fd)
+    os.unlink(probe)
+    return p
+
+
+def check_folder_writable(path: str | Path, flag: str) -> Path:
+    """`path` as a Path once a folder can be made there (it may exist empty), else a TevvizError naming `flag`."""
+    p = Path(path).expanduser()
+    if p.exists() and not p.is_dir():
+        raise TevvizError(f"{flag} {str(path)!r} is a file, not a folder")
+    if p.is_dir() and any(p.iterdir()):
+        raise TevvizError(f"{flag} {str(path)!r} exists and is not empty")
+    check_writable(p.parent / f"{p.name}.probe", flag)
+    return p
+
+
+def _mode(full: int = 0o666) -> int:
+    """What a new file's (or, with 0o777, folder's) permission bits would be under this process's umask; mkstemp
+    and mkdtemp make 0600 and 0700."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return full & ~umask
+
+
+def atomic_write(path: str | Path, data: str | bytes | Iterable[str | bytes]) -> int:
+    """Write `data` (text as UTF-8, or an iterable of pieces) to `path` all at once; the bytes written."""
+    p = Path(path).expanduser()
+    pieces = [data] if isinstance(data, (str, bytes)) else data
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".partial")
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for piece in pieces:
+                size += f.write(piece.encode("utf-8") if isinstance(piece, str) else piece)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, p.stat().st_mode & 0o777 if p.exists() else _mode())
+        os.replace(tmp, p)
+    except BaseException:
+        # Ctrl-C included: the target keeps its old content, and the partial file goes.
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return size
+
+
+def json_pieces(obj) -> Iterator[str]:
+    """`obj` as compact JSON text, piece by piece (json.dump's own chunks)."""
+    return json.JSONEncoder().iterencode(obj)
+
+
+def atomic_write_json(path: str | Path, obj) -> int:
+    """`obj` as JSON at `path`, atomically; the bytes written."""
+    return atomic_write(path, json_pieces(obj))
+
+
+@contextmanager
+def atomic_folder(path: str | Path) -> Iterator[Path]:
+    """A temporary folder beside `path` to fill; renamed to `path` (absent or empty) when the block ends cleanly."""
+    p = Path(path).expanduser()
+    tmp = Path(tempfile.mkdtemp(dir=p.parent, prefix=f".{p.name}.", suffix=".partial"))
+    try:
+        yield tmp
+        os.chmod(tmp, _mode(0o777))
+        if p.is_dir():
+            p.rmdir()  # an empty folder the user made: replaced by the finished one
+        os.replace(tmp, p)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
