@@ -1,7 +1,12 @@
 """DDTree's own trace layout: `ddtree_generate(..., save_tree_traces=True).round_trees`, imported as DDTree writes it.
 
 Per round: {"accepted_indices": [...], "tree": {"node_token_ids": [N], "node_depths": [N], "parents": [N + 1]}},
-tree node i > 0 is node_token_ids[i - 1], node 0 the root (token not stored, parents[0] = -1).
+tree node i > 0 is node_token_ids[i - 1], node 0 the root (token not stored, parents[0] = -1). Also the flat
+layout, with or without its root, which the first node's depth tells apart.
+
+The flat-layout tests were checked to fail against the fault they target, planted: rootedness decided by the
+parents (node 0 the root when it alone has parent -1), which reads a rootless chain as a rooted one, one node short
+and with its first drafted token as the root.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tevviz.cli import main
-from tevviz.engine.io import load, parse_round, round_dict
+from tevviz.engine.errors import TevvizError
+from tevviz.engine.io import load, parse, parse_round, round_dict
 from tevviz.engine.records import path_to
 
 
@@ -172,3 +178,43 @@ def test_random_trees_round_trip(tmp_path, trees):
         assert r.depths[1:] == written["tree"]["node_depths"] and r.depths[0] == 0
         assert r.exit_node == accepted[-1] and r.block_length == len(accepted)
         assert parse_round(json.loads(json.dumps(round_dict(r)))) == r  # and on through tevviz's own round file
+
+
+# One tree, root -> 6 -> 7 -> 8 (a chain) plus a second child 9 of the root, in the flat layout with and without
+# its root: node_depths[0] is 0 when node 0 is the root, 1 when the listed nodes are the drafted ones.
+FLAT_ROOTED = {"node_token_ids": [5, 6, 7, 8, 9], "node_depths": [0, 1, 2, 3, 1], "parents": [-1, 0, 1, 2, 0],
+               "accepted_indices": [0, 1, 2]}
+FLAT_ROOTLESS = {"node_token_ids": [6, 7, 8, 9], "node_depths": [1, 2, 3, 1], "parents": [-1, 0, 1, -1],
+                 "accepted_indices": [0, 1], "root_token_id": 5}
+
+
+@pytest.mark.parametrize("chain", [False, True], ids=["tree", "chain"])
+def test_flat_layouts_with_and_without_the_root_read_the_same_tree(chain):
+    """A rootless chain has one parent -1, as a rooted tree does: only the depths tell them apart."""
+    rooted, rootless = copy.deepcopy(FLAT_ROOTED), copy.deepcopy(FLAT_ROOTLESS)
+    if chain:  # drop token 9, the root's second child: the rootless parents become [-1, 0, 1]
+        for d in (rooted, rootless):
+            for key in ("node_token_ids", "node_depths", "parents"):
+                del d[key][-1]
+    a, b = parse(rooted).rounds[0], parse(rootless).rounds[0]
+    n = 4 if chain else 5
+    assert a.size == b.size == n and a.tokens == b.tokens == [5, 6, 7, 8, 9][:n]
+    assert a.parents == b.parents == [-1, 0, 1, 2, 0][:n] and a.depths == b.depths == [0, 1, 2, 3, 1][:n]
+    assert a.accepted == b.accepted == [0, 1, 2] and a.exit_node == b.exit_node == 2
+
+
+def test_a_rootless_chain_without_its_root_token_gets_root_0():
+    trace = {"node_token_ids": [6, 7, 8], "node_depths": [1, 2, 3], "parents": [-1, 0, 1], "accepted_indices": [0]}
+    r = parse(trace).rounds[0]
+    assert r.tokens == [0, 6, 7, 8] and r.parents == [-1, 0, 1, 2] and r.accepted == [0, 1] and r.block_length == 2
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"node_depths": [2, 3, 4, 2]}, "trace.node_depths[0]: 2 must be 0 (node 0 is the root) or 1"),
+    ({"node_depths": [0, 1, 2, 0]}, "trace.parents[3]: -1, but node 0 is the root"),
+    ({"node_depths": [1, 2, 2, 1]}, "trace.node_depths[2]: 2 does not match the parents (expected 3)"),
+], ids=["deep first node", "second root", "depth off"])
+def test_a_flat_layout_that_contradicts_itself_names_the_field(change, message):
+    with pytest.raises(TevvizError) as e:
+        parse({**FLAT_ROOTLESS, **change})
+    assert message in str(e.value)

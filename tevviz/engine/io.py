@@ -289,8 +289,9 @@ def _parse_ddtree_round(d: dict, where: str, index: int) -> RoundRecord:
 def _parse_ddtree_flat(d: dict, where: str, index: int) -> RoundRecord:
     """A round as flat fields of equal length: node_token_ids, node_depths, parents, accepted_indices.
 
-    Node 0 is taken as the root when its parent is -1/null and no other node's is; otherwise the
-    nodes are the drafted ones and a root (token `root_token_id`, if given) is put above them.
+    The first node's depth says the layout: 0, it is the root; 1, the nodes are the drafted ones (a root, token
+    `root_token_id` if given, is put above them). Parents alone cannot say it: a rootless chain [-1, 0, 1] reads
+    as a rooted one.
     """
     toks = _ints(d.get("node_token_ids"), f"{where}.node_token_ids", 0)
     pars = [-1 if p is None else _int(p, f"{where}.parents[{i}]", -1) for i, p in enumerate(_list(d.get("parents"), f"{where}.parents"))]
@@ -300,9 +301,15 @@ def _parse_ddtree_flat(d: dict, where: str, index: int) -> RoundRecord:
         _fail(where, f"node_token_ids, parents and node_depths differ in length ({len(toks)}, {len(pars)}, {len(deps)})")
     if not toks:
         _fail(where, "the trace has no nodes")
-    rooted = pars[0] == -1 and pars.count(-1) == 1
+    if deps[0] not in (0, 1):
+        _fail(f"{where}.node_depths[0]", f"{deps[0]} must be 0 (node 0 is the root) or 1 (the root is not listed)")
+    rooted = deps[0] == 0
+    if rooted and -1 in pars[1:]:
+        i = pars.index(-1, 1)
+        _fail(f"{where}.parents[{i}]", "-1, but node 0 is the root (its depth is 0); a trace without its root "
+                                       "gives its nodes depths from 1")
     if not rooted:
-        toks, deps = [_root_token(d, where)] + toks, [0] + [x + 1 if min(deps) == 0 else x for x in deps]
+        toks, deps = [_root_token(d, where)] + toks, [0] + deps
         pars = [-1] + [p + 1 for p in pars]
         acc = [0] + [a + 1 for a in acc]
     if not acc or acc[0] != 0:
@@ -312,7 +319,7 @@ def _parse_ddtree_flat(d: dict, where: str, index: int) -> RoundRecord:
     _check_siblings(pars, toks, where, lambda v: f"node_token_ids[{v - shift}]")
     if depths != deps:
         bad = next(i for i in range(len(deps)) if deps[i] != depths[i])
-        _fail(f"{where}.node_depths[{bad}]", f"{deps[bad]} does not match the parents (expected {depths[bad]})")
+        _fail(f"{where}.node_depths[{bad - shift}]", f"{deps[bad]} does not match the parents (expected {depths[bad]})")
     return RoundRecord.unscored(index, "ddtree-trace", toks, pars, depths, exit_node=acc[-1],
                                 bonus_token=_bonus_token(d, where))
 
