@@ -1,5 +1,11 @@
 """The optimal tree (docs/math.md, *The optimal tree*): the top-B target prefixes, checked by brute force,
-against real sessions, and for a session it must leave untouched."""
+against real sessions, and for a session it must leave untouched.
+
+Where it does not bound a round (a sampled chain under speculative sampling), it must not be shown as that round's
+ceiling. The test of that was checked to fail against these faults, planted one at a time: every round taken as
+bounded by its optimal tree (the drafter gap computed for a sampled chain, and its JSON saying ceiling); the tree
+title naming the optimal tree whatever the round; the ghost legend doing the same.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.io import loads, session_dict
 from tevviz.engine.models import ModelPair
 from tevviz.engine.optimal import optimal_tree, top_prefixes
-from tevviz.engine.records import RoundRecord, exit_by_depth, summarize
+from tevviz.engine.records import RoundRecord, bounded_rounds, exit_by_depth, summarize
 from tevviz.engine.sampling import SamplingConfig
 from tevviz.engine.session import DecodeConfig, DecodeSession
 
@@ -240,3 +246,51 @@ def test_exit_mass_by_depth_splits_width_from_leaves(pair):
         assert sum(leaf) == pytest.approx(sum(r.w[v] for v in leaves))
     split = exit_by_depth(records)
     assert sum(split["width"]) + sum(split["leaf"]) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_the_optimal_tree_is_no_ceiling_for_a_sampled_chain_and_says_so():
+    """Speculative sampling accepts with min(1, p / q), not P: with the draft equal to the target it takes whole
+    chains, so L passes 1 + C_p*(B), the best fixed tree of the same budget. Such rounds name C_p* the best fixed
+    tree of B (tree title, ghost legend, statistics, JSON) and have no drafter gap; a TEV round keeps its ceiling."""
+    from tevviz.app.state import AppState
+    from tevviz.app.views import stats_markdown, tree_plot
+
+    target = tiny_model("llama", 0)
+    pair = ModelPair(target, copy.deepcopy(target), word_tokenizer(), "t", "t")
+    common = {"sampling": SamplingConfig(temperature=1.0), "seed": 0, "optimal": True, "stop_on_eos": False,
+              "missing_top": 0}
+    s = DecodeSession(pair, [5, 6, 7], DecodeConfig(builder=BuilderConfig(kind="sampled", depth=4),
+                                                    verifier="speculative", max_new_tokens=40, **common))
+    s.run()
+    drafted = [r for r in s.rounds if r.size > 1]
+    tau = sum(r.block_length for r in drafted) / len(drafted)
+    star = sum(1 + r.optimal.C_p for r in drafted) / len(drafted)
+    assert tau > star + 1, f"test setup: tau {tau:.2f} should pass the fixed-tree 1 + C_p* {star:.2f}"
+    for r in drafted:
+        gap = r.coverage_gap()
+        assert not r.optimal_bounds and not gap.bounds and gap.gap is None
+        assert r.to_dict()["graph"]["optimal"]["ceiling"] is False
+    assert summarize(drafted)["mean_gap"] is None and bounded_rounds(drafted) == 0
+    back = loads(json.dumps(session_dict({}, "p", s.prompt_ids, s.generated, "", s.rounds))).rounds
+    assert [r.coverage_gap().bounds for r in back] == [r.coverage_gap().bounds for r in s.rounds]
+
+    view = s.rounds.index(max(drafted, key=lambda r: len(r.coverage_gap().ghosts)))
+    st = AppState(rounds=s.rounds, view=view, ghosts=True)
+    fig = tree_plot(st, "P", as_dict=True)
+    title = fig["layout"]["title"]["text"]
+    B = s.rounds[view].size - 1
+    assert f"best fixed tree of B = {B}: 1 + C_p* = " in title and "optimal 1 + C_p*" not in title, title
+    assert "E[L] = " in title  # its own expectation, from the acceptances
+    names = {t.get("name") for t in fig["data"]}
+    assert s.rounds[view].coverage_gap().ghosts, "test setup: the chain misses some of the fixed tree's nodes"
+    assert "ghost branches (best fixed tree, not a ceiling here)" in names and "ghost branches (optimal tree)" not in names
+    table = stats_markdown(st)
+    assert f"1 + C_p* (best fixed tree of B = {B}, not a ceiling)" in table and "mean gap (0 rounds)" in table
+
+    tev = DecodeSession(pair, [5, 6, 7], DecodeConfig(builder=BuilderConfig(budget=4, depth=4), max_new_tokens=8,
+                                                      **common))
+    r = tev.step()
+    assert r.optimal_bounds and r.coverage_gap().gap == pytest.approx(r.optimal.C_p - r.C_p)
+    assert r.to_dict()["graph"]["optimal"]["ceiling"] is True
+    title = tree_plot(AppState(rounds=[r], view=0, ghosts=True), "P", as_dict=True)["layout"]["title"]["text"]
+    assert "optimal 1 + C_p* = " in title and "best fixed tree" not in title

@@ -15,6 +15,7 @@ from ..engine import summarize
 from ..engine.comparison import Comparison
 from ..engine.evaluation import EVAL_ROUNDS
 from ..engine.exit_mass import ExitMassMove
+from ..engine.records import bounded_rounds, optimal_label
 from ..render import (
     BONUS,
     acceptance_by_depth_figure,
@@ -75,11 +76,13 @@ def tree_plot(st: AppState, metric: str, as_dict: bool = False) -> go.Figure | d
         fig = empty_figure("press Step to draft, verify and commit one round")
         return fig.to_plotly_json() if as_dict else fig
     ceiling = "—" if r.C_p is None else f"{1 + r.C_p:.3f}"
+    # Speculative sampling's expected L is not 1 + C_p: it accepts with min(1, p / q).
+    expected = f", E[L] = {r.expected_length:.3f}" if r.accept is not None else ""
     title = (f"round {r.index}: {r.size} nodes, exit node {r.exit_node}, "
-             f"L = {r.block_length}, 1 + C_p = {ceiling} ({r.verifier})")
+             f"L = {r.block_length}, 1 + C_p = {ceiling}{expected} ({r.verifier})")
     gap = r.coverage_gap() if st.ghosts else None
-    if gap is not None:
-        title += f"; optimal 1 + C_p* = {1 + gap.C_p_star:.3f}, {len(gap.ghosts)} ghosts"
+    if gap is not None:  # a sampled chain's C_p* is the best fixed tree of its budget, not its ceiling
+        title += f"; {optimal_label(gap.bounds, r.optimal.budget)} = {1 + gap.C_p_star:.3f}, {len(gap.ghosts)} ghosts"
     highlight = st.highlight
     ghosts = [asdict(g) for g in gap.ghosts] if gap is not None else ()
     args = (r.to_dict(), metric, BONUS if highlight == "bonus" else highlight, title, ghosts)
@@ -138,6 +141,19 @@ def node_details(st: AppState) -> str:
     return "\n".join(lines)
 
 
+def _optimal_table(r, gap, s: dict, bounded: int) -> list[str]:
+    """The shown round against its optimal tree, and the session's means. A sampled chain's round is not held to
+    1 + C_p* (speculative sampling accepts with min(1, p / q)): its C_p* is the best fixed tree's, with no gap."""
+    star = "optimal tree" if gap is None or gap.bounds else f"best fixed tree of B = {r.optimal.budget}, not a ceiling"
+    shown = ("| — | — | — | — |" if gap is None else
+             f"| {1 + gap.C_p:.3f} | {1 + gap.C_p_star:.3f} | {_fmt(gap.gap)} | {gap.held:.1%} |")
+    mean_star = None if s["mean_optimal"] is None else 1 + s["mean_optimal"]
+    return [(f"| round {r.index if r else '—'}: 1 + C_p | 1 + C_p* ({star}) | drafter gap | optimal mass held "
+             f"| session: mean 1 + C_p* | mean gap ({bounded} rounds) |"),
+            "|---|---|---|---|---|---|",
+            shown[:-1] + f"| {_fmt(mean_star, 4)} | {_fmt(s['mean_gap'])} |"]
+
+
 def stats_markdown(st: AppState) -> str:
     if not st.rounds:
         return "No rounds yet."
@@ -157,13 +173,7 @@ def stats_markdown(st: AppState) -> str:
     r = st.round
     gap = r.coverage_gap() if r is not None else None
     if gap is not None or s["optimal_rounds"]:
-        shown = ("| — | — | — | — |" if gap is None else
-                 f"| {1 + gap.C_p:.3f} | {1 + gap.C_p_star:.3f} | {gap.gap:.3f} | {gap.held:.1%} |")
-        lines += ["", (f"| round {r.index if r else '—'}: 1 + C_p | 1 + C_p* (optimal tree) | drafter gap | optimal mass "
-                      f"held | session: mean 1 + C_p* | mean gap ({s['optimal_rounds']} rounds) |"),
-                  "|---|---|---|---|---|---|",
-                  shown[:-1] + f"| {_fmt(None if s['mean_optimal'] is None else 1 + s['mean_optimal'], 4)} "
-                               f"| {_fmt(s['mean_gap'])} |"]
+        lines += ["", *_optimal_table(r, gap, s, bounded_rounds(st.rounds))]
     if r is not None and r.sizing is not None:
         from ..engine.auto_budget import Fit, describe
 

@@ -215,6 +215,8 @@ def _check_optimal(o, where: str, root_token) -> None:
     H = _int(o.get("depth"), f"{where}.depth", 0)
     _num(o.get("ms", 0.0), f"{where}.ms", 0.0)
     _int(o.get("passes", 0), f"{where}.passes", 0)
+    if not isinstance(o.get("ceiling", True), bool):  # written for readers; the round's own fields decide it on import
+        _fail(f"{where}.ceiling", f"expected true or false, got {o['ceiling']!r}"[:200])
     nodes, parents = _node_list(o.get("nodes"), where)
     if not nodes:
         _fail(f"{where}.nodes", "needs the root")

@@ -78,11 +78,15 @@ class CoverageGap:
     C_p_star: float
     held: float  # share of the optimal tree's mass that the draft tree holds
     ghosts: list[Ghost]
+    # Whether 1 + C_p* bounds the round's expected block length (RoundRecord.optimal_bounds); where it does not,
+    # the optimal tree is only the best fixed tree of the budget and there is no drafter gap.
+    bounds: bool = True
 
     @property
-    def gap(self) -> float:
-        """C_p* - C_p: the expected block length the drafter lost at this budget."""
-        return self.C_p_star - self.C_p
+    def gap(self) -> float | None:
+        """C_p* - C_p: the expected block length the drafter lost at this budget; None where C_p* bounds nothing."""
+        return self.C_p_star - self.C_p if self.bounds else None
+
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,14 @@ class RoundRecord:
             w=[None] * n, missing=[[] for _ in range(n)], exit_node=exit_node, bonus_token=bonus_token,
             bonus_text="", accepted=path_to(parents, exit_node), committed=[], C_p=None,
         )
+
+    @property
+    def optimal_bounds(self) -> bool:
+        """Whether 1 + C_p*(B) bounds this round's expected block length (docs/math.md, *Optimal coverage*).
+
+        Theorem 1 holds for a fixed tree under an exact path verifier; a sampled chain under speculative sampling
+        (the rounds with `accept`) accepts with min(1, p / q), which can exceed P, so it is not held to it."""
+        return self.accept is None
 
     @property
     def expected_length(self) -> float | None:
@@ -191,7 +203,8 @@ class RoundRecord:
                 "committed": list(self.committed),
                 "C_p": self.C_p,
                 "stage_ms": dict(self.stage_ms),
-                **({"optimal": self.optimal.to_dict()} if self.optimal is not None else {}),
+                **({"optimal": {**self.optimal.to_dict(), "ceiling": self.optimal_bounds}}
+                   if self.optimal is not None else {}),
                 **({"sizing": dict(self.sizing)} if self.sizing is not None else {}),
             },
             "nodes": nodes,
@@ -245,7 +258,8 @@ class RoundRecord:
                                 anchor=mine[path[:k]], parent_ghost=None if opt.token_path(parent) in mine else parent,
                                 path_text="".join(opt.texts[u] for u in path_to(opt.parents, v)[1:])))
         star = opt.C_p
-        return CoverageGap(C_p=self.C_p, C_p_star=star, held=held / star if star > 0 else 1.0, ghosts=ghosts)
+        return CoverageGap(C_p=self.C_p, C_p_star=star, held=held / star if star > 0 else 1.0, ghosts=ghosts,
+                           bounds=self.optimal_bounds)
 
     def exit_by_depth(self) -> tuple[list[float], list[float]]:
         """(width, leaf) exit mass per depth 0..max: w summed over internal nodes (the target's token was not
@@ -258,6 +272,18 @@ class RoundRecord:
         for v, (d, x) in enumerate(zip(self.depths, self.w)):
             (width if v in internal else leaf)[d] += x
         return width, leaf
+
+
+def optimal_label(bounds: bool, budget: int) -> str:
+    """What 1 + C_p* is called for a round: its optimal (a ceiling) where it bounds the round, else only the best
+    fixed tree of the round's budget B."""
+    return "optimal 1 + C_p*" if bounds else f"best fixed tree of B = {budget}: 1 + C_p*"
+
+
+def dict_bounds(round_dict: dict) -> bool:
+    """RoundRecord.optimal_bounds of a round in its to_dict() form (nodes carry `accept` on sampled chains)."""
+    nodes = round_dict.get("nodes") or [{}]
+    return "accept" not in nodes[0]
 
 
 def expected_accepted(parents: list[int], accept: list[float]) -> float:
@@ -277,7 +303,10 @@ def path_to(parents: list[int], node: int) -> list[int]:
 
 
 def summarize(rounds: list[RoundRecord]) -> dict:
-    """Rounds, tokens committed, tau (mean L), mean 1 + C_p and stage totals; means are None when undefined."""
+    """Rounds, tokens committed, tau (mean L), mean 1 + C_p and stage totals; means are None when undefined.
+
+    `mean_optimal` averages C_p* over the rounds with an optimal tree; `mean_gap` the drafter gap over those whose
+    C_p* bounds them (`bounded_rounds` counts them): a sampled chain's round has no drafter gap."""
     ceilings = [r.expected_length for r in rounds if r.expected_length is not None]
     return {
         "rounds": len(rounds),
@@ -286,9 +315,14 @@ def summarize(rounds: list[RoundRecord]) -> dict:
         "stage_ms": {s: sum(r.stage_ms.get(s, 0.0) for r in rounds) for s in STAGES},
         "tokens": sum(r.tokens_committed for r in rounds),
         "mean_optimal": _mean([r.optimal.C_p for r in rounds if r.optimal is not None]),
-        "mean_gap": _mean([g.gap for g in map(RoundRecord.coverage_gap, rounds) if g is not None]),
+        "mean_gap": _mean([g.gap for g in map(RoundRecord.coverage_gap, rounds) if g is not None and g.bounds]),
         "optimal_rounds": sum(r.optimal is not None for r in rounds),
     }
+
+
+def bounded_rounds(rounds: list[RoundRecord]) -> int:
+    """Rounds with an optimal tree that bounds them: those that summarize's mean drafter gap is taken over."""
+    return sum(r.optimal is not None and r.C_p is not None and r.optimal_bounds for r in rounds)
 
 
 def exit_by_depth(rounds: list[RoundRecord]) -> dict:

@@ -11,6 +11,7 @@ from typing import Any
 import networkx as nx
 import plotly.graph_objects as go
 
+from tevviz.engine.records import dict_bounds
 from tevviz.render.graph import METRICS, node_metric, round_graph
 from tevviz.render.layout import Point, tidy_layout
 
@@ -29,7 +30,8 @@ def tree_figure(
     ghosts: Sequence[Mapping[str, Any]] = (),
 ) -> go.Figure:
     """Draw one round's draft tree: nodes coloured by `metric`, accepted path, exit, bonus token, optional highlight,
-    and the optimal tree's `ghosts` (records.Ghost as dicts) dashed and grey where given."""
+    and the optimal tree's `ghosts` (records.Ghost as dicts) dashed and grey where given (named the best fixed tree's
+    on a sampled chain, which the optimal tree does not bound)."""
     # The dict is already in the form plotly's validators would produce, so the per-property validation is skipped.
     return go.Figure(tree_figure_dict(round_dict, metric, highlight_node, title, ghosts), _validate=False)
 
@@ -60,7 +62,8 @@ def tree_figure_dict(
         _ring_trace(pos[exit_node], "exit", size=24, colour=PATH_COLOUR),
     ]
     if ghosts:
-        traces += _ghost_traces(drawn, pos, ghosts, ghost_id, len(G) + len(ghosts) <= MAX_LABELLED_NODES)
+        traces += _ghost_traces(drawn, pos, ghosts, ghost_id, len(G) + len(ghosts) <= MAX_LABELLED_NODES,
+                                dict_bounds(round_dict))
     if highlight_node is not None:
         node = bonus if highlight_node == BONUS else highlight_node
         if node not in pos:
@@ -116,8 +119,10 @@ def _bonus_trace(info: Mapping[str, Any], exit_point: Point, bonus_point: Point)
 
 
 def _ghost_traces(drawn: nx.DiGraph, pos: Mapping[Hashable, Point], ghosts: Sequence[Mapping[str, Any]],
-                  ghost_id: Mapping[int, int], labelled: bool) -> list[dict[str, Any]]:
-    """The optimal tree's nodes the draft lacks: dashed grey edges, open grey markers labelled with token and P."""
+                  ghost_id: Mapping[int, int], labelled: bool, bounds: bool = True) -> list[dict[str, Any]]:
+    """The optimal tree's nodes the draft lacks: dashed grey edges, open grey markers labelled with token and P.
+
+    Where the optimal tree does not bound the round (`bounds` false), it is named the best fixed tree it is."""
     xs, ys = [], []
     for g in ghosts:
         v = ghost_id[g["node"]]
@@ -126,7 +131,8 @@ def _ghost_traces(drawn: nx.DiGraph, pos: Mapping[Hashable, Point], ghosts: Sequ
         ys += [pos[u][1], pos[v][1], None]
     points = [pos[ghost_id[g["node"]]] for g in ghosts]
     marker = {"symbol": "circle-open", "size": 12 if labelled else 8, "color": GHOST_COLOUR, "line": {"width": 2}}
-    trace = _scatter("ghost branches (optimal tree)", [p[0] for p in points], [p[1] for p in points],
+    name = "ghost branches (optimal tree)" if bounds else "ghost branches (best fixed tree, not a ceiling here)"
+    trace = _scatter(name, [p[0] for p in points], [p[1] for p in points],
                      "markers+text" if labelled else "markers", marker=marker)
     if labelled:
         trace["text"] = [f"{_token(g['text'])} {g['P']:.2g}" for g in ghosts]
