@@ -1,5 +1,12 @@
 """Sampled chains and the speculative verifier: the chain is drawn from the draft's own processed law, the verifier
-accepts with min(1, p / q) and draws the bonus from max(0, p - q); the law of what it commits is the target's."""
+accepts with min(1, p / q) and draws the bonus from max(0, p - q); the law of what it commits is the target's.
+
+The law tests run at T = 0.7 as well as T = 1, where a temperature applied twice changes nothing. Checked to fail
+against these faults, planted one at a time: temperature applied twice when the chain draws its tokens, both to
+the draws and to the law the chain carries, and to the draws alone (the builder's law test at T = 0.7); and
+temperature applied twice to the target's law in the speculative verifier (its unit law test at T = 0.7). A
+drafted round without its acceptances, as the export test once assumed of every round, fails that test.
+"""
 
 from __future__ import annotations
 
@@ -22,26 +29,30 @@ from tevviz.engine.tree import DraftTree, from_parents
 from tevviz.engine.verifiers import VERIFIERS
 
 SAMPLING = SamplingConfig(temperature=1.0, top_k=6)
+# The law tests' settings: T = 1, and T = 0.7 where a temperature applied twice shows.
+LAW_SETTINGS = {"t1-top6": SAMPLING, "t0.7-top6": SamplingConfig(temperature=0.7, top_k=6)}
 
 
-def test_the_sampled_builder_draws_each_token_from_the_drafts_processed_law():
+@pytest.mark.parametrize("setting", list(LAW_SETTINGS))
+def test_the_sampled_builder_draws_each_token_from_the_drafts_processed_law(setting):
     """The chain's first token over many generators follows q at the root (top-k applied), and every row the chain
     carries is the processed draft law of a fresh forward over its path."""
+    sampling = LAW_SETTINGS[setting]
     pair = tiny_pair("llama")
     model, context = pair.draft, [3, 17, 9, 41]
     with torch.inference_mode():
-        q_root = processed_probs(model(input_ids=torch.tensor([context])).logits[0, -1], SAMPLING).double()
+        q_root = processed_probs(model(input_ids=torch.tensor([context])).logits[0, -1], sampling).double()
         counts = torch.zeros_like(q_root)
         for seed in range(1500):
-            r = build_tree(model, new_cache(model), context, BuilderConfig(kind="sampled", depth=1), sampling=SAMPLING,
+            r = build_tree(model, new_cache(model), context, BuilderConfig(kind="sampled", depth=1), sampling=sampling,
                            gen=torch.Generator().manual_seed(seed))
             counts[int(r.tree.tokens[1])] += 1
-        tree = build_tree(model, new_cache(model), context, BuilderConfig(kind="sampled", depth=3), sampling=SAMPLING,
+        tree = build_tree(model, new_cache(model), context, BuilderConfig(kind="sampled", depth=3), sampling=sampling,
                           gen=torch.Generator().manual_seed(0)).tree
         assert tree.size == 4 and tree.parents.tolist() == [-1, 0, 1, 2] and tree.draft_probs.shape[0] == 4
         for d in range(1, 4):
             path = context + tree.tokens[1:d].tolist()
-            fresh = processed_probs(model(input_ids=torch.tensor([path])).logits[0, -1], SAMPLING)
+            fresh = processed_probs(model(input_ids=torch.tensor([path])).logits[0, -1], sampling)
             assert torch.allclose(tree.draft_probs[d], fresh, atol=1e-5), f"row {d} is not the law node {d} came from"
             assert float(tree.draft_logprobs[d]) == pytest.approx(math.log(float(fresh[tree.tokens[d]])), abs=1e-4)
     support = q_root > 0
@@ -113,14 +124,22 @@ def chain_round(x1: int, x2: int) -> tuple[DraftTree, torch.Tensor]:
     return tree, logits
 
 
-def two_token_law(verifier, draws: int, seed: int) -> tuple[dict[tuple[int, int], int], float, float]:
+def processed(P: torch.Tensor, T: float) -> torch.Tensor:
+    """The law of logits log P at temperature T, by hand: P ** (1 / T), normalised over the last axis."""
+    x = P ** (1 / T)
+    return x / x.sum(-1, keepdim=True)
+
+
+def two_token_law(verifier, draws: int, seed: int, T: float = 1.0
+                  ) -> tuple[dict[tuple[int, int], int], float, float]:
     """Counts of the first two committed tokens (the second from p1 where the block has one), the mean block
-    length, and the mean expected length 1 + sum of reach from the verifier's acceptances."""
+    length, and the mean expected length 1 + sum of reach from the verifier's acceptances, at temperature T."""
     g = torch.Generator().manual_seed(seed)
     counts: dict[tuple[int, int], int] = {}
-    full_bonus = [0] * V  # the bonus of chains taken in full: drawn from P2
+    full_bonus = [0] * V  # the bonus of chains taken in full: drawn from p2
     total_len, total_expected = 0, 0.0
-    cfg = SamplingConfig(temperature=1.0)
+    cfg = SamplingConfig(temperature=T)
+    p1 = processed(P1, T)
     for _ in range(draws):
         x1 = int(torch.multinomial(Q0, 1, generator=g))
         x2 = int(torch.multinomial(Q1[x1], 1, generator=g))
@@ -133,38 +152,41 @@ def two_token_law(verifier, draws: int, seed: int) -> tuple[dict[tuple[int, int]
             full_bonus[bonus] += 1
         total_expected += 1 + expected_accepted([-1, 0, 1], d.accept.tolist())
         if len(block) == 1:
-            block.append(int(torch.multinomial(P1[block[0]], 1, generator=g)))
+            block.append(int(torch.multinomial(p1[block[0]], 1, generator=g)))
         key = (block[0], block[1])
         counts[key] = counts.get(key, 0) + 1
     two_token_law.full_bonus = full_bonus
     return counts, total_len / draws, total_expected / draws
 
 
-def test_speculative_commits_the_targets_law_and_accepts_with_min_1_p_over_q():
+@pytest.mark.parametrize("T", [1.0, 0.7])
+def test_speculative_commits_the_targets_law_and_accepts_with_min_1_p_over_q(T):
     """Over chains drawn from q, the first two committed tokens follow p0 then p1 exactly (chi-square), tokens of
-    target probability 0 never appear, and the mean block length is 1 + the expected reach of min(1, p / q)."""
-    counts, mean_len, mean_expected = two_token_law(VERIFIERS["speculative"], 8000, seed=5)
-    law = {(a, b): float(P0[a] * P1[a, b]) for a in range(V) for b in range(V) if P0[a] * P1[a, b] > 0}
+    target probability 0 never appear, and the mean block length is 1 + the expected reach of min(1, p / q); p is
+    the target's law at temperature T (the chain's q is what it was drawn from, whatever T)."""
+    counts, mean_len, mean_expected = two_token_law(VERIFIERS["speculative"], 8000, seed=5, T=T)
+    p0, p1, p2 = processed(P0, T), processed(P1, T), processed(P2, T)
+    law = {(a, b): float(p0[a] * p1[a, b]) for a in range(V) for b in range(V) if p0[a] * p1[a, b] > 0}
     assert not [k for k in counts if k not in law], "a committed token of target probability 0"
     cells = sorted(law)
     _, df, p_value = chi_square_p([counts.get(c, 0) for c in cells], [law[c] for c in cells])
     assert df == 11 and p_value > 1e-3, f"chi-square p {p_value:.2e}"
     full = two_token_law.full_bonus  # below the chain's last node the bonus is p there, nothing subtracted
-    _, _, p_full = chi_square_p(full, P2.tolist())
+    _, _, p_full = chi_square_p(full, p2.tolist())
     assert sum(full) > 1000 and p_full > 1e-3, f"the bonus after a full chain is not p: chi-square p {p_full:.2e}"
     # Exact expectation of the block length: E over x1, x2 of 1 + a1 + a1 a2.
-    a1 = torch.minimum(P0 / Q0, torch.ones(V, dtype=torch.float64))
+    a1 = torch.minimum(p0 / Q0, torch.ones(V, dtype=torch.float64))
     exact = 1.0
     for x1 in range(V):
-        a2 = torch.minimum(P1[x1] / Q1[x1].clamp(min=1e-300), torch.ones(V, dtype=torch.float64))
+        a2 = torch.minimum(p1[x1] / Q1[x1].clamp(min=1e-300), torch.ones(V, dtype=torch.float64))
         exact += float(Q0[x1] * a1[x1] * (1 + (Q1[x1] * a2).sum()))
     assert mean_len == pytest.approx(exact, abs=0.03) and mean_expected == pytest.approx(exact, abs=0.03)
     for x1 in range(V):  # and each round's acceptances, exactly
         for x2 in range(V):
             if Q0[x1] * Q1[x1, x2] > 0:
                 tree, logits = chain_round(x1, x2)
-                got = VERIFIERS["speculative"](tree, logits, SamplingConfig(1.0), torch.Generator()).accept
-                want = [1.0, float(a1[x1]), min(1.0, float(P1[x1, x2] / Q1[x1, x2]))]
+                got = VERIFIERS["speculative"](tree, logits, SamplingConfig(T), torch.Generator()).accept
+                want = [1.0, float(a1[x1]), min(1.0, float(p1[x1, x2] / Q1[x1, x2]))]
                 assert got.tolist() == pytest.approx(want, abs=1e-5), (x1, x2)
 
 
@@ -197,18 +219,27 @@ def test_speculative_on_a_deterministic_tree_is_the_residual_verifier_and_refuse
 
 
 def test_a_sampled_round_exports_its_acceptances_and_imports_them_back():
+    """Every drafted round carries its acceptances, through JSON and back. A last round with one token left drafts
+    nothing and has none to carry: over seeds 0..11 some session ends on such a round."""
     pair = tiny_pair("llama")
     from tevviz.engine import DecodeConfig, DecodeSession
 
-    cfg = DecodeConfig(sampling=SAMPLING, builder=BuilderConfig(kind="sampled", depth=3), verifier="speculative",
-                       max_new_tokens=12, seed=3, stop_on_eos=False)
-    s = DecodeSession(pair, [5, 6, 7], cfg)
-    s.run()
-    for r in s.rounds:
-        assert r.accept is not None and r.accept[0] == 1.0 and len(r.accept) == r.size
-        assert all(0.0 <= a <= 1.0 for a in r.accept)
-    back = loads(json.dumps(session_dict({}, "", s.prompt_ids, s.generated, "", s.rounds)))
-    assert [r.accept for r in back.rounds] == [r.accept for r in s.rounds]
+    sessions, undrafted = [], 0
+    for seed in range(12):
+        cfg = DecodeConfig(sampling=SAMPLING, builder=BuilderConfig(kind="sampled", depth=3), verifier="speculative",
+                           max_new_tokens=12, seed=seed, stop_on_eos=False, missing_top=0)
+        s = DecodeSession(pair, [5, 6, 7], cfg)
+        s.run()
+        sessions.append(s)
+        undrafted += sum(r.size == 1 for r in s.rounds)
+        for r in s.rounds:
+            if r.size > 1:
+                assert r.accept is not None and r.accept[0] == 1.0 and len(r.accept) == r.size
+                assert all(0.0 <= a <= 1.0 for a in r.accept)
+        back = loads(json.dumps(session_dict({}, "", s.prompt_ids, s.generated, "", s.rounds)))
+        assert [r.accept for r in back.rounds] == [r.accept for r in s.rounds]
+    assert undrafted, "test setup: some round drafts nothing"
+    s = sessions[0]
     d = s.rounds[0].to_dict()
     del d["nodes"][1]["accept"]
     with pytest.raises(TevvizError, match=r"nodes\[1\]\.accept.*all or none"):
