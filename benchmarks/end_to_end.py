@@ -3,8 +3,9 @@
 Decoders: plain autoregressive (`target.generate`, and tevviz's own token loop), HF assisted generation
 (`target.generate(assistant_model=draft)`), chain speculative decoding, best-first + predraw (the
 DDTree configuration), best-first + TEV at each budget of --budgets, best-first + TEV with the
-exit-trained drafter, (--sampled-depths) sampled chains with the speculative verifier, and (--mixed) the mixed
-builder, a tree or a chain each round. Runs are interleaved prompt by prompt and temperature by temperature (each
+exit-trained drafter, (--sampled-depths) sampled chains with the speculative verifier, (--mixed) the mixed
+builder, a tree or a chain each round, and (--block) a block drafter with DDTree's builder under TEV and under
+predraw (DDTree itself) at each budget. Runs are interleaved prompt by prompt and temperature by temperature (each
 decoder once per prompt in turn) after one warm-up pass. Every time includes the prompt's prefill
 (`generate`'s own, or the DecodeSession's).
 """
@@ -63,7 +64,26 @@ def mean_se(xs: list[float]) -> tuple[float, float]:
 MIXED_MODELS = {}  # temperature -> the mixed row's MixedBudget, for its arm counts and rates at the end
 
 
-def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None) -> dict:
+def block_decoders(block: ModelPair, args, temp: float) -> dict:
+    """A block drafter's rows: DDTree trees under TEV and under predraw (DDTree itself), and --budget auto."""
+    n, out = args.max_new_tokens, {}
+    depth = block.draft.block.max_depth
+    for b in sorted({args.budget, *args.budgets}):
+        tree = BuilderConfig(kind="ddtree", budget=b, depth=depth)
+        for v in ("tev", "predraw"):
+            out[f"block+ddtree+{v} B={b}"] = lambda ids, i, t=tree, v=v: tree_run(block, ids, n, temp, t, v, i)
+    if args.auto:
+        from tevviz.engine.auto_budget import AutoBudget
+
+        limit = max({args.budget, *args.budgets})
+        auto = BuilderConfig(kind="ddtree", budget=limit, depth=depth, auto=True)
+        model = AutoBudget(limit, depth)
+        out[f"block+ddtree+tev auto (B<={limit})"] = lambda ids, i: tree_run(block, ids, n, temp, auto, "tev", i,
+                                                                             model)
+    return out
+
+
+def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None, block: ModelPair | None) -> dict:
     n = args.max_new_tokens
     chain = BuilderConfig(kind="chain", depth=args.depth)
     tree = lambda b: best_first(b, args.depth, args.children)
@@ -106,6 +126,8 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None) 
                                                                                    mixed_model)
     if trained is not None:
         out["best-first+tev+exittrain"] = lambda ids, i: tree_run(trained, ids, n, temp, tree(args.budget), "tev", i)
+    if block is not None:
+        out |= block_decoders(block, args, temp)
     return out
 
 
@@ -125,20 +147,30 @@ def main() -> None:
     ap.add_argument("--mixed", action="store_true",
                     help="also --builder mixed: each round a best-first tree (TEV, up to the largest budget) or a "
                          "sampled chain (speculative), by the rates measured so far (one model per temperature)")
+    ap.add_argument("--block", default=None, help="a block drafter folder (DFlash layout): DDTree rows under TEV and "
+                    "predraw; 'shipped' takes the pair's shipped block drafter")
     args = ap.parse_args()
     args.budgets = [int(b) for b in args.budgets.split(",") if b]
     args.sampled_depths = [int(h) for h in args.sampled_depths.split(",") if h]
     temps = [float(t) for t in args.temperatures.split(",")]
     pair, prompts = setup(args)
-    drafters = list(named_pair(args.pair or "stdlib").drafter_paths().values())
+    from tevviz.engine.block_model import is_block_drafter
+    from tevviz.engine.models import with_draft
+
+    drafters = [p for p in named_pair(args.pair or "stdlib").drafter_paths().values() if not is_block_drafter(p)]
     x_path = args.exittrain_draft or (str(drafters[1]) if len(drafters) > 1 else None)
+    block = None
+    if args.block:
+        shipped = [p for p in named_pair(args.pair or "stdlib").drafter_paths().values() if is_block_drafter(p)]
+        path = str(shipped[0]) if args.block == "shipped" and shipped else args.block
+        block = with_draft(pair, path)
     trained = None
     if x_path and Path(x_path).is_dir():
         model = load_model(x_path, "draft", dtype=args.dtype, device=str(pair.device))
         trained = ModelPair(pair.target, model, pair.tokenizer, pair.target_name, x_path)
     else:
         print("no exit-trained drafter; skipping that row")
-    runs = {t: decoders_for(pair, args, t, trained) for t in temps}
+    runs = {t: decoders_for(pair, args, t, trained, block) for t in temps}
     for t, decoders in runs.items():  # warm-up, not timed
         for fn in decoders.values():
             fn(prompts[0], 0)

@@ -1,7 +1,7 @@
 """Verifier-stage latency (decision + cache commit, target forward excluded) on the same recorded trees.
 
 For each budget B and temperature T: trees come from best-first decoding of the eval prompts with
-the same drafter; each verifier decides on the same tree and target logits and commits a copy of
+the same drafter (with --block, DDTree trees of a block drafter: the paper's Table 3 setting); each verifier decides on the same tree and target logits and commits a copy of
 the same target cache. Medians over trees of the per-tree median time, and ratios to predraw.
 A second measure, `+law`, adds the tree's exit law, which every round record carries: TEV hands
 over the one it drew from, and for the other verifiers the session computes it after the decision.
@@ -14,6 +14,7 @@ import statistics
 import torch
 from common import best_first, parser, setup, table, timed, write
 
+from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.exit_law import exit_law_from_logits
 from tevviz.engine.kv import additive_mask, keep_entries, new_cache, tree_visibility
 from tevviz.engine.sampling import SamplingConfig
@@ -23,8 +24,11 @@ from tevviz.engine.verifiers import VERIFIERS
 
 
 def recorded_trees(pair, prompts, budget: int, temperature: float, per_prompt: int):
-    """(prefix, tree) pairs from real decoding rounds with a best-first builder of budget B."""
+    """(prefix, tree) pairs from real decoding rounds with a best-first builder of budget B (DDTree's builder for
+    a block drafter)."""
     builder = best_first(budget, 10, children=8)
+    if pair.draft_kind == "block":
+        builder = BuilderConfig(kind="ddtree", budget=budget, depth=pair.draft.block.max_depth)
     out = []
     for i, ids in enumerate(prompts):
         cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), builder=builder, max_new_tokens=200, seed=i,
@@ -80,8 +84,13 @@ def main() -> None:
     ap.add_argument("--verifiers", default="tev,predraw,predraw-loop,residual")
     ap.add_argument("--trees-per-prompt", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--block", default=None, help="a block drafter folder: time the verifiers on its DDTree trees")
     args = ap.parse_args()
     pair, prompts = setup(args)
+    if args.block:
+        from tevviz.engine.models import with_draft
+
+        pair = with_draft(pair, args.block)
     names = args.verifiers.split(",")
     rows = []
     for budget in [int(b) for b in args.budgets.split(",")]:
@@ -111,7 +120,7 @@ def main() -> None:
             fig.add_scatter(x=[r["B"] for r in sub], y=[r[f"{name}_ms"] for r in sub], name=f"{name} T={temp:g}")
     fig.update_layout(title="Verifier stage (decision + cache commit)", xaxis_title="budget B", yaxis_title="ms",
                       xaxis_type="log")
-    write("verifier_stage", args, {"rows": rows}, fig)
+    write("verifier_stage_block" if args.block else "verifier_stage", args, {"rows": rows}, fig)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Draft-tree builders (docs/math.md, *Draft trees*): best-first, static, chain and sampled, drafted level by level.
+"""Draft-tree builders of autoregressive drafters (docs/math.md, *Draft trees*): best-first, static, chain and
+sampled, drafted level by level, and the mixed builder over two of them. `BuilderConfig` is every builder's settings.
 
 Each depth costs one batched draft forward over the frontier under tree attention on the
 draft's own KV cache. The tree is deterministic given the draft model and the context, except
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from .auto_budget import Plan
+from .builder_kinds import BuilderKind, builder_kind, builder_names, register
 from .errors import TevvizError
 from .kv import additive_mask, causal_visibility
 from .sampling import SamplingConfig, greedy_rows, processed_probs, sample_categorical
@@ -23,8 +25,29 @@ MAX_DEPTH = 64
 MAX_CHILDREN = 64  # K, and a static level's branching
 MAX_WIDTH = 256
 MIN_DRAFT_T, MAX_DRAFT_T = 0.05, 20.0
-# mixed: each round a best-first tree or a sampled chain, whichever the session measures faster (auto-sized only)
-BUILDERS = ("best-first", "static", "chain", "sampled", "mixed")
+
+_SAMPLED_NOT_TRAINED = ("its chains are drawn at random each round, and ExitTrain's weights are for fixed trees "
+                        "built as at inference; train on best-first, static or chain trees")
+for _kind in (
+    # speculative on a deterministic tree falls back to the residual verifier (exact), so every verifier is taken
+    BuilderKind("best-first", "autoregressive", "the B best nodes by draft path score, level by level (default)",
+                verifiers=None, auto=True),
+    BuilderKind("static", "autoregressive", "a fixed branching per depth", verifiers=None),
+    BuilderKind("chain", "autoregressive", "the draft's greedy path (plain speculative decoding)", verifiers=None),
+    BuilderKind("sampled", "autoregressive", "a chain drawn from the draft's law, for speculative sampling",
+                verifiers=None, auto=True, trainable=False, why_not_trained=_SAMPLED_NOT_TRAINED),
+    BuilderKind("mixed", "autoregressive", "each round a best-first tree or a sampled chain, whichever the session "
+                "measures faster (auto-sized only)", verifiers=None, auto=True, trainable=False, auto_only=True,
+                why_not_trained="its rounds are best-first trees or sampled chains chosen by measured speed; "
+                                "train on best-first trees"),
+):
+    register(_kind)
+
+
+def __getattr__(name: str):
+    if name == "BUILDERS":  # every registered builder kind (a module attribute, read when asked)
+        return builder_names()
+    raise AttributeError(name)
 
 
 @dataclass(frozen=True)
@@ -47,12 +70,12 @@ class BuilderConfig:
     draft_temperature: float = 1.0
 
     def __post_init__(self):
-        if self.kind not in BUILDERS:
-            raise TevvizError(f"unknown builder {self.kind!r}; choose one of {', '.join(BUILDERS)}")
-        if self.auto and self.kind not in ("best-first", "sampled", "mixed"):
-            raise TevvizError("an automatic budget sizes best-first trees and sampled chains only")
-        if self.kind == "mixed" and not self.auto:
-            raise TevvizError("the mixed builder sizes every round itself: use it with an automatic budget "
+        kind = builder_kind(self.kind)  # a clear error for an unknown name
+        if self.auto and not kind.auto:
+            sized = ", ".join(k for k in builder_names() if builder_kind(k).auto)
+            raise TevvizError(f"an automatic budget sizes {sized} rounds only, not {self.kind} trees")
+        if kind.auto_only and not self.auto:
+            raise TevvizError(f"the {self.kind} builder sizes every round itself: use it with an automatic budget "
                               "(--budget auto, or the app's auto box; budget and depth are then its limits)")
         checks = [("budget", self.budget, MAX_BUDGET), ("depth", self.depth, MAX_DEPTH)]
         if self.kind in ("best-first", "mixed"):
@@ -96,7 +119,7 @@ class BuilderConfig:
         """Non-root nodes kept at the end."""
         if self.kind in ("chain", "sampled"):
             return self.depth
-        return self.budget if self.kind in ("best-first", "mixed") else 1 << 62
+        return self.budget if self.kind in ("best-first", "mixed", "ddtree") else 1 << 62
 
     def arm(self, kind: str) -> BuilderConfig:
         """A mixed builder's round as `kind` (best-first or sampled), with the same limits and shape (a draft
@@ -114,6 +137,9 @@ class DraftResult:
     levels: int  # draft forwards, the pending tokens' included
     ranks: torch.Tensor  # (N,) long; each node's rank among its parent's drafted children (root 0)
     reach: torch.Tensor  # (N,) log predicted reach (from the plan's acceptance table; without a plan, the path score)
+    # A block drafter's per-depth rows the tree was built from: (H, K) top token ids and their log-probabilities
+    # (DDTree's K = min(B, V), enough to rebuild the tree); None for level-by-level drafting.
+    rows: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 def _forward(model, cache, tokens: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from .block_model import is_block_drafter, load_block_drafter, parse_config, read_config
 from .errors import TevvizError
 from .kv import check_gatherable, new_cache
 from .pairs import DEFAULT_PAIR, NamedPair, assets_dir, named_pair
@@ -60,6 +61,13 @@ class ModelPair:
     def drafting(self) -> torch.nn.Module:
         """The module the tree builder runs."""
         return self.draft if self.draft_call is None else self.draft_call
+
+    @property
+    def draft_kind(self) -> str:
+        """The drafter's kind: "autoregressive" (a causal LM) or "block" (DFlash layout)."""
+        from .drafters import drafter_kind_of
+
+        return drafter_kind_of(self.draft).name
 
     @property
     def context_length(self) -> int:
@@ -231,15 +239,47 @@ def load_pair(target: str | None = None, draft: str | None = None, dtype: str = 
     for name, role in ((target, "target"), (draft, "draft")):
         check_source(name, role)
     tok_t = load_tokenizer(target, "target", trust_remote_code, revision)
-    tok_d = load_tokenizer(draft, "draft", trust_remote_code, revision)
-    check_vocabularies(tok_t, tok_d, target, draft)
+    check_draft_tokenizer(tok_t, draft, target, trust_remote_code, revision)
+    if is_block_drafter(draft):  # checked against the target's config first: a bad field loads nothing
+        parse_config(read_config(Path(draft).expanduser()), f"block drafter {draft!r}",
+                     target_config(target, trust_remote_code, revision))
     t_model = load_model(target, "target", **kw)
     # A sharded target spreads itself; the small draft sits on the target's input device.
     d_kw = dict(kw, device_map=None, device=str(t_model.device)) if device_map is not None else kw
-    d_model = load_model(draft, "draft", **d_kw)
     check_cache(t_model, "target")
-    check_cache(d_model, "draft")
+    d_model = load_draft(draft, t_model, d_kw)
     return ModelPair(t_model, d_model, tok_t, target, draft)
+
+
+def target_config(name: str, trust_remote_code: bool = False, revision: str | None = None):
+    """The config of a target model path or hub id (no weights loaded)."""
+    from transformers import AutoConfig
+
+    where, kw = hf_location(name, revision)
+    try:
+        return AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code, **kw)
+    except (OSError, ValueError, ImportError) as e:
+        raise TevvizError(f"cannot read the target model config {name!r}: {str(e).splitlines()[0]}") from None
+
+
+def check_draft_tokenizer(tok_target, draft: str, target_name: str, trust_remote_code: bool = False,
+                          revision: str | None = None) -> None:
+    """Refuse a draft whose tokenizer disagrees with the target's; a block drafter reads the target's tokens, and
+    its folder may carry no tokenizer at all."""
+    p = Path(draft).expanduser()
+    if is_block_drafter(draft) and not any((p / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")):
+        return
+    tok = load_tokenizer(draft, "draft", trust_remote_code, revision)
+    check_vocabularies(tok_target, tok, target_name, draft)
+
+
+def load_draft(draft: str, target, kw: dict):
+    """The draft model at `draft` beside a loaded `target`: a block drafter (DFlash layout) or a causal LM."""
+    if is_block_drafter(draft):
+        return load_block_drafter(draft, target)
+    model = load_model(draft, "draft", **kw)
+    check_cache(model, "draft")
+    return model
 
 
 def compiled_draft(pair: ModelPair) -> ModelPair:
@@ -255,9 +295,7 @@ def with_draft(base: ModelPair, draft: str, source: ModelSource | None = None) -
     kw = (source or ModelSource()).load_kwargs()
     kw.update(device=str(base.device), device_map=None)
     check_source(draft, "draft")
-    tok = load_tokenizer(draft, "draft", kw["trust_remote_code"], kw["revision"])
-    check_vocabularies(base.tokenizer, tok, base.target_name, draft)
-    model = load_model(draft, "draft", **kw)
-    check_cache(model, "draft")
+    check_draft_tokenizer(base.tokenizer, draft, base.target_name, kw["trust_remote_code"], kw["revision"])
+    model = load_draft(draft, base.target, kw)
     pair = ModelPair(base.target, model, base.tokenizer, base.target_name, draft)
     return compiled_draft(pair) if base.draft_call is not None else pair

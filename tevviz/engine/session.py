@@ -14,13 +14,16 @@ import torch
 
 from . import exit_law as law
 from .auto_budget import AutoBudget, MixedBudget
-from .builders import BuilderConfig, build_tree, root_only
+from .builder_kinds import builder_kind
+from .builders import BuilderConfig
+from .drafters import DraftRequest, make_drafter
 from .errors import TevvizError
 from .kv import additive_mask, keep_entries, new_cache, tree_visibility
 from .models import ModelPair
-from .records import RoundRecord, expected_accepted
+from .records import RoundRecord
 from .sampling import SamplingConfig, processed_probs, sample_categorical
 from .scoring import missing_records
+from .sizing import AutoSizing, MixedSizing, make_sizing
 from .tree import DraftTree, ancestor_mask, path_to, position_ids
 from .verifiers import get_verifier
 
@@ -44,6 +47,7 @@ class DecodeConfig:
 
     def __post_init__(self):
         get_verifier(self.verifier)  # a clear error for an unknown name
+        builder_kind(self.builder.kind).check_verifier(self.verifier)
         n = self.max_new_tokens
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_NEW_TOKENS:
             raise TevvizError(f"max new tokens must be an integer in [1, {MAX_NEW_TOKENS}], got {n!r}")
@@ -117,33 +121,49 @@ class DecodeSession:
         self._stop = stop_ids(pair) if cfg.stop_on_eos else set()
         self.device = pair.target.device
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
-        # A sampled chain's draws: their own stream on the draft's device (a sharded pair may put it elsewhere).
-        self.draft_gen = torch.Generator(device=pair.draft.device).manual_seed(cfg.seed + 1)
         self.target_cache = new_cache(pair.target)
-        self.draft_cache = new_cache(pair.draft)
-        self.pending = list(prompt_ids)  # committed tokens not yet in the draft cache; the last is the root
+        self.drafter = make_drafter(pair, cfg.builder, cfg.seed + 1)
         self._round_at: dict[int, tuple[int, int]] = {}  # round index -> (stream length at its start, its depth cap)
-        b = cfg.builder
-        # The online cost model of --budget auto; one passed in carries what earlier sessions on the same
-        # models and machine measured (its limits are this session's).
-        self.auto = self.mixed = None
-        if b.kind == "mixed":
-            if cost_model is not None and not isinstance(cost_model, MixedBudget):
-                raise TevvizError("a mixed builder carries a MixedBudget from session to session, not an AutoBudget")
-            self.mixed = cost_model if cost_model is not None else MixedBudget(b.keep, b.depth)
-            self.mixed.limit(b.keep, b.depth)
-            # Trees go to the chosen verifier; a sampled chain to speculative sampling, which it is drawn for.
-            self._arms = {"best-first": (b.arm("best-first"), cfg.verifier, self.verify),
-                          "sampled": (b.arm("sampled"), "speculative", get_verifier("speculative"))}
-        elif b.auto:
-            if isinstance(cost_model, MixedBudget):
-                raise TevvizError("a MixedBudget sizes a mixed builder's rounds; this builder takes an AutoBudget")
-            self.auto = cost_model if cost_model is not None else AutoBudget(b.keep, b.depth)
-            self.auto.max_budget, self.auto.max_depth, self.auto.chain = b.keep, b.depth, b.kind == "sampled"
+        # --budget auto and the mixed builder: an online cost model; one passed in carries what earlier sessions on
+        # the same models and machine measured (its limits are this session's).
+        self.sizing = make_sizing(cfg.builder, cfg.verifier, cost_model)
+        features = None
         if len(prompt_ids) > 1:
             with torch.inference_mode():
                 ids = torch.tensor([prompt_ids[:-1]], device=self.device)
-                pair.target(input_ids=ids, cache=self.target_cache, use_cache=True)
+                out = self._target(ids, None, None)
+                features = self._features(out)
+        self.drafter.prefill(self.prompt_ids, features)
+
+    def _target(self, ids: torch.Tensor, mask, positions):
+        """One target forward on the cache; it returns the hidden states the drafter reads, if it reads any."""
+        hidden = bool(self.drafter.target_layers)
+        return self.pair.target(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.target_cache,
+                                use_cache=True, output_hidden_states=hidden)
+
+    def _features(self, out) -> torch.Tensor | None:
+        layers = self.drafter.target_layers
+        return torch.cat([out.hidden_states[i + 1][0] for i in layers], dim=-1) if layers else None
+
+    @property
+    def auto(self):
+        """The --budget auto cost model (None for fixed settings and the mixed builder)."""
+        return self.sizing.model if isinstance(self.sizing, AutoSizing) else None
+
+    @property
+    def mixed(self):
+        """The mixed builder's MixedBudget (None otherwise)."""
+        return self.sizing.model if isinstance(self.sizing, MixedSizing) else None
+
+    @property
+    def draft_cache(self):
+        """The autoregressive drafter's KV cache."""
+        return self.drafter.cache
+
+    @property
+    def pending(self):
+        """What the drafter holds of the committed stream but has not read yet."""
+        return self.drafter.pending
 
     @property
     def tokens(self) -> list[int]:
@@ -162,17 +182,16 @@ class DecodeSession:
         """Run one round and commit its block; the session is unchanged if the round fails."""
         if self.done:
             raise TevvizError("this session has finished; reset it to decode again")
-        t_len, d_len, pending = self.target_cache.get_seq_length(), self.draft_cache.get_seq_length(), self.pending
+        t_len, mark = self.target_cache.get_seq_length(), self.drafter.mark()
         n_gen, done, notice = len(self.generated), self.done, self.notice
         try:
             record = self._round()
         except Exception as e:
             # Put caches and stream back where the round found them, so that a failed round changes nothing.
-            for cache, length in ((self.target_cache, t_len), (self.draft_cache, d_len)):
-                extra = cache.get_seq_length() - length
-                if extra > 0:
-                    cache.crop(-extra)
-            self.pending = pending
+            extra = self.target_cache.get_seq_length() - t_len
+            if extra > 0:
+                self.target_cache.crop(-extra)
+            self.drafter.rollback(mark)
             del self.generated[n_gen:]
             self.done, self.notice = done, notice
             if isinstance(e, TevvizError):
@@ -195,7 +214,7 @@ class DecodeSession:
         record = self.rounds[i]
         if record.optimal is None:
             start, cap = self._round_at[record.index]
-            H = min(self.cfg.builder.max_depth, cap)
+            H = min(self.cfg.builder.max_depth, cap, getattr(self.drafter, "max_depth", cap))
             opt = optimal_tree(self.pair.target, self.pair.tokenizer, self.tokens[:start], self.cfg.sampling,
                                record.size - 1 if H else 0, H, self.target_cache)
             record = self.rounds[i] = replace(record, optimal=opt)
@@ -209,17 +228,8 @@ class DecodeSession:
         t0 = time.perf_counter()
         cap = self._depth_cap()
         self._round_at[self.round_count] = (len(self.tokens), cap)
-        auto, builder, verifier, verify, arm = self.auto, cfg.builder, cfg.verifier, self.verify, None
-        if self.mixed is not None:
-            arm = self.mixed.choose()
-            auto = self.mixed.models[arm]
-            builder, verifier, verify = self._arms[arm]
-        plan = auto.plan() if auto is not None else None
-        if plan is not None and plan.skip_draft:
-            drafted = root_only(self.pending[-1], self.draft_cache.get_seq_length(), self.device)
-        else:
-            drafted = build_tree(pair.drafting, self.draft_cache, self.pending, builder, cap, plan, cfg.sampling,
-                                 self.draft_gen, self.vocab)
+        rp = self.sizing.round()
+        drafted = self.drafter.draft(DraftRequest(rp.builder, cap, rp.plan, cfg.sampling, self.vocab))
         tree = drafted.tree.to(self.device)
         _sync(self.device)
         t1 = time.perf_counter()
@@ -229,51 +239,29 @@ class DecodeSession:
         # The root alone (a round without a draft) is one query that sees the whole cache: no mask to build or
         # apply, as in plain decoding.
         mask = None if tree.size == 1 else additive_mask(tree_visibility(anc, past), pair.target.dtype)
-        logits = pair.target(
-            input_ids=tree.tokens.unsqueeze(0),
-            attention_mask=mask,
-            position_ids=position_ids(tree, past),
-            cache=self.target_cache,
-            use_cache=True,
-        ).logits[0]  # (N, V)
+        out = self._target(tree.tokens.unsqueeze(0), mask, position_ids(tree, past))
+        logits = out.logits[0]  # (N, V)
         _sync(self.device)
         t2 = time.perf_counter()
 
-        decision = verify(tree, logits, cfg.sampling, self.gen, anc)
+        decision = rp.verify(tree, logits, cfg.sampling, self.gen, anc)
         exit_node, bonus = torch.stack([decision.exit_node, decision.bonus_token]).tolist()
         accepted = path_to(tree, exit_node)
         keep_entries(self.target_cache, past, accepted, past + tree.size)
-        slots = drafted.slots[accepted[1:]].tolist()
-        forwarded = [s for s in slots if s >= 0]  # a forwarded node's ancestors were forwarded too: a prefix
-        keep_entries(self.draft_cache, drafted.base, forwarded, self.draft_cache.get_seq_length())
+        self.drafter.commit(drafted, accepted, bonus, self._features(out))
         tokens = tree.tokens.tolist()
-        carried = self.pending if drafted.levels == 0 else []  # an undrafted round left the draft cache behind
-        self.pending = carried + [tokens[v] for v in accepted[1 + len(forwarded):]] + [bonus]
         _sync(self.device)
         t3 = time.perf_counter()
 
         committed, done = self._cut([tokens[v] for v in accepted[1:]] + [bonus])
-        fields = self._fields(tree, logits, exit_node, bonus, accepted, committed, decision.exit_law, anc, verifier)
+        fields = self._fields(tree, logits, exit_node, bonus, accepted, committed, decision.exit_law, anc, rp.verifier)
         if decision.accept is not None:
             fields["accept"] = decision.accept.tolist()
         self.generated.extend(committed)
         self.done = done
         t4 = time.perf_counter()
         ms = {k: v * 1e3 for k, v in {"draft": t1 - t0, "target": t2 - t1, "verify": t3 - t2, "other": t4 - t3}.items()}
-        sizing = None
-        if auto is not None:
-            predicted = float(drafted.reach[1:].exp().sum())
-            # The table learns what this verifier accepts a node with: the target edge probability, or min(1, p / q).
-            accept = fields.get("accept") or fields["p_edge"]
-            covered = fields["C_p"] if "accept" not in fields else expected_accepted(fields["parents"], accept)
-            fit = auto.observe(tree.size, drafted.levels, ms, covered, predicted, drafted.ranks.tolist(),
-                               fields["draft_logprobs"], accept)
-            sizing = {"B": tree.size - 1, "H": max(fields["depths"]), "warmup": plan.warmup,
-                      "drafted": drafted.levels > 0,
-                      **vars(fit)}  # a flat dataclass of floats: no deep copy needed
-            if arm is not None:
-                self.mixed.observe(arm, 1 + covered, sum(ms.values()), plan.warmup)
-                sizing |= {"chain": arm == "sampled", **self.mixed.summary()}
+        sizing = self.sizing.observe(rp, drafted, fields, ms)
         record = RoundRecord(**fields, stage_ms=ms, sizing=sizing)
         self.rounds.append(record)
         self.round_count += 1

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import exit_law as law
+from .builder_kinds import builder_kind
 from .builders import BuilderConfig, build_tree
 from .errors import TevvizError
 from .kv import new_cache
@@ -80,6 +81,7 @@ class TrainConfig:
             raise TevvizError("learning rate must be > 0 and lambda_exit >= 0")
         if not isinstance(self.steps, int) or self.steps < 0 or not isinstance(self.batch, int) or self.batch < 1:
             raise TevvizError("steps must be >= 0 and batch >= 1")
+        builder_kind(self.builder.kind).check_trainable()
 
 
 @dataclass(frozen=True)
@@ -226,6 +228,9 @@ class ExitTrainer:
     def __init__(self, pair: ModelPair, contexts: list[Context], cfg: TrainConfig, draft=None):
         if not contexts:
             raise TevvizError("no training contexts")
+        if pair.draft_kind != "autoregressive":
+            raise TevvizError(f"ExitTrain trains autoregressive drafters; {pair.draft_name!r} is a {pair.draft_kind} "
+                              "drafter (ExitTrain for block drafters is not built yet)")
         self.pair, self.cfg, self.contexts = pair, cfg, contexts
         self.draft = copy.deepcopy(pair.draft) if draft is None else draft
         self.draft.requires_grad_(True).train()
