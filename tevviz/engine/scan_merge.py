@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from .errors import TevvizError
-from .scan_files import MANIFEST, RECORDS, ScanData, open_scan, read_manifest, write_manifest
+from .scan_files import RECORDS, ScanData, open_scan, read_manifest, write_manifest
 
 
 def _fingerprints(manifest: dict) -> dict:
@@ -121,5 +121,6 @@ def check_comparable(a: ScanData, b: ScanData) -> list[str]:
     if target:
         raise TevvizError(f"the scans decode different targets: {target[0]}")
     notes = differences(a.manifest, b.manifest, models=("draft",))
-    return notes + ([f"{MANIFEST}s name the same draft weights"] if not any(n.startswith("draft") for n in notes)
-                    else [])
+    if not any(n.startswith("draft") for n in notes):
+        notes.append("both scans used the same draft weights")
+    return notes
