@@ -1,10 +1,10 @@
 """Block drafters in DFlash's layout and DDTree's builder: loading, exactness, kept features, laws, bad input.
 
 Faults each test was checked against once (planted by hand, then removed):
-- the drafter keeping the bonus token's (absent) features, or every tree node's instead of the accepted path's:
-  the kept-features test fails (and greedy output drifts from `generate` once the drafter's context shifts);
+- the drafter keeping every tree node's features instead of the accepted path's: the kept-features test fails
+  (greedy output does not: it is the target's whatever the drafter reads, which is why that test exists);
 - the target cache keeping the whole tree after a round: greedy output differs from `generate`;
-- the DDTree heap pushing a node's next sibling without its rank bump, or seeding every depth-1 rank: the
+- the DDTree heap pushing a node's next sibling without its rank bump, or never pushing siblings: the
   brute-force comparison fails;
 - a bonus token drawn without removing the exit node's children (the broken acceptance below): the law checks
   reject it.
@@ -337,3 +337,34 @@ def test_builders_and_drafters_must_match(block_pair):
     with pytest.raises(TevvizError, match="the ddtree builder takes the tev, predraw, residual verifiers, not "
                                           "speculative: speculative sampling needs each token drawn"):
         greedy_cfg("speculative")
+
+
+# ---------------------------------------------------------------------------------------------- records
+
+
+def test_a_block_round_exports_its_rows_and_imports_them_back(block_pair):
+    """The JSON carries each depth's top tokens; they rebuild the tree, and a tampered row is named on import."""
+    from tevviz.engine.io import parse_round
+    from tevviz.engine.records import RoundRecord
+
+    s = DecodeSession(block_pair, [5, 9, 11, 2], greedy_cfg("tev", n=12, budget=10))
+    s.run()
+    assert len(s.rounds[0].draft_rows) == BS - 1  # the first round drafts the whole block's depths
+    for r in s.rounds:
+        d = json.loads(json.dumps(r.to_dict()))
+        if r.size == 1:  # the last token alone: nothing drafted, no rows
+            assert "draft_rows" not in d["graph"]
+            continue
+        rows = d["graph"]["draft_rows"]
+        assert 1 <= len(rows) <= BS - 1  # fewer near the token limit
+        assert all(len(row) == 10 for row in rows)  # K = min(B, V) per depth
+        assert parse_round(d).to_dict() == RoundRecord.from_dict(d).to_dict() == r.to_dict()
+    bad = json.loads(json.dumps(s.rounds[0].to_dict()))
+    row = bad["graph"]["draft_rows"][0]
+    row[0], row[1] = row[1], row[0]  # two ranks swapped: no longer sorted
+    with pytest.raises(TevvizError, match=r"round.graph.draft_rows\[0\]\[1\].logprob: rows must be sorted"):
+        parse_round(bad)
+    bad = json.loads(json.dumps(s.rounds[0].to_dict()))
+    bad["graph"]["draft_rows"][0][0]["token_id"] = (bad["graph"]["draft_rows"][0][0]["token_id"] + 1) % VOCAB
+    with pytest.raises(TevvizError, match="do not rebuild this round's tree"):
+        parse_round(bad)

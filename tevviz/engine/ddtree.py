@@ -7,11 +7,10 @@ top-B tree, closed under ancestors and in parent-before-child order. The heap is
 
 from __future__ import annotations
 
-import heapq
-
 import torch
 
 from .builder_kinds import BuilderKind, register
+from .draft_rows import ddtree_heap
 from .tree import DraftTree
 
 register(BuilderKind(
@@ -21,31 +20,6 @@ register(BuilderKind(
     auto=True, trainable=False,
     why_not_trained="ExitTrain for block drafters is not built yet; train autoregressive drafters on best-first, "
                     "static or chain trees"))
-
-
-def ddtree_heap(top_logprobs: list[list[float]], budget: int) -> list[tuple[int, int, int]]:
-    """(parent, depth, rank) of each node in pop order, from per-depth top-K log-probabilities sorted descending.
-
-    `top_logprobs[d - 1][r]` is the log-probability of the rank-r token at depth d. Node ids are pop order + 1
-    (the root is 0).
-    """
-    depths, k = len(top_logprobs), len(top_logprobs[0]) if top_logprobs else 0
-    if budget <= 0 or depths == 0 or k == 0:
-        return []
-    lp = top_logprobs
-    heap = [(-lp[0][0], (0,), 0, 1, 0, lp[0][0])]
-    out: list[tuple[int, int, int]] = []
-    while heap and len(out) < budget:
-        _, ranks, parent, depth, rank, logw = heapq.heappop(heap)
-        out.append((parent, depth, rank))
-        node = len(out)
-        if rank + 1 < k:  # the next sibling: same parent, the next rank of this depth
-            w = logw - lp[depth - 1][rank] + lp[depth - 1][rank + 1]
-            heapq.heappush(heap, (-w, ranks[:-1] + (rank + 1,), parent, depth, rank + 1, w))
-        if depth < depths:  # the first child: one deeper, rank 0
-            w = logw + lp[depth][0]
-            heapq.heappush(heap, (-w, ranks + (0,), node, depth + 1, 0, w))
-    return out
 
 
 def ddtree_tree(root: int, logprobs: torch.Tensor, budget: int) -> tuple[DraftTree, torch.Tensor, tuple]:

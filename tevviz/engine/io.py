@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .draft_rows import check_draft_rows
 from .errors import TevvizError
 from .records import ROUND_SCHEMA, ROUND_SCHEMAS, SESSION_SCHEMA, SESSION_SCHEMAS, RoundRecord, path_to
 
@@ -203,6 +204,8 @@ def parse_round(d, where: str = "round") -> RoundRecord:
         for k, v in sizing.items():
             if not isinstance(v, bool):
                 _num(v, f"{where}.graph.sizing.{k}", nullable=False)
+    if g.get("draft_rows") is not None:
+        check_draft_rows(g["draft_rows"], f"{where}.graph.draft_rows", [n.get("token_id") for n in nodes], parents)
     rec = dict(d)
     rec["nodes"] = [dict(n, token_id=-1 if n.get("token_id") is None else n["token_id"]) for n in nodes]
     return RoundRecord.from_dict(rec)

@@ -118,6 +118,9 @@ class RoundRecord:
     # The verifier's probability of accepting each node once its parent is, where it is not p_edge: the speculative
     # verifier on a sampled chain, min(1, p / q). None otherwise (P, rho, w are the target's flow in either case).
     accept: list[float] | None = None
+    # A block round (DDTree): per depth, the drafter's top tokens by rank, each {token_id, text, logprob}; enough to
+    # rebuild the tree (engine/draft_rows.py). None for level-by-level drafting.
+    draft_rows: list[list[dict]] | None = None
 
     @classmethod
     def unscored(cls, index: int, verifier: str, tokens: list[int], parents: list[int], depths: list[int],
@@ -206,6 +209,7 @@ class RoundRecord:
                 **({"optimal": {**self.optimal.to_dict(), "ceiling": self.optimal_bounds}}
                    if self.optimal is not None else {}),
                 **({"sizing": dict(self.sizing)} if self.sizing is not None else {}),
+                **({"draft_rows": [list(row) for row in self.draft_rows]} if self.draft_rows is not None else {}),
             },
             "nodes": nodes,
             "edges": [{"source": p, "target": v} for v, p in enumerate(self.parents) if p >= 0],
@@ -230,6 +234,7 @@ class RoundRecord:
             optimal=OptimalTree.from_dict(g["optimal"]) if g.get("optimal") is not None else None,
             sizing=dict(g["sizing"]) if g.get("sizing") is not None else None,
             accept=col("accept") if nodes and "accept" in nodes[0] else None,
+            draft_rows=g.get("draft_rows"),
         )
 
     def coverage_gap(self) -> CoverageGap | None:

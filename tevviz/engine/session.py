@@ -23,6 +23,7 @@ from .models import ModelPair
 from .records import RoundRecord
 from .sampling import SamplingConfig, processed_probs, sample_categorical
 from .scoring import missing_records
+from .seeds import stream_seed
 from .sizing import AutoSizing, MixedSizing, make_sizing
 from .tree import DraftTree, ancestor_mask, path_to, position_ids
 from .verifiers import get_verifier
@@ -120,9 +121,10 @@ class DecodeSession:
         self.notice = ""  # said to the user when the session trims or stops early
         self._stop = stop_ids(pair) if cfg.stop_on_eos else set()
         self.device = pair.target.device
-        self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        # Each role its own stream, derived by hashing: consecutive seeds share no draws (engine/seeds.py).
+        self.gen = torch.Generator(device=self.device).manual_seed(stream_seed(cfg.seed, "verify"))
         self.target_cache = new_cache(pair.target)
-        self.drafter = make_drafter(pair, cfg.builder, cfg.seed + 1)
+        self.drafter = make_drafter(pair, cfg.builder, stream_seed(cfg.seed, "draft"))
         self._round_at: dict[int, tuple[int, int]] = {}  # round index -> (stream length at its start, its depth cap)
         # --budget auto and the mixed builder: an online cost model; one passed in carries what earlier sessions on
         # the same models and machine measured (its limits are this session's).
@@ -257,6 +259,11 @@ class DecodeSession:
         fields = self._fields(tree, logits, exit_node, bonus, accepted, committed, decision.exit_law, anc, rp.verifier)
         if decision.accept is not None:
             fields["accept"] = decision.accept.tolist()
+        if drafted.rows is not None:  # a block round: the rows its DDTree was built from
+            ids, logprobs = (x.tolist() for x in drafted.rows)
+            texts = iter(_texts(pair.tokenizer, [t for row in ids for t in row]))
+            fields["draft_rows"] = [[{"token_id": t, "text": next(texts), "logprob": lp} for t, lp in zip(i, v)]
+                                    for i, v in zip(ids, logprobs)]
         self.generated.extend(committed)
         self.done = done
         t4 = time.perf_counter()
