@@ -368,3 +368,28 @@ def test_a_block_round_exports_its_rows_and_imports_them_back(block_pair):
     bad["graph"]["draft_rows"][0][0]["token_id"] = (bad["graph"]["draft_rows"][0][0]["token_id"] + 1) % VOCAB
     with pytest.raises(TevvizError, match="do not rebuild this round's tree"):
         parse_round(bad)
+
+
+def test_the_drafter_side_of_a_block_round_is_drawn(block_pair):
+    """The heat map's cells are q_d of each depth's top tokens; each committed token is marked at its rank."""
+    from tevviz.render.block_rows import block_rows_figure, committed_by_depth
+    from tevviz.render.graph import node_metric, round_graph
+
+    s = DecodeSession(block_pair, [5, 9, 11, 2], greedy_cfg("tev", n=30, budget=16))
+    s.run()
+    r = max(s.rounds, key=lambda x: len(x.accepted))  # a round with an accepted node
+    fig = block_rows_figure(r, ranks=5)
+    heat = fig.data[0]
+    assert [row[0] for row in heat.z] == pytest.approx([math.exp(row[0]["logprob"]) for row in r.draft_rows])
+    committed = committed_by_depth(r)
+    assert [c.token for c in committed] == [r.tokens[v] for v in r.accepted[1:]] + [r.bonus_token]
+    for c in committed:
+        if c.accepted:  # an accepted node is the drafter's own: its rank is where the tree took it from
+            node = r.accepted[c.depth]
+            assert r.draft_rows[c.depth - 1][c.rank]["token_id"] == r.tokens[node]
+            assert c.target_p == r.p_edge[node]
+    shown = [c for c in committed if c.rank is not None and c.rank < 5]
+    marks = fig.data[1] if len(fig.data) > 1 else None
+    assert (marks is None and not shown) or list(marks.x) == [c.rank for c in shown]
+    G = round_graph(r.to_dict())  # the tree coloured by q(v) = exp(path score)
+    assert node_metric(G.nodes[1], "q") == pytest.approx(math.exp(r.scores[1]))

@@ -32,6 +32,8 @@ METRICS: dict[str, Metric] = {
     "rho": Metric("local exit probability rho(v)", "Cividis"),
     "missing": Metric("missing mass: best single coverage gain at v", "Reds"),
     "draft_logprob": Metric("draft log-probability", "Blues"),
+    # exp of the path score: what the builder ranked nodes by (for a DDTree, the product of per-depth marginals)
+    "q": Metric("draft path probability q(v)", "Greens"),
 }
 
 
@@ -71,6 +73,9 @@ def node_metric(attrs: Mapping[str, Any], key: str) -> float | None:
         if missing is None:
             return None
         return max((float(m["gain"]) for m in missing), default=0.0)
+    if key == "q":
+        score = attrs.get("score")
+        return None if score is None or math.isnan(score) else math.exp(score)
     value = attrs.get(key)
     if value is None or math.isnan(value):
         return None
