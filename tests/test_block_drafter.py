@@ -393,3 +393,36 @@ def test_the_drafter_side_of_a_block_round_is_drawn(block_pair):
     assert (marks is None and not shown) or list(marks.x) == [c.rank for c in shown]
     G = round_graph(r.to_dict())  # the tree coloured by q(v) = exp(path score)
     assert node_metric(G.nodes[1], "q") == pytest.approx(math.exp(r.scores[1]))
+
+
+def test_training_and_auto_sizing_refuse_builders_that_do_not_support_them(block_pair):
+    from tevviz.engine.training import Context, ExitTrainer, TrainConfig
+
+    for kind, said in (("sampled", "ExitTrain cannot train on sampled trees: its chains are drawn at random"),
+                       ("ddtree", "ExitTrain cannot train on ddtree trees")):
+        with pytest.raises(TevvizError, match=said):
+            TrainConfig(builder=BuilderConfig(kind=kind, budget=8, depth=4))
+    with pytest.raises(TevvizError, match="ExitTrain cannot train on mixed trees: its rounds are"):
+        TrainConfig(builder=BuilderConfig(kind="mixed", budget=8, depth=4, auto=True))
+    with pytest.raises(TevvizError, match="is a block drafter"):
+        ExitTrainer(block_pair, [Context([1, 2, 3], [4, 5])], TrainConfig())
+    with pytest.raises(TevvizError, match="an automatic budget sizes best-first, sampled, mixed, ddtree rounds only, "
+                                          "not static trees"):
+        BuilderConfig(kind="static", auto=True)
+
+
+def test_auto_budget_sizes_ddtree_rounds_and_stays_exact(block_pair):
+    """--budget auto on a block drafter: each round keeps the first k pops (DDTree's tree of budget k), the
+    output is the target's greedy output, and the sizing is recorded."""
+    prompt = [7, 3, 9]
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), max_new_tokens=40, stop_on_eos=False,
+                       builder=BuilderConfig(kind="ddtree", budget=32, depth=BS - 1, auto=True))
+    s = DecodeSession(block_pair, prompt, cfg)
+    s.run()
+    assert s.generated == greedy_generate(block_pair.target, prompt, 40)
+    assert all(r.sizing is not None and r.sizing["B"] == r.size - 1 <= 32 for r in s.rounds)
+    for r in s.rounds:
+        if r.size > 1:  # the kept nodes are the first pops of the full-budget heap over the same rows
+            from tevviz.engine.draft_rows import rebuild
+
+            assert rebuild(r.draft_rows, r.size - 1) == (r.tokens[1:], r.parents[1:])
