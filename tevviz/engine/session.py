@@ -145,7 +145,8 @@ class DecodeSession:
 
     def _features(self, out) -> torch.Tensor | None:
         layers = self.drafter.target_layers
-        return torch.cat([out.hidden_states[i + 1][0] for i in layers], dim=-1) if layers else None
+        # A target spread over devices returns each layer's states where that layer runs: the drafter's device.
+        return torch.cat([out.hidden_states[i + 1][0].to(self.device) for i in layers], dim=-1) if layers else None
 
     @property
     def auto(self):
