@@ -81,3 +81,41 @@ def test_step_recolour_and_download(app_url, tmp_path):
             page.screenshot(path=str(ARTIFACTS / "app.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_session_statistics_axis_titles_do_not_overlap(app_url):
+    """No y-axis title of the tiled statistics runs into another title or tick label (the right axis of "where the
+    mass went" once ran into the title of the coverage figure beside it)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.set_default_timeout(30_000)
+            page.goto(app_url)
+            sync_api.expect.set_options(timeout=30_000)
+            page.get_by_label("temperature (0 = greedy)").fill("1")
+            page.get_by_role("button", name="Optimal tree").wait_for()
+            for _ in range(3):
+                page.get_by_role("button", name="Step", exact=True).click()
+                page.wait_for_timeout(300)
+            page.wait_for_function("document.querySelectorAll('#session-plot .infolayer [class*=\"title\"] text')"
+                                   ".length >= 5")
+            clashes = page.evaluate("""() => {
+                const plot = document.querySelector('#session-plot');
+                const box = (el) => el.getBoundingClientRect();
+                const titles = [...plot.querySelectorAll('.infolayer g[class^="g-y"][class$="title"] text')];
+                const ticks = [...plot.querySelectorAll('.yaxislayer-above text, .overaxes-above text')];
+                const hit = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1
+                                      && b.top < a.bottom - 1;
+                const out = [];
+                titles.forEach((t, i) => {
+                    for (const other of [...titles.slice(i + 1), ...ticks]) {
+                        if (other.textContent && hit(box(t), box(other))) out.push([t.textContent, other.textContent]);
+                    }
+                });
+                return out;
+            }""")
+            assert clashes == [], clashes
+        finally:
+            browser.close()

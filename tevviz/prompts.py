@@ -8,9 +8,29 @@ from pathlib import Path
 from .engine.errors import TevvizError
 from .engine.models import assets_dir
 
+# The embedded pair's first examples in the app: each ends where a line would go on, at a colon, since its tokenizer
+# makes a newline and the next line's indentation one token. A prompt that ends with the newline (as the held-out
+# prompts of assets/prompts.jsonl do) leaves its small target no indented token to write, and it wanders off into
+# a column of '#' lines; after these it writes a body of plausible code at T = 0.
+DEMO_PROMPTS = (
+    {"id": "demo-check", "title": "demo: a type check that raises", "split": "demo",
+     "prompt": "def _check_name(name):\n    if not isinstance(name, str):"},
+    {"id": "demo-eq", "title": "demo: __eq__ (isinstance, NotImplemented)", "split": "demo",
+     "prompt": "    def __eq__(self, other):"},
+    {"id": "demo-main", "title": "demo: main(argv) with its docstring", "split": "demo",
+     "prompt": "import os\nimport sys\n\n\ndef main(argv=None):"},
+    {"id": "demo-fib", "title": "demo: def fib(n)", "split": "demo", "prompt": "def fib(n):"},
+)
+
 
 def default_prompts_path() -> Path:
     return assets_dir() / "prompts.jsonl"
+
+
+def with_demo_prompts(path: str | Path | None, rows: list[dict]) -> list[dict]:
+    """`rows` of a prompt file, after DEMO_PROMPTS when the file is the embedded pair's (the shipped default)."""
+    shipped = path is None or Path(path).resolve() == default_prompts_path().resolve()
+    return [dict(r) for r in DEMO_PROMPTS] + rows if shipped else rows
 
 
 def load_prompts(path: str | Path | None = None, split: str | None = None, skip_bad: bool = False) -> list[dict]:

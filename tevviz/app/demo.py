@@ -17,7 +17,7 @@ from ..engine import ModelPair, ModelSource, TevvizError
 from ..engine.io import MAX_BYTES
 from ..engine.pairs import DEFAULT_PAIR, named_pair
 from ..engine.verifiers import VERIFIERS
-from ..prompts import load_prompts
+from ..prompts import load_prompts, with_demo_prompts
 from .compare_tab import compare_tab
 from .controller import Controller
 from .decode_tab import decode_tab
@@ -48,9 +48,10 @@ def ui_verifiers() -> list[str]:
 
 
 def example_prompts(path=None) -> list[dict]:
-    """The example prompts (the shipped file by default); none when the file is absent, bad lines left out."""
+    """The example prompts (the shipped file by default, after its demo prompts); none when the file is absent,
+    bad lines left out."""
     try:
-        return load_prompts(path, skip_bad=True)
+        return with_demo_prompts(path, load_prompts(path, skip_bad=True))
     except TevvizError as e:
         logger.info("no example prompts: %s", e)
         return []

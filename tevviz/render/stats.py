@@ -71,9 +71,10 @@ def exit_mass_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = N
     ]
     return _figure(as_dict, traces, layout, f"where the mass went ({split['rounds']} rounds)", "depth of the exit node",
                    "mean exit mass", barmode="stack",
-                   # Tick labels inside the plot: outside, they and this title ran into the next panel's y title.
+                   # Tick labels inside: outside, they pushed this title into the figure a panel tiles to the right.
+                   # Ticks of its own: plotly would put them at the first axis's grid lines (0.209, 0.418, ...).
                    yaxis2={"overlaying": "y", "side": "right", "range": [0, 1], "ticklabelposition": "inside",
-                           "title": {"text": "fraction reaching d", "standoff": 4}},
+                           "tickmode": "linear", "tick0": 0, "dtick": 0.25, "title": {"text": "fraction reaching d"}},
                    legend={"orientation": "h", "y": -0.25})
 
 
@@ -87,7 +88,10 @@ def coverage_figure(rounds: Sequence[Round], layout: Layout | None = None, as_di
         {"type": "scatter", "mode": "lines+markers", "name": "C_p* (optimal tree)", "x": x, "y": star,
          "line": {"dash": "dash"}, "fill": "tonexty", "fillcolor": "rgba(150,150,150,0.25)"},
     ]
-    return _figure(as_dict, traces, layout, "coverage per round: the drafter gap is the shaded band", "round", "coverage")
+    # The y axis on the right: the panel tiles this figure to the right of where the mass went, whose second axis's
+    # ticks and title on its right side would otherwise run into this one's on the left.
+    return _figure(as_dict, traces, layout, "coverage per round: the drafter gap is the shaded band", "round", "coverage",
+                   yaxis_side="right")
 
 
 def verifier_law_figure(
@@ -116,8 +120,10 @@ def _bar(name: str, x: list, y: list, **props: Any) -> dict[str, Any]:
 
 
 def _figure(as_dict: bool, traces: list[dict], overrides: Layout | None, title: str, xaxis_title: str,
-            yaxis_title: str, yaxis_range: list | None = None, **layout: Any) -> go.Figure | dict[str, Any]:
-    yaxis = {"title": {"text": yaxis_title}} | ({} if yaxis_range is None else {"range": yaxis_range})
+            yaxis_title: str, yaxis_range: list | None = None, yaxis_side: str | None = None,
+            **layout: Any) -> go.Figure | dict[str, Any]:
+    yaxis = ({"title": {"text": yaxis_title}} | ({} if yaxis_range is None else {"range": yaxis_range})
+             | ({} if yaxis_side is None else {"side": yaxis_side}))
     layout |= {"title": {"text": title}, "xaxis": {"title": {"text": xaxis_title}}, "yaxis": yaxis}
     fig = {"data": traces, "layout": layout | copy.deepcopy(dict(overrides or {}))}
     return fig if as_dict else go.Figure(fig, _validate=False)
