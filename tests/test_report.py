@@ -306,7 +306,7 @@ OPEN_MS = 10_000  # navigation start to the first tree drawn: 2.3-2.6 s on a bus
 @pytest.fixture(scope="module")
 def browser():
     if not CHROMIUM.exists():
-        pytest.skip("needs the Debian chromium at /usr/bin/chromium")
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium: apt-get install chromium")
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
