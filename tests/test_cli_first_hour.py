@@ -104,8 +104,9 @@ def test_report_and_train_outputs_are_checked_before_the_work(tmp_path, no_model
     (tmp_path / "full" / "f").write_text("x")
     assert main(["train", "--out", str(tmp_path / "full"), "--steps", "1"]) == 2
     assert "exists and is not empty" in one_line(capsys.readouterr().err)
-    assert main(["train", "--out", str(tmp_path / "no" / "such"), "--steps", "1"]) == 2
-    assert "no folder" in one_line(capsys.readouterr().err)
+    out = tmp_path / "no" / "such"
+    assert main(["train", "--out", str(out), "--steps", "1"]) == 2
+    assert one_line(capsys.readouterr().err) == f"tevviz train: error: --out {str(out)!r}: no folder {str(out.parent)!r}"
 
 
 def test_export_failing_at_the_end_still_prints_the_text_and_statistics(tmp_path, monkeypatch, capsys):

@@ -20,19 +20,11 @@ from .engine.errors import TevvizError
 def check_writable(path: str | Path, flag: str) -> Path:
     """`path` as a Path once a file can be written there, else a TevvizError naming `flag` and the reason."""
     p = Path(path).expanduser()
-    folder = p.parent
     if p.is_dir():
         raise TevvizError(f"{flag} {str(path)!r} is a folder; give a file name")
-    if not folder.is_dir():
-        raise TevvizError(f"{flag} {str(path)!r}: no folder {str(folder)!r}")
     if p.exists() and not os.access(p, os.W_OK):
         raise TevvizError(f"{flag} {str(path)!r}: the file is not writable")
-    try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{p.name}.", suffix=".check")
-    except OSError as e:
-        raise TevvizError(f"{flag} {str(path)!r}: cannot write in {str(folder)!r} ({e.strerror})") from None
-    os.close(fd)
-    os.unlink(probe)
+    _check_folder(p.parent, flag, path)
     return p
 
 
@@ -43,8 +35,20 @@ def check_folder_writable(path: str | Path, flag: str) -> Path:
         raise TevvizError(f"{flag} {str(path)!r} is a file, not a folder")
     if p.is_dir() and any(p.iterdir()):
         raise TevvizError(f"{flag} {str(path)!r} exists and is not empty")
-    check_writable(p.parent / f"{p.name}.probe", flag)
+    _check_folder(p.parent, flag, path)
     return p
+
+
+def _check_folder(folder: Path, flag: str, path: str | Path) -> None:
+    """That `folder` exists and takes a new file (made and removed again: permissions, a read-only disk, quotas)."""
+    if not folder.is_dir():
+        raise TevvizError(f"{flag} {str(path)!r}: no folder {str(folder)!r}")
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".tevviz-", suffix=".check")
+    except OSError as e:
+        raise TevvizError(f"{flag} {str(path)!r}: cannot write in {str(folder)!r} ({e.strerror})") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _mode(full: int = 0o666) -> int:
