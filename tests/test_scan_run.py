@@ -4,9 +4,12 @@ hand, bad input, the HTML report. The CLI wiring may not exist yet, so the handl
 from __future__ import annotations
 
 import argparse
+import base64
+import gzip
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -230,6 +233,13 @@ def test_show_and_the_html_report(full, tmp_path, capsys):
     args = argparse.Namespace(file=str(folder), out=str(out), title=None)
     assert cmd_report_scan(args) == 0
     page = out.read_text()
-    for needle in ('id="categories"', 'id="worst"', 'id="tree"', 'id="scan-acceptance"', "error handling"):
+    for needle in ('id="categories"', 'id="worst"', 'id="tree"', "error handling"):
         assert needle in page
+    # The page's packed data, as its script reads it: a div per figure, and the worst rounds' trees.
+    blob = re.search(r'id="report-data">([^<]+)<', page).group(1)
+    data = json.loads(gzip.decompress(base64.b64decode(blob)))
+    assert all(f'id="{key}"' in page for key in data["figures"]) and len(data["figures"]) == 4
+    worst = open_scan(folder).summary.worst
+    assert [t["caption"].split(",")[0] for t in data["trees"]] == [f"prompt {w.prompt} ({w.category})" for w in worst]
+    assert set(data["trees"][0]) >= {"fixed", "template", "nodes", "values", "layout"} and data["metrics"]
     assert (folder / MANIFEST).is_file()

@@ -146,14 +146,16 @@ class RecordWriter:
     def append(self, data: bytes) -> None:
         """Write one block; on a failed write (a full disk) the file is cut back to where it was."""
         start = os.lseek(self.fd, 0, os.SEEK_END)
+        view = memoryview(data)
         try:
-            view = memoryview(data)
             while view:
                 view = view[os.write(self.fd, view):]
             os.fsync(self.fd)
         except BaseException as e:
-            # A full disk, or Ctrl-C between two partial writes: no part of the block stays.
-            os.ftruncate(self.fd, start)
+            # A full disk, or Ctrl-C between two partial writes: no part of the block stays. A block written whole
+            # and interrupted in its fsync stays: the system writes it out all the same.
+            if isinstance(e, OSError) or view:
+                os.ftruncate(self.fd, start)
             if isinstance(e, OSError):
                 raise TevvizError(f"cannot write {self.path}: {e.strerror}; the prompts before this one are kept") \
                     from None
