@@ -142,7 +142,8 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
 def add_threads(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads for the models (default: $OMP_NUM_THREADS when set, else one fewer than "
-                        "torch's default, at least 1: a thread on every core runs several times slower on a busy machine)")
+                        "torch's default, at least 1: a thread on every core runs several times slower on a busy "
+                        "machine)")
 
 
 def add_app(p: argparse.ArgumentParser) -> None:

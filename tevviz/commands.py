@@ -358,7 +358,8 @@ def check_server(name: str, port: int | None, port_flag: str) -> None:
     try:
         family, kind, proto, _, address = socket.getaddrinfo(name, port or 0, type=socket.SOCK_STREAM)[0]
     except (socket.gaierror, UnicodeError) as e:
-        raise TevvizError(f"--server-name {name!r}: no such address here ({getattr(e, 'strerror', None) or e})") from None
+        why = getattr(e, "strerror", None) or e
+        raise TevvizError(f"--server-name {name!r}: no such address here ({why})") from None
     # The test Gradio makes itself: a bind with SO_REUSEADDR fails only where a server listens. Without a port, any
     # free one tells whether the address is this machine's; Gradio then takes 7860 or the next free port itself.
     with socket.socket(family, kind, proto) as s:
@@ -555,7 +556,8 @@ def print_eval(pair, args, results: list, counts: list[int], total: int) -> None
     print(f"{'T':>4} {'tau':>13} {'1+C_p':>13} {'prompts':>7}  acceptance by depth")
     for r, n in zip(results, counts):
         acc = " ".join(f"{a:.2f}" for a in r.acceptance_by_depth)
-        print(f"{r.temperature:>4g} {r.tau:>6.3f}±{r.tau_se:<6.3f} {r.ceiling:>6.3f}±{r.ceiling_se:<6.3f} {n:>7}  {acc}")
+        print(f"{r.temperature:>4g} {r.tau:>6.3f}±{r.tau_se:<6.3f} {r.ceiling:>6.3f}±{r.ceiling_se:<6.3f} {n:>7}  "
+              + acc)
 
 
 def cmd_pair(args) -> int:

@@ -52,8 +52,8 @@ def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
         tree_a, tree_b = gr.Plot(label="A: final tree"), gr.Plot(label="B: final tree")
     with gr.Row():
         md_a, md_b = gr.Markdown(label="A: summary"), gr.Markdown(label="B: summary")
-    return Panel(draws=draws, seed=seed, compare_btn=compare_btn, stop_btn=stop_btn, law=law, law_md=law_md, side_btn=side_btn,
-                 tree_a=tree_a, tree_b=tree_b, md_a=md_a, md_b=md_b,
+    return Panel(draws=draws, seed=seed, compare_btn=compare_btn, stop_btn=stop_btn, law=law, law_md=law_md,
+                 side_btn=side_btn, tree_a=tree_a, tree_b=tree_b, md_a=md_a, md_b=md_b,
                  **{f"{k}_{s}": c for s, side in (("a", side_a), ("b", side_b)) for k, c in side.items()})
 
 

@@ -96,7 +96,8 @@ class Comparison:
 
 # (tree, logits, sampling, ancestor mask) -> draw(m, generator) -> (m,) exit nodes. The preparation does each
 # verifier's (N, V) work once; a draw costs O(m N) plus, for predraw, m searches per node.
-Prepare = Callable[[DraftTree, torch.Tensor, SamplingConfig, torch.Tensor], Callable[[int, torch.Generator], torch.Tensor]]
+Draw = Callable[[int, torch.Generator], torch.Tensor]
+Prepare = Callable[[DraftTree, torch.Tensor, SamplingConfig, torch.Tensor], Draw]
 BATCHED: dict[str, Prepare] = {}
 
 
@@ -153,7 +154,8 @@ def _residual_many(tree, logits, cfg, anc):
     kid = torch.zeros(tree.size, max(width, 1), dtype=torch.long, device=device)  # (N, K): child ids, 0 padding
     for v, ks in enumerate(kids):
         kid[v, : len(ks)] = torch.tensor(ks, dtype=torch.long, device=device)
-    real = torch.arange(kid.shape[1], device=device).unsqueeze(0) < torch.tensor(list(map(len, kids)), device=device).unsqueeze(1)
+    counts = torch.tensor(list(map(len, kids)), device=device)
+    real = torch.arange(kid.shape[1], device=device).unsqueeze(0) < counts.unsqueeze(1)  # (N, K): not padding
     probs = processed_probs(logits, cfg).double()  # (N, V)
     p_kid = torch.where(real, probs.gather(1, tree.tokens[kid]), 0.0)  # (N, K): p_v of each child's token
     mass = probs.sum(-1, keepdim=True) - (p_kid.cumsum(-1) - p_kid)  # what the residual holds before child j
@@ -229,7 +231,7 @@ def compare_verifiers(pair: ModelPair, prefix: list[int], record: RoundRecord, s
                 counts[name] += torch.bincount(drawers[name](m, gens[name]), minlength=record.size)
                 seconds[name] += time.perf_counter() - t0
             done += m
-            # Chunks grow towards CHUNK_S of drawing, so a fast verifier costs few reports and a slow one stays stoppable.
+            # Chunks grow towards CHUNK_S of drawing: few reports for fast draws, a slow verifier still stoppable.
             chunk = max(1, min(4 * chunk, int(m * CHUNK_S / max(time.perf_counter() - t_chunk, 1e-6))))
             if progress is not None:
                 progress((done, draws), desc=f"drawing {', '.join(names)}: {done} of {draws}")

@@ -90,8 +90,8 @@ def coverage_figure(rounds: Sequence[Round], layout: Layout | None = None, as_di
     ]
     # The y axis on the right: the panel tiles this figure to the right of where the mass went, whose second axis's
     # ticks and title on its right side would otherwise run into this one's on the left.
-    return _figure(as_dict, traces, layout, "coverage per round: the drafter gap is the shaded band", "round", "coverage",
-                   yaxis_side="right")
+    return _figure(as_dict, traces, layout, "coverage per round: the drafter gap is the shaded band", "round",
+                   "coverage", yaxis_side="right")
 
 
 def verifier_law_figure(
