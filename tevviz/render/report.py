@@ -152,8 +152,10 @@ def _caption(r: RoundRecord, gap: CoverageGap | None) -> str:
              f"L = {r.block_length}"]
     if r.C_p is not None:
         parts.append(f"1 + C_p = {1 + r.C_p:.3f}")
-    if gap is not None:
+    if gap is not None and gap.gap is not None:
         parts.append(f"1 + C_p* = {1 + gap.C_p_star:.3f}, gap {gap.gap:.3f}")
+    elif gap is not None:  # a round the optimal tree does not bound (a sampled chain under speculative sampling)
+        parts.append(f"best fixed tree: 1 + C_p = {1 + gap.C_p_star:.3f}, not a ceiling here")
     return ", ".join(parts)
 
 
