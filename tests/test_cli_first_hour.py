@@ -438,3 +438,14 @@ def test_the_start_page_names_the_real_pair(tmp_path, monkeypatch):
     (target / "config.json").write_text("{}")
     assert "is fetched: restart with `tevviz --pair smollm2`" in pair_hint(PairSource())
     assert pair_hint(PairSource(ModelSource(pair="smollm2"))) == ""  # already on it
+
+
+def test_optimal_trees_that_bound_no_round_print_no_gap(tmp_path, capsys):
+    """Speculative sampling on sampled chains with --optimal: decode and inspect say there is no drafter gap."""
+    path = tmp_path / "s.json"
+    argv = ["decode", "--prompt", PROMPT, "--max-new-tokens", "8", "--temperature", "1", "--builder", "sampled",
+            "--verifier", "speculative", "--depth", "3", "--optimal", "--export", str(path)]
+    assert main(argv) == 0
+    assert "mean drafter gap - (no round it bounds)" in capsys.readouterr().err
+    assert main(["inspect", str(path)]) == 0
+    assert "mean drafter gap - (no round it bounds)" in capsys.readouterr().out

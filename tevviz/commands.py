@@ -269,7 +269,8 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
                   f"tokens per ms: chains {a['last']['chain_rate']:.3f}, trees {a['last']['tree_rate']:.3f}",
                   file=sys.stderr)
     if "mean_optimal_ceiling" in out:
-        print(f"optimal tree: mean 1+C_p* {out['mean_optimal_ceiling']:.2f}  mean drafter gap {out['mean_gap']:.2f}  "
+        gap = "- (no round it bounds)" if out["mean_gap"] is None else f"{out['mean_gap']:.2f}"
+        print(f"optimal tree: mean 1+C_p* {out['mean_optimal_ceiling']:.2f}  mean drafter gap {gap}  "
               f"{out['optimal_ms']:.0f} ms a round to compute", file=sys.stderr)
     if session.notice:
         print("note: " + session.notice, file=sys.stderr)
@@ -303,8 +304,9 @@ def cmd_inspect(args) -> int:
     print(f"{args.file}: {imported.kind}, {s['rounds']} rounds, tau {tau}, "
           + (f"mean 1+C_p {s['mean_ceiling']:.3f}" if s["mean_ceiling"] is not None else "no target scores"))
     if s["optimal_rounds"]:
+        gap = "- (no round it bounds)" if s["mean_gap"] is None else f"{s['mean_gap']:.3f}"
         print(f"optimal trees in {s['optimal_rounds']} rounds: mean 1+C_p* {1 + s['mean_optimal']:.3f}, "
-              f"mean drafter gap {s['mean_gap']:.3f}")
+              f"mean drafter gap {gap}")
     print(f"{'round':>5} {'nodes':>6} {'depth':>5} {'exit':>5} {'L':>3} {'1+C_p':>7} {'1+C_p*':>7}")
     cell = lambda x: "      -" if x is None else f"{x:7.3f}"
     for r in rows:
