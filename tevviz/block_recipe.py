@@ -41,6 +41,8 @@ def continue_windows(target, contexts: torch.Tensor, new_tokens: int, sample: bo
         gen = target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
                               min_new_tokens=new_tokens, pad_token_id=0, eos_token_id=None, **kw)
         out.append(gen[:, : ids.shape[1] + new_tokens])
+        _say(f"  {'sampled' if sample else 'greedy'} continuations: {min(i + batch, contexts.shape[0])}"
+             f"/{contexts.shape[0]}")
     return torch.cat(out)
 
 

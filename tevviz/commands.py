@@ -33,18 +33,34 @@ def _numbers(text: str, flag: str) -> list[float]:
         raise TevvizError(f"{flag} must be numbers separated by commas, got {text!r}") from None
 
 
+DEFAULT_DEPTH = 6  # H of the level-by-level builders when --depth is not given
+
+
 def decode_config_from_args(args):
     """A DecodeConfig from the sampling and tree flags (raises TevvizError on bad values)."""
     from .engine import BuilderConfig, DecodeConfig, SamplingConfig
+    from .engine.builder_kinds import builder_kind
+    from .engine.drafters import mismatch
+    from .engine.models import drafter_defaults
 
     try:
         branching = tuple(int(x) for x in args.branching.split(","))
     except ValueError:
         raise TevvizError(f"--branching must be comma-separated integers, got {args.branching!r}") from None
     auto = args.budget == "auto"
+    kind, depth = args.builder, args.depth
+    # By default the drafter's own builder: DDTree as deep as its block for a block drafter.
+    draft = source_from_args(args).resolved()[1]
+    own_kind, own_depth = drafter_defaults(draft)
+    kind = kind or own_kind
+    if depth is None:
+        depth = own_depth if kind == "ddtree" and own_depth else DEFAULT_DEPTH
+    wanted, have = builder_kind(kind).drafter, builder_kind(own_kind).drafter
+    if wanted != have:  # said before anything loads
+        raise TevvizError(mismatch(kind, wanted, draft, have, own_kind))
     return DecodeConfig(
         sampling=SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
-        builder=BuilderConfig(kind=args.builder, budget=args.budget_limit if auto else args.budget, depth=args.depth,
+        builder=BuilderConfig(kind=kind, budget=args.budget_limit if auto else args.budget, depth=depth,
                               children=args.children, width=args.width, branching=branching, auto=auto,
                               draft_temperature=args.draft_temperature),
         verifier=args.verifier, max_new_tokens=args.max_new_tokens, seed=args.seed,
@@ -315,10 +331,20 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def cmd_scan(args) -> int:
+    from .scan import cmd_scan as scan
+
+    return scan(args)
+
+
 def cmd_report(args) -> int:
     from .files import check_writable
     from .render.report import write_report
 
+    if Path(args.file).is_dir():  # a scan folder (tevviz scan -o DIR)
+        from .scan import cmd_report_scan
+
+        return cmd_report_scan(args)
     imported = load_input(args.file)
     out = Path(args.out) if args.out else Path(args.file).with_suffix(".html")
     if out.resolve() == Path(args.file).resolve():
@@ -573,9 +599,24 @@ def cmd_pair(args) -> int:
         print(f"open it with: tevviz --pair {args.name}", file=sys.stderr)
         return 0
     if args.pair_command == "train-drafter":
+        rest = [a for a in args.args if a != "--"]
+        kind = "autoregressive"
+        if "--kind" in rest:
+            i = rest.index("--kind")
+            kind = rest[i + 1] if i + 1 < len(rest) else ""
+            del rest[i : i + 2]
+        if kind == "block":
+            if rest[:1] != ["stdlib"]:
+                raise TevvizError("a block drafter's recipe exists for the stdlib pair: "
+                                  "tevviz pair train-drafter stdlib --kind block")
+            from .block_recipe import main as block_recipe
+
+            return block_recipe(rest[1:])
+        if kind != "autoregressive":
+            raise TevvizError(f"--kind must be autoregressive or block, got {kind!r}")
         from .drafter_recipe import main as recipe
 
-        return recipe(args.args)
+        return recipe(rest)
     for p in NAMED_PAIRS.values():
         here = (p.target_path() / "config.json").is_file()
         status = "ready" if here else f"not fetched: tevviz pair fetch {p.name}"

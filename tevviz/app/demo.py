@@ -24,6 +24,7 @@ from .decode_tab import decode_tab
 from .exittrain_tab import exittrain_tab
 from .figure_view import serve_plotly_js
 from .model_thread import MODEL_THREAD, TORCH_DEFAULT_THREADS, app_threads
+from .scan_tab import DECODE_TAB, scan_tab
 from .source import PairSource
 from .state import MAX_HISTORY, SessionStore
 
@@ -97,13 +98,15 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
         hint = pair_hint(models)
         gr.Markdown(f"## tevviz — draft-tree debugger for tree speculative decoding\nModels: {models.description}."
                     + (f" {hint}" if hint else ""), elem_id="header")
-        with gr.Tabs():
-            with gr.Tab("Decode"):
+        with gr.Tabs() as tabs:
+            with gr.Tab("Decode", id=DECODE_TAB):
                 decode = decode_tab(ctl, state, prompts, first_prompt, verifiers, models.chat_default())
             with gr.Tab("Verifier comparison"):
                 compare_tab(ctl, state, decode.error, decode.settings, verifiers, models.drafters())
             with gr.Tab("ExitTrain"):
                 exittrain_tab(ctl, state, decode.settings)
+            with gr.Tab("Scan"):
+                scan_tab(ctl, state, decode, tabs)
     demo.queue(default_concurrency_limit=1)
     return demo
 

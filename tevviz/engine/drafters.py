@@ -137,6 +137,13 @@ class AutoregressiveDrafter:
 register(DrafterKind("autoregressive", lambda model: True, AutoregressiveDrafter, "best-first"))
 
 
+def mismatch(builder: str, wanted: str, draft_name: str, kind: str, default_builder: str) -> str:
+    """The message for a builder that drafts with another kind of drafter than the one given."""
+    article = lambda w: "an" if w[0] in "aeiou" else "a"
+    return (f"the {builder} builder drafts with {article(wanted)} {wanted} drafter, but {draft_name!r} is "
+            f"{article(kind)} {kind} drafter; build its trees with --builder {default_builder}")
+
+
 def make_drafter(pair, builder: BuilderConfig, seed: int) -> Drafter:
     """The session state of `pair`'s drafter, refusing a builder that drafts with another kind of drafter."""
     from .builder_kinds import builder_kind
@@ -144,6 +151,5 @@ def make_drafter(pair, builder: BuilderConfig, seed: int) -> Drafter:
     kind = drafter_kind_of(pair.draft)
     wanted = builder_kind(builder.kind).drafter
     if wanted != kind.name:
-        raise TevvizError(f"the {builder.kind} builder drafts with a {wanted} drafter, but {pair.draft_name!r} is "
-                          f"a {kind.name} drafter; build its trees with --builder {kind.default_builder}")
+        raise TevvizError(mismatch(builder.kind, wanted, pair.draft_name, kind.name, kind.default_builder))
     return kind.make(pair, seed)

@@ -251,6 +251,18 @@ def load_pair(target: str | None = None, draft: str | None = None, dtype: str = 
     return ModelPair(t_model, d_model, tok_t, target, draft)
 
 
+def drafter_defaults(draft: str) -> tuple[str, int | None]:
+    """The builder a draft path's trees take by default, and its natural depth (None: the builders' default).
+
+    Read from the folder's config alone, before anything loads: a block drafter builds DDTree trees as deep as its
+    block allows; any other drafter best-first trees."""
+    if not is_block_drafter(draft):
+        return "best-first", None
+    raw = read_config(Path(draft).expanduser())
+    bs = raw.get("block_size", (raw.get("dflash_config") or {}).get("block_size"))
+    return "ddtree", bs - 1 if isinstance(bs, int) and bs >= 2 else None
+
+
 def target_config(name: str, trust_remote_code: bool = False, revision: str | None = None):
     """The config of a target model path or hub id (no weights loaded)."""
     from transformers import AutoConfig
