@@ -329,7 +329,7 @@ def test_missing_weights_are_named(saved_pair, tmp_path):
 
 
 def test_builders_and_drafters_must_match(block_pair):
-    with pytest.raises(TevvizError, match="build its trees with --builder ddtree"):
+    with pytest.raises(TevvizError, match="build its trees with the ddtree builder"):
         DecodeSession(block_pair, [1, 2, 3], DecodeConfig(builder=BuilderConfig(kind="best-first")))
     ar = ModelPair(block_pair.target, tiny_model("llama", 2), word_tokenizer(), "t", "ar")
     with pytest.raises(TevvizError, match="drafts with a block drafter"):

@@ -12,7 +12,15 @@ from ..render import METRICS
 from .controller import Controller
 from .figure_view import figure_view
 from .state import AppState, decode_settings
-from .views import node_choices, node_details, session_panel, stats_markdown, text_spans, tree_plot
+from .views import (
+    block_rows_plot,
+    node_choices,
+    node_details,
+    session_panel,
+    stats_markdown,
+    text_spans,
+    tree_plot,
+)
 from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed, figure_json
 
 # The settings widgets, by the names `decode_settings` takes (every decoding endpoint accepts them by keyword).
@@ -30,7 +38,8 @@ EXPORT_OUTPUTS = ("error", *DOWNLOADS)  # outputs of /export
 REPORT_OUTPUTS = ("error", "report_dl")  # outputs of /report
 
 
-def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str], chat: bool) -> dict:
+def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str], chat: bool,
+                     builder: tuple[str, int] = ("best-first", 6)) -> dict:
     """The left column: example prompts, the prompt, the action buttons, the error box and the settings."""
     c = {"pick": gr.Dropdown([(f"{p['title']} [{p.get('split', '')}]", p["id"]) for p in prompts], value=None,
                              label="Example prompt", info=None if prompts else "no example prompt file for this pair",
@@ -54,10 +63,11 @@ def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str
             c["top_k"] = gr.Number(0, precision=0, label="top-k (0 = off)", min_width=90)
             c["top_p"] = gr.Number(1.0, label="top-p (1 = off)", min_width=90)
     with gr.Accordion("Draft tree and verifier", open=True):
-        c["builder"] = gr.Radio(list(BUILDERS), value="best-first", label="builder")
+        c["builder"] = gr.Radio(list(BUILDERS), value=builder[0], label="builder",
+                                info="ddtree: DDTree's heap over a block drafter's rows (block drafters only)")
         with gr.Row():
             c["budget"] = gr.Number(32, precision=0, label="B budget", min_width=70)
-            c["depth"] = gr.Number(6, precision=0, label="H depth", min_width=70)
+            c["depth"] = gr.Number(builder[1], precision=0, label="H depth", min_width=70)
         c["auto_budget"] = gr.Checkbox(False, label="auto: size each tree for tokens/s (B and H become limits)",
                                        info="a cost model measured as the session runs (docs/auto-budget.md); "
                                             "the mixed builder (a tree or a sampled chain each round) needs it")
@@ -93,13 +103,19 @@ def _view_column() -> dict:
     return c
 
 
-def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat: bool) -> Panel:
+def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat: bool,
+             builder: tuple[str, int]) -> Panel:
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=320):
-            left = _settings_column(prompts, first_prompt, verifiers, chat)
+            left = _settings_column(prompts, first_prompt, verifiers, chat, builder)
         with gr.Column(scale=3, min_width=600):
             right = _view_column()
     c = {}
+    with gr.Accordion("The drafter's rows (block rounds)", open=False):
+        c["rows_btn"] = gr.Button("Show the shown round's rows", scale=0)
+        c["rows_plot"] = figure_view(label="per depth, the drafter's top tokens with their marginal q_d; the token "
+                                     "the round committed at each depth is boxed (green: accepted, red: bonus)",
+                                     elem_id="rows-plot")
     with gr.Accordion("Session statistics", open=True):
         # One chart of five subplots, redrawn in place after every round (docs/app-latency.md).
         c["session_plot"] = figure_view(label="stage times, block lengths, acceptance by depth; where the exit mass "
@@ -320,12 +336,16 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
 
 
 def decode_tab(ctl: Controller, state: gr.State, prompts: list[dict], first_prompt: str,
-               verifiers: list[str], chat: bool = False) -> Panel:
-    """The Decode tab (inside its gr.Tab); returns its components, whose `settings` the other tabs read."""
-    ui = _widgets(prompts, first_prompt, verifiers, chat)
+               verifiers: list[str], chat: bool = False, builder: tuple[str, int] = ("best-first", 6)) -> Panel:
+    """The Decode tab (inside its gr.Tab); returns its components, whose `settings` the other tabs read.
+
+    `builder` is the builder and depth it starts on (the drafter's own)."""
+    ui = _widgets(prompts, first_prompt, verifiers, chat, builder)
     ui.state = state
     ui.settings = dict(zip(SETTINGS, ui.take(SETTINGS)))  # name -> widget, for `inputs_kwargs`
     _wire_decoding(ctl, ui, ui.settings)
     _wire_browsing(ui, {p["id"]: p["prompt"] for p in prompts})
     _wire_files(ctl, ui, ui.settings)
+    ui.rows_btn.click(lambda st: figure_json(block_rows_plot(current(st))), [ui.state], [ui.rows_plot],
+                      api_name="rows", **LIGHT)
     return ui

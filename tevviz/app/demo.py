@@ -100,7 +100,8 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                     + (f" {hint}" if hint else ""), elem_id="header")
         with gr.Tabs() as tabs:
             with gr.Tab("Decode", id=DECODE_TAB):
-                decode = decode_tab(ctl, state, prompts, first_prompt, verifiers, models.chat_default())
+                decode = decode_tab(ctl, state, prompts, first_prompt, verifiers, models.chat_default(),
+                                    models.builder_default())
             with gr.Tab("Verifier comparison"):
                 compare_tab(ctl, state, decode.error, decode.settings, verifiers, models.drafters())
             with gr.Tab("ExitTrain"):

@@ -55,6 +55,16 @@ class PairSource:
         named = self.model.named if self.pair is None else None
         return named.drafter_paths() if named is not None else {}
 
+    def builder_default(self) -> tuple[str, int]:
+        """The builder and depth the Decode tab starts on: the drafter's own (DDTree for a block drafter)."""
+        from ..engine.models import drafter_defaults
+
+        if self.pair is not None:
+            block = self.pair.draft_kind == "block"
+            return ("ddtree", self.pair.draft.block.max_depth) if block else ("best-first", 6)
+        kind, depth = drafter_defaults(self.model.resolved()[1])
+        return kind, depth or 6
+
     def chat_default(self) -> bool:
         """Whether the chat checkbox starts on: the pair's tokenizer has a chat template."""
         from ..engine.session import has_chat_template

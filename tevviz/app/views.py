@@ -69,6 +69,17 @@ def _fmt(x, digits: int = 3) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}g}"
 
 
+def block_rows_plot(st: AppState) -> dict:
+    """The shown round's drafter side (a block round's per-depth rows), as a plain figure dict."""
+    from ..render.block_rows import block_rows_figure
+
+    r = st.round
+    if r is None or not r.draft_rows:
+        return empty_figure("a block drafter's rounds show here: per depth, its top tokens with q_d, and where the "
+                            "committed token sat among them").to_plotly_json()
+    return block_rows_figure(r).to_plotly_json()
+
+
 def tree_plot(st: AppState, metric: str, as_dict: bool = False) -> go.Figure | dict:
     """The shown round's tree (a plain figure dict with `as_dict`), ghosts drawn when asked and known."""
     r = st.round

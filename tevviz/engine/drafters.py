@@ -141,7 +141,7 @@ def mismatch(builder: str, wanted: str, draft_name: str, kind: str, default_buil
     """The message for a builder that drafts with another kind of drafter than the one given."""
     article = lambda w: "an" if w[0] in "aeiou" else "a"
     return (f"the {builder} builder drafts with {article(wanted)} {wanted} drafter, but {draft_name!r} is "
-            f"{article(kind)} {kind} drafter; build its trees with --builder {default_builder}")
+            f"{article(kind)} {kind} drafter; build its trees with the {default_builder} builder")
 
 
 def make_drafter(pair, builder: BuilderConfig, seed: int) -> Drafter:
