@@ -163,6 +163,7 @@ def _decode_rounds(session, stop, quiet: bool) -> None:
 def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
     """What `tevviz decode` prints (and --json holds): text, tokens, tau, 1 + C_p, tokens/s, stage times."""
     from .engine import summarize
+    from .engine.records import bounded_rounds
 
     s = summarize(session.rounds)
     out = {
@@ -183,6 +184,7 @@ def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
             out["auto_budget"]["chain_rounds"] = sum(bool(z.get("chain")) for z in sized)
     if optimal and session.rounds:
         out |= {"mean_optimal_ceiling": 1 + s["mean_optimal"], "mean_gap": s["mean_gap"],
+                "bounded_rounds": bounded_rounds(session.rounds),
                 "optimal_ms": sum(r.optimal.ms for r in session.rounds) / len(session.rounds)}
     if session.notice:
         out["notice"] = session.notice
@@ -285,7 +287,8 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
                   f"tokens per ms: chains {a['last']['chain_rate']:.3f}, trees {a['last']['tree_rate']:.3f}",
                   file=sys.stderr)
     if "mean_optimal_ceiling" in out:
-        gap = "- (no round it bounds)" if out["mean_gap"] is None else f"{out['mean_gap']:.2f}"
+        gap = ("- (no round it bounds)" if out["mean_gap"] is None
+               else f"{out['mean_gap']:.2f} over the {out['bounded_rounds']} rounds it bounds")
         print(f"optimal tree: mean 1+C_p* {out['mean_optimal_ceiling']:.2f}  mean drafter gap {gap}  "
               f"{out['optimal_ms']:.0f} ms a round to compute", file=sys.stderr)
     if session.notice:
@@ -325,9 +328,11 @@ def cmd_inspect(args) -> int:
               f"mean drafter gap {gap}")
     print(f"{'round':>5} {'nodes':>6} {'depth':>5} {'exit':>5} {'L':>3} {'1+C_p':>7} {'1+C_p*':>7}")
     cell = lambda x: "      -" if x is None else f"{x:7.3f}"
-    for r in rows:
+    for r, rec in zip(rows, imported.rounds):
+        # a sampled chain under speculative sampling: 1 + C_p* is the best fixed tree of its budget, no ceiling
+        mark = "" if rec.optimal is None or rec.optimal_bounds else " (best fixed tree, not a ceiling)"
         print(f"{r['round']:>5} {r['nodes']:>6} {r['depth']:>5} {r['exit']:>5} {r['L']:>3} {cell(r['ceiling'])} "
-              f"{cell(r['optimal_ceiling'])}")
+              f"{cell(r['optimal_ceiling'])}{mark}")
     return 0
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from plotly.offline import get_plotlyjs
 
 from tevviz.engine.io import ImportedSession
-from tevviz.engine.records import CoverageGap, RoundRecord, summarize
+from tevviz.engine.records import CoverageGap, RoundRecord, bounded_rounds, summarize
 from tevviz.files import atomic_write
 from tevviz.render.graph import METRICS, node_metric, round_graph
 from tevviz.render.stats import (
@@ -211,7 +211,8 @@ def _summary(rounds: list[RoundRecord]) -> str:
     if s["optimal_rounds"]:
         star = f"mean 1 + C_p* ({s['optimal_rounds']} rounds)"
         rows += [("mean_optimal_ceiling", star, _number(1 + s["mean_optimal"])),
-                 ("mean_gap", "mean drafter gap C_p* - C_p", _number(s["mean_gap"]))]
+                 ("mean_gap", f"mean drafter gap C_p* - C_p (the {bounded_rounds(rounds)} rounds it bounds)",
+                  _number(s["mean_gap"]))]
     if seconds > 0:
         rows.append(("tokens_per_s", "tokens/s, from the recorded stage times", _number(s["tokens"] / seconds, 1)))
     cells = "".join(f'<tr><th>{label}</th><td data-key="{key}">{value}</td></tr>' for key, label, value in rows)
