@@ -426,3 +426,27 @@ def test_auto_budget_sizes_ddtree_rounds_and_stays_exact(block_pair):
             from tevviz.engine.draft_rows import rebuild
 
             assert rebuild(r.draft_rows, r.size - 1) == (r.tokens[1:], r.parents[1:])
+
+
+def test_optimal_tree_comparison_and_report_work_on_block_rounds(block_pair, tmp_path):
+    """A DDTree round is a fixed tree: its optimal tree bounds it, the verifier comparison draws on it, and the
+    session's report and export hold its rows."""
+    from tevviz.engine import io as tio
+    from tevviz.engine.comparison import compare_verifiers
+    from tevviz.render.report import write_report
+
+    prompt = [5, 9, 11, 2]
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), max_new_tokens=10, stop_on_eos=False,
+                       builder=BuilderConfig(kind="ddtree", budget=12, depth=BS - 1), optimal=True)
+    s = DecodeSession(block_pair, prompt, cfg)
+    first = s.step()
+    gap = first.coverage_gap()
+    assert first.optimal_bounds and gap.gap is not None and gap.C_p_star >= first.C_p - 1e-6
+    comparison = compare_verifiers(block_pair, prompt, first, SamplingConfig(temperature=1.0), 400, seed=0)
+    assert comparison.draws == 400 and {law.name for law in comparison.laws} >= {"tev", "predraw", "residual"}
+    s.run()
+    path = tmp_path / "block.json"
+    path.write_text(json.dumps(tio.export_session(s, "t5 t9 t11 t2")))
+    imported = tio.load(path)
+    assert imported.rounds[0].draft_rows == first.draft_rows
+    assert write_report(imported, tmp_path / "block.html") > 0
