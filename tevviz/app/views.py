@@ -66,7 +66,10 @@ def session_figures(st: AppState, as_dict: bool = False) -> dict[str, go.Figure 
 
 
 def _fmt(x, digits: int = 3) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}g}"
+    """One format for every number a panel shows: fixed decimals, or significant digits below 10^-digits."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{x:.{digits}f}" if x == 0 or abs(x) >= 10 ** -digits else f"{x:.{digits - 1}e}"
 
 
 def block_rows_plot(st: AppState) -> dict:
