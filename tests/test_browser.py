@@ -120,3 +120,57 @@ def test_session_statistics_axis_titles_do_not_overlap(app_url):
             assert clashes == [], clashes
         finally:
             browser.close()
+
+
+def test_a_scan_folder_opens_and_its_worst_round_shows_in_the_tree_view(tmp_path):
+    """The Scan tab in a real browser: open a folder written by `tevviz scan`, then open its worst round in the
+    Decode tab's tree view."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import perturbed, tiny_model, word_tokenizer
+
+    from tevviz.engine.models import load_pair
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    target = tiny_model("llama", 0)
+    for name, model in (("target", target), ("draft", perturbed(target, 1))):
+        model.save_pretrained(tmp_path / name)
+        word_tokenizer().save_pretrained(tmp_path / name)
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"p{i}", "category": "ab"[i % 2], "prompt": f"t{i} t{i + 3} t9"})
+                               + "\n" for i in range(4)))
+    folder = tmp_path / "scan"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).parent.parent))
+    subprocess.run([sys.executable, "-m", "tevviz.scan", str(prompts), "-o", str(folder), "--target",
+                    str(tmp_path / "target"), "--draft", str(tmp_path / "draft"), "--max-new-tokens", "8",
+                    "--no-chat"], env=env, check=True, capture_output=True)
+    demo = build_demo(pair=load_pair(str(tmp_path / "target"), str(tmp_path / "draft")), default_prompt="t1 t2")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1440, "height": 1000})
+                page.set_default_timeout(30_000)
+                sync_api.expect.set_options(timeout=30_000)
+                page.goto(f"http://127.0.0.1:{port}/")
+                page.get_by_role("tab", name="Scan").click()
+                page.get_by_label("scan folder").fill(str(folder))
+                page.get_by_role("button", name="Open", exact=True).click()
+                sync_api.expect(page.get_by_role("button", name="Open in the Decode tab")).to_be_visible()
+                sync_api.expect(page.locator("body")).to_contain_text("4 prompts")
+                page.get_by_role("button", name="Open in the Decode tab").click()
+                title = page.locator("#tree-plot .gtitle")
+                sync_api.expect(title).to_have_text(re.compile(r"^round \d+:"))
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "scan_round.png"))
+            finally:
+                browser.close()
+    finally:
+        demo.close()
