@@ -357,7 +357,7 @@ def test_caches_in_line_after_every_sampled_round(verifier, setting):
                        max_new_tokens=20, seed=list(VERIFIERS).index(verifier), stop_on_eos=False, missing_top=0)
     off_first_branch = cut_short = 0
     # More prompts where a check needs an event (a path off the first branch; a chain cut short) to have power.
-    count = 3 if sampled else 2 if setting == "t1-top5" else 1
+    count = 4 if sampled else 2 if setting == "t1-top5" else 1
     for prompt in random_prompts(count, seed=900 + list(SAMPLED).index(setting)):
         s = decode(pair, prompt, cfg)
         cut_short += sum(0 < r.exit_node < r.size - 1 for r in s.rounds)
