@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import socket
 
 import pytest
 import torch
@@ -166,3 +168,18 @@ def losing_cost_model(budget: int, depth: int):
     auto.observe(1, 0, {"draft": 0.0, "target": 1.1, "verify": 0.1, "other": 0.1}, C_p=0.0, predicted=0.0)  # warm-up's plain step
     auto.skip_left, auto.wait = 1, 2
     return auto
+
+
+@contextlib.contextmanager
+def served(demo):
+    """`demo` launched in this process on a free port of 127.0.0.1; yields its URL and closes it after."""
+    from tevviz.app import launch_options
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()

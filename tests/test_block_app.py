@@ -4,14 +4,13 @@ drafter's rows of a round."""
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 import torch
-from conftest import tiny_model, word_tokenizer
+from conftest import served, tiny_model, word_tokenizer
 from test_block_drafter import BS, dflash_config, dflash_weights
 
-from tevviz.app import build_demo, launch_options
+from tevviz.app import build_demo
 from tevviz.app.decode_tab import ROUND_OUTPUTS
 from tevviz.engine.block_model import BlockDraftModel, parse_config
 from tevviz.engine.models import ModelPair
@@ -28,13 +27,8 @@ def app_url():
     model = BlockDraftModel(parse_config(cfg, "test", target))
     model.load_state_dict(dflash_weights(cfg, 0), strict=False)
     pair = ModelPair(target, model.eval(), word_tokenizer(), "tiny-llama", "tiny-block")
-    demo = build_demo(pair=pair, default_prompt="t1 t2 t3")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
-    yield f"http://127.0.0.1:{port}/"
-    demo.close()
+    with served(build_demo(pair=pair, default_prompt="t1 t2 t3")) as url:
+        yield url
 
 
 def test_a_block_drafter_starts_on_ddtree_and_shows_its_rows(app_url):

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-import socket
 from pathlib import Path
 
 import pytest
-from conftest import tiny_pair
+from conftest import served, tiny_pair
 
-from tevviz.app import build_demo, launch_options
+from tevviz.app import build_demo
 from tevviz.engine import io as tio
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -23,13 +22,8 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
 
 @pytest.fixture(scope="module")
 def app_url():
-    demo = build_demo(pair=tiny_pair("llama"), default_prompt="t1 t2 t3")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
-    yield f"http://127.0.0.1:{port}/"
-    demo.close()
+    with served(build_demo(pair=tiny_pair("llama"), default_prompt="t1 t2 t3")) as url:
+        yield url
 
 
 def test_step_recolour_and_download(app_url, tmp_path):
@@ -148,29 +142,22 @@ def test_a_scan_folder_opens_and_its_worst_round_shows_in_the_tree_view(tmp_path
                     str(tmp_path / "target"), "--draft", str(tmp_path / "draft"), "--max-new-tokens", "8",
                     "--no-chat"], env=env, check=True, capture_output=True)
     demo = build_demo(pair=load_pair(str(tmp_path / "target"), str(tmp_path / "draft")), default_prompt="t1 t2")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
-    try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1440, "height": 1000})
-                page.set_default_timeout(30_000)
-                sync_api.expect.set_options(timeout=30_000)
-                page.goto(f"http://127.0.0.1:{port}/")
-                page.get_by_role("tab", name="Scan").click()
-                page.get_by_label("scan folder").fill(str(folder))
-                page.get_by_role("button", name="Open", exact=True).click()
-                sync_api.expect(page.get_by_role("button", name="Open in the Decode tab")).to_be_visible()
-                sync_api.expect(page.locator("body")).to_contain_text("4 prompts")
-                page.get_by_role("button", name="Open in the Decode tab").click()
-                title = page.locator("#tree-plot .gtitle")
-                sync_api.expect(title).to_have_text(re.compile(r"^round \d+:"))
-                ARTIFACTS.mkdir(exist_ok=True)
-                page.screenshot(path=str(ARTIFACTS / "scan_round.png"))
-            finally:
-                browser.close()
-    finally:
-        demo.close()
+    with served(demo) as url, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.set_default_timeout(30_000)
+            sync_api.expect.set_options(timeout=30_000)
+            page.goto(url)
+            page.get_by_role("tab", name="Scan").click()
+            page.get_by_label("scan folder").fill(str(folder))
+            page.get_by_role("button", name="Open", exact=True).click()
+            sync_api.expect(page.get_by_role("button", name="Open in the Decode tab")).to_be_visible()
+            sync_api.expect(page.locator("body")).to_contain_text("4 prompts")
+            page.get_by_role("button", name="Open in the Decode tab").click()
+            title = page.locator("#tree-plot .gtitle")
+            sync_api.expect(title).to_have_text(re.compile(r"^round \d+:"))
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "scan_round.png"))
+        finally:
+            browser.close()

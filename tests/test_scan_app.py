@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import time
 
 import gradio as gr
 import pytest
-from conftest import tiny_pair
+from conftest import served, tiny_pair
 
 from tevviz.app.controller import Controller
 from tevviz.app.decode_tab import ROUND_OUTPUTS, SETTINGS, decode_tab
-from tevviz.app.demo import launch_options
 from tevviz.app.scan_tab import DECODE_TAB, SCAN_OUTPUTS, START_OUTPUTS, scan_tab
 from tevviz.app.source import PairSource
 from tevviz.engine.scan_files import open_scan
@@ -45,12 +43,8 @@ def url(prompt_file):
             with gr.Tab("Scan"):
                 scan_tab(ctl, state, decode, tabs, prompt_files={"tiny": prompt_file})
     demo.queue(default_concurrency_limit=1)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
-    yield f"http://127.0.0.1:{port}/"
-    demo.close()
+    with served(demo) as address:
+        yield address
 
 
 def named(out, names) -> dict:

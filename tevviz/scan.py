@@ -244,12 +244,12 @@ def cmd_scan(args) -> int:
 def cmd_report_scan(args) -> int:
     """`tevviz report DIR -o scan.html`: a scan folder as one offline HTML page."""
     from .engine.scan_files import open_scan
+    from .files import check_writable
     from .render.scan_report import write_scan_report
 
     folder = Path(args.file)
     out = Path(args.out) if args.out else folder.with_suffix(".html")
-    if not out.parent.is_dir():
-        raise TevvizError(f"--out {str(out)!r}: no folder {str(out.parent)!r}")
+    check_writable(out, "--out")
     data = open_scan(folder)
     args.started = True
     try:
