@@ -138,7 +138,7 @@ def test_a_scan_folder_opens_and_its_worst_round_shows_in_the_tree_view(tmp_path
                                + "\n" for i in range(4)))
     folder = tmp_path / "scan"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).parent.parent))
-    subprocess.run([sys.executable, "-m", "tevviz.scan", str(prompts), "-o", str(folder), "--target",
+    subprocess.run([sys.executable, "-m", "tevviz", "scan", str(prompts), "-o", str(folder), "--target",
                     str(tmp_path / "target"), "--draft", str(tmp_path / "draft"), "--max-new-tokens", "8",
                     "--no-chat"], env=env, check=True, capture_output=True)
     demo = build_demo(pair=load_pair(str(tmp_path / "target"), str(tmp_path / "draft")), default_prompt="t1 t2")

@@ -1,5 +1,5 @@
 """`tevviz scan` on the embedded stdlib pair: resume after a real kill, shards merged, the aggregates and a compare by
-hand, bad input, the HTML report. The CLI wiring may not exist yet, so the handler runs as `python -m tevviz.scan`."""
+hand, bad input, the HTML report; subprocesses run `python -m tevviz scan`."""
 
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from tevviz.cli import main as tevviz_main
 from tevviz.engine.models import assets_dir
 from tevviz.engine.scan_files import MANIFEST, RECORDS, done_ids, open_scan, read_manifest, write_manifest
-from tevviz.scan import cmd_report_scan, main
+from tevviz.scan import cmd_report_scan
 
 IDS = ("fn00", "fn05", "cls01", "doc02", "loop03", "err04")  # in the file's order
 ARGS = ["--max-new-tokens", "12", "--temperature", "1", "--seed", "3", "--device", "cpu", "--threads", "1"]
@@ -45,6 +46,11 @@ def full(prompts, tmp_path_factory) -> tuple[Path, dict]:
     folder = tmp_path_factory.mktemp("full") / "scan"
     out = run_main([str(prompts), "-o", str(folder), *ARGS, "--json"])
     return folder, out
+
+
+def main(argv: list[str]) -> int:
+    """`tevviz scan ARGV` in this process, with the command line's exit statuses."""
+    return tevviz_main(["scan", *argv])
 
 
 def run_main(argv: list[str]) -> dict:
@@ -80,7 +86,7 @@ def untimed(out: dict) -> dict:
 
 def spawn(argv: list[str]) -> subprocess.Popen:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "tevviz.scan", *argv], env=env, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "tevviz", "scan", *argv], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 

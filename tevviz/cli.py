@@ -168,6 +168,31 @@ def _sub(sub, name: str, summary: str, description: str | None = None) -> argpar
     return sub.add_parser(name, help=summary, description=description or summary, formatter_class=Formatter)
 
 
+def add_scan(sub) -> None:
+    """`tevviz scan`: a prompt set into a scan folder (tevviz.scan), and merge, compare and show."""
+    from .scan import DESCRIPTION
+
+    p = sub.add_parser("scan", help="decode a prompt set into a scan folder; merge, compare, show scans",
+                       description=DESCRIPTION, formatter_class=Formatter)
+    p.add_argument("paths", nargs="+", metavar="PROMPTS.jsonl | merge DIR... | compare A B | show DIR")
+    p.add_argument("-o", "--out", default=None, help="the scan folder to write (a scan, or a merge's output)")
+    p.add_argument("--resume", action="store_true", help="continue the scan already in --out")
+    p.add_argument("--shard", default=None, metavar="I/N", help="scan only the prompts at positions I, I + N, ...")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="leave out malformed prompt lines and prompts too long for the models (default: stop, "
+                        "naming the line, before anything is decoded)")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    p.add_argument("--worst", type=int, default=10, help="rounds listed among those that lost most")
+    p.add_argument("--optimal", action="store_true",
+                   help="compute every round's optimal tree (1 + C_p*, the drafter gap; up to H target passes a round)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's, one per core)")
+    p.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
+                   help="wrap prompts in the chat template (default: a line's own 'chat', else whether the tokenizer "
+                        "has a template)")
+    add_models(p)
+    add_decoding(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = Parser(prog="tevviz", formatter_class=Formatter, epilog=EXAMPLES,
                 description="Visual debugger for draft trees in speculative decoding (TEV, ExitTrain). "
@@ -272,9 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_threads(e)
     add_models(e)
 
-    from .scan import add_scan_parser
-
-    add_scan_parser(sub)
+    add_scan(sub)
 
     pr = _sub(sub, "pair", "list the named model pairs, fetch a pretrained target, train a drafter for it")
     psub = pr.add_subparsers(dest="pair_command", parser_class=Parser, metavar="ACTION", required=True)

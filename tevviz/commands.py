@@ -13,16 +13,7 @@ import threading
 from pathlib import Path
 
 from .engine.errors import TevvizError
-
-
-def source_from_args(args):
-    """The ModelSource named by the model flags (a --draft alone goes beside the named pair's target)."""
-    from .engine.models import ModelSource
-
-    return ModelSource(target=args.target, draft=args.draft, pair=args.pair, dtype=args.dtype, device=args.device,
-                       device_map=args.device_map, attn_implementation=args.attn,
-                       trust_remote_code=args.trust_remote_code, revision=args.revision,
-                       compile_draft=getattr(args, "compile_draft", False))
+from .options import decode_config_from_args, source_from_args
 
 
 def _numbers(text: str, flag: str) -> list[float]:
@@ -31,41 +22,6 @@ def _numbers(text: str, flag: str) -> list[float]:
         return [float(x) for x in text.split(",")]
     except ValueError:
         raise TevvizError(f"{flag} must be numbers separated by commas, got {text!r}") from None
-
-
-DEFAULT_DEPTH = 6  # H of the level-by-level builders when --depth is not given
-
-
-def decode_config_from_args(args):
-    """A DecodeConfig from the sampling and tree flags (raises TevvizError on bad values)."""
-    from .engine import BuilderConfig, DecodeConfig, SamplingConfig
-    from .engine.builder_kinds import builder_kind
-    from .engine.drafters import mismatch
-    from .engine.models import drafter_defaults
-
-    try:
-        branching = tuple(int(x) for x in args.branching.split(","))
-    except ValueError:
-        raise TevvizError(f"--branching must be comma-separated integers, got {args.branching!r}") from None
-    auto = args.budget == "auto"
-    kind, depth = args.builder, args.depth
-    # By default the drafter's own builder: DDTree as deep as its block for a block drafter.
-    draft = source_from_args(args).resolved()[1]
-    own_kind, own_depth = drafter_defaults(draft)
-    kind = kind or own_kind
-    if depth is None:
-        depth = own_depth if kind == "ddtree" and own_depth else DEFAULT_DEPTH
-    wanted, have = builder_kind(kind).drafter, builder_kind(own_kind).drafter
-    if wanted != have:  # said before anything loads
-        raise TevvizError(mismatch(kind, wanted, draft, have, own_kind))
-    return DecodeConfig(
-        sampling=SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
-        builder=BuilderConfig(kind=kind, budget=args.budget_limit if auto else args.budget, depth=depth,
-                              children=args.children, width=args.width, branching=branching, auto=auto,
-                              draft_temperature=args.draft_temperature),
-        verifier=args.verifier, max_new_tokens=args.max_new_tokens, seed=args.seed,
-        optimal=getattr(args, "optimal", False),
-    )
 
 
 def read_prompt(args) -> str:

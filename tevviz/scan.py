@@ -5,13 +5,11 @@
     tevviz scan compare DIR_A DIR_B
     tevviz scan show DIR
 
-`add_scan_parser(subparsers)` adds the command to tevviz's parser and `cmd_scan(args)` runs it; `python -m
-tevviz.scan ...` runs it alone. Nothing here loads torch until a scan runs.
+`cmd_scan(args)` runs it (its flags are in tevviz.cli). Nothing here loads torch until a scan runs.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import signal
 import sys
@@ -36,39 +34,6 @@ decodes nothing twice. --shard I/N scans every N-th prompt from position I (0-ba
   tevviz scan compare DIR_A DIR_B     paired differences B - A per category and per depth, with standard errors
   tevviz scan show DIR                the tables of a scan folder (--json: as one JSON object)
   tevviz report DIR -o scan.html      the scan as one offline HTML page"""
-
-
-def scan_arguments(p) -> None:
-    """The scan command's arguments (tevviz's decode options among them)."""
-    from .cli import add_decoding, add_models
-
-    p.add_argument("paths", nargs="+", metavar="PROMPTS.jsonl | merge DIR... | compare A B | show DIR")
-    p.add_argument("-o", "--out", default=None, help="the scan folder to write (a scan, or a merge's output)")
-    p.add_argument("--resume", action="store_true", help="continue the scan already in --out")
-    p.add_argument("--shard", default=None, metavar="I/N", help="scan only the prompts at positions I, I + N, ...")
-    p.add_argument("--skip-bad", action="store_true",
-                   help="leave out malformed prompt lines and prompts too long for the models (default: stop, "
-                        "naming the line, before anything is decoded)")
-    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    p.add_argument("--worst", type=int, default=10, help="rounds listed among those that lost most")
-    p.add_argument("--optimal", action="store_true",
-                   help="compute every round's optimal tree (1 + C_p*, the drafter gap; up to H target passes a round)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's, one per core)")
-    p.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
-                   help="wrap prompts in the chat template (default: a line's own 'chat', else whether the tokenizer "
-                        "has a template)")
-    add_models(p)
-    add_decoding(p)
-
-
-def add_scan_parser(subparsers):
-    """Add `scan` to tevviz's sub-command parsers."""
-    from .cli import Formatter
-
-    p = subparsers.add_parser("scan", help="decode a prompt set into a scan folder; merge, compare, show scans",
-                              description=DESCRIPTION, formatter_class=Formatter)
-    scan_arguments(p)
-    return p
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -113,10 +78,10 @@ def _progress_printer():
 
 def _prepare(args):
     """Read the prompts, load the pair, make or check the folder; returns (pair, planned, cfg, folder)."""
-    from .commands import decode_config_from_args, source_from_args
     from .engine.scan_files import file_digest, read_prompts, repair, shard
     from .engine.scan_merge import check_resume
     from .engine.scan_run import plan_prompts, scan_manifest
+    from .options import decode_config_from_args, source_from_args
 
     if len(args.paths) != 1:
         raise TevvizError("give one prompt file (or: merge DIR... -o OUT, compare A B, show DIR)")
@@ -258,23 +223,3 @@ def cmd_report_scan(args) -> int:
         raise TevvizError(f"cannot write {str(out)!r}: {e.strerror}") from None
     print(f"wrote {out}: {len(data.index)} prompts, {size / 1e6:.1f} MB", file=sys.stderr)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m tevviz.scan ...`: the scan command alone, with tevviz's exit statuses (0, 1 failed, 2 bad input)."""
-    from .cli import Formatter, Parser
-
-    p = Parser(prog="tevviz scan", description=DESCRIPTION, formatter_class=Formatter)
-    scan_arguments(p)
-    args = p.parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        return cmd_scan(args)
-    except TevvizError as e:
-        print(f"tevviz scan: error: {e}", file=sys.stderr)
-        return 1 if getattr(args, "started", False) else 2
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())
