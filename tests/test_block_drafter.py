@@ -450,3 +450,14 @@ def test_optimal_tree_comparison_and_report_work_on_block_rounds(block_pair, tmp
     imported = tio.load(path)
     assert imported.rounds[0].draft_rows == first.draft_rows
     assert write_report(imported, tmp_path / "block.html") > 0
+
+
+def test_the_notebook_api_takes_a_block_drafter_with_its_own_builder(saved_pair):
+    import tevviz
+
+    target, draft = saved_pair
+    pair = tevviz.load(target=target, draft=draft, device="cpu")
+    s = tevviz.session(pair, "t5 t9 t11", max_new_tokens=8)
+    assert s.cfg.builder.kind == "ddtree" and s.cfg.builder.depth == BS - 1
+    r = s.step()
+    assert r.draft_rows is not None and tevviz.figure(r).data

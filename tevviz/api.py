@@ -28,14 +28,18 @@ def load(pair: str | None = None, target: str | None = None, draft: str | None =
 
 
 def session(pair: ModelPair, prompt: str, *, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
-            budget: int = 32, depth: int = 6, builder: str = "best-first", verifier: str = "tev",
+            budget: int = 32, depth: int | None = None, builder: str | None = None, verifier: str = "tev",
             max_new_tokens: int = 64, seed: int = 0, chat: bool | None = None, optimal: bool = False,
             **builder_options) -> DecodeSession:
     """A decoding session on `prompt`; `step()` runs one round and returns its RoundRecord.
 
-    `chat` defaults to whether the tokenizer has a chat template; `optimal=True` computes each
-    round's optimal tree (see `DecodeSession.optimal` to compute it for one round only).
+    `builder` defaults to the drafter's own (DDTree for a block drafter, as deep as its block; best-first at depth 6
+    otherwise); `chat` to whether the tokenizer has a chat template; `optimal=True` computes each round's optimal
+    tree (see `DecodeSession.optimal` to compute it for one round only).
     """
+    block = pair.draft_kind == "block"
+    builder = builder or ("ddtree" if block else "best-first")
+    depth = depth or (pair.draft.block.max_depth if block and builder == "ddtree" else 6)
     chat = has_chat_template(pair.tokenizer) if chat is None else chat
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p),
                        builder=BuilderConfig(kind=builder, budget=budget, depth=depth, **builder_options),
