@@ -1,0 +1,81 @@
+"""Training a block drafter: the blocks' attention mask and labels, the depth-decayed loss, chain acceptance, and a
+short run that learns (tiny models, no shipped weights)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import VOCAB, tiny_model
+from test_block_drafter import dflash_config
+
+from tevviz.engine.block_model import BlockDraftModel, parse_config
+from tevviz.engine.block_training import block_batch, block_logits, block_loss, chain_acceptance, cosine_lr
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_each_block_sees_the_context_before_its_anchor_and_itself_only():
+    tokens = torch.arange(20).view(1, 20)
+    feats = torch.zeros(1, 20, 4)
+    b = block_batch(tokens, feats, torch.tensor([[5, 11]]), 4, mask_id=99)
+    assert b.block_ids.tolist() == [[5, 99, 99, 99, 11, 99, 99, 99]]
+    assert b.block_pos.tolist() == [[5, 6, 7, 8, 11, 12, 13, 14]]
+    assert b.labels.tolist() == [[[6, 7, 8], [12, 13, 14]]]
+    m = b.mask[0]  # (8, 20 + 8)
+    for row in range(8):
+        anchor = 5 if row < 4 else 11
+        assert m[row, :20].tolist() == [p < anchor for p in range(20)]  # the context strictly before the anchor
+        own = range(4) if row < 4 else range(4, 8)
+        assert m[row, 20:].tolist() == [k in own for k in range(8)]  # its own block, both ways; no other block
+
+
+def test_the_loss_is_the_depth_decayed_cross_entropy():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 3, 4, 7, generator=g)
+    labels = torch.randint(0, 7, (2, 3, 4), generator=g)
+    gamma = 2.0
+    w = [math.exp(-k / gamma) for k in range(4)]
+    ce = F.cross_entropy(logits.reshape(-1, 7), labels.reshape(-1), reduction="none").view(2, 3, 4)
+    hand = sum(w[k] * float(ce[..., k].sum()) for k in range(4)) / (sum(w) * 6)
+    assert float(block_loss(logits, labels, gamma)) == pytest.approx(hand, rel=1e-6)
+    assert float(block_loss(logits, labels, None)) == pytest.approx(float(ce.mean()), rel=1e-6)
+
+
+def test_chain_acceptance_counts_matching_prefixes():
+    labels = torch.tensor([[[1, 2, 3], [1, 2, 3]]])
+    logits = torch.zeros(1, 2, 3, 5)
+    for d, t in enumerate([1, 2, 0]):  # block 0 matches depths 1-2, then misses
+        logits[0, 0, d, t] = 1
+    for d, t in enumerate([4, 2, 3]):  # block 1 misses at depth 1: nothing after counts
+        logits[0, 1, d, t] = 1
+    assert chain_acceptance(logits, labels) == [0.5, 0.5, 0.0]
+
+
+def test_cosine_schedule_warms_up_then_decays_to_its_floor():
+    assert cosine_lr(0, 100, 10) == 0 and cosine_lr(10, 100, 10) == pytest.approx(1)
+    assert cosine_lr(100, 100, 10, 0.1) == pytest.approx(0.1)
+    assert cosine_lr(55, 100, 10) == pytest.approx(0.5)
+
+
+def test_a_short_run_lowers_the_loss_on_target_written_text():
+    """Sixty steps on one batch of the target's own greedy text: the drafter fits it (the loss falls by half)."""
+    target = tiny_model("llama", 1, layers=3)
+    model = BlockDraftModel(parse_config(dflash_config(), "test", target))
+    with torch.no_grad():
+        seqs = target.generate(torch.randint(0, VOCAB - 1, (4, 6)), max_new_tokens=20, do_sample=False,
+                               pad_token_id=0, eos_token_id=None)
+        hs = target(seqs, output_hidden_states=True).hidden_states
+    feats = torch.cat([hs[i + 1] for i in model.block.target_layer_ids], dim=-1)
+    batch = block_batch(seqs, feats, torch.tensor([[6, 10, 14]] * 4), 6, model.block.mask_token_id)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    first = None
+    for _ in range(60):
+        loss = block_loss(block_logits(model, target, batch), batch.labels, 4.0)
+        first = loss.item() if first is None else first
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.5 * first
