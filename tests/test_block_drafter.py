@@ -145,22 +145,41 @@ def recomputed_features(target, tokens: list[int], layer_ids) -> torch.Tensor:
     return torch.cat([hs[i + 1][0] for i in layer_ids], dim=-1)
 
 
+def kept_context(drafter, target, tokens: list[int], layer_ids):
+    """What the drafter holds of the committed text against the same text recomputed from scratch: its cached keys
+    and values beside those of a fresh cache fed the recomputed features, and its pending features beside theirs."""
+    from tevviz.engine.block_drafting import block_rows
+    from tevviz.engine.block_model import ContextKV
+
+    fresh = recomputed_features(target, tokens[:-1], layer_ids)
+    n = drafter.cache.length
+    redo = ContextKV(len(drafter.model.layers))
+    with torch.no_grad():
+        block_rows(drafter.model, target, tokens[-1], len(tokens) - 1, 1, redo, fresh[:n])
+    pending = drafter.pending if drafter.pending is not None else fresh[:0]
+    return n, pending, fresh, redo
+
+
 def test_kept_features_equal_features_recomputed_on_the_committed_text(block_pair):
+    """After every round the drafter's context (keys and values read so far, features pending) is exactly that of
+    the committed positions before the root, recomputed from scratch."""
     s = DecodeSession(block_pair, [5, 9, 11, 2], greedy_cfg("tev", n=30))
     ids = block_pair.draft.block.target_layer_ids
     while not s.done:
         s.step()
-        kept = s.drafter.features
-        assert kept.shape[0] == len(s.tokens) - 1  # every committed position before the root, none beyond
-        assert torch.allclose(kept, recomputed_features(block_pair.target, s.tokens[:-1], ids), atol=1e-4)
-    # what the drafter has read into its cache is a prefix of them, at their own positions
-    assert s.drafter.cache.length + (0 if s.drafter.pending is None else s.drafter.pending.shape[0]) == kept.shape[0]
+        n, pending, fresh, redo = kept_context(s.drafter, block_pair.target, s.tokens, ids)
+        assert n + pending.shape[0] == len(s.tokens) - 1  # every committed position before the root, none beyond
+        assert torch.allclose(pending, fresh[n:], atol=1e-4)
+        for i in range(len(redo.k)):
+            assert torch.allclose(s.drafter.cache.k[i], redo.k[i], atol=1e-4)
+            assert torch.allclose(s.drafter.cache.v[i], redo.v[i], atol=1e-4)
 
 
 def test_a_failed_round_changes_nothing_in_the_block_drafter(block_pair, monkeypatch):
     s = DecodeSession(block_pair, [5, 9, 11, 2], greedy_cfg("tev", n=30))
     s.step()
-    before = (s.drafter.cache.length, s.drafter.features.clone(), s.drafter.root, s.drafter.start, list(s.tokens))
+    keys = [k.clone() for k in s.drafter.cache.k]
+    before = (s.drafter.cache.length, s.drafter.pending.clone(), s.drafter.root, s.drafter.start, list(s.tokens))
 
     def broken(*a, **k):
         raise RuntimeError("verifier failed")
@@ -170,8 +189,9 @@ def test_a_failed_round_changes_nothing_in_the_block_drafter(block_pair, monkeyp
     monkeypatch.setattr(s.sizing, "fixed", replace(s.sizing.fixed, verify=broken))
     with pytest.raises(RuntimeError):
         s.step()
-    after = (s.drafter.cache.length, s.drafter.features, s.drafter.root, s.drafter.start, list(s.tokens))
+    after = (s.drafter.cache.length, s.drafter.pending, s.drafter.root, s.drafter.start, list(s.tokens))
     assert before[0] == after[0] and torch.equal(before[1], after[1]) and before[2:] == after[2:]
+    assert all(torch.equal(a, b) for a, b in zip(keys, s.drafter.cache.k))
 
 
 # ------------------------------------------------------------------------------------------ the builder

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from tevviz.cli import main as tevviz_main
+from tevviz.commands import cmd_report
 from tevviz.engine.models import assets_dir
 from tevviz.engine.scan_files import MANIFEST, RECORDS, done_ids, open_scan, read_manifest, write_manifest
-from tevviz.scan import cmd_report_scan
 
 IDS = ("fn00", "fn05", "cls01", "doc02", "loop03", "err04")  # in the file's order
 ARGS = ["--max-new-tokens", "12", "--temperature", "1", "--seed", "3", "--device", "cpu", "--threads", "1"]
@@ -237,7 +237,7 @@ def test_show_and_the_html_report(full, tmp_path, capsys):
     assert "acceptance by depth" in text and "rounds that lost most" in text and "loop" in text
     out = tmp_path / "scan.html"
     args = argparse.Namespace(file=str(folder), out=str(out), title=None)
-    assert cmd_report_scan(args) == 0
+    assert cmd_report(args) == 0
     page = out.read_text()
     for needle in ('id="categories"', 'id="worst"', 'id="tree"', "error handling"):
         assert needle in page

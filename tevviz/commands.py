@@ -299,25 +299,33 @@ def cmd_scan(args) -> int:
 
 
 def cmd_report(args) -> int:
+    """One offline HTML page of a session/round JSON, a DDTree trace or a scan folder."""
     from .files import check_writable
-    from .render.report import write_report
 
-    if Path(args.file).is_dir():  # a scan folder (tevviz scan -o DIR)
-        from .scan import cmd_report_scan
-
-        return cmd_report_scan(args)
-    imported = load_input(args.file)
     out = Path(args.out) if args.out else Path(args.file).with_suffix(".html")
-    if out.resolve() == Path(args.file).resolve():
-        raise TevvizError(f"--out {str(out)!r} would overwrite the input file")
-    check_writable(out, "--out")
+    if Path(args.file).is_dir():  # a scan folder (tevviz scan -o DIR)
+        from .engine.scan_files import open_scan
+        from .render.scan_report import write_scan_report
+
+        check_writable(out, "--out")
+        data = open_scan(args.file)
+        write, what = (lambda: write_scan_report(data, out, args.title)), f"{len(data.index)} prompts"
+    else:
+        from .render.report import write_report
+
+        imported = load_input(args.file)
+        if out.resolve() == Path(args.file).resolve():
+            raise TevvizError(f"--out {str(out)!r} would overwrite the input file")
+        check_writable(out, "--out")
+        write, what = (lambda: write_report(imported, out, args.title)), f"{len(imported.rounds)} rounds"
     args.started = True
     try:
-        size = write_report(imported, out, args.title)
+        size = write()
     except OSError as e:
         raise TevvizError(f"cannot write {str(out)!r}: {e.strerror}") from None
-    print(f"wrote {out}: {len(imported.rounds)} rounds, {size / 1e6:.1f} MB", file=sys.stderr)
+    print(f"wrote {out}: {what}, {size / 1e6:.1f} MB", file=sys.stderr)
     return 0
+
 
 PORTS = (1, 65535)
 

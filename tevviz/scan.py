@@ -204,22 +204,3 @@ def cmd_scan(args) -> int:
             raise TevvizError("show takes one scan folder: tevviz scan show DIR")
         return show_folder(Path(args.paths[1]), args.json, args.worst)
     return run(args)
-
-
-def cmd_report_scan(args) -> int:
-    """`tevviz report DIR -o scan.html`: a scan folder as one offline HTML page."""
-    from .engine.scan_files import open_scan
-    from .files import check_writable
-    from .render.scan_report import write_scan_report
-
-    folder = Path(args.file)
-    out = Path(args.out) if args.out else folder.with_suffix(".html")
-    check_writable(out, "--out")
-    data = open_scan(folder)
-    args.started = True
-    try:
-        size = write_scan_report(data, out, args.title)
-    except OSError as e:
-        raise TevvizError(f"cannot write {str(out)!r}: {e.strerror}") from None
-    print(f"wrote {out}: {len(data.index)} prompts, {size / 1e6:.1f} MB", file=sys.stderr)
-    return 0

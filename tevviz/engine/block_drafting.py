@@ -7,8 +7,6 @@ committed tokens before the root; the root (the last committed token) enters onl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from .block_model import BlockDraftModel, ContextKV
@@ -17,20 +15,10 @@ from .ddtree import ddtree_tree
 from .drafters import DrafterKind, DraftRequest, register
 
 
-@dataclass(frozen=True)
-class BlockRows:
-    """A block pass's per-depth output: row d - 1 the drafter's log-probabilities of the token at depth d."""
-
-    logprobs: torch.Tensor  # (H, V) float32
-
-
-def target_features(hidden_states: tuple[torch.Tensor, ...], layer_ids: tuple[int, ...]) -> torch.Tensor:
-    """(N, F): the outputs of decoder layers `layer_ids` (hidden_states[l + 1]) of batch row 0, concatenated."""
-    return torch.cat([hidden_states[i + 1][0] for i in layer_ids], dim=-1)
-
-
-def block_rows(model: BlockDraftModel, target, root: int, start: int, depth: int, cache: ContextKV) -> BlockRows:
-    """One drafting pass: the block `[root, MASK x (bs - 1)]` at positions start.. over the cached context; the
+def block_rows(model: BlockDraftModel, target, root: int, start: int, depth: int, cache: ContextKV,
+               new_context: torch.Tensor | None) -> torch.Tensor:
+    """(depth, V) log-probabilities: one drafting pass of the block `[root, MASK x (bs - 1)]` at positions start..,
+    after reading `new_context` (m, F features of the committed positions after the cached ones) into `cache`; the
     target's head on the first `depth` drafted rows only (the head can cost more than the drafter's layers).
     """
     cfg, device = model.block, model.device
@@ -38,9 +26,13 @@ def block_rows(model: BlockDraftModel, target, root: int, start: int, depth: int
     ids[0, 0] = root
     embeds = target.get_input_embeddings()(ids).to(model.dtype)
     block_pos = torch.arange(start, start + cfg.block_size, device=device).unsqueeze(0)
-    hidden = model(embeds, block_pos, cache=cache)  # (1, bs, H)
+    feats = ctx_pos = None
+    if new_context is not None and new_context.shape[0] > 0:
+        feats = new_context.unsqueeze(0).to(model.dtype)
+        ctx_pos = torch.arange(cache.length, cache.length + feats.shape[1], device=device).unsqueeze(0)
+    hidden = model(embeds, block_pos, feats, ctx_pos, cache)  # (1, bs, H); the new context's keys join the cache
     logits = target.get_output_embeddings()(hidden[0, 1 : 1 + depth].to(target.dtype))
-    return BlockRows(torch.log_softmax(logits.float(), dim=-1))
+    return torch.log_softmax(logits.float(), dim=-1)
 
 
 class BlockDrafter:
@@ -54,21 +46,13 @@ class BlockDrafter:
         self.target_layers = tuple(self.model.block.target_layer_ids)
         self.cache = ContextKV(len(self.model.layers))
         self.pending = None  # (m, F) features of committed positions the drafter has not read yet
-        self.read: list[torch.Tensor] = []  # features read into the cache, in order (kept for inspection and tests)
         self.root = 0
         self.start = 0  # the root's position
-        self.last: BlockRows | None = None  # the last pass's rows (the app shows the drafter's side of a round)
 
     @property
     def max_depth(self) -> int:
         """The deepest node a block can draft: bs - 1."""
         return self.model.block.max_depth
-
-    @property
-    def features(self) -> torch.Tensor:
-        """(n, F): the features of every committed position before the root, read or pending."""
-        parts = self.read + ([] if self.pending is None else [self.pending])
-        return torch.cat(parts) if parts else torch.zeros(0, 0)
 
     def prefill(self, prompt_ids: list[int], features: torch.Tensor | None) -> None:
         self.root, self.start = prompt_ids[-1], len(prompt_ids) - 1
@@ -80,10 +64,10 @@ class BlockDrafter:
         device = self.target.device
         if depth <= 0 or (plan is not None and plan.skip_draft):
             return root_only(self.root, self.start, device)
-        self._read()
-        rows = self.last = block_rows(self.model, self.target, self.root, self.start, depth, self.cache)
+        rows = block_rows(self.model, self.target, self.root, self.start, depth, self.cache, self.pending)
+        self.pending = None  # read: the cache now holds every committed position before the root
         budget = request.builder.keep if plan is None else plan.max_budget
-        tree, ranks, rows_top = ddtree_tree(self.root, rows.logprobs[:, : request.width], budget)
+        tree, ranks, rows_top = ddtree_tree(self.root, rows[:, : request.width], budget)
         reach = tree.scores
         if plan is not None:
             plan = plan.to(device)
@@ -98,13 +82,6 @@ class BlockDrafter:
         none = torch.full((tree.size,), -1, dtype=torch.long, device=device)
         return DraftResult(tree, none, self.start, 1, ranks, reach, rows_top)
 
-    def _read(self) -> None:
-        """Read the pending features into the cache (each position once, at its own position)."""
-        if self.pending is not None and self.pending.shape[0] > 0:
-            block_rows_read(self.model, self.cache, self.pending)
-            self.read.append(self.pending)
-        self.pending = None
-
     def commit(self, drafted: DraftResult, accepted: list[int], bonus: int, features: torch.Tensor | None) -> None:
         kept = features[accepted]  # the root's and the accepted nodes' features, from the verification pass
         self.pending = kept if self.pending is None else torch.cat([self.pending, kept])
@@ -112,22 +89,11 @@ class BlockDrafter:
         self.root = bonus
 
     def mark(self) -> object:
-        return self.cache.length, len(self.read), self.pending, self.root, self.start
+        return self.cache.length, self.pending, self.root, self.start
 
     def rollback(self, mark: object) -> None:
-        length, n_read, self.pending, self.root, self.start = mark
+        length, self.pending, self.root, self.start = mark
         self.cache.crop(length)
-        del self.read[n_read:]
-
-
-def block_rows_read(model: BlockDraftModel, cache: ContextKV, feats: torch.Tensor) -> None:
-    """Append the keys and values of context features (m, F) to `cache`, at the positions after it."""
-    ctx = model.hidden_norm(model.fc(feats.unsqueeze(0).to(model.dtype)))
-    pos = torch.arange(cache.length, cache.length + feats.shape[0], device=model.device).unsqueeze(0)
-    cos, sin = model.rotary(ctx, pos)
-    for i, layer in enumerate(model.layers):
-        k, v = layer.self_attn.kv(ctx, cos, sin)
-        cache.append(i, k, v)
 
 
 def _first(tree, n: int):

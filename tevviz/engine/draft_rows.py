@@ -12,6 +12,7 @@ import math
 from .errors import TevvizError
 
 MAX_ROW = 4096  # entries kept per depth (DDTree's K = min(B, V) for budgets up to 4096)
+TEXT_RANKS = 16  # ranks per depth whose token text is recorded (what a person reads); deeper ranks carry ""
 
 
 def ddtree_heap(top_logprobs: list[list[float]], budget: int) -> list[tuple[int, int, int]]:

@@ -119,7 +119,7 @@ class RoundRecord:
     # verifier on a sampled chain, min(1, p / q). None otherwise (P, rho, w are the target's flow in either case).
     accept: list[float] | None = None
     # A block round (DDTree): per depth, the drafter's top tokens by rank, each {token_id, text, logprob}; enough to
-    # rebuild the tree (engine/draft_rows.py). None for level-by-level drafting.
+    # rebuild the tree (engine/draft_rows.py; text "" beyond its TEXT_RANKS). None for level-by-level drafting.
     draft_rows: list[list[dict]] | None = None
 
     @classmethod
