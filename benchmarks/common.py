@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import statistics
 import sys
@@ -33,7 +34,7 @@ def parser(description: str) -> argparse.ArgumentParser:
     ap.add_argument("--prompts", default=None, help="default: the pair's prompt file (assets/prompts.jsonl for stdlib)")
     ap.add_argument("--split", default="eval")
     ap.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
-    ap.add_argument("--out", default=None, help="JSON output path (default benchmarks/results/<name>.json)")
+    ap.add_argument("--out", default=None, help="JSON output path (default benchmarks/results/<benchmark>_<date>.json)")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU)")
     return ap
 
@@ -133,8 +134,12 @@ def machine() -> dict:
 
 
 def write(name: str, args, payload: dict, figure=None) -> Path:
-    """Write the JSON result (and a plotly figure as standalone HTML beside it)."""
-    out = Path(args.out) if args.out else RESULTS / f"{name}.json"
+    """Write the JSON result (and a plotly figure as standalone HTML beside it).
+
+    By default the result is named by its question and the day it ran, `benchmarks/results/<name>_<YYYY-MM-DD>.json`;
+    `--out` names it yourself. Only the JSON is tracked (.gitignore leaves out the HTML).
+    """
+    out = Path(args.out) if args.out else RESULTS / f"{name}_{datetime.date.today().isoformat()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"benchmark": name, "machine": machine(), "args": vars(args), **payload}, indent=1))
     if figure is not None:
