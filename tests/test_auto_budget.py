@@ -11,21 +11,12 @@ from conftest import assert_caches_in_line, greedy_generate, losing_cost_model, 
 from test_exactness import assert_greedy, greedy_cfg
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, TevvizError
-from tevviz.engine.auto_budget import (
-    MAX_WAIT,
-    Q_EDGES,
-    RANKS,
-    WARMUP_FRACTIONS,
-    AutoBudget,
-    Plan,
-    Points,
-    plain_rate,
-    q_bins,
-    round_cost,
-)
+from tevviz.engine.auto_budget import MAX_WAIT, WARMUP_FRACTIONS, AutoBudget, Plan
 from tevviz.engine.builders import build_tree
 from tevviz.engine.io import loads, session_dict
 from tevviz.engine.kv import new_cache
+from tevviz.engine.round_time import Points, plain_rate, round_cost
+from tevviz.engine.tree_cost import Q_EDGES, RANKS, q_bins
 
 
 def plan(**kw) -> Plan:
@@ -120,7 +111,7 @@ def test_the_acceptance_table_learns_each_rank_and_q_bin_from_target_edge_probab
     """A first choice at q 0.55 that the target always takes, a second choice at q 0.3 it never takes: the table
     learns both, leaves unseen bins at their q, and C_p over the predicted reach is what the rounds realised."""
     auto = AutoBudget(8, 4)
-    prior = auto.log_accept().exp()
+    prior = auto.table.log_accept().exp()
     mid = (torch.tensor((0.0, *Q_EDGES)) + torch.tensor((*Q_EDGES, 1.0))) / 2
     assert torch.allclose(prior, mid.expand(RANKS, -1)), "before any node: each bin answers its own q"
     json.dumps(asdict(auto.fit()), allow_nan=False)  # a round's sizing goes into the session JSON: finite numbers
@@ -129,7 +120,7 @@ def test_the_acceptance_table_learns_each_rank_and_q_bin_from_target_edge_probab
     for _ in range(60):
         auto.observe(3, 1, {"draft": 1.0, "target": 10.0, "verify": 1.0, "other": 1.0}, C_p=1.0, predicted=0.8,
                      ranks=[0, 0, 1], logq=torch.tensor(lq).log().tolist(), p_edge=[1.0, 1.0, 0.0])
-    table = auto.log_accept().exp()
+    table = auto.table.log_accept().exp()
     assert table[0, first] > 0.95 and table[1, second] < 0.05
     untouched = torch.ones(RANKS, len(Q_EDGES) + 1, dtype=torch.bool)
     untouched[0, first] = untouched[1, second] = False
@@ -139,8 +130,8 @@ def test_the_acceptance_table_learns_each_rank_and_q_bin_from_target_edge_probab
     assert fit.calibration == pytest.approx(1.0 / 0.8)
     assert fit.first_accept == pytest.approx(1.0) and fit.first_q == pytest.approx(0.55)
     # Later ranks share the last row.
-    assert torch.equal(Plan(8, 4, 1.0, 1.0, 1.0, 1.0, auto.log_accept()).edge_values(
-        torch.tensor([0.3, 0.3]).log(), torch.tensor([1, 7]))[1], auto.log_accept()[RANKS - 1, second])
+    assert torch.equal(Plan(8, 4, 1.0, 1.0, 1.0, 1.0, auto.table.log_accept()).edge_values(
+        torch.tensor([0.3, 0.3]).log(), torch.tensor([1, 7]))[1], auto.table.log_accept()[RANKS - 1, second])
 
 
 def _table(first: float, later: float) -> torch.Tensor:

@@ -18,12 +18,14 @@ import torch
 from conftest import tiny_pair
 
 from tevviz.engine import BuilderConfig, SamplingConfig, TevvizError
-from tevviz.engine.auto_budget import EXPLORE, LOAD_WINDOW, WARMUP_FRACTIONS, AutoBudget, round_cost
+from tevviz.engine.auto_budget import WARMUP_FRACTIONS, AutoBudget
 from tevviz.engine.builders import build_tree
+from tevviz.engine.chain_cost import EXPLORE, LOAD_WINDOW
 from tevviz.engine.comparison import chi_square_p
 from tevviz.engine.io import loads, session_dict
 from tevviz.engine.kv import new_cache
 from tevviz.engine.records import RoundRecord, expected_accepted
+from tevviz.engine.round_time import round_cost
 from tevviz.engine.sampling import processed_probs
 from tevviz.engine.tree import DraftTree, from_parents
 from tevviz.engine.verifiers import VERIFIERS
@@ -263,11 +265,11 @@ def test_an_auto_sized_sampled_session_learns_from_the_speculative_acceptances()
     s.run()
     drafted = [r for r in s.rounds if r.size > 1]
     assert drafted and any(r.accept[1] != pytest.approx(r.p_edge[1], abs=1e-3) for r in drafted)
-    decay, n, tokens = 1 - 1 / s.auto.prefix_window, 0.0, 0.0
+    decay, n, tokens = 1 - 1 / s.auto.chains.prefix_window, 0.0, 0.0
     for r in drafted:
         n, tokens = n * decay + 1, tokens * decay + r.accept[1]
     # Depth 1's survival ratio: the decayed mean acceptance of the first token, drawn toward 1/2 by one chain.
-    assert s.auto.chain_tokens()[1] == pytest.approx((tokens + 0.5) / (n + 1), rel=1e-4)
+    assert s.auto.chains.tokens(s.auto.max_depth)[1] == pytest.approx((tokens + 0.5) / (n + 1), rel=1e-4)
     assert all(r.sizing["B"] <= 3 and r.sizing["H"] <= 3 for r in s.rounds)
 
 
@@ -292,7 +294,7 @@ def test_auto_sizes_a_sampled_chain_from_the_prefix_lengths_it_measured():
         plans.append(auto.plan())
     assert [p.forced_budget for p in plans[:4]] == [6, 2, 3, 0] and plans[3].skip_draft
     assert [p.warmup for p in plans] == [True] * 4 + [False], "a chosen depth is not a warm-up size"
-    e = auto.chain_tokens()
+    e = auto.chains.tokens(auto.max_depth)
     # Three chains: each draws toward its shallower neighbour by one chain's worth, so the estimates sit short of
     # 1, 2, 2, and never fall with depth.
     assert e[:4] == pytest.approx([0.0, 1.0, 2.0, 2.0], abs=0.35) and e[3] - e[2] < e[2] - e[1] < e[1]
@@ -313,7 +315,7 @@ def test_auto_sizes_a_sampled_chain_from_the_prefix_lengths_it_measured():
             auto.observe(1, 0, {"draft": 0.0, "target": 10.0, "verify": 0.5, "other": 0.5}, C_p=0.0, predicted=0.0)
         else:
             chain_observe(auto, [0.0] * p.forced_budget)
-    assert auto.chain_depth(auto.fit()) == 0
+    assert auto.chains.best_depth(auto.fit(), auto.max_depth) == 0
     late = seen[-40:]
     assert all(skip for explore, skip, _ in late if not explore), "a losing chain is still drafted"
     assert all(not skip and h == 1 for explore, skip, h in late if explore), "exploring up drafts one token"
@@ -344,7 +346,7 @@ def test_each_chain_depth_is_priced_by_its_own_measured_time_in_load_units():
     fit = auto.fit()
     line = [round_cost(fit, h, h) for h in range(7)]
     assert line[3] < line[4], "the line prices depth 4 above depth 3"
-    ms = auto.chain_ms(fit)
+    ms = auto.chains.ms(fit, auto.max_depth)
     assert ms[4] == pytest.approx(1.0 + 1.0 + 0.5 * 4 + 11.0, rel=0.05) and ms[4] < ms[3]
     assert {h for explore, h in chosen[-40:] if not explore} == {4}
     assert (1 + 3.0) / line[3] > (1 + 3.2) / line[4], "by the line alone depth 3 would win"
@@ -354,7 +356,7 @@ def test_each_chain_depth_is_priced_by_its_own_measured_time_in_load_units():
         assert not p.skip_draft
         machine_round(auto, p.forced_budget, accept, target_ms, load=2.0)
     assert auto.fit().plain == pytest.approx(1.0 + 11.0, rel=0.05), "the measured plain step is stale"
-    assert auto.chain_ms(auto.fit())[0] == pytest.approx(2 * plain_before, rel=0.1)
+    assert auto.chains.ms(auto.fit(), auto.max_depth)[0] == pytest.approx(2 * plain_before, rel=0.1)
 
 
 def test_a_depth_not_drafted_lately_is_priced_like_its_shallower_neighbour():
@@ -370,9 +372,9 @@ def test_a_depth_not_drafted_lately_is_priced_like_its_shallower_neighbour():
             auto.observe(1, 0, {"draft": 0.0, "target": 10.0, "verify": 0.5, "other": 0.5}, C_p=0.0, predicted=0.0)
     for _ in range(40):
         chain_observe(auto, [1.0])
-    e = auto.chain_tokens()
+    e = auto.chains.tokens(auto.max_depth)
     assert e[1] > 0.9 and e[3] > 2.5, e
-    assert auto.chain_depth(auto.fit()) >= 3
+    assert auto.chains.best_depth(auto.fit(), auto.max_depth) >= 3
 
 
 def test_one_stalled_round_barely_moves_the_load():
@@ -383,9 +385,9 @@ def test_one_stalled_round_barely_moves_the_load():
     for _ in range(100):
         p = auto.plan()
         machine_round(auto, 0 if p.skip_draft else p.forced_budget, [1.0] * 6, target_ms)
-    load, mean = auto.load, auto.depth_ms[6]
+    load, mean = auto.chains.load, auto.chains.depth_ms[6]
     p = auto.plan()
     assert p.forced_budget == 6
     machine_round(auto, 6, [1.0] * 6, target_ms, load=100.0)
-    assert auto.load / load == pytest.approx(2 ** (1 / LOAD_WINDOW), rel=1e-3)
-    assert 1.0 < auto.depth_ms[6] / mean < 1.02
+    assert auto.chains.load / load == pytest.approx(2 ** (1 / LOAD_WINDOW), rel=1e-3)
+    assert 1.0 < auto.chains.depth_ms[6] / mean < 1.02

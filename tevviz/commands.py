@@ -231,7 +231,7 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
           f"{out['tokens_per_s']:.1f} tok/s" + (f"  speed-up {speedup:.2f}x" if speedup else ""), file=sys.stderr)
     print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in out["stage_ms"].items()), file=sys.stderr)
     if "auto_budget" in out:
-        from .engine.auto_budget import Fit, describe
+        from .engine.round_time import Fit, describe
 
         a = out["auto_budget"]
         fit = Fit.from_sizing(a["last"])

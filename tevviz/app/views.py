@@ -189,7 +189,7 @@ def stats_markdown(st: AppState) -> str:
     if gap is not None or s["optimal_rounds"]:
         lines += ["", *_optimal_table(r, gap, s, bounded_rounds(st.rounds))]
     if r is not None and r.sizing is not None:
-        from ..engine.auto_budget import Fit, describe
+        from ..engine.round_time import Fit, describe
 
         z = r.sizing
         fit = Fit.from_sizing(z)

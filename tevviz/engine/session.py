@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from . import exit_law as law
-from .auto_budget import AutoBudget, MixedBudget
+from .arm_choice import MixedBudget
+from .auto_budget import AutoBudget
 from .builder_kinds import builder_kind
 from .builders import BuilderConfig
 from .draft_rows import TEXT_RANKS

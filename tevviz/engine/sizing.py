@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .auto_budget import AutoBudget, MixedBudget, Plan
+from .arm_choice import MixedBudget
+from .auto_budget import AutoBudget, Plan
 from .builder_kinds import builder_kind
 from .builders import BuilderConfig, DraftResult
 from .errors import TevvizError
