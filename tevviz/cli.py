@@ -144,8 +144,7 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
 def add_threads(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads for the models (default: $OMP_NUM_THREADS when set, else one fewer than "
-                        "torch's default, at least 1: a thread on every core runs several times slower on a busy "
-                        "machine)")
+                        "torch's default, at least 1, which leaves a core free for the rest of the machine)")
 
 
 def add_app(p: argparse.ArgumentParser) -> None:
@@ -232,8 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
              "`tevviz eval` (64, 8). Where tevviz departs, and why:\n"
              "  --token-labels stream (default): hard labels on the greedy continuations, as the paper, and on "
              "the T = 1 ones the target's distribution there, whose expectation is the paper's hard-label loss "
-             "without its sampling noise (measured: +3.5% held-out tau at T = 0 over hard labels, +4.7 SE; "
-             "--token-labels hard for the paper's own).\n"
+             "without its sampling noise (--token-labels hard for the paper's own).\n"
              "  lambda_exit 32: the paper gives none (the authors' config uses 0.1); L_exit averages w over all "
              "tree nodes, so it is about 1/B of a token NLL and a weight near B balances the two terms.\n"
              "  w and P come from the target at T = 1 (weight_temperature), whatever the decoding temperature: "
@@ -241,12 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
              "  residual is our own objective, not the paper's; --token-labels soft distils the target's "
              "distribution instead of its sampled tokens (less noisy, but it turns the token-only ablation into "
              "knowledge distillation).\n"
-             "  --distill-steps (off by default) adds a dense distillation warm start before ExitTrain; on the "
-             "embedded pair it is what lifts tau at T = 1 (the ExitTrain steps alone lose 2-5% there).\n"
-             "  The shipped stdlib exit-trained drafter is --distill-steps 6000 --distill-top-k 128, then --token-labels "
-             "soft (on 200 fresh held-out windows: +17.2% tau at T = 0 and +7.4% expected block length at T = 1 over "
-             "the original drafter; hard greedy labels pay at T = 0 and cost at T = 1).\n"
-             "assets/models/MODEL_CARD.md has the measured effect of each objective.")
+             "  --distill-steps (off by default) adds a dense distillation warm start before ExitTrain.\n"
+             "The shipped stdlib exit-trained drafter's recipe and figures are in assets/models/MODEL_CARD.md; "
+             "the measured effect of each objective and setting is in docs/experiments/.")
     t.add_argument("--prompts", default=None, help="prompt JSONL (default: the pair's shipped prompt file)")
     t.add_argument("--split", default="train")
     t.add_argument("--objective", default="exit", metavar="NAME", choices=LazyChoices("tevviz.engine.training", "OBJECTIVES"),
@@ -277,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--distill-top-k", type=int, default=0, metavar="K",
                    help="0 (default): a target forward every warm-start step; K > 0: the target's law over the whole "
                         "text computed once and kept as its K most likely tokens plus one bucket for the rest, then "
-                        "epochs over consecutive windows (about 2x faster per step; memory 4-6 bytes x K per token)")
+                        "epochs over consecutive windows (memory 4-6 bytes x K per token)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", required=True, help="folder for the trained drafter")
     add_threads(t)

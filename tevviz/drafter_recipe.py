@@ -40,7 +40,7 @@ def _say(msg: str) -> None:
 def answer_batch(target, ids: torch.Tensor, mask: torch.Tensor, sample: bool, new_tokens: int, k: int, eos: int,
                  gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Left-padded prompts answered greedily or at T = 1 (engine/streams.py): answers (B x n) and the target's
-    top-k log-probabilities at each answer position (B x n x k). A plain loop: `generate` costs 15x more here."""
+    top-k log-probabilities at each answer position (B x n x k), in batches sharing one KV cache."""
     return continue_batch(target, ids, mask, SamplingConfig(temperature=1.0 if sample else 0.0), new_tokens, gen,
                           {eos}, top_k=k)
 

@@ -1,15 +1,14 @@
 """Model work on one thread: the thread that loaded the models, which is the main thread under `launch`.
 
-Gradio runs each handler on a worker thread of its own pool. On a CPU build of torch (OpenMP) a
-decoding round there runs ~1.6x slower than on the main thread (B = 64, H = 8 on the embedded pair,
-2 cores: 88-96 ms against 52-56 ms; a 65 x 256 x 1024 matmul 414 against 310 us), while with one
-torch thread the two are equal. So `launch` keeps the main thread as the model thread: handlers hand
-their model calls to it and wait. When no model thread is serving (tests, a notebook, an app
-launched without blocking), a call runs where it is made.
+Gradio runs each handler on a worker thread of its own pool. On a CPU build of torch (OpenMP) MKL's
+matmuls run single-threaded off the main thread, so a decoding round there is slower than on the main
+thread, while with one torch thread the two are equal (docs/app-latency.md; `benchmarks/thread_cost.py`
+measures it). So `launch` keeps the main thread as the model thread: handlers hand their model calls to
+it and wait. When no model thread is serving (tests, a notebook, an app launched without blocking), a
+call runs where it is made.
 
-The app also leaves a core free by default (`app_threads`): on this 2-core CPU with the browser on the
-same machine, a Step took 444-601 ms (round 108-251 ms) at two torch threads and 322 ms (round 93 ms)
-at one, since two threads that must meet at every op stall whenever the browser takes a core.
+The app also leaves a core free by default (`app_threads`): two torch threads that must meet at every op
+stall whenever the browser, on the same machine, takes a core.
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ class BuilderConfig:
     depth: int = 6  # H: maximum depth (best-first, chain)
     # K: children per expanded node (best-first). 8, not DDTree's usual 4: a weak drafter's first miss is
     # mostly at the root, and K only widens the candidates the B kept nodes are chosen from (the draft's
-    # forwards stay W wide). SmolLM2 at B 32: tau T = 0 +0.18 +- 0.05 over K = 4; stdlib pair unchanged.
+    # forwards stay W wide). Measured: docs/experiments/2026-11-30-children-per-node-and-draft-temperature.md.
     children: int = 8
     width: int = 8  # W: frontier width per depth (best-first)
     branching: tuple[int, ...] = field(default=(4, 2, 2, 1, 1))  # children per node at each depth (static)
