@@ -94,8 +94,7 @@ def set_threads(n: int | None) -> None:
 
     from .app.model_thread import TORCH_DEFAULT_THREADS, app_threads
 
-    # A thread on every core loses to anything else running: SmolLM2 decoded at 0.5 tokens/s with two threads on
-    # a shared two-core machine, and at 3.2 with one.
+    # A thread on every core loses to anything else running (README.md, *Use*, has a measured case).
     n = app_threads(n, TORCH_DEFAULT_THREADS)
     if n is not None:
         torch.set_num_threads(n)
