@@ -221,7 +221,7 @@ def clicks(args, port: int) -> tuple:
     import gradio_client
 
     # The server is plain http on 127.0.0.1: there is no TLS to verify. gradio_client opens a new httpx
-    # client for every call, and with verification on each one loads the CA bundle (~60 ms on this CPU),
+    # client for every call, and with verification on each one loads the CA bundle (docs/app-latency.md),
     # a cost of this benchmark's client that a browser on its kept-alive connection never pays.
     c = gradio_client.Client(f"http://127.0.0.1:{port}/", verbose=False, ssl_verify=args.ssl_verify)
     kw = {"budget": args.budget, "depth": args.depth, "max_new_tokens": args.max_new_tokens}
