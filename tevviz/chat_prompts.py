@@ -5,15 +5,21 @@ no stdlib file, so held-out figures measure prompts the drafter never saw."""
 from __future__ import annotations
 
 import ast
+import json
 import random
+import re
 import sysconfig
 from pathlib import Path
 
+from .engine.pairs import assets_dir
+
 HOLDOUT_EVERY = 10  # every 10th topic, subject and stdlib file (sorted order) is held out
 
-TOPICS = ["photosynthesis", " black holes", " the water cycle", " plate tectonics", " vaccines", " the French Revolution", " supply and\ndemand", " compound interest", " machine learning", " neural networks", " the immune system", " climate change", " volcanoes", "\nthe Roman Empire", " electricity", " magnetism", " the printing press", " DNA", " evolution", " the stock market", " inflation", "\nrenewable energy", " solar panels", " the moon landing", " gravity", " the speed of light", " coral reefs", " honey bees", "\nthe internet", " encryption", " blockchains", " recycling", " sleep", " meditation", " coffee", " tea ceremonies", " chess openings", "\njazz music", " the Renaissance", " democracy", " the Great Wall of China", " the Amazon rainforest", " deserts", " glaciers", "\nearthquakes", " hurricanes", " antibiotics", " the human heart", " the brain", " memory", " language learning", " prime numbers", "\nprobability", " statistics", " the Pythagorean theorem", " calculus", " the periodic table", " atoms", " chemical bonds", "\nrainbows", " sound waves", " telescopes", " Mars", " Jupiter", " comets", " dinosaurs", " fossils", " the Industrial Revolution", "\ntrains", " airplanes", " electric cars", " bicycles", " gardening", " composting", " baking bread", " fermentation", " chocolate", "\nolive oil", " spices", " nutrition", " exercise", " running a marathon", " yoga", " public speaking", " time management", "\nnegotiation", " leadership", " teamwork", " job interviews", " writing a resume", " saving money", " budgeting", " taxes", "\ninsurance", " renting an apartment", " moving to a new city", " travel packing", " learning to swim", " camping", " maps", "\nthe compass", " lighthouses", " bridges", " skyscrapers", " concrete", " steel", " glass making", " paper", " ink", " photography", "\nfilm cameras", " animation", " video games", " board games", " origami", " knitting", " pottery", " painting with watercolors", "\npoetry", " novels", " Shakespeare", " mythology", " folk tales", " museums", " libraries", " universities", " scientific method", "\npeer review", " vaccines for pets", " dogs", " cats", " horses", " owls", " octopuses", " whales", " penguins", " ants", " spiders", "\nmushrooms", " trees", " forests", " rivers", " oceans", " tides", " the seasons", " weather forecasting", " clouds", " snowflakes"]
-
-SUBJECTS = ["a cat", " the ocean", " autumn", " a lighthouse", " the city at night", " a robot", " friendship", " a mountain", " rain", "\na library", " the moon", " a garden", " a train journey", " coffee", " winter mornings", " a lost key", " the stars", " a river", "\nan old clock", " the first day of school", " a desert", " a thunderstorm", " a bakery", " music", " a bicycle", " the sea shore"]
+# The words the templates are filled with: topics, subjects and code tasks (assets/prompts/chat_words.json).
+_WORDS = json.loads((assets_dir() / "prompts" / "chat_words.json").read_text(encoding="utf-8"))
+TOPICS: list[str] = _WORDS["topics"]
+SUBJECTS: list[str] = _WORDS["subjects"]
+CODE_TASKS: list[str] = _WORDS["code_tasks"]
 
 QUESTION_TEMPLATES = (
     "What is {t}?",
@@ -36,7 +42,6 @@ CREATIVE_TEMPLATES = (
     "Describe {s} in three sentences.",
     "Write a limerick about {s}.",
 )
-CODE_TASKS = ["reverses a string", " checks whether a number is prime", " returns the n-th Fibonacci number", " counts the vowels\nin a string", " merges two sorted lists", " removes duplicates from a list while keeping order", " flattens a nested\nlist", " computes the factorial of n", " checks whether a string is a palindrome", " finds the largest element of a\nlist", " sorts a list of dictionaries by a key", " reads a CSV file and returns its rows", " counts word frequencies\nin a text", " converts Celsius to Fahrenheit", " returns the greatest common divisor of two numbers", " transposes a\nmatrix", " checks whether two strings are anagrams", " computes the mean and median of a list", " validates an email\naddress with a regular expression", " returns the binary representation of an integer", " finds all primes below\nn", " rotates a list by k positions", " groups words by their first letter", " parses a date string", " computes the\nsum of the digits of a number", " chunks a list into pieces of size n", " returns the longest word in a sentence", "\ncapitalizes every word of a sentence", " computes the dot product of two vectors", " implements binary search", "\nimplements bubble sort", " implements a stack class", " implements a queue with two stacks", " counts lines in a\nfile", " finds the second largest number in a list", " checks balanced parentheses", " converts a Roman numeral to\nan integer", " returns the intersection of two lists", " computes the power set of a list", " shuffles a list"]
 CODE_TEMPLATES = (
     "Write a Python function that {c}.",
     "How do I write a function in Python that {c}?",
@@ -58,6 +63,19 @@ def _split(items: list[str]) -> tuple[list[str], list[str]]:
             [x for k, x in enumerate(items) if k % HOLDOUT_EVERY == 0])
 
 
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # a line with its ending, as ast splits source
+
+
+def _segment(lines: list[str], node: ast.AST) -> str:
+    """`ast.get_source_segment(text, node)` over the text's lines split once (that call splits the whole text
+    again for each node)."""
+    first, last = node.lineno - 1, node.end_lineno - 1
+    if first == last:
+        return lines[first].encode()[node.col_offset:node.end_col_offset].decode()
+    return "".join([lines[first].encode()[node.col_offset:].decode(), *lines[first + 1:last],
+                    lines[last].encode()[:node.end_col_offset].decode()])
+
+
 def _stdlib_functions(files: list[Path], rng: random.Random, limit: int) -> list[dict]:
     """Code tasks from documented stdlib functions, and explanation tasks from short stdlib functions."""
     out: list[dict] = []
@@ -67,6 +85,7 @@ def _stdlib_functions(files: list[Path], rng: random.Random, limit: int) -> list
             tree = ast.parse(text)
         except (SyntaxError, ValueError):
             continue
+        lines = _LINE.findall(text)
         for node in ast.walk(tree):
             if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
                 continue
@@ -76,7 +95,7 @@ def _stdlib_functions(files: list[Path], rng: random.Random, limit: int) -> list
             if 20 <= len(first) <= 240:
                 out.append({"kind": "stdlib task", "source": path.name,
                             "prompt": f"Write a Python function `{node.name}({args})`: {first}"})
-            src = ast.get_source_segment(text, node) or ""
+            src = _segment(lines, node)
             if 3 <= src.count("\n") <= 14 and len(src) <= 600:
                 out.append({"kind": "explain code", "source": path.name,
                             "prompt": f"Explain what this Python function does:\n```python\n{src}\n```"})
@@ -144,3 +163,33 @@ def sample(rows: list[dict], split: str, n: int, seed: int = 0) -> list[dict]:
     return [{"split": split, "title": f"{r['kind']}: {r['prompt'].splitlines()[0][:60]}", "chat": True,
              "kind": r["kind"], **({"source": r["source"]} if "source" in r else {}), "prompt": r["prompt"]}
             for r in picked]
+
+
+# A second held-out set for the SmolLM2 pair, written by hand and differently from everything above: free-form
+# questions, tasks and conversations as a person types them, sharing no template and no six-word run with the
+# generated prompts (tests/test_prompt_sets.py). Its split name in the pair's prompts and the file that holds it:
+FREEFORM_SPLIT = "freeform"
+FREEFORM_FILE = "scan_prompts/smollm2_freeform.jsonl"
+
+
+def freeform_prompts() -> list[dict]:
+    """The free-form set's rows, each with its conversation as `messages` (one user turn for a single prompt)."""
+    rows = [json.loads(line) for line in (assets_dir() / FREEFORM_FILE).read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    return [r if "messages" in r else {**r, "messages": [{"role": "user", "content": r["prompt"]}]} for r in rows]
+
+
+def conversation_text(tokenizer, messages: list[dict]) -> str:
+    """A conversation through the tokenizer's chat template up to the assistant's turn: what a multi-turn row holds
+    as its `prompt`, with `chat` false since it is templated already (scans, eval and the app take it as it is)."""
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
+def render_conversations(path: Path, tokenizer) -> int:
+    """Write again the `prompt` of every row of a prompt file that has `messages` (after a change of template)."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for r in rows:
+        if "messages" in r:
+            r.update(chat=False, prompt=conversation_text(tokenizer, r["messages"]))
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return sum("messages" in r for r in rows)

@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
              "The shipped stdlib exit-trained drafter's recipe and figures are in assets/models/MODEL_CARD.md; "
              "the measured effect of each objective and setting is in docs/experiments/.")
     t.add_argument("--prompts", default=None, help="prompt JSONL (default: the pair's shipped prompt file)")
-    t.add_argument("--split", default="train")
+    t.add_argument("--split", default="train", help="which prompts of the pair (as tevviz eval's --split)")
     t.add_argument("--objective", default="exit", metavar="NAME", choices=LazyChoices("tevviz.engine.training", "OBJECTIVES"),
                    help="exit (w, the paper's), prefix (P), token (L_tok alone) or residual (ours)")
     t.add_argument("--steps", type=int, default=200)
@@ -280,7 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = _sub(sub, "eval", "held-out tau, mean 1 + C_p and acceptance by depth at T = 0 and T = 1")
     e.add_argument("--prompts", default=None, help="prompt JSONL (default: the pair's shipped prompt file)")
-    e.add_argument("--split", default="eval")
+    e.add_argument("--split", default="eval",
+                   help="which prompts: eval (held-out), train, or a further held-out set of the pair (smollm2: "
+                        "freeform, written differently from its training prompts)")
     e.add_argument("--budget", type=int, default=64)
     e.add_argument("--depth", type=int, default=8)
     tree_shape_flags(e)

@@ -392,16 +392,21 @@ def cmd_app(args) -> int:
     return 0
 
 
-def _prompt_ids(args, pair) -> list[list[int]]:
-    """Token ids of the prompt file's split (the pair's own prompt file by default), chat rows through the template."""
-    from .engine.pairs import named_pair
-    from .engine.session import encode_prompt
+def _prompt_rows(args) -> list[dict]:
+    """The prompts of --split: of --prompts, else of the pair's file that holds that split (a split the pair has
+    not is refused, naming those it has); read before any model loads."""
+    from .engine.pairs import DEFAULT_PAIR, named_pair
     from .prompts import load_prompts
 
-    path = args.prompts
-    if path is None and args.pair is not None:
-        path = named_pair(args.pair).prompts_path()
-    rows = load_prompts(path, args.split)
+    if args.prompts is not None:
+        return load_prompts(args.prompts, args.split)
+    return load_prompts(named_pair(args.pair or DEFAULT_PAIR).split_path(args.split), args.split)
+
+
+def _prompt_ids(rows: list[dict], pair) -> list[list[int]]:
+    """Token ids of prompt rows, chat rows through the template."""
+    from .engine.session import encode_prompt
+
     return [encode_prompt(pair.tokenizer, r["prompt"], chat=bool(r.get("chat"))) for r in rows]
 
 
@@ -465,9 +470,10 @@ def cmd_train(args) -> int:
         raise TevvizError("--collect-temperatures must be in [0, 10]")
     distill_files(args.distill_text)
     out = check_folder_writable(args.out, "--out")
+    rows = _prompt_rows(args)
     set_threads(args.threads)
     pair = source_from_args(args).load()
-    prompts = _prompt_ids(args, pair)
+    prompts = _prompt_ids(rows, pair)
     args.started = True
     print(f"collecting target continuations of {len(prompts)} prompts ...", file=sys.stderr)
     streams = collect_mixed_streams(pair, prompts, temps, args.collect_tokens, args.seed)
@@ -519,9 +525,10 @@ def cmd_eval(args) -> int:
     temps = _numbers(args.temperatures, "--temperatures")
     builder = BuilderConfig(budget=args.budget, depth=args.depth, children=args.children, width=args.width,
                             draft_temperature=args.draft_temperature)
+    rows = _prompt_rows(args)
     set_threads(args.threads)
     pair = source_from_args(args).load()
-    prompts = _prompt_ids(args, pair)
+    prompts = _prompt_ids(rows, pair)
     args.started = True
     results, counts = [], []
     with Interrupt("prompt") as stop:

