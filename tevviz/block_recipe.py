@@ -1,8 +1,10 @@
-"""The recipe of the embedded pair's block drafter: DFlash's layout, trained on the stdlib target's own writing.
+"""`tevviz pair train-drafter NAME --kind block`: a block drafter in DFlash's layout, trained on its target's writing.
 
-Contexts are windows of the stdlib's training files; the target continues each one (half greedy, half sampled at
-T = 1), and its features at `target_layer_ids` are computed once over every sequence. Training then draws random
-anchors in the target-written part (docs/math.md, *Training a block drafter*). Offline, CPU, seeded.
+stdlib: windows of the stdlib's training files continued by the embedded target. A fetched chat pair (smollm2):
+the target's answers to the offline chat prompts. Half the training text is greedy, half sampled at T = 1; the
+target's features at `target_layer_ids` are computed once over every sequence. Training then draws random anchors
+in the target-written part (docs/math.md, *Training a block drafter*) and keeps the weights whose held-out chain
+acceptance is best. Offline, CPU, seeded.
 """
 
 from __future__ import annotations
@@ -16,97 +18,59 @@ from pathlib import Path
 
 import torch
 
-from .engine.block_model import BlockDraftModel, block_config_dict, parse_config, save_block_drafter
-from .engine.block_training import block_batch, block_logits, block_loss, chain_acceptance, cosine_lr
+from .block_data import Sequences, chat_data, rarest_id, say, stdlib_data
+from .engine.block_model import BlockDraftModel, block_config_dict, default_layer_ids, parse_config, save_block_drafter
+from .engine.block_training import block_logits, block_loss, cosine_lr
+from .engine.errors import TevvizError
 
-DEFAULT_OUT = "assets/models/tevviz-stdlib-block-draft"
-
-
-def _say(msg: str) -> None:
-    print(msg, flush=True)
-
-
-def windows(stream: torch.Tensor, n: int, length: int, rng: random.Random) -> torch.Tensor:
-    """(n, length) random windows of a token stream."""
-    starts = [rng.randrange(0, stream.numel() - length) for _ in range(n)]
-    return torch.stack([stream[s : s + length] for s in starts])
-
-
-@torch.inference_mode()
-def continue_windows(target, contexts: torch.Tensor, new_tokens: int, sample: bool, batch: int) -> torch.Tensor:
-    """(n, C + new_tokens): each context continued by the target, greedy or sampled at T = 1 (EOS not special)."""
-    out = []
-    for i in range(0, contexts.shape[0], batch):
-        ids = contexts[i : i + batch]
-        kw = {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0} if sample else {"do_sample": False}
-        gen = target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-                              min_new_tokens=new_tokens, pad_token_id=0, eos_token_id=None, **kw)
-        out.append(gen[:, : ids.shape[1] + new_tokens])
-        _say(f"  {'sampled' if sample else 'greedy'} continuations: {min(i + batch, contexts.shape[0])}"
-             f"/{contexts.shape[0]}")
-    return torch.cat(out)
+# Per pair: where the drafter goes and the settings that differ from the stdlib pair's.
+RECIPES = {
+    "stdlib": {"out": "assets/models/tevviz-stdlib-block-draft", "defaults": {}},
+    "smollm2": {"out": "assets/models/tevviz-smollm2-block-draft",
+                "defaults": {"seqs": 1280, "eval_seqs": 64, "new_tokens": 64, "block_size": 6, "layers": 1,
+                             "intermediate": 1536, "batch": 8, "anchors": 4, "lr": 6e-4, "steps": 1500,
+                             "warmup": 100, "gen_batch": 32, "eval_every": 150, "save_dtype": "bfloat16",
+                             "init_from_target": True}},
+}
 
 
-@torch.inference_mode()
-def features_of(target, seqs: torch.Tensor, layer_ids: list[int], batch: int) -> torch.Tensor:
-    """(n, L, F) bfloat16: the target's features of every position of every sequence."""
-    out = []
-    for i in range(0, seqs.shape[0], batch):
-        hs = target(seqs[i : i + batch], output_hidden_states=True).hidden_states
-        out.append(torch.cat([hs[j + 1] for j in layer_ids], dim=-1).to(torch.bfloat16))
-    return torch.cat(out)
+def init_from_target(model: BlockDraftModel, target) -> list[str]:
+    """Start the drafter's final norm and decoder layers from the target's last ones where the shapes agree (the
+    head then reads hidden states of the scale it was trained on); the names of the weights copied."""
+    inner = target.get_decoder() if hasattr(target, "get_decoder") else target.model
+    theirs = {"norm.weight": inner.norm.weight}
+    n, layers = len(model.layers), inner.layers
+    for i in range(n):
+        for k, v in layers[len(layers) - n + i].state_dict().items():
+            theirs[f"layers.{i}.{k}"] = v
+    ours = model.state_dict()
+    copied = [k for k, v in theirs.items() if k in ours and ours[k].shape == v.shape]
+    model.load_state_dict({k: theirs[k].detach().clone() for k in copied}, strict=False)
+    return copied
 
 
-def sample_anchors(n_seq: int, per_seq: int, lo: int, hi: int, gen: torch.Generator) -> torch.Tensor:
-    """(n_seq, per_seq) distinct anchors in [lo, hi] per sequence."""
-    return torch.stack([torch.randperm(hi - lo + 1, generator=gen)[:per_seq] + lo for _ in range(n_seq)])
-
-
-def evaluate(model, target, seqs, feats, lo: int, bs: int, mask_id: int, seed: int = 0) -> dict:
-    """Held-out T = 0 chain acceptance by depth and the depth-1 top-4 hit rate."""
+def evaluate(model, target, held: Sequences, bs: int, mask_id: int, seed: int = 0, per_call: int = 16) -> dict:
+    """Held-out T = 0 chain acceptance by depth and the depth-1 top-4 hit rate (8 fixed anchors per sequence)."""
     gen = torch.Generator().manual_seed(seed)
     model.eval()
+    hits, top4, losses = [], [], []
     with torch.inference_mode():
-        anchors = sample_anchors(seqs.shape[0], 8, lo, seqs.shape[1] - bs, gen)
-        batch = block_batch(seqs, feats.float(), anchors, bs, mask_id)
-        logits = block_logits(model, target, batch)
-        top4 = (logits[:, :, 0].topk(4, dim=-1).indices == batch.labels[:, :, :1]).any(-1).float().mean()
-        acc = chain_acceptance(logits, batch.labels)
-        loss = float(block_loss(logits, batch.labels, None))
+        for s in range(0, len(held), per_call):
+            batch = held.draw(list(range(s, min(s + per_call, len(held)))), 8, bs, mask_id, gen)
+            logits = block_logits(model, target, batch)
+            top4.append((logits[:, :, 0].topk(4, dim=-1).indices == batch.labels[:, :, :1]).any(-1).flatten())
+            hits.append(torch.cumprod((logits.argmax(-1) == batch.labels).float().flatten(0, 1), dim=1))
+            losses.append(float(block_loss(logits, batch.labels, None)))
     model.train()
-    return {"chain_acceptance": [round(x, 4) for x in acc], "top4_depth1": round(float(top4), 4),
-            "loss": round(loss, 4), "tau_chain": round(1 + sum(acc), 4)}
+    acc = torch.cat(hits).mean(0).tolist()
+    return {"chain_acceptance": [round(x, 4) for x in acc], "top4_depth1": round(float(torch.cat(top4).float()
+                                                                                     .mean()), 4),
+            "loss": round(sum(losses) / len(losses), 4), "tau_chain": round(1 + sum(acc), 4)}
 
 
-def build_data(args, target, tok, rng: random.Random) -> dict:
-    """Target-written training and held-out sequences and their features."""
-    from .demo_pair import encode_corpus, stdlib_files
-
-    train_files, held_files = stdlib_files()
-    rng.shuffle(train_files)
-    t0 = time.perf_counter()
-    train_stream = encode_corpus(tok, train_files[: args.files])
-    held_stream = encode_corpus(tok, held_files)
-    data = {}
-    for name, stream, n in (("train", train_stream, args.seqs), ("held", held_stream, args.eval_seqs)):
-        ctx = windows(stream, n, args.context, rng)
-        half = n // 2 if name == "train" else 0  # held-out: greedy only (T = 0 acceptance)
-        greedy = continue_windows(target, ctx[half:], args.new_tokens, False, args.gen_batch)
-        sampled = continue_windows(target, ctx[:half], args.new_tokens, True, args.gen_batch) if half else greedy[:0]
-        seqs = torch.cat([sampled, greedy])
-        data[name] = (seqs, features_of(target, seqs, args.layer_ids, args.gen_batch))
-        _say(f"{name}: {seqs.shape[0]} sequences of {seqs.shape[1]} tokens ({time.perf_counter() - t0:.0f} s)")
-    counts = torch.bincount(data["train"][0].flatten(), minlength=target.get_output_embeddings().weight.shape[0])
-    counts[tok.eos_token_id] = counts.max() + 1  # never the mask: EOS is a real root
-    data["mask_id"] = int(torch.argmin(counts.flip(0)).item())
-    data["mask_id"] = counts.numel() - 1 - data["mask_id"]  # the rarest id, the highest on ties
-    return data
-
-
-def train(args, model, target, data) -> list[dict]:
-    """The training loop; returns the log (loss, held-out acceptance)."""
-    seqs, feats = data["train"]
-    bs, lo = args.block_size, args.context
+def train(args, model, target, data: dict) -> list[dict]:
+    """The training loop; returns the log (loss, held-out acceptance) and leaves the best held-out weights in."""
+    seqs, bs = data["train"], args.block_size
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     gen = torch.Generator().manual_seed(args.seed)
     log, t0, running, best = [], time.perf_counter(), 0.0, None
@@ -114,9 +78,8 @@ def train(args, model, target, data) -> list[dict]:
     for step in range(1, args.steps + 1):
         for g in opt.param_groups:
             g["lr"] = args.lr * cosine_lr(step, args.steps, args.warmup, 0.05)
-        idx = torch.randint(0, seqs.shape[0], (args.batch,), generator=gen)
-        anchors = sample_anchors(args.batch, args.anchors, lo, seqs.shape[1] - bs, gen)
-        batch = block_batch(seqs[idx], feats[idx].float(), anchors, bs, data["mask_id"])
+        idx = torch.randint(0, len(seqs), (args.batch,), generator=gen).tolist()
+        batch = seqs.draw(idx, args.anchors, bs, data["mask_id"], gen)
         loss = block_loss(block_logits(model, target, batch), batch.labels, args.gamma)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -124,10 +87,10 @@ def train(args, model, target, data) -> list[dict]:
         opt.step()
         running = loss.item() if step == 1 else 0.98 * running + 0.02 * loss.item()
         if step % args.eval_every == 0 or step == args.steps:
-            ev = evaluate(model, target, *data["held"], lo, bs, data["mask_id"])
+            ev = evaluate(model, target, data["held"], bs, data["mask_id"])
             log.append({"step": step, "loss": round(running, 4), "seconds": round(time.perf_counter() - t0, 1), **ev})
-            _say(f"step {step}: loss {running:.3f}, held-out chain acceptance {ev['chain_acceptance'][:4]}, "
-                 f"tau {ev['tau_chain']}, top-4 at depth 1 {ev['top4_depth1']} ({time.perf_counter() - t0:.0f} s)")
+            say(f"step {step}: loss {running:.3f}, held-out chain acceptance {ev['chain_acceptance'][:4]}, "
+                f"tau {ev['tau_chain']}, top-4 at depth 1 {ev['top4_depth1']} ({time.perf_counter() - t0:.0f} s)")
             # A small target-written corpus is memorised after a while: keep the weights held-out text likes best.
             if best is None or ev["tau_chain"] > best[0]:
                 best = (ev["tau_chain"], step, copy.deepcopy(model.state_dict()))
@@ -137,57 +100,107 @@ def train(args, model, target, data) -> list[dict]:
     return log
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Make the embedded pair's block drafter (`tevviz pair train-drafter stdlib --kind block`)."""
-    ap = argparse.ArgumentParser(prog="tevviz pair train-drafter stdlib --kind block", description=__doc__)
-    ap.add_argument("--out", default=DEFAULT_OUT, help="the drafter folder to write (default: %(default)s)")
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The recipe's options; the pair's own defaults (RECIPES) fill what the command line leaves out."""
+    ap = argparse.ArgumentParser(prog="tevviz pair train-drafter NAME --kind block", description=__doc__)
+    ap.add_argument("name", choices=sorted(RECIPES), help="the pair whose target the drafter reads")
+    ap.add_argument("--out", default=None, help="the drafter folder to write (default: the pair's in assets/models)")
     ap.add_argument("--steps", type=int, default=2500, help="optimiser steps (default: %(default)s)")
-    ap.add_argument("--files", type=int, default=300, help="stdlib training files drawn for contexts")
+    ap.add_argument("--files", type=int, default=300, help="stdlib: training files drawn for contexts")
     ap.add_argument("--seqs", type=int, default=1536, help="target-written training sequences")
-    ap.add_argument("--eval-seqs", type=int, default=96, help="held-out sequences (held-out stdlib files)")
-    ap.add_argument("--context", type=int, default=64, help="context tokens before the target writes")
+    ap.add_argument("--eval-seqs", type=int, default=96, help="held-out sequences (held-out files or prompts)")
+    ap.add_argument("--context", type=int, default=64, help="stdlib: context tokens before the target writes")
     ap.add_argument("--new-tokens", type=int, default=64, help="tokens the target writes per sequence")
     ap.add_argument("--block-size", type=int, default=8, help="bs: the root and bs - 1 drafted depths")
     ap.add_argument("--layers", type=int, default=2, help="drafter decoder layers")
     ap.add_argument("--intermediate", type=int, default=512, help="drafter MLP width")
-    ap.add_argument("--layer-ids", type=lambda s: [int(x) for x in s.split(",")], default=[1, 6, 10],
-                    help="target layers read (comma-separated, 0-based)")
+    ap.add_argument("--layer-ids", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                    help="target layers read (comma-separated, 0-based; default: stdlib 1,6,10, else DFlash's rule "
+                         "for three ids)")
     ap.add_argument("--batch", type=int, default=16, help="sequences per step")
     ap.add_argument("--anchors", type=int, default=8, help="blocks per sequence per step")
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (warm-up, then cosine to 5%%)")
+    ap.add_argument("--warmup", type=int, default=200, help="warm-up steps")
     ap.add_argument("--gamma", type=float, default=4.0, help="loss decay by depth, exp(-(k - 1) / gamma)")
     ap.add_argument("--eval-every", type=int, default=250, help="held-out checks; the best one's weights are kept")
-    ap.add_argument("--gen-batch", type=int, default=128)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--gen-batch", type=int, default=128, help="sequences per target pass while writing the data")
+    ap.add_argument("--save-dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="weights on disk (tevviz computes in the target's dtype either way)")
+    ap.add_argument("--init-from-target", action="store_true",
+                    help="start the decoder layers and final norm from the target's last ones (default for chat pairs)")
+    ap.add_argument("--data", type=Path, default=None,
+                    help="a file to keep the written data in: reused when it exists, written when it does not")
+    ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     ap.add_argument("--seed", type=int, default=0)
+    given = {a.split("=")[0].lstrip("-").replace("-", "_") for a in (argv or []) if a.startswith("--")}
     args = ap.parse_args(argv)
+    for k, v in RECIPES[args.name]["defaults"].items():
+        if k not in given:
+            setattr(args, k, v)
+    args.out = args.out or RECIPES[args.name]["out"]
+    return args
+
+
+def load_target(name: str):
+    """The pair's target and tokenizer, float32 on the CPU."""
+    from .engine.models import load_model, load_tokenizer
+    from .engine.pairs import named_pair
+
+    path = named_pair(name).target_path()
+    if not (path / "config.json").is_file():
+        raise TevvizError(f"fetch the target first: tevviz pair fetch {name}")
+    return load_model(str(path), "target", dtype="float32", device="cpu"), load_tokenizer(str(path), "target")
+
+
+def written_data(args, target, tok) -> dict:
+    """The recipe's data, from `--data` when that file exists, else written by the target (and kept there)."""
+    if args.data is not None and args.data.is_file():
+        say(f"data: reusing {args.data}")
+        return torch.load(args.data)
+    make = stdlib_data if args.name == "stdlib" else chat_data
+    t0 = time.perf_counter()
+    data: dict = make(args, target, tok, random.Random(args.seed))
+    data["mask_id"] = rarest_id(data["train"], target.get_output_embeddings().weight.shape[0],
+                                {tok.eos_token_id} if tok.eos_token_id is not None else set())
+    data["seconds"] = round(time.perf_counter() - t0, 1)
+    if args.data is not None:
+        torch.save(data, args.data)
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Make a pair's block drafter (`tevviz pair train-drafter NAME --kind block`)."""
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    from .engine.models import ModelSource
-
-    pair = ModelSource(device="cpu").load()
-    target, tok = pair.target, pair.tokenizer
+    target, tok = load_target(args.name)
+    conf = target.config
+    layers = conf.num_hidden_layers
+    if args.layer_ids is None:
+        args.layer_ids = [1, 6, 10] if args.name == "stdlib" else default_layer_ids(3, layers)
     t0 = time.perf_counter()
-    data = build_data(args, target, tok, random.Random(args.seed))
-    data_s = time.perf_counter() - t0
-    layers, hidden, vocab = target.config.num_hidden_layers, target.config.hidden_size, target.config.vocab_size
-    raw = block_config_dict(hidden, args.layers, target.config.num_attention_heads,
-                            target.config.num_key_value_heads, args.intermediate, vocab, args.block_size,
-                            data["mask_id"], args.layer_ids, layers,
-                            rope_theta=target.config.rope_parameters["rope_theta"],
-                            max_positions=target.config.max_position_embeddings)
+    data = written_data(args, target, tok)
+    raw = block_config_dict(conf.hidden_size, args.layers, conf.num_attention_heads, conf.num_key_value_heads,
+                            args.intermediate, conf.vocab_size, args.block_size, data["mask_id"], args.layer_ids,
+                            layers, rope_theta=conf.rope_parameters["rope_theta"],
+                            max_positions=conf.max_position_embeddings, eps=conf.rms_norm_eps)
     model = BlockDraftModel(parse_config(raw, "recipe", target))
+    if args.init_from_target:
+        say(f"initialised from the target: {len(init_from_target(model, target))} weights")
     n_params = sum(p.numel() for p in model.parameters())
-    _say(f"block drafter: {n_params / 1e6:.2f} M parameters, mask token {data['mask_id']}")
+    say(f"block drafter: {n_params / 1e6:.2f} M parameters, mask token {data['mask_id']}, target layers "
+        f"{args.layer_ids}; {len(data['train'])} training sequences ({data['train'].count()} written tokens)")
+    t_train = time.perf_counter()
     log = train(args, model, target, data)
-    save_block_drafter(model.eval(), args.out)
+    save_block_drafter(model.eval(), args.out, getattr(torch, args.save_dtype))
     out = Path(args.out)
-    record = {"recipe": "tevviz.block_recipe", "settings": vars(args), "parameters": n_params,
-              "data_seconds": round(data_s, 1), "train_seconds": round(time.perf_counter() - t0 - data_s, 1),
-              "log": log}
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    record = {"recipe": "tevviz.block_recipe", "settings": settings, "parameters": n_params,
+              "train_tokens": data["train"].count(), "data_seconds": data["seconds"],
+              "train_seconds": round(time.perf_counter() - t_train, 1),
+              "wall_seconds": round(time.perf_counter() - t0, 1), "log": log}
     (out / "training_log.json").write_text(json.dumps(record, indent=1) + "\n")
-    _say(f"wrote {out}")
+    say(f"wrote {out}")
     return 0
 
 

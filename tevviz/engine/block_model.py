@@ -314,12 +314,13 @@ def block_config_dict(hidden: int, layers: int, heads: int, kv_heads: int, inter
     }
 
 
-def save_block_drafter(model: BlockDraftModel, out: str | Path) -> None:
-    """Write `model` as a DFlash-layout folder: config.json and model.safetensors."""
+def save_block_drafter(model: BlockDraftModel, out: str | Path, dtype: torch.dtype | None = None) -> None:
+    """Write `model` as a DFlash-layout folder: config.json and model.safetensors (in `dtype` if given)."""
     from safetensors.torch import save_file
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(model.block.raw, indent=2) + "\n")
-    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items() if not k.startswith("rotary.")}
+    state = {k: v.detach().to(dtype or v.dtype).contiguous().cpu() for k, v in model.state_dict().items()
+             if not k.startswith("rotary.")}
     save_file(state, str(out / WEIGHTS))

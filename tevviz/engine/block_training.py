@@ -49,6 +49,23 @@ def block_batch(tokens: torch.Tensor, feats: torch.Tensor, anchors: torch.Tensor
     return BlockBatch(feats, ctx_pos, ids.view(s, -1), pos.view(s, -1), mask, labels)
 
 
+def padded_blocks(tokens: list[torch.Tensor], feats: list[torch.Tensor], anchors: torch.Tensor, block_size: int,
+                  mask_id: int) -> BlockBatch:
+    """Blocks at `anchors` (S, A) of sequences of different lengths (L_i,) with features (L_i, F), right-padded;
+    a label past its sequence's end is -100 (cross-entropy ignores it)."""
+    width = max(t.numel() for t in tokens) + block_size  # room for every block's labels
+    device = feats[0].device
+    ids = torch.zeros(len(tokens), width, dtype=torch.long, device=device)
+    ctx = torch.zeros(len(tokens), width, feats[0].shape[-1], dtype=feats[0].dtype, device=device)
+    lengths = torch.tensor([t.numel() for t in tokens], device=device)
+    for r, (t, f) in enumerate(zip(tokens, feats)):
+        ids[r, : t.numel()], ctx[r, : t.numel()] = t, f
+    batch = block_batch(ids, ctx, anchors, block_size, mask_id)
+    pos = anchors.unsqueeze(-1) + torch.arange(1, block_size, device=device)
+    labels = batch.labels.masked_fill(pos >= lengths.view(-1, 1, 1), -100)
+    return BlockBatch(batch.ctx_feats, batch.ctx_pos, batch.block_ids, batch.block_pos, batch.mask, labels)
+
+
 def block_logits(model: BlockDraftModel, target, batch: BlockBatch, depth: int | None = None) -> torch.Tensor:
     """(S, A, D, V) the drafter's logits of depths 1..D (D = bs - 1 unless `depth` is smaller)."""
     s, a, d_all = batch.labels.shape
@@ -70,8 +87,8 @@ def block_loss(logits: torch.Tensor, labels: torch.Tensor, gamma: float | None) 
     d = logits.shape[2]
     ce = F.cross_entropy(logits.flatten(0, 2), labels[:, :, :d].flatten(), reduction="none").view(labels.shape[0],
                                                                                                  labels.shape[1], d)
-    w = depth_weights(d, gamma, logits.device)
-    return (ce * w).sum() / (w.sum() * ce.shape[0] * ce.shape[1])
+    w = depth_weights(d, gamma, logits.device) * (labels[:, :, :d] != -100)
+    return (ce * w).sum() / w.sum().clamp(min=1e-12)
 
 
 def chain_acceptance(logits: torch.Tensor, labels: torch.Tensor) -> list[float]:

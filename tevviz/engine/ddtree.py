@@ -17,9 +17,7 @@ register(BuilderKind(
     "ddtree", "block", "DDTree's heap over a block drafter's per-depth marginals (one draft pass a round)",
     why_not_verifier="speculative sampling needs each token drawn from the law it carries, and a DDTree node's "
                      "row is its depth's marginal, shared by every node of that depth whatever its parent",
-    auto=True, trainable=False,
-    why_not_trained="ExitTrain for block drafters is not built yet; train autoregressive drafters on best-first, "
-                    "static or chain trees"))
+    auto=True))
 
 
 def ddtree_tree(root: int, logprobs: torch.Tensor, budget: int) -> tuple[DraftTree, torch.Tensor, tuple]:

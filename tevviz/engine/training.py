@@ -229,8 +229,11 @@ class ExitTrainer:
         if not contexts:
             raise TevvizError("no training contexts")
         if pair.draft_kind != "autoregressive":
-            raise TevvizError(f"ExitTrain trains autoregressive drafters; {pair.draft_name!r} is a {pair.draft_kind} "
-                              "drafter (ExitTrain for block drafters is not built yet)")
+            raise TevvizError(f"ExitTrainer trains autoregressive drafters; {pair.draft_name!r} is a {pair.draft_kind} "
+                              "drafter (block_exittrain.make_trainer picks the trainer for a pair)")
+        if builder_kind(cfg.builder.kind).drafter != "autoregressive":
+            raise TevvizError(f"an autoregressive drafter does not build {cfg.builder.kind} trees; ExitTrain takes "
+                              "the builders it decodes with")
         self.pair, self.cfg, self.contexts = pair, cfg, contexts
         self.draft = copy.deepcopy(pair.draft) if draft is None else draft
         self.draft.requires_grad_(True).train()

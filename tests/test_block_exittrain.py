@@ -1,0 +1,165 @@
+"""ExitTrain on block drafters: the training trees are the inference trees, each node's loss comes from its depth's
+row, the exit term moves the trees' mass the right way, and the CLI writes a loadable block drafter.
+
+Faults each test was checked against once (planted by hand, then removed):
+- a node's loss read from its parent's depth row (`depths - 2`): the row test fails;
+- the exit term's sign flipped: the step lowers the weighted likelihood of its trees' nodes;
+- training trees built from rows at another position (`start` one later): they differ from the session's trees.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import VOCAB, tiny_model, word_tokenizer
+from test_block_drafter import BS, dflash_config, write_drafter
+
+from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
+from tevviz.engine.block_exittrain import BlockExitTrainer, exit_terms, make_trainer, tree_for
+from tevviz.engine.block_model import is_block_drafter
+from tevviz.engine.errors import TevvizError
+from tevviz.engine.models import load_pair
+from tevviz.engine.training import Context, ExitTrainer, TrainConfig, target_weights
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+DDTREE = BuilderConfig(kind="ddtree", budget=12, depth=BS - 1)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("block_exittrain")
+    tiny_model("llama", 3, layers=3).save_pretrained(root / "target")
+    word_tokenizer().save_pretrained(root / "target")
+    write_drafter(root / "draft", dflash_config(), seed=5)
+    return load_pair(str(root / "target"), str(root / "draft"))
+
+
+def written(pair, prompt: list[int], n: int) -> Context:
+    """`prompt` and the target's greedy continuation of n tokens (target-written text, as training uses)."""
+    ids = torch.tensor([prompt])
+    out = pair.target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n,
+                               do_sample=False, pad_token_id=0, eos_token_id=None)
+    return Context(prompt, out[0, len(prompt):].tolist())
+
+
+def test_training_trees_are_the_trees_decoding_builds(pair):
+    """`tree_for` (ExitTrain's trees and the before/after table's) equals the first round's tree of a session."""
+    for prompt in ([5, 9, 2], [11, 3, 7, 8, 20, 4]):
+        cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), builder=DDTREE, max_new_tokens=8,
+                           stop_on_eos=False)
+        first = DecodeSession(pair, prompt, cfg).run(1)[0]
+        mine = tree_for(pair, prompt, DDTREE)
+        assert mine.tokens.tolist() == first.tokens and mine.parents.tolist() == first.parents
+
+
+def test_each_step_trains_on_the_trees_its_drafter_builds_at_each_anchor(pair):
+    """The trees of a step are DDTree's trees of the drafter before the step, rooted at each anchor's token."""
+    ctx = [written(pair, [4, 8, 15, 16], 12), written(pair, [23, 42], 10)]
+    trainer = BlockExitTrainer(pair, ctx, TrainConfig(builder=DDTREE, batch=2, lr=1e-3, seed=3))
+    for _ in range(2):
+        before = load_like(pair, trainer)
+        trainer.step()
+        assert trainer.trees, "a step with the exit objective records its trees"
+        for context, tree in trainer.trees:
+            want = tree_for(before, context, DDTREE)
+            assert tree.tokens.tolist() == want.tokens.tolist() and tree.parents.tolist() == want.parents.tolist()
+
+
+def load_like(pair, trainer):
+    """The pair with a frozen copy of the trainer's current drafter."""
+    from tevviz.engine.models import ModelPair
+
+    return ModelPair(pair.target, trainer.trained_draft(), pair.tokenizer, pair.target_name, "copy")
+
+
+def test_each_node_takes_its_loss_from_its_depths_row(pair):
+    """exit_terms = -sum_v weight(v) log q_{d(v)}(x_v), node by node, on a real tree and its exit law."""
+    prompt = [6, 2, 19, 4]
+    tree = tree_for(pair, prompt, DDTREE)
+    ex, _ = target_weights(pair.target, prompt, tree, 1.0)
+    g = torch.Generator().manual_seed(0)
+    logq = torch.log_softmax(torch.randn(BS - 1, VOCAB, generator=g), -1)
+    by_hand = 0.0
+    for v in range(1, tree.size):
+        by_hand -= float(ex.w[v]) * float(logq[int(tree.depths[v]) - 1, int(tree.tokens[v])])
+    assert float(exit_terms(logq, tree, ex, "exit")) == pytest.approx(by_hand, rel=1e-5)
+    scaled = ex.P * ex.w[1:].sum() / ex.P[1:].sum()
+    by_hand_p = -sum(float(scaled[v]) * float(logq[int(tree.depths[v]) - 1, int(tree.tokens[v])])
+                     for v in range(1, tree.size))
+    assert float(exit_terms(logq, tree, ex, "prefix")) == pytest.approx(by_hand_p, rel=1e-5)
+
+
+def inference_rows(pair, context: list[int]) -> torch.Tensor:
+    """(bs - 1, V) the drafter's log-rows below `context` by the decoding path (a fresh cache)."""
+    from tevviz.engine.block_drafting import block_rows
+    from tevviz.engine.block_exittrain import target_features
+    from tevviz.engine.block_model import ContextKV
+
+    model = pair.draft
+    feats = target_features(pair.target, torch.tensor(context[:-1]), tuple(model.block.target_layer_ids))
+    return block_rows(model, pair.target, context[-1], len(context) - 1, BS - 1, ContextKV(len(model.layers)), feats)
+
+
+@pytest.mark.parametrize("objective", ["exit", "prefix"])
+def test_a_step_is_l_tok_plus_lambda_times_the_mean_exit_term_and_moves_it_the_right_way(pair, objective):
+    """The step's L_exit is sum over its trees of exit_terms / (non-root nodes), with the rows the decoding path
+    gives for each anchor; and one small step raises sum_v weight(v) log q_{d(v)}(x_v) on those trees."""
+    contexts = [written(pair, p, 12) for p in ([3, 14, 15], [9, 26, 5, 3])]
+    cfg = TrainConfig(objective=objective, builder=DDTREE, batch=2, lr=1e-3, lambda_exit=500.0, seed=2)
+    trainer = BlockExitTrainer(pair, contexts, cfg)
+    before = load_like(pair, trainer)
+    entry = trainer.step()
+    after = load_like(pair, trainer)
+
+    def mean_term(p) -> float:
+        terms, nodes = 0.0, 0
+        for context, tree in trainer.trees:
+            ex, _ = target_weights(pair.target, context, tree, 1.0)
+            terms += float(exit_terms(inference_rows(p, context), tree, ex, objective))
+            nodes += tree.size - 1
+        return terms / nodes
+
+    assert entry.l_exit == pytest.approx(mean_term(before), rel=1e-4)
+    assert entry.loss == pytest.approx(entry.l_tok + cfg.lambda_exit * entry.l_exit, rel=1e-5)
+    assert mean_term(after) < entry.l_exit  # the weighted likelihood of the trees' nodes rose
+
+
+def test_block_exittrain_refuses_what_it_cannot_train(pair):
+    ctx = [Context([1, 2, 3], [4, 5, 6, 7, 8, 9])]
+    with pytest.raises(TevvizError, match="takes --builder ddtree, not best-first"):
+        BlockExitTrainer(pair, ctx, TrainConfig(builder=BuilderConfig(budget=8, depth=4)))
+    with pytest.raises(TevvizError, match="a block drafter's rows are per depth"):
+        BlockExitTrainer(pair, ctx, TrainConfig(objective="residual", builder=DDTREE))
+    with pytest.raises(TevvizError, match="is a block drafter"):
+        ExitTrainer(pair, ctx, TrainConfig(builder=DDTREE))
+    assert isinstance(make_trainer(pair, ctx, TrainConfig(builder=DDTREE)), BlockExitTrainer)
+
+
+def run_cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tevviz", *args], capture_output=True, text=True, cwd=cwd, check=False,
+                          timeout=600)
+
+
+def test_tevviz_train_on_a_block_drafter_writes_a_block_drafter(tmp_path):
+    """`tevviz train --draft BLOCK` trains on DDTree trees and writes a folder that loads as a block drafter."""
+    from tevviz.engine.pairs import assets_dir
+
+    draft = assets_dir() / "models" / "tevviz-stdlib-block-draft"
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": p, "split": "train"}) + "\n"
+                               for p in ("def parse(text):\n", "class Stack:\n    def push(self, x):\n")))
+    out = tmp_path / "trained"
+    done = run_cli("train", "--draft", str(draft), "--prompts", str(prompts), "--steps", "2", "--batch", "2",
+                   "--budget", "8", "--collect-tokens", "16", "--threads", "1", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert is_block_drafter(out)
+    log = json.loads((out / "exittrain_log.json").read_text())
+    assert "ddtree" in log["config"]["builder"] and len(log["log"]) == 2
+    refused = run_cli("train", "--draft", str(draft), "--prompts", str(prompts), "--distill-steps", "3",
+                      "--out", str(tmp_path / "x"))
+    assert refused.returncode == 2 and "a block drafter's warm start is its own recipe" in refused.stderr
