@@ -179,12 +179,12 @@ def test_auto_trees_respect_the_limits_and_record_their_sizing(pair):
     assert len(records) > len(WARMUP_FRACTIONS)
     for i, r in enumerate(records):
         assert r.size - 1 <= 12 and max(r.depths) <= 4
-        assert r.sizing["B"] == r.size - 1 and r.sizing["H"] == max(r.depths)
+        assert r.sizing.B == r.size - 1 and r.sizing.H == max(r.depths)
         if i < len(WARMUP_FRACTIONS):  # the first rounds try fixed shares of the limit, to give the fit a slope
-            assert r.sizing["warmup"] and r.size - 1 == round(12 * WARMUP_FRACTIONS[i])
+            assert r.sizing.warmup and r.size - 1 == round(12 * WARMUP_FRACTIONS[i])
         else:
-            assert not r.sizing["warmup"]
-    assert records[-1].sizing["rounds"] == len(records)
+            assert not r.sizing.warmup
+    assert records[-1].sizing.fit.rounds == len(records)
     assert len({r.size for r in records}) > 1, "the sizes should vary with the cost model"
     back = loads(json.dumps(session_dict({}, "", s.prompt_ids, s.generated, "", records)))
     assert [r.sizing for r in back.rounds] == [r.sizing for r in records]
@@ -259,9 +259,9 @@ def test_rounds_without_a_draft_keep_caches_in_line_and_greedy_output_exact(pair
     while not s.done:
         r = s.step()
         assert_caches_in_line(pair, s)
-        if not r.sizing["drafted"]:
-            assert r.size == 1 and r.sizing["B"] == 0 and len(r.committed) == 1
-    drafted = [r.sizing["drafted"] for r in s.rounds]
+        if not r.sizing.drafted:
+            assert r.size == 1 and r.sizing.B == 0 and len(r.committed) == 1
+    drafted = [r.sizing.drafted for r in s.rounds]
     assert drafted[:2] == [False, True] and drafted.count(False) >= 10 and drafted.count(True) >= 3
     if temperature == 0.0:
         assert s.generated == greedy_generate(pair.target, prompt, 48)

@@ -143,7 +143,7 @@ def test_inspect_json(exported, capsys):
     assert n > 0 and doc["summary"]["rounds"] == n
     assert [r["round"] for r in doc["rounds"]] == [r["graph"]["round"] for r in data["rounds"]]
     for row, r in zip(doc["rounds"], data["rounds"]):
-        assert set(row) == {"round", "nodes", "depth", "exit", "L", "ceiling", "optimal_ceiling"}
+        assert set(row) == {"round", "nodes", "depth", "exit", "L", "expected_length", "optimal_ceiling"}
         assert row["optimal_ceiling"] is None  # this session ran without --optimal
         assert row["nodes"] == len(r["nodes"])
         assert row["exit"] == r["graph"]["exit_node"]
@@ -159,7 +159,7 @@ def test_inspect_session_with_zero_rounds(tmp_path, capsys):
     assert main(["inspect", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["kind"] == "session" and doc["rounds"] == []
-    assert doc["summary"]["rounds"] == 0 and doc["summary"]["tau"] is None and doc["summary"]["mean_ceiling"] is None
+    assert doc["summary"]["rounds"] == 0 and doc["summary"]["tau"] is None and doc["summary"]["mean_expected_length"] is None
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"{path}: session, 0 rounds, tau -, no target scores"

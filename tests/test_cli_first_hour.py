@@ -244,7 +244,7 @@ def test_decode_progress_shows_on_a_terminal_only(monkeypatch, capsys):
 
 
 def test_chat_answer_is_printed_apart_from_the_prompt(capsys):
-    out = {"text": "The main reason", "token_ids": [1], "rounds": 1, "tau": 1.0, "mean_ceiling": 1.0,
+    out = {"text": "The main reason", "token_ids": [1], "rounds": 1, "tau": 1.0, "mean_expected_length": 1.0,
            "tokens_per_s": 1.0, "stage_ms": {}}
     session = type("S", (), {"notice": "", "cfg": None})()
     commands.print_decoded(None, "Answer briefly.", True, out, session)

@@ -48,11 +48,11 @@ def test_decode_json_matches_greedy_generate(pair_dirs, capsys):
                "20", "--json", "--budget", "8", "--depth", "3"])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) >= {"text", "token_ids", "rounds", "tau", "mean_ceiling", "tokens_per_s", "stage_ms"}
+    assert set(out) >= {"text", "token_ids", "rounds", "tau", "mean_expected_length", "tokens_per_s", "stage_ms"}
     ids = pair.tokenizer("t1 t2 t3")["input_ids"]
     ref = pair.target.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False)[0, len(ids):].tolist()
     assert out["token_ids"] == ref
-    assert out["tau"] == pytest.approx(out["mean_ceiling"])  # greedy: every round reaches its ceiling
+    assert out["tau"] == pytest.approx(out["mean_expected_length"])  # greedy: every round reaches its ceiling
     assert set(out["stage_ms"]) == {"draft", "target", "verify", "other"}
 
 

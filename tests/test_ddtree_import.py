@@ -84,7 +84,7 @@ def test_inspect_reads_the_layout(tmp_path, capsys):
     assert main(["inspect", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["kind"] == "ddtree" and doc["summary"]["rounds"] == 2 and doc["summary"]["tau"] == pytest.approx(3.0)
-    assert [(r["nodes"], r["depth"], r["exit"], r["L"], r["ceiling"]) for r in doc["rounds"]] == [
+    assert [(r["nodes"], r["depth"], r["exit"], r["L"], r["expected_length"]) for r in doc["rounds"]] == [
         (6, 3, 5, 4, None), (4, 2, 3, 2, None)]
 
 

@@ -440,7 +440,7 @@ def test_first_three_tokens_follow_autoregressive_sampling(auto):
             records = s.run()
             rounds += len(records)
             arms.append(tuple(r.verifier for r in records))
-            undrafted += sum(r.sizing is not None and not r.sizing["drafted"] for r in records)
+            undrafted += sum(r.sizing is not None and not r.sizing.drafted for r in records)
             key = tuple(s.generated)
             counts[key] = counts.get(key, 0) + 1
     drafted = rounds - undrafted

@@ -92,14 +92,14 @@ def test_caches_in_line_with_both_arms_at_t1_and_rounds_say_their_verifier():
     while not s.done:
         s.step()
         assert_caches_in_line(pair, s)
-    chains = [r for r in s.rounds if r.sizing["chain"]]
-    trees = [r for r in s.rounds if not r.sizing["chain"]]
+    chains = [r for r in s.rounds if r.sizing.chain]
+    trees = [r for r in s.rounds if not r.sizing.chain]
     assert chains and trees, "test setup: both arms draft in one session"
     assert {r.verifier for r in chains} == {"speculative"} and {r.verifier for r in trees} == {"tev"}
     assert all(r.accept is not None for r in chains if r.size > 1)
     assert all(max(r.parents[1:], default=-1) == r.size - 2 for r in chains if r.size > 1)  # chains: a path
     back = loads(json.dumps(export_session(s, "p")))
-    assert [r.sizing["chain"] for r in back.rounds] == [r.sizing["chain"] for r in s.rounds]
+    assert [r.sizing.chain for r in back.rounds] == [r.sizing.chain for r in s.rounds]
     assert [r.verifier for r in back.rounds] == [r.verifier for r in s.rounds]
 
 
@@ -115,4 +115,4 @@ def test_a_carried_mixed_model_keeps_what_it_measured_across_sessions():
     with torch.inference_mode():
         s = DecodeSession(pair, random_prompts(1, seed=1321)[0], cfg, cost_model=model)
         s.step()
-    assert not s.rounds[0].sizing["warmup"]  # the warm-ups were the earlier sessions'
+    assert not s.rounds[0].sizing.warmup  # the warm-ups were the earlier sessions'

@@ -22,9 +22,10 @@ from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.io import loads, session_dict
 from tevviz.engine.models import ModelPair
 from tevviz.engine.optimal import optimal_tree, top_prefixes
-from tevviz.engine.records import RoundRecord, bounded_rounds, exit_by_depth, summarize
+from tevviz.engine.records import RoundRecord
 from tevviz.engine.sampling import SamplingConfig
 from tevviz.engine.session import DecodeConfig, DecodeSession
+from tevviz.engine.summary import bounded_rounds, exit_by_depth, summarize
 
 
 class TableTarget:
@@ -222,7 +223,7 @@ def test_optimal_trees_travel_in_the_session_json_and_old_files_still_import(pai
     text = json.dumps(session_dict({}, "p", s.prompt_ids, s.generated, "", s.rounds))
     back = loads(text)
     assert [r.optimal for r in back.rounds] == [r.optimal for r in s.rounds]
-    assert summarize(back.rounds)["mean_optimal"] == pytest.approx(summarize(s.rounds)["mean_optimal"])
+    assert summarize(back.rounds).mean_optimal == pytest.approx(summarize(s.rounds).mean_optimal)
     old = json.loads(text)
     old["schema"] = "tevviz.session/1"
     for r in old["rounds"]:
@@ -270,7 +271,7 @@ def test_the_optimal_tree_is_no_ceiling_for_a_sampled_chain_and_says_so():
         gap = r.coverage_gap()
         assert not r.optimal_bounds and not gap.bounds and gap.gap is None
         assert r.to_dict()["graph"]["optimal"]["ceiling"] is False
-    assert summarize(drafted)["mean_gap"] is None and bounded_rounds(drafted) == 0
+    assert summarize(drafted).mean_gap is None and bounded_rounds(drafted) == 0
     back = loads(json.dumps(session_dict({}, "p", s.prompt_ids, s.generated, "", s.rounds))).rounds
     assert [r.coverage_gap().bounds for r in back] == [r.coverage_gap().bounds for r in s.rounds]
 

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tevviz.engine.records import RoundRecord, summarize
+from tevviz.engine.records import RoundRecord
+from tevviz.engine.summary import SessionSummary, summarize
 from tevviz.render import (
     BONUS,
     METRICS,
@@ -372,13 +373,14 @@ ROUNDS = [
 
 def test_summary_by_hand():
     s = summarize([RoundRecord.from_dict(r) for r in ROUNDS])  # no committed tokens recorded: L per round
-    assert s["rounds"] == 3
-    assert s["tokens"] == 4 + 2 + 1
-    assert s["tau"] == pytest.approx(7 / 3)
-    assert s["mean_ceiling"] == pytest.approx((3.0 + 2.0 + 1.5) / 3)
-    assert s["optimal_rounds"] == 0 and s["mean_optimal"] is None and s["mean_gap"] is None
-    assert {k: v for k, v in summarize([]).items() if k != "stage_ms"} == {
-        "rounds": 0, "tau": None, "mean_ceiling": None, "tokens": 0, "mean_optimal": None, "mean_gap": None,
+    assert s.rounds == 3
+    assert s.tokens == 4 + 2 + 1
+    assert s.tau == pytest.approx(7 / 3)
+    assert s.mean_expected_length == pytest.approx((3.0 + 2.0 + 1.5) / 3)
+    assert s.optimal_rounds == 0 and s.mean_optimal is None and s.mean_gap is None
+    assert summarize([]) == SessionSummary()
+    assert {k: v for k, v in summarize([]).to_dict().items() if k != "stage_ms"} == {
+        "rounds": 0, "tau": None, "mean_expected_length": None, "tokens": 0, "mean_optimal": None, "mean_gap": None,
         "optimal_rounds": 0}
 
 
@@ -490,3 +492,4 @@ def test_tiled_panel_refuses_what_it_cannot_place():
     grouped["layout"]["barmode"] = "group"
     with pytest.raises(ValueError, match="barmode"):
         tile({"a": a, "b": grouped}, [["a", "b"]])
+

@@ -270,7 +270,7 @@ def test_an_auto_sized_sampled_session_learns_from_the_speculative_acceptances()
         n, tokens = n * decay + 1, tokens * decay + r.accept[1]
     # Depth 1's survival ratio: the decayed mean acceptance of the first token, drawn toward 1/2 by one chain.
     assert s.auto.chains.tokens(s.auto.max_depth)[1] == pytest.approx((tokens + 0.5) / (n + 1), rel=1e-4)
-    assert all(r.sizing["B"] <= 3 and r.sizing["H"] <= 3 for r in s.rounds)
+    assert all(r.sizing.B <= 3 and r.sizing.H <= 3 for r in s.rounds)
 
 
 def chain_observe(auto: AutoBudget, accept: list[float], level_ms: float = 1.0) -> None:

@@ -175,9 +175,9 @@ def test_aggregates_equal_a_hand_computation_on_a_small_scan(full):
         g = groups[cat]
         assert g["prompts"] == len(ids) and g["rounds"] == sum(len(rounds[i]) for i in ids)
         assert g["tau"]["mean"] == pytest.approx(statistics.mean(tau))
-        assert g["ceiling"]["mean"] == pytest.approx(statistics.mean(ceiling))
+        assert g["expected_length"]["mean"] == pytest.approx(statistics.mean(ceiling))
         if len(ids) > 1:
-            assert g["ceiling"]["se"] == pytest.approx(statistics.stdev(ceiling) / math.sqrt(len(ids)))
+            assert g["expected_length"]["se"] == pytest.approx(statistics.stdev(ceiling) / math.sqrt(len(ids)))
         # Acceptance by depth, pooled: of the rounds whose tree reaches d, those whose exit node is at d or deeper.
         trees = [r for i in ids for r in rounds[i]]
         for d in (1, 2):
@@ -213,8 +213,8 @@ def test_compare_two_drafters_with_paired_standard_errors(prompts, full, tmp_pat
     out = run_main(["compare", str(full[0]), str(other), "--json"])
     assert any(n.startswith("draft model") for n in out["differences"])
     a, b = (open_scan(f).summary.prompts for f in (full[0], other))
-    diffs = [pb.ceiling - pa.ceiling for pa, pb in zip(a, b)]
-    d = out["groups"]["all"]["metrics"]["ceiling"]
+    diffs = [pb.expected_length - pa.expected_length for pa, pb in zip(a, b)]
+    d = out["groups"]["all"]["metrics"]["expected_length"]
     assert d["n"] == len(IDS) and d["mean"] == pytest.approx(statistics.mean(diffs))
     assert d["se"] == pytest.approx(statistics.stdev(diffs) / math.sqrt(len(IDS)))
     assert main(["compare", str(full[0]), str(other)]) == 0

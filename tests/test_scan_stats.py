@@ -77,9 +77,9 @@ def test_aggregates_equal_a_hand_computation():
     for g, ids in (("all", ["p0", "p1", "p2"]), ("code", ["p0", "p1"]), ("math", ["p2"])):
         group = s.groups[g]
         assert group.tau.mean == pytest.approx(statistics.mean(tau[i] for i in ids))
-        assert group.ceiling.mean == pytest.approx(statistics.mean(ceiling[i] for i in ids))
+        assert group.expected_length.mean == pytest.approx(statistics.mean(ceiling[i] for i in ids))
         se = statistics.stdev([ceiling[i] for i in ids]) / math.sqrt(len(ids)) if len(ids) > 1 else None
-        assert group.ceiling.se == (pytest.approx(se) if se is not None else None)
+        assert group.expected_length.se == (pytest.approx(se) if se is not None else None)
     assert list(s.groups) == ["all", "code", "math"]
     a = s.groups["all"]
     # Acceptance by depth, pooled over rounds: depths 1 and 2 are in all 6 trees; depth 1 is reached by 5 rounds
@@ -123,7 +123,7 @@ def test_compare_standard_errors_equal_a_hand_computation():
     ceiling = [(2.5 + 2.3) / 2 - 2.1, 2.2 - 2.2, (1.6 + 2.3 + 3.0) / 3 - (1.3 + 2.25 + 3.0) / 3]
     tau = [3.0 - 2.5, 2.0 - 3.0, 8 / 3 - 2.0]
     depth1 = [0.0, 0.0, 1.0 - 2 / 3]
-    for metric, diffs in (("ceiling", ceiling), ("tau", tau)):
+    for metric, diffs in (("expected_length", ceiling), ("tau", tau)):
         d = result.groups["all"].metrics[metric]
         assert d.n == 3 and d.mean == pytest.approx(statistics.mean(diffs))
         assert d.se == pytest.approx(statistics.stdev(diffs) / math.sqrt(3))
@@ -133,7 +133,7 @@ def test_compare_standard_errors_equal_a_hand_computation():
     acc = result.groups["all"].acceptance[0]
     assert acc.mean == pytest.approx(1 / 9) and acc.se == pytest.approx(statistics.stdev(depth1) / math.sqrt(3))
     one = compare_scans(a, accumulate(other).summary().prompts[:2])
-    assert one.only_a == ["p2"] and one.groups["all"].metrics["ceiling"].n == 2
+    assert one.only_a == ["p2"] and one.groups["all"].metrics["expected_length"].n == 2
 
 
 def test_mean_se_edge_cases():

@@ -116,29 +116,29 @@ def _decode_rounds(session, stop, quiet: bool) -> None:
 
 
 def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
-    """What `tevviz decode` prints (and --json holds): text, tokens, tau, 1 + C_p, tokens/s, stage times."""
-    from .engine import summarize
-    from .engine.records import bounded_rounds
+    """What `tevviz decode` prints (and --json holds): text, tokens, tau, the mean expected block length, tokens/s,
+    stage times."""
+    from .engine.summary import bounded_rounds, summarize
 
     s = summarize(session.rounds)
     out = {
         "text": session.pair.tokenizer.decode(session.generated),
         "token_ids": session.generated,
-        "rounds": s["rounds"],
-        "tau": s["tau"],
-        "mean_ceiling": s["mean_ceiling"],
+        "rounds": s.rounds,
+        "tau": s.tau,
+        "mean_expected_length": s.mean_expected_length,
         "tokens_per_s": len(session.generated) / seconds if seconds > 0 else 0.0,
-        "stage_ms": s["stage_ms"],
+        "stage_ms": s.stage_ms,
     }
     if cfg.builder.auto and session.rounds:
         sized = [r.sizing for r in session.rounds]
-        out["auto_budget"] = {"mean_B": sum(z["B"] for z in sized) / len(sized),
-                              "mean_H": sum(z["H"] for z in sized) / len(sized),
-                              "undrafted_rounds": sum(not z.get("drafted", True) for z in sized), "last": sized[-1]}
+        out["auto_budget"] = {"mean_B": sum(z.B for z in sized) / len(sized),
+                              "mean_H": sum(z.H for z in sized) / len(sized),
+                              "undrafted_rounds": sum(not z.drafted for z in sized), "last": sized[-1].to_dict()}
         if cfg.builder.kind == "mixed":
-            out["auto_budget"]["chain_rounds"] = sum(bool(z.get("chain")) for z in sized)
+            out["auto_budget"]["chain_rounds"] = sum(bool(z.chain) for z in sized)
     if optimal and session.rounds:
-        out |= {"mean_optimal_ceiling": 1 + s["mean_optimal"], "mean_gap": s["mean_gap"],
+        out |= {"mean_optimal_ceiling": 1 + s.mean_optimal, "mean_gap": s.mean_gap,
                 "bounded_rounds": bounded_rounds(session.rounds),
                 "optimal_ms": sum(r.optimal.ms for r in session.rounds) / len(session.rounds)}
     if session.notice:
@@ -224,9 +224,9 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
     print(prompt.rstrip() + "\n\n" + out["text"] if chat else prompt + out["text"])
     print("-" * 60, file=sys.stderr)
     tau = "-" if out["tau"] is None else f"{out['tau']:.2f}"
-    ceiling = "-" if out["mean_ceiling"] is None else f"{out['mean_ceiling']:.2f}"
+    expected = "-" if out["mean_expected_length"] is None else f"{out['mean_expected_length']:.2f}"
     speedup = out.get("speedup")
-    print(f"rounds {out['rounds']}  tokens {len(out['token_ids'])}  tau {tau}  mean 1+C_p {ceiling}  "
+    print(f"rounds {out['rounds']}  tokens {len(out['token_ids'])}  tau {tau}  mean E[L] {expected}  "
           f"{out['tokens_per_s']:.1f} tok/s" + (f"  speed-up {speedup:.2f}x" if speedup else ""), file=sys.stderr)
     print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in out["stage_ms"].items()), file=sys.stderr)
     if "auto_budget" in out:
@@ -264,29 +264,29 @@ def load_input(path: str):
 
 
 def cmd_inspect(args) -> int:
-    from .engine.records import summarize
+    from .engine.summary import summarize
 
     imported = load_input(args.file)
     s = summarize(imported.rounds)
     rows = [{"round": r.index, "nodes": r.size, "depth": max(r.depths), "exit": r.exit_node, "L": r.block_length,
-             "ceiling": None if r.C_p is None else 1 + r.C_p,
+             "expected_length": r.expected_length,
              "optimal_ceiling": None if r.optimal is None else 1 + r.optimal.C_p} for r in imported.rounds]
     if args.json:
-        print(json.dumps({"file": args.file, "kind": imported.kind, "summary": s, "rounds": rows}))
+        print(json.dumps({"file": args.file, "kind": imported.kind, "summary": s.to_dict(), "rounds": rows}))
         return 0
-    tau = "-" if s["tau"] is None else f"{s['tau']:.3f}"
-    print(f"{args.file}: {imported.kind}, {s['rounds']} rounds, tau {tau}, "
-          + (f"mean 1+C_p {s['mean_ceiling']:.3f}" if s["mean_ceiling"] is not None else "no target scores"))
-    if s["optimal_rounds"]:
-        gap = "- (no round it bounds)" if s["mean_gap"] is None else f"{s['mean_gap']:.3f}"
-        print(f"optimal trees in {s['optimal_rounds']} rounds: mean 1+C_p* {1 + s['mean_optimal']:.3f}, "
+    tau = "-" if s.tau is None else f"{s.tau:.3f}"
+    print(f"{args.file}: {imported.kind}, {s.rounds} rounds, tau {tau}, "
+          + (f"mean E[L] {s.mean_expected_length:.3f}" if s.mean_expected_length is not None else "no target scores"))
+    if s.optimal_rounds:
+        gap = "- (no round it bounds)" if s.mean_gap is None else f"{s.mean_gap:.3f}"
+        print(f"optimal trees in {s.optimal_rounds} rounds: mean 1+C_p* {1 + s.mean_optimal:.3f}, "
               f"mean drafter gap {gap}")
-    print(f"{'round':>5} {'nodes':>6} {'depth':>5} {'exit':>5} {'L':>3} {'1+C_p':>7} {'1+C_p*':>7}")
+    print(f"{'round':>5} {'nodes':>6} {'depth':>5} {'exit':>5} {'L':>3} {'E[L]':>7} {'1+C_p*':>7}")
     cell = lambda x: "      -" if x is None else f"{x:7.3f}"
     for r, rec in zip(rows, imported.rounds):
         # a sampled chain under speculative sampling: 1 + C_p* is the best fixed tree of its budget, no ceiling
         mark = "" if rec.optimal is None or rec.optimal_bounds else " (best fixed tree, not a ceiling)"
-        print(f"{r['round']:>5} {r['nodes']:>6} {r['depth']:>5} {r['exit']:>5} {r['L']:>3} {cell(r['ceiling'])} "
+        print(f"{r['round']:>5} {r['nodes']:>6} {r['depth']:>5} {r['exit']:>5} {r['L']:>3} {cell(r['expected_length'])} "
               f"{cell(r['optimal_ceiling'])}{mark}")
     return 0
 
@@ -446,10 +446,11 @@ def distill_stream(spec: str | None, tokenizer, streams: list[tuple[list[int], l
 def cmd_train(args) -> int:
     from tqdm.auto import tqdm
 
+    from .engine.block_exittrain import make_trainer, save_trained
     from .engine.builders import BuilderConfig
+    from .engine.models import drafter_defaults
     from .engine.training import (
         DistillConfig,
-        ExitTrainer,
         TrainConfig,
         collect_mixed_streams,
         contexts_from_streams,
@@ -461,9 +462,15 @@ def cmd_train(args) -> int:
     defaults, dd = TrainConfig(), DistillConfig()
     dcfg = DistillConfig(steps=args.distill_steps, lr=dd.lr if args.distill_lr is None else args.distill_lr,
                          window=args.distill_window or dd.window, seed=args.seed, top_k=args.distill_top_k)
+    # A block drafter trains on the trees it decodes with: DDTree's, as deep as its block allows.
+    own_kind, own_depth = drafter_defaults(source_from_args(args).resolved()[1])
+    depth = min(args.depth, own_depth) if own_kind == "ddtree" and own_depth else args.depth
+    if own_kind == "ddtree" and dcfg.steps:
+        raise TevvizError("--distill-steps warms up autoregressive drafters; a block drafter's warm start is its own "
+                          "recipe (tevviz pair train-drafter NAME --kind block)")
     cfg = TrainConfig(objective=args.objective, lambda_exit=defaults.lambda_exit if args.lambda_exit is None
                       else args.lambda_exit, lr=defaults.lr if args.lr is None else args.lr, steps=args.steps,
-                      batch=args.batch, builder=BuilderConfig(budget=args.budget, depth=args.depth),
+                      batch=args.batch, builder=BuilderConfig(kind=own_kind, budget=args.budget, depth=depth),
                       token_labels=args.token_labels or defaults.token_labels, seed=args.seed, schedule=args.schedule)
     temps = _numbers(args.collect_temperatures, "--collect-temperatures")
     if any(not 0 <= t <= 10 for t in temps):
@@ -485,8 +492,8 @@ def cmd_train(args) -> int:
         distilled, _ = warm_start(pair.target, pair.draft, text, dcfg,
                                   lambda i, loss: (dbar.update(1), dbar.set_postfix(loss=f"{loss:.3f}")))
         dbar.close()
-    trainer = ExitTrainer(pair, contexts_from_streams(streams, temperatures=mixed_temperatures(len(streams), temps)), cfg,
-                          draft=distilled)
+    trainer = make_trainer(pair, contexts_from_streams(streams, temperatures=mixed_temperatures(len(streams), temps)),
+                           cfg, draft=distilled)
     with Interrupt("training step") as stop:
         bar = tqdm(range(cfg.steps), desc=f"ExitTrain ({cfg.objective})", file=sys.stderr)
         for _ in bar:
@@ -507,8 +514,7 @@ def cmd_train(args) -> int:
     if done < cfg.steps:
         log |= {"interrupted": True, "steps_done": done}
     with atomic_folder(out) as tmp:
-        trainer.trained_draft().save_pretrained(tmp)
-        pair.tokenizer.save_pretrained(tmp)
+        save_trained(trainer.trained_draft(), pair.tokenizer, tmp)
         (tmp / "exittrain_log.json").write_text(json.dumps(log, indent=1))
     if done < cfg.steps:
         print(f"interrupted after {done} of {cfg.steps} ExitTrain steps: wrote {out} with the steps done "
@@ -556,10 +562,10 @@ def cmd_eval(args) -> int:
 def print_eval(pair, args, results: list, counts: list[int], total: int) -> None:
     print(f"draft {pair.draft_name}  target {pair.target_name}  B={args.budget} H={args.depth} K={args.children} "
           f"W={args.width}  {total} prompts")
-    print(f"{'T':>4} {'tau':>13} {'1+C_p':>13} {'prompts':>7}  acceptance by depth")
+    print(f"{'T':>4} {'tau':>13} {'E[L]':>13} {'prompts':>7}  acceptance by depth")
     for r, n in zip(results, counts):
         acc = " ".join(f"{a:.2f}" for a in r.acceptance_by_depth)
-        print(f"{r.temperature:>4g} {r.tau:>6.3f}±{r.tau_se:<6.3f} {r.ceiling:>6.3f}±{r.ceiling_se:<6.3f} {n:>7}  "
+        print(f"{r.temperature:>4g} {r.tau:>6.3f}±{r.tau_se:<6.3f} {r.expected_length:>6.3f}±{r.expected_length_se:<6.3f} {n:>7}  "
               + acc)
 
 

@@ -23,8 +23,9 @@ MODES = ("merge", "compare", "show")
 DESCRIPTION = """Scan a prompt set: decode every prompt of a JSON-lines file (one object a line: "prompt", and
 optionally "id", "category", "chat") with one pair and one set of decode options, appending each finished prompt's
 rounds to DIR/records.jsonl beside DIR/manifest.json (settings, models, prompt file). Then print, per category and
-overall, tau, 1 + C_p (and with --optimal 1 + C_p* and the drafter gap) with standard errors over prompts, acceptance
-and the loss by depth, block lengths, tokens/s, the target tokens the trees miss most and the rounds that lost most.
+overall, tau, the expected block length E[L] (and with --optimal 1 + C_p* and the drafter gap) with standard errors
+over prompts, acceptance and the loss by depth, block lengths, tokens/s, the target tokens the trees miss most and
+the rounds that lost most.
 
 An interrupted scan (Ctrl-C, a killed job, a full disk) keeps every finished prompt; --resume continues it and
 decodes nothing twice. --shard I/N scans every N-th prompt from position I (0-based), so N jobs of a launcher

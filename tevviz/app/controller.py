@@ -25,7 +25,7 @@ from ..engine import (
 from ..engine import io as tio
 from ..engine.comparison import Comparison, compare_verifiers
 from ..engine.contexts import fits, spread, training_contexts
-from ..engine.evaluation import drafter_metrics
+from ..engine.evaluation import DrafterMetrics, drafter_metrics
 from ..engine.exit_mass import ExitMassMove, exit_mass_move
 from ..engine.scoring import check_ids, rescore
 from ..engine.training import ExitTrainer, TrainConfig
@@ -44,7 +44,7 @@ class TrainReport:
     """What the ExitTrain panel shows after a Train step."""
 
     log: list[dict]  # every step since the last Revert
-    table: list[dict]  # before/after rows: drafter, contexts, C_p, tau, rounds
+    table: list[DrafterMetrics]  # before/after rows
     contexts: int  # training contexts taken from the session
     temperature: float  # sampling temperature of the tau column
     use: bool  # whether Step and Run decode with the trained draft
@@ -324,15 +324,15 @@ class Controller:
                            self._moved(st, base, training))
 
     @staticmethod
-    def _before_after(training: Training, base: ModelPair, evals: list, cfg: DecodeConfig, progress) -> list[dict]:
+    def _before_after(training: Training, base: ModelPair, evals: list, cfg: DecodeConfig,
+                      progress) -> list[DrafterMetrics]:
         """The before/after rows on `evals`; the original drafter's row is kept while its inputs stay the same."""
         key = (tuple(tuple(c.tokens) for c in evals), cfg.builder, cfg.sampling, cfg.verifier)
         args = (evals, cfg.builder, cfg.sampling, cfg.verifier)
         if training.before is None or training.before[0] != key:
             training.before = (key, drafter_metrics(base, *args, progress=progress, label="original"))
         after = drafter_metrics(training.pair, *args, progress=progress, label="trained")
-        return [{"drafter": "original", **training.before[1]},
-                {"drafter": f"trained ({len(training.log)} steps)", **after}]
+        return [training.before[1], replace(after, name=f"trained ({len(training.log)} steps)")]
 
     def _moved(self, st: AppState, base: ModelPair, training: Training) -> ExitMassMove | None:
         ends = st.context_ends()

@@ -11,11 +11,11 @@ from dataclasses import asdict
 
 import plotly.graph_objects as go
 
-from ..engine import summarize
 from ..engine.comparison import Comparison
 from ..engine.evaluation import EVAL_ROUNDS
 from ..engine.exit_mass import ExitMassMove
-from ..engine.records import bounded_rounds, optimal_label
+from ..engine.records import expected_length_text, optimal_label
+from ..engine.summary import SessionSummary, bounded_rounds, summarize
 from ..render import (
     BONUS,
     acceptance_by_depth_figure,
@@ -89,11 +89,9 @@ def tree_plot(st: AppState, metric: str, as_dict: bool = False) -> go.Figure | d
     if r is None:
         fig = empty_figure("press Step to draft, verify and commit one round")
         return fig.to_plotly_json() if as_dict else fig
-    ceiling = "—" if r.C_p is None else f"{1 + r.C_p:.3f}"
     # Speculative sampling's expected L is not 1 + C_p: it accepts with min(1, p / q).
-    expected = f", E[L] = {r.expected_length:.3f}" if r.accept is not None else ""
     title = (f"round {r.index}: {r.size} nodes, exit node {r.exit_node}, "
-             f"L = {r.block_length}, 1 + C_p = {ceiling}{expected} ({r.verifier})")
+             f"L = {r.block_length}, {expected_length_text(r)} ({r.verifier})")
     gap = r.coverage_gap() if st.ghosts else None
     if gap is not None:  # a sampled chain's C_p* is the best fixed tree of its budget, not its ceiling
         title += f"; {optimal_label(gap.bounds, r.optimal.budget)} = {1 + gap.C_p_star:.3f}, {len(gap.ghosts)} ghosts"
@@ -155,54 +153,52 @@ def node_details(st: AppState) -> str:
     return "\n".join(lines)
 
 
-def _optimal_table(r, gap, s: dict, bounded: int) -> list[str]:
+def _optimal_table(r, gap, s: SessionSummary, bounded: int) -> list[str]:
     """The shown round against its optimal tree, and the session's means. A sampled chain's round is not held to
     1 + C_p* (speculative sampling accepts with min(1, p / q)): its C_p* is the best fixed tree's, with no gap."""
     star = "optimal tree" if gap is None or gap.bounds else f"best fixed tree of B = {r.optimal.budget}, not a ceiling"
     shown = ("| — | — | — | — |" if gap is None else
              f"| {1 + gap.C_p:.3f} | {1 + gap.C_p_star:.3f} | {_fmt(gap.gap)} | {gap.held:.1%} |")
-    mean_star = None if s["mean_optimal"] is None else 1 + s["mean_optimal"]
+    mean_star = None if s.mean_optimal is None else 1 + s.mean_optimal
     return [(f"| round {r.index if r else '—'}: 1 + C_p | 1 + C_p* ({star}) | drafter gap | optimal mass held "
              f"| session: mean 1 + C_p* | mean gap ({bounded} rounds) |"),
             "|---|---|---|---|---|---|",
-            shown[:-1] + f"| {_fmt(mean_star, 4)} | {_fmt(s['mean_gap'])} |"]
+            shown[:-1] + f"| {_fmt(mean_star, 4)} | {_fmt(s.mean_gap)} |"]
 
 
 def stats_markdown(st: AppState) -> str:
     if not st.rounds:
         return "No rounds yet."
     s = summarize(st.rounds)
-    rounds, tokens = s["rounds"] + st.dropped, len(st.generated) if st.dropped else s["tokens"]
+    rounds, tokens = s.rounds + st.dropped, len(st.generated) if st.dropped else s.tokens
     tps = tokens / st.seconds if st.seconds > 0 else None
     base = st.baseline
     comparable = base is not None and base["prompt"] == st.prompt and base["cfg"] == st.cfg
     speedup = tps / base["tokens_per_s"] if comparable and tps and base["tokens_per_s"] else None
-    kept = f" (last {s['rounds']} rounds)" if st.dropped else ""
+    kept = f" (last {s.rounds} rounds)" if st.dropped else ""
     lines = [
-        f"| rounds | tokens | tokens/s | tau{kept} | mean 1 + C_p{kept} | baseline tokens/s | speed-up |",
+        f"| rounds | tokens | tokens/s | tau{kept} | mean E[L]{kept} | baseline tokens/s | speed-up |",
         "|---|---|---|---|---|---|---|",
-        (f"| {rounds} | {tokens} | {_fmt(tps)} | {_fmt(s['tau'])} | {_fmt(s['mean_ceiling'])} "
+        (f"| {rounds} | {tokens} | {_fmt(tps)} | {_fmt(s.tau)} | {_fmt(s.mean_expected_length)} "
          f"| {_fmt(base['tokens_per_s']) if comparable else '—'} | {'—' if speedup is None else f'{speedup:.2f}x'} |"),
     ]
     r = st.round
     gap = r.coverage_gap() if r is not None else None
-    if gap is not None or s["optimal_rounds"]:
+    if gap is not None or s.optimal_rounds:
         lines += ["", *_optimal_table(r, gap, s, bounded_rounds(st.rounds))]
     if r is not None and r.sizing is not None:
-        from ..engine.round_time import Fit, describe
+        from ..engine.round_time import describe
 
         z = r.sizing
-        fit = Fit.from_sizing(z)
-        drafted = z.get("drafted", True)
-        how = ("warm-up size" if z.get("warmup") and drafted else "warm-up: no draft, to time a plain step"
-               if z.get("warmup") else "chosen for expected tokens/s" if drafted
+        how = ("warm-up size" if z.warmup and z.drafted else "warm-up: no draft, to time a plain step"
+               if z.warmup else "chosen for expected tokens/s" if z.drafted
                else "no draft: a plain target step was priced above any tree or chain")
         arm = ""
-        if "chain" in z:  # the mixed builder: which of its arms drafted, and their measured rates
-            arm = (f" Mixed: a {'sampled chain (speculative)' if z['chain'] else 'best-first tree'} this round; "
-                   f"measured expected tokens per ms: trees {z['tree_rate']:.3f}, chains {z['chain_rate']:.3f}.")
-        lines.append(f"\n*Auto budget, round {r.index}: B = {z['B']:.0f}, H = {z['H']:.0f} ({how}).{arm} Cost model: "
-                     f"{describe(fit)}.*")
+        if z.chain is not None:  # the mixed builder: which of its arms drafted, and their measured rates
+            arm = (f" Mixed: a {'sampled chain (speculative)' if z.chain else 'best-first tree'} this round; "
+                   f"measured expected tokens per ms: trees {z.tree_rate:.3f}, chains {z.chain_rate:.3f}.")
+        lines.append(f"\n*Auto budget, round {r.index}: B = {z.B:.0f}, H = {z.H:.0f} ({how}).{arm} Cost model: "
+                     f"{describe(z.fit)}.*")
     if st.done:
         lines.append("\n*Finished (end of sequence or token limit).*")
     if st.kind not in ("live", "empty"):
@@ -216,7 +212,7 @@ def stats_markdown(st: AppState) -> str:
 
 def comparison_markdown(c: Comparison) -> str:
     lines = [
-        f"Round {c.round_index}, {c.draws} draws per verifier; exact 1 + C_p = {c.ceiling:.4f}.",
+        f"Round {c.round_index}, {c.draws} draws per verifier; exact E[L] = 1 + C_p = {c.expected_length:.4f}.",
         "",
         "| verifier | TV distance | chi-square (df) | p-value | mean L | µs per draw |",
         "|---|---|---|---|---|---|",
@@ -231,9 +227,9 @@ def comparison_markdown(c: Comparison) -> str:
 def decoded_markdown(d: Decoded) -> str:
     s = summarize(d.rounds)
     tps = d.tokens / d.seconds if d.seconds > 0 else 0.0
-    ms = "  ".join(f"{k} {v:.0f}" for k, v in s["stage_ms"].items())
-    return (f"**{d.label}**: {s['rounds']} rounds, {d.tokens} tokens, tau {_fmt(s['tau'])}, "
-            f"mean 1 + C_p {_fmt(s['mean_ceiling'])}, {tps:.1f} tokens/s\n\nstage ms: {ms}\n\n"
+    ms = "  ".join(f"{k} {v:.0f}" for k, v in s.stage_ms.items())
+    return (f"**{d.label}**: {s.rounds} rounds, {d.tokens} tokens, tau {_fmt(s.tau)}, "
+            f"mean E[L] {_fmt(s.mean_expected_length)}, {tps:.1f} tokens/s\n\nstage ms: {ms}\n\n"
             f"```\n{d.text}\n```")
 
 
@@ -262,18 +258,18 @@ def train_markdown(report: TrainReport) -> str:
          f"({last['objective']}): L = {last['loss']:.4g}, L_tok = {last['l_tok']:.4g}, "
          f"L_exit = {last['l_exit']:.4g}."),
         "",
-        (f"Before and after on the same {before['contexts']} contexts: mean C_p of the tree each drafter builds "
+        (f"Before and after on the same {before.contexts} contexts: mean C_p of the tree each drafter builds "
          f"(target at T = 1), and tau, the mean block length over {EVAL_ROUNDS} decoding rounds from each context "
          f"(T = {report.temperature:g})."),
         "",
-        "| drafter | mean C_p | mean 1 + C_p | tau | rounds |",
+        "| drafter | mean C_p | mean E[L] = 1 + C_p | tau | rounds |",
         "|---|---|---|---|---|",
     ]
     for row in report.table:
-        lines.append(f"| {row['drafter']} | {_fmt(row['C_p'], 4)} | {_fmt(1 + row['C_p'], 4)} | "
-                     f"{_fmt(row['tau'], 4)} | {row['rounds']} |")
-    lines.append(f"| change | {_change(before['C_p'], after['C_p'])} | "
-                 f"{_change(1 + before['C_p'], 1 + after['C_p'])} | {_change(before['tau'], after['tau'])} | |")
+        lines.append(f"| {row.name} | {_fmt(row.C_p, 4)} | {_fmt(row.expected_length, 4)} | "
+                     f"{_fmt(row.tau, 4)} | {row.rounds} |")
+    lines.append(f"| change | {_change(before.C_p, after.C_p)} | "
+                 f"{_change(before.expected_length, after.expected_length)} | {_change(before.tau, after.tau)} | |")
     if report.notice:
         lines.append(f"\n*{report.notice}*")
     return "\n".join(lines)

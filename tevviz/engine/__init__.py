@@ -1,7 +1,7 @@
 """The tevviz engine: trees, tree attention, the exit law, verifiers, decoding and training.
 
 The names below load their module (and torch) on first use, so the torch-free modules
-(`tevviz.engine.records`, `tevviz.engine.errors`, `tevviz.engine.pairs`) import without it.
+(`tevviz.engine.records`, `tevviz.engine.summary`, `tevviz.engine.errors`, `tevviz.engine.pairs`) import without it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ _HOMES = {
     "encode_prompt": "session",
     "load_pair": "models",
     "with_draft": "models",
-    "summarize": "records",
+    "summarize": "summary",
+    "SessionSummary": "summary",
 }
 __all__ = list(_HOMES)
 

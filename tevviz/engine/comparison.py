@@ -83,7 +83,7 @@ class Comparison:
 
     round_index: int
     w: list[float]
-    ceiling: float  # 1 + C_p
+    expected_length: float  # E[L] = 1 + C_p of every compared (exact path) verifier on this fixed tree
     draws: int  # draws made per verifier (fewer than `requested` when stopped)
     laws: list[VerifierLaw]
     node_labels: list[str]

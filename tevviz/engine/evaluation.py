@@ -1,5 +1,5 @@
-"""Held-out evaluation of a pair: tau, mean 1 + C_p and acceptance by depth, with standard errors; and a
-drafter's mean C_p and tau on given contexts (ExitTrain's before/after table)."""
+"""Held-out evaluation of a pair: tau, the mean expected block length and acceptance by depth, with standard errors;
+and a drafter's mean C_p and tau on given contexts (ExitTrain's before/after table)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from .builders import BuilderConfig
 from .models import ModelPair
 from .sampling import SamplingConfig
 from .session import DecodeConfig, DecodeSession
+from .summary import acceptance_by_depth
 from .training import Context, build_training_tree, target_weights
 
 EVAL_ROUNDS = 2  # decoding rounds per context for tau in drafter_metrics
@@ -36,13 +37,13 @@ class EvalResult:
     temperature: float
     tau: float
     tau_se: float
-    ceiling: float
-    ceiling_se: float
+    expected_length: float  # mean over prompts of each prompt's mean RoundRecord.expected_length
+    expected_length_se: float
     acceptance_by_depth: list[float]  # fraction of rounds whose block reached depth d (d = 1, 2, ...)
     per_prompt_tau: list[float]
-    # Each prompt's mean expected block length (1 + C_p a round, exact after the target pass): at T > 0 the same
-    # expectation as per_prompt_tau without the draws' noise, so two drafters compare with a smaller paired SE.
-    per_prompt_ceiling: list[float] = field(default_factory=list)
+    # Each prompt's mean expected block length (exact after the target pass): at T > 0 the same expectation as
+    # per_prompt_tau without the draws' noise, so two drafters compare with a smaller paired SE.
+    per_prompt_expected_length: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -50,33 +51,46 @@ class EvalResult:
 
 def evaluate(pair: ModelPair, prompts: list[list[int]], temperature: float, builder: BuilderConfig,
              max_new_tokens: int = 64, verifier: str = "tev", seed: int = 0, progress=None) -> EvalResult:
-    """Decode every prompt with tree decoding and report tau and 1 + C_p over prompts."""
-    taus, ceils, reach, seen = [], [], [], []
+    """Decode every prompt with tree decoding and report tau and the expected block length over prompts."""
+    taus, lengths, rounds = [], [], []
     for i, ids in enumerate(prompts):
         cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), builder=builder, verifier=verifier,
                            max_new_tokens=max_new_tokens, seed=seed + i, missing_top=0)
         s = DecodeSession(pair, ids, cfg)
         s.run()
         taus.append(sum(r.block_length for r in s.rounds) / len(s.rounds))
-        ceils.append(sum(1 + r.C_p for r in s.rounds) / len(s.rounds))
-        for r in s.rounds:
-            depth, top = r.block_length - 1, max(r.depths)
-            for d in range(1, top + 1):
-                while len(reach) < d:
-                    reach.append(0)
-                    seen.append(0)
-                seen[d - 1] += 1
-                reach[d - 1] += depth >= d
+        lengths.append(sum(r.expected_length for r in s.rounds) / len(s.rounds))
+        rounds += s.rounds
         if progress:
             progress(i + 1, len(prompts))
     tau, tau_se = mean_se(taus)
-    ceil, ceil_se = mean_se(ceils)
-    return EvalResult(temperature, tau, tau_se, ceil, ceil_se, [a / b for a, b in zip(reach, seen)], taus, ceils)
+    length, length_se = mean_se(lengths)
+    reach = [reached / present for reached, present in acceptance_by_depth(rounds).values()]
+    return EvalResult(temperature, tau, tau_se, length, length_se, reach, taus, lengths)
+
+
+@dataclass(frozen=True)
+class DrafterMetrics:
+    """A drafter on given contexts (ExitTrain's before/after table): the mean C_p of the trees it builds and tau."""
+
+    contexts: int
+    C_p: float  # mean C_p of its trees, target at T = 1
+    tau: float  # mean block length over the decoding rounds from each context
+    rounds: int
+    name: str = ""  # how the table calls the drafter
+
+    @property
+    def expected_length(self) -> float:
+        """1 + C_p: the trees' expected block length under an exact path verifier."""
+        return 1 + self.C_p
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
 
 
 @torch.no_grad()
 def drafter_metrics(pair: ModelPair, contexts: list[Context], builder: BuilderConfig, sampling: SamplingConfig,
-                    verifier: str, rounds: int = EVAL_ROUNDS, progress=None, label: str = "") -> dict:
+                    verifier: str, rounds: int = EVAL_ROUNDS, progress=None, label: str = "") -> DrafterMetrics:
     """Mean C_p (target at T = 1) of the trees `pair.draft` builds for `contexts`, and tau over `rounds` rounds each.
 
     tau is the mean block length of a fresh DecodeSession from each context with `sampling` (seeded per
@@ -91,4 +105,4 @@ def drafter_metrics(pair: ModelPair, contexts: list[Context], builder: BuilderCo
         cfg = DecodeConfig(sampling=sampling, builder=builder, verifier=verifier,
                            max_new_tokens=rounds * (builder.max_depth + 1), seed=i, missing_top=0)
         lengths += [r.block_length for r in DecodeSession(pair, ctx.tokens, cfg).run(rounds)]
-    return {"contexts": len(contexts), "C_p": mean_se(cps)[0], "tau": mean_se(lengths)[0], "rounds": len(lengths)}
+    return DrafterMetrics(len(contexts), mean_se(cps)[0], mean_se(lengths)[0], len(lengths), label)

@@ -14,6 +14,7 @@ from pathlib import Path
 from .draft_rows import check_draft_rows
 from .errors import TevvizError
 from .records import ROUND_SCHEMA, ROUND_SCHEMAS, SESSION_SCHEMA, SESSION_SCHEMAS, RoundRecord, path_to
+from .round_time import SIZING_KEYS
 
 MAX_BYTES = 64 * 1024 * 1024
 MAX_NODES = 8192
@@ -201,6 +202,9 @@ def parse_round(d, where: str = "round") -> RoundRecord:
         sizing = _dict(g["sizing"], f"{where}.graph.sizing")
         if len(sizing) > 32:
             _fail(f"{where}.graph.sizing", "has too many entries")
+        for k in SIZING_KEYS:
+            if k not in sizing:
+                _fail(f"{where}.graph.sizing", f"lacks {k!r}")
         for k, v in sizing.items():
             if not isinstance(v, bool):
                 _num(v, f"{where}.graph.sizing.{k}", nullable=False)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .round_time import RoundSizing
+
 SESSION_SCHEMA = "tevviz.session/2"
 ROUND_SCHEMA = "tevviz.round/2"
 # Older versions still import: /2 only added a round's optional `graph.optimal` and `graph.sizing`.
@@ -114,7 +116,7 @@ class RoundRecord:
     C_p: float | None
     stage_ms: dict[str, float] = field(default_factory=dict)
     optimal: OptimalTree | None = None  # computed on request (DecodeSession.optimal, --optimal)
-    sizing: dict | None = None  # --budget auto: the chosen B and H and the cost model after this round
+    sizing: RoundSizing | None = None  # --budget auto: the chosen B and H and the cost model after this round
     # The verifier's probability of accepting each node once its parent is, where it is not p_edge: the speculative
     # verifier on a sampled chain, min(1, p / q). None otherwise (P, rho, w are the target's flow in either case).
     accept: list[float] | None = None
@@ -208,7 +210,7 @@ class RoundRecord:
                 "stage_ms": dict(self.stage_ms),
                 **({"optimal": {**self.optimal.to_dict(), "ceiling": self.optimal_bounds}}
                    if self.optimal is not None else {}),
-                **({"sizing": dict(self.sizing)} if self.sizing is not None else {}),
+                **({"sizing": self.sizing.to_dict()} if self.sizing is not None else {}),
                 **({"draft_rows": [list(row) for row in self.draft_rows]} if self.draft_rows is not None else {}),
             },
             "nodes": nodes,
@@ -232,7 +234,7 @@ class RoundRecord:
             accepted=list(g["accepted"]), committed=list(g.get("committed", [])), C_p=g.get("C_p"),
             stage_ms=dict(g.get("stage_ms", {})),
             optimal=OptimalTree.from_dict(g["optimal"]) if g.get("optimal") is not None else None,
-            sizing=dict(g["sizing"]) if g.get("sizing") is not None else None,
+            sizing=RoundSizing.from_dict(g["sizing"]) if g.get("sizing") is not None else None,
             accept=col("accept") if nodes and "accept" in nodes[0] else None,
             draft_rows=g.get("draft_rows"),
         )
@@ -285,6 +287,17 @@ def optimal_label(bounds: bool, budget: int) -> str:
     return "optimal 1 + C_p*" if bounds else f"best fixed tree of B = {budget}: 1 + C_p*"
 
 
+def expected_length_text(r: RoundRecord) -> str:
+    """How every surface writes a round's expected block length (RoundRecord.expected_length): `E[L] = 1 + C_p = 3.000`
+    under an exact path verifier on a fixed tree, `E[L] = 2.714 (C_p = 2.100)` where it accepts with min(1, p / q)."""
+    e = r.expected_length
+    if e is None:
+        return "E[L] = —"
+    if r.accept is None:
+        return f"E[L] = 1 + C_p = {e:.3f}"
+    return f"E[L] = {e:.3f}" + ("" if r.C_p is None else f" (C_p = {r.C_p:.3f})")
+
+
 def dict_bounds(round_dict: dict) -> bool:
     """RoundRecord.optimal_bounds of a round in its to_dict() form (nodes carry `accept` on sampled chains)."""
     nodes = round_dict.get("nodes") or [{}]
@@ -305,40 +318,3 @@ def path_to(parents: list[int], node: int) -> list[int]:
     while parents[path[-1]] >= 0:
         path.append(parents[path[-1]])
     return path[::-1]
-
-
-def summarize(rounds: list[RoundRecord]) -> dict:
-    """Rounds, tokens committed, tau (mean L), mean 1 + C_p and stage totals; means are None when undefined.
-
-    `mean_optimal` averages C_p* over the rounds with an optimal tree; `mean_gap` the drafter gap over those whose
-    C_p* bounds them (`bounded_rounds` counts them): a sampled chain's round has no drafter gap."""
-    ceilings = [r.expected_length for r in rounds if r.expected_length is not None]
-    return {
-        "rounds": len(rounds),
-        "tau": _mean([r.block_length for r in rounds]),
-        "mean_ceiling": _mean(ceilings),
-        "stage_ms": {s: sum(r.stage_ms.get(s, 0.0) for r in rounds) for s in STAGES},
-        "tokens": sum(r.tokens_committed for r in rounds),
-        "mean_optimal": _mean([r.optimal.C_p for r in rounds if r.optimal is not None]),
-        "mean_gap": _mean([g.gap for g in map(RoundRecord.coverage_gap, rounds) if g is not None and g.bounds]),
-        "optimal_rounds": sum(r.optimal is not None for r in rounds),
-    }
-
-
-def bounded_rounds(rounds: list[RoundRecord]) -> int:
-    """Rounds with an optimal tree that bounds them: those that summarize's mean drafter gap is taken over."""
-    return sum(r.optimal is not None and r.C_p is not None and r.optimal_bounds for r in rounds)
-
-
-def exit_by_depth(rounds: list[RoundRecord]) -> dict:
-    """Session means per depth of the width and leaf exit mass (over scored rounds; 0 where a round is shallower)."""
-    splits = [r.exit_by_depth() for r in rounds]
-    splits = [s for s in splits if s[0]]
-    top = max((len(s[0]) for s in splits), default=0)
-    n = len(splits)
-    mean = lambda k, d: sum(s[k][d] for s in splits if d < len(s[k])) / n
-    return {"width": [mean(0, d) for d in range(top)], "leaf": [mean(1, d) for d in range(top)], "rounds": n}
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None

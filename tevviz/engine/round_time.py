@@ -36,11 +36,41 @@ class Fit:
 
     @classmethod
     def from_sizing(cls, sizing: dict) -> Fit:
-        """The fit stored in a round's `sizing` (RoundRecord.sizing, graph.sizing in the JSON)."""
+        """The fit in a round's sizing as the JSON holds it (graph.sizing: RoundSizing.to_dict())."""
         kw = {k: sizing[k] for k in cls.__dataclass_fields__ if k in sizing}
         # Sessions saved before plain steps were timed on their own priced them on the line.
         kw.setdefault("plain", kw["overhead"] + kw["target_fixed"] + kw["target_per_token"])
         return cls(**kw)
+
+
+# The keys a round's sizing must hold in the JSON (the rest have defaults): the chosen size and the fit's lines.
+SIZING_KEYS = ("B", "H", "target_fixed", "target_per_token", "draft_level", "overhead", "calibration", "rounds")
+
+
+@dataclass(frozen=True)
+class RoundSizing:
+    """How --budget auto sized one round (RoundRecord.sizing; flat in the JSON, `graph.sizing`)."""
+
+    B: int  # non-root nodes the round drafted
+    H: int  # its depth
+    warmup: bool  # one of the cost model's first rounds, sized to fit its lines
+    drafted: bool  # False: a plain target step, no draft
+    fit: Fit  # the cost model after the round
+    chain: bool | None = None  # the mixed builder: whether a sampled chain drafted this round (None: not mixed)
+    tree_rate: float | None = None  # the mixed builder: each arm's measured expected tokens per ms
+    chain_rate: float | None = None
+
+    def to_dict(self) -> dict:
+        mixed = {} if self.chain is None else {"chain": self.chain, "tree_rate": self.tree_rate,
+                                               "chain_rate": self.chain_rate}
+        return {"B": self.B, "H": self.H, "warmup": self.warmup, "drafted": self.drafted, **vars(self.fit), **mixed}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RoundSizing:
+        """Inverse of to_dict; sessions saved before `warmup`, `drafted` or the fit's later fields read as then."""
+        mixed = {k: d[k] for k in ("chain", "tree_rate", "chain_rate") if k in d}
+        return cls(B=d["B"], H=d["H"], warmup=bool(d.get("warmup", False)), drafted=bool(d.get("drafted", True)),
+                   fit=Fit.from_sizing(d), **mixed)
 
 
 class Points:

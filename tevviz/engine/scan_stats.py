@@ -1,4 +1,4 @@
-"""What a scan says, computed from its round records: per category and overall, tau, 1 + C_p, 1 + C_p* and the
+"""What a scan says, computed from its round records: per category and overall, tau, E[L], 1 + C_p* and the
 drafter gap with standard errors over prompts; acceptance and the loss by depth; block lengths; tokens/s; the target
 tokens the trees miss most; the rounds that lost most; and the paired comparison of two scans of the same prompts.
 
@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from .records import RoundRecord
 
 ALL = "all"  # the group of every prompt, first in every table
-METRICS = ("tau", "ceiling", "optimal", "gap")  # the per-prompt means a scan estimates (and a compare pairs)
-METRIC_LABELS = {"tau": "tau", "ceiling": "1 + C_p", "optimal": "1 + C_p*", "gap": "drafter gap"}
+METRICS = ("tau", "expected_length", "optimal", "gap")  # the per-prompt means a scan estimates (and a compare pairs)
+METRIC_LABELS = {"tau": "tau", "expected_length": "E[L]", "optimal": "1 + C_p*", "gap": "drafter gap"}
 
 
 def mean_se(xs: list[float]) -> tuple[float | None, float | None]:
@@ -54,7 +54,7 @@ class PromptStats:
     tokens: int
     seconds: float  # decoding wall time (optimal trees left out)
     tau: float  # mean block length L
-    ceiling: float | None  # mean expected block length, 1 + C_p
+    expected_length: float | None  # mean expected block length (RoundRecord.expected_length)
     optimal: float | None  # mean 1 + C_p* over rounds with an optimal tree
     gap: float | None  # mean drafter gap C_p* - C_p
     reach: list[int]  # per depth d = 1, 2, ...: rounds whose accepted path reached d
@@ -105,7 +105,7 @@ def prompt_stats(id: str, category: str, position: int, rounds: list[RoundRecord
         id=id, category=category, position=position, rounds=len(rounds),
         tokens=sum(r.tokens_committed for r in rounds), seconds=seconds,
         tau=_mean([r.block_length for r in rounds]) or 0.0,
-        ceiling=_mean([r.expected_length for r in rounds if r.expected_length is not None]),
+        expected_length=_mean([r.expected_length for r in rounds if r.expected_length is not None]),
         optimal=_mean([1 + r.optimal.C_p for r in rounds if r.optimal is not None]), gap=_mean(gaps),
         reach=reach, present=present, width=width, leaf=leaf, scored=scored,
         lengths=dict(Counter(r.block_length for r in rounds)),
@@ -122,7 +122,7 @@ class GroupStats:
     tokens: int
     seconds: float
     tau: Estimate
-    ceiling: Estimate
+    expected_length: Estimate
     optimal: Estimate
     gap: Estimate
     acceptance: list[float | None]  # per depth d = 1, 2, ...: pooled share of rounds reaching d
@@ -307,7 +307,7 @@ class GroupComparison:
     """One category's paired differences: the per-prompt metrics and, per depth, acceptance and exit mass."""
 
     name: str
-    metrics: dict[str, PairedDiff]  # tau, ceiling, optimal, gap
+    metrics: dict[str, PairedDiff]  # tau, expected_length, optimal, gap
     acceptance: list[PairedDiff]  # depth d = 1, 2, ...
     width: list[PairedDiff]  # depth 0, 1, ...
     leaf: list[PairedDiff]

@@ -6,7 +6,7 @@ One policy behind the session: `round()` before a round says which builder, veri
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .arm_choice import MixedBudget
 from .auto_budget import AutoBudget, Plan
@@ -14,6 +14,7 @@ from .builder_kinds import builder_kind
 from .builders import BuilderConfig, DraftResult
 from .errors import TevvizError
 from .records import expected_accepted
+from .round_time import RoundSizing
 from .verifiers import Verifier, get_verifier
 
 
@@ -37,7 +38,7 @@ class FixedSizing:
     def round(self) -> RoundPlan:
         return self.fixed
 
-    def observe(self, rp: RoundPlan, drafted: DraftResult, fields: dict, ms: dict[str, float]) -> dict | None:
+    def observe(self, rp: RoundPlan, drafted: DraftResult, fields: dict, ms: dict[str, float]) -> RoundSizing | None:
         return None
 
 
@@ -55,12 +56,12 @@ class AutoSizing:
     def round(self) -> RoundPlan:
         return RoundPlan(self.builder, self.verifier, self.verify, self.model.plan())
 
-    def observe(self, rp: RoundPlan, drafted: DraftResult, fields: dict, ms: dict[str, float]) -> dict | None:
+    def observe(self, rp: RoundPlan, drafted: DraftResult, fields: dict, ms: dict[str, float]) -> RoundSizing | None:
         return observe_auto(self.model, rp.plan, drafted, fields, ms)[0]
 
 
 def observe_auto(model: AutoBudget, plan: Plan, drafted: DraftResult, fields: dict,
-                 ms: dict[str, float]) -> tuple[dict, float]:
+                 ms: dict[str, float]) -> tuple[RoundSizing, float]:
     """Feed one round to `model`; the round's sizing record (chosen B and H, the cost model after it) and its
     expected accepted nodes."""
     predicted = float(drafted.reach[1:].exp().sum())
@@ -69,8 +70,8 @@ def observe_auto(model: AutoBudget, plan: Plan, drafted: DraftResult, fields: di
     covered = fields["C_p"] if "accept" not in fields else expected_accepted(fields["parents"], accept)
     fit = model.observe(len(fields["tokens"]), drafted.levels, ms, covered, predicted, drafted.ranks.tolist(),
                         fields["draft_logprobs"], accept)
-    sizing = {"B": len(fields["tokens"]) - 1, "H": max(fields["depths"]), "warmup": plan.warmup,
-              "drafted": drafted.levels > 0, **vars(fit)}  # a flat dataclass of floats: no deep copy needed
+    sizing = RoundSizing(B=len(fields["tokens"]) - 1, H=max(fields["depths"]), warmup=plan.warmup,
+                         drafted=drafted.levels > 0, fit=fit)
     return sizing, covered
 
 
@@ -91,10 +92,10 @@ class MixedSizing:
         builder, verifier, verify = self.arms[arm]
         return RoundPlan(builder, verifier, verify, self.model.models[arm].plan(), arm)
 
-    def observe(self, rp: RoundPlan, drafted: DraftResult, fields: dict, ms: dict[str, float]) -> dict | None:
+    def observe(self, rp: RoundPlan, drafted: DraftResult, fields: dict, ms: dict[str, float]) -> RoundSizing | None:
         sizing, covered = observe_auto(self.model.models[rp.arm], rp.plan, drafted, fields, ms)
         self.model.observe(rp.arm, 1 + covered, sum(ms.values()), rp.plan.warmup)
-        return sizing | {"chain": rp.arm == "sampled", **self.model.summary()}
+        return replace(sizing, chain=rp.arm == "sampled", **self.model.summary())
 
 
 def make_sizing(builder: BuilderConfig, verifier: str, cost_model=None) -> FixedSizing | AutoSizing | MixedSizing:

@@ -26,7 +26,8 @@ from typing import Any
 from plotly.offline import get_plotlyjs
 
 from tevviz.engine.io import ImportedSession
-from tevviz.engine.records import CoverageGap, RoundRecord, bounded_rounds, summarize
+from tevviz.engine.records import CoverageGap, RoundRecord, expected_length_text
+from tevviz.engine.summary import bounded_rounds, summarize
 from tevviz.files import atomic_write
 from tevviz.render.graph import METRICS, node_metric, round_graph
 from tevviz.render.stats import (
@@ -150,12 +151,12 @@ def _node_traces(traces: list[dict]) -> list[dict]:
 def _caption(r: RoundRecord, gap: CoverageGap | None) -> str:
     parts = [f"round {r.index}", f"{r.size} nodes", f"depth {max(r.depths)}", f"exit node {r.exit_node}",
              f"L = {r.block_length}"]
-    if r.C_p is not None:
-        parts.append(f"1 + C_p = {1 + r.C_p:.3f}")
+    if r.expected_length is not None:
+        parts.append(expected_length_text(r))
     if gap is not None and gap.gap is not None:
         parts.append(f"1 + C_p* = {1 + gap.C_p_star:.3f}, gap {gap.gap:.3f}")
     elif gap is not None:  # a round the optimal tree does not bound (a sampled chain under speculative sampling)
-        parts.append(f"best fixed tree: 1 + C_p = {1 + gap.C_p_star:.3f}, not a ceiling here")
+        parts.append(f"best fixed tree: 1 + C_p* = {1 + gap.C_p_star:.3f}, not a ceiling here")
     return ", ".join(parts)
 
 
@@ -204,17 +205,17 @@ def _number(value: float | None, digits: int = 3) -> str:
 
 def _summary(rounds: list[RoundRecord]) -> str:
     s = summarize(rounds)
-    seconds = sum(s["stage_ms"].values()) / 1e3
-    rows = [("rounds", "rounds", str(s["rounds"])), ("tokens", "tokens committed", str(s["tokens"])),
-            ("tau", "tau (mean block length L)", _number(s["tau"])),
-            ("mean_ceiling", "mean 1 + C_p", _number(s["mean_ceiling"]))]
-    if s["optimal_rounds"]:
-        star = f"mean 1 + C_p* ({s['optimal_rounds']} rounds)"
-        rows += [("mean_optimal_ceiling", star, _number(1 + s["mean_optimal"])),
+    seconds = sum(s.stage_ms.values()) / 1e3
+    rows = [("rounds", "rounds", str(s.rounds)), ("tokens", "tokens committed", str(s.tokens)),
+            ("tau", "tau (mean block length L)", _number(s.tau)),
+            ("mean_expected_length", "mean expected block length E[L]", _number(s.mean_expected_length))]
+    if s.optimal_rounds:
+        star = f"mean 1 + C_p* ({s.optimal_rounds} rounds)"
+        rows += [("mean_optimal_ceiling", star, _number(1 + s.mean_optimal)),
                  ("mean_gap", f"mean drafter gap C_p* - C_p (the {bounded_rounds(rounds)} rounds it bounds)",
-                  _number(s["mean_gap"]))]
+                  _number(s.mean_gap))]
     if seconds > 0:
-        rows.append(("tokens_per_s", "tokens/s, from the recorded stage times", _number(s["tokens"] / seconds, 1)))
+        rows.append(("tokens_per_s", "tokens/s, from the recorded stage times", _number(s.tokens / seconds, 1)))
     cells = "".join(f'<tr><th>{label}</th><td data-key="{key}">{value}</td></tr>' for key, label, value in rows)
     return f'<h2>Summary</h2>\n<table class="kv" id="summary">{cells}</table>'
 
@@ -239,12 +240,12 @@ def _tree_controls(n: int, caption: str) -> str:
 def _round_table(rounds: list[RoundRecord], gaps: list[CoverageGap | None]) -> str:
     if not rounds:
         return ""
-    head = "".join(f"<th>{h}</th>" for h in ("round", "nodes", "depth", "exit node", "L", "1 + C_p", "1 + C_p*", "gap",
+    head = "".join(f"<th>{h}</th>" for h in ("round", "nodes", "depth", "exit node", "L", "E[L]", "1 + C_p*", "gap",
                                              "stage ms"))
     rows = []
     for r, gap in zip(rounds, gaps):
         cells = [r.index, r.size, max(r.depths), r.exit_node, r.block_length,
-                 _number(None if r.C_p is None else 1 + r.C_p), _number(None if gap is None else 1 + gap.C_p_star),
+                 _number(r.expected_length), _number(None if gap is None else 1 + gap.C_p_star),
                  _number(None if gap is None else gap.gap), _number(sum(r.stage_ms.values()), 1)]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return f'<h2>Rounds</h2>\n<table class="rounds" id="rounds"><tr>{head}</tr>{"".join(rows)}</table>'

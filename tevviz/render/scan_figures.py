@@ -26,7 +26,7 @@ def _figure(traces: list[dict], title: str, x: str, y: str, layout: Mapping[str,
 
 
 def category_figure(groups: Mapping[str, GroupStats], layout: Mapping[str, Any] | None = None) -> dict:
-    """Per category, tau, 1 + C_p and (where computed) 1 + C_p* with their standard errors over prompts."""
+    """Per category, tau, E[L] and (where computed) 1 + C_p* with their standard errors over prompts."""
     names = list(groups)
     traces = []
     for m in METRICS:

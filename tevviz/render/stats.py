@@ -9,7 +9,9 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from tevviz.engine.records import STAGES, RoundRecord, exit_by_depth
+from tevviz.engine import summary
+from tevviz.engine.records import STAGES, RoundRecord
+from tevviz.engine.summary import exit_by_depth
 
 Round = RoundRecord | Mapping[str, Any]
 Layout = Mapping[str, Any]  # plotly layout entries, as plain values in the form plotly's validators store them
@@ -37,14 +39,8 @@ def block_length_histogram(rounds: Sequence[Round], layout: Layout | None = None
 
 
 def acceptance_by_depth(rounds: Sequence[Round]) -> dict[int, tuple[int, int]]:
-    """For each depth d >= 1: (rounds whose accepted path reached d, rounds whose tree has a node at d)."""
-    table: dict[int, tuple[int, int]] = {}
-    for r in records(rounds):
-        tree_depth, exit_depth = max(r.depths), r.block_length - 1
-        for d in range(1, tree_depth + 1):
-            reached, present = table.get(d, (0, 0))
-            table[d] = (reached + (exit_depth >= d), present + 1)
-    return dict(sorted(table.items()))
+    """engine.summary.acceptance_by_depth of rounds given as records or dicts."""
+    return summary.acceptance_by_depth(records(rounds))
 
 
 def acceptance_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = None, as_dict: bool = False) -> go.Figure | dict:

@@ -1,0 +1,77 @@
+"""What a session's rounds add up to: its summary, acceptance by depth and where the exit mass went by depth.
+
+No torch here: the app, the CLI, the report and the figures read the same numbers from the same rounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .records import STAGES, RoundRecord
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """Rounds, tokens committed, tau (mean L), the mean expected block length and stage totals (means: None when
+    undefined). `expected_length` is each round's under its verifier (RoundRecord.expected_length): 1 + C_p for an
+    exact path verifier on a fixed tree, more or less than that for speculative sampling on a sampled chain.
+
+    `mean_optimal` averages C_p* over the rounds with an optimal tree; `mean_gap` the drafter gap over those whose
+    C_p* bounds them (bounded_rounds counts them): a sampled chain's round has no drafter gap."""
+
+    rounds: int = 0
+    tau: float | None = None
+    mean_expected_length: float | None = None
+    stage_ms: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    tokens: int = 0
+    mean_optimal: float | None = None
+    mean_gap: float | None = None
+    optimal_rounds: int = 0
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "stage_ms": dict(self.stage_ms)}
+
+
+def summarize(rounds: list[RoundRecord]) -> SessionSummary:
+    """The session summary of `rounds`."""
+    lengths = [r.expected_length for r in rounds if r.expected_length is not None]
+    return SessionSummary(
+        rounds=len(rounds),
+        tau=_mean([r.block_length for r in rounds]),
+        mean_expected_length=_mean(lengths),
+        stage_ms={s: sum(r.stage_ms.get(s, 0.0) for r in rounds) for s in STAGES},
+        tokens=sum(r.tokens_committed for r in rounds),
+        mean_optimal=_mean([r.optimal.C_p for r in rounds if r.optimal is not None]),
+        mean_gap=_mean([g.gap for g in map(RoundRecord.coverage_gap, rounds) if g is not None and g.bounds]),
+        optimal_rounds=sum(r.optimal is not None for r in rounds),
+    )
+
+
+def bounded_rounds(rounds: list[RoundRecord]) -> int:
+    """Rounds with an optimal tree that bounds them: those that summarize's mean drafter gap is taken over."""
+    return sum(r.optimal is not None and r.C_p is not None and r.optimal_bounds for r in rounds)
+
+
+def acceptance_by_depth(rounds: list[RoundRecord]) -> dict[int, tuple[int, int]]:
+    """For each depth d >= 1: (rounds whose accepted path reached d, rounds whose tree has a node at d)."""
+    table: dict[int, tuple[int, int]] = {}
+    for r in rounds:
+        tree_depth, exit_depth = max(r.depths), r.block_length - 1
+        for d in range(1, tree_depth + 1):
+            reached, present = table.get(d, (0, 0))
+            table[d] = (reached + (exit_depth >= d), present + 1)
+    return dict(sorted(table.items()))
+
+
+def exit_by_depth(rounds: list[RoundRecord]) -> dict:
+    """Session means per depth of the width and leaf exit mass (over scored rounds; 0 where a round is shallower)."""
+    splits = [r.exit_by_depth() for r in rounds]
+    splits = [s for s in splits if s[0]]
+    top = max((len(s[0]) for s in splits), default=0)
+    n = len(splits)
+    mean = lambda k, d: sum(s[k][d] for s in splits if d < len(s[k])) / n
+    return {"width": [mean(0, d) for d in range(top)], "leaf": [mean(1, d) for d in range(top)], "rounds": n}
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
