@@ -161,3 +161,33 @@ def test_a_scan_folder_opens_and_its_worst_round_shows_in_the_tree_view(tmp_path
             page.screenshot(path=str(ARTIFACTS / "scan_round.png"))
         finally:
             browser.close()
+
+
+def test_tree_title_and_legend_do_not_overlap(tmp_path):
+    """The tree figure with ghost branches on, at the app's width and a narrow one: the title's box and the legend's
+    do not meet, and the title reads as written (C_p, C_p*)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from test_render import GHOST_TITLE, SIX_GHOSTS, SMALL
+
+    from tevviz.render import tree_figure
+
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1000, "height": 800})
+            for width in (900, 480):
+                path = tmp_path / f"tree_{width}.html"
+                fig = tree_figure(SMALL, "P", title=GHOST_TITLE, ghosts=SIX_GHOSTS).update_layout(width=width)
+                fig.write_html(path, include_plotlyjs=True)
+                page.goto(path.as_uri())
+                page.wait_for_selector(".gtitle")
+                boxes = page.evaluate("""() => ['.gtitle', '.legend'].map(s => {
+                    const r = document.querySelector(s).getBoundingClientRect();
+                    return [r.left, r.top, r.right, r.bottom];
+                })""")
+                (tl, tt, tr, tb), (ll, lt, lr, lb) = boxes
+                assert tb <= lt or lb <= tt or tr <= ll or lr <= tl, (width, boxes)
+                text = page.locator(".gtitle").text_content()
+                assert "E[L] = 1 + C_p = 2.500" in text and "optimal 1 + C_p* = 3.000" in text, text
+        finally:
+            browser.close()

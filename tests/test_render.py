@@ -493,3 +493,22 @@ def test_tiled_panel_refuses_what_it_cannot_place():
     with pytest.raises(ValueError, match="barmode"):
         tile({"a": a, "b": grouped}, [["a", "b"]])
 
+
+GHOST_TITLE = ("round 1: 7 nodes, exit node 5, L = 3, E[L] = 1 + C_p = 2.500 (tev)"
+               "<br>optimal 1 + C_p* = 3.000, 6 ghosts")
+SIX_GHOSTS = [{"node": 10 + i, "token": 50 + i, "text": f"g{i}", "P": 0.1, "depth": 2, "anchor": 1,
+               "parent_ghost": None, "path_text": f" f g{i}"} for i in range(6)]
+
+
+def test_tree_title_above_the_tree_and_legend_below_it():
+    """The title sits in the top margin (grown to hold it), the legend under the tree: with ghost branches on, a
+    legend above the tree wrapped to two rows and covered the title's last line, underscores and all ("C  p")."""
+    fig = go.Figure(tree_figure_dict(SMALL, "P", title=GHOST_TITLE, ghosts=SIX_GHOSTS))  # as plotly validates it
+    lay = fig.to_plotly_json()["layout"]
+    assert lay["title"]["text"] == GHOST_TITLE  # symbols as written: no <sub>, no LaTeX
+    assert "C_p = " in lay["title"]["text"] and "C_p* = " in lay["title"]["text"] and "<sub>" not in GHOST_TITLE
+    title, legend = lay["title"], lay["legend"]
+    assert (title["yref"], title["y"], title["yanchor"], title["automargin"]) == ("container", 1.0, "top", True)
+    assert (legend["yanchor"], legend["orientation"]) == ("top", "h") and legend["y"] < 0  # under the plot area
+    names = [t["name"] for t in fig.to_plotly_json()["data"]]
+    assert "ghost branches (optimal tree)" in names

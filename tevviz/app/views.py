@@ -94,7 +94,8 @@ def tree_plot(st: AppState, metric: str, as_dict: bool = False) -> go.Figure | d
              f"L = {r.block_length}, {expected_length_text(r)} ({r.verifier})")
     gap = r.coverage_gap() if st.ghosts else None
     if gap is not None:  # a sampled chain's C_p* is the best fixed tree of its budget, not its ceiling
-        title += f"; {optimal_label(gap.bounds, r.optimal.budget)} = {1 + gap.C_p_star:.3f}, {len(gap.ghosts)} ghosts"
+        # On a line of its own: beside the rest it ran past the figure's width.
+        title += f"<br>{optimal_label(gap.bounds, r.optimal.budget)} = {1 + gap.C_p_star:.3f}, {len(gap.ghosts)} ghosts"
     highlight = st.highlight
     ghosts = [asdict(g) for g in gap.ghosts] if gap is not None else ()
     args = (r.to_dict(), metric, BONUS if highlight == "bonus" else highlight, title, ghosts)

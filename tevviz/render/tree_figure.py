@@ -227,17 +227,25 @@ def _hover(v: Hashable, attrs: Mapping[str, Any]) -> str:
     return "<br>".join(lines)
 
 
+# The title sits in the top margin, which grows to hold it (`automargin`: a title of two lines); the legend sits below
+# the tree, where plotly grows the bottom margin to hold its rows. Above the tree, the legend wrapped to a second row
+# once ghost branches were on and covered the title's last line: its underscores (C_p read "C  p").
+TITLE = {"x": 0.0, "xanchor": "left", "xref": "paper", "y": 1.0, "yanchor": "top", "yref": "container",
+         "pad": {"t": 12}, "automargin": True}
+LEGEND = {"orientation": "h", "yanchor": "top", "y": -0.02, "x": 0.0}
+
+
 def _layout(pos: Mapping[Hashable, Point], title: str | None) -> dict[str, Any]:
     xs = [p[0] for p in pos.values()]
     rows = 1 - min(p[1] for p in pos.values())  # depth levels, bonus row included
     return {
-        **({} if title is None else {"title": {"text": title}}),
+        **({} if title is None else {"title": {"text": title, **TITLE, "pad": dict(TITLE["pad"])}}),
         "width": WIDTH,
         "height": min(MAX_HEIGHT, 160 + ROW_HEIGHT * rows),
         "xaxis": {"visible": False, "range": [min(xs) - 1, max(xs) + 1]},
         "yaxis": {"visible": False, "range": [-rows + 0.4, 0.6]},
         "plot_bgcolor": "white",
         "hovermode": "closest",
-        "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.0},
+        "legend": dict(LEGEND),
         "margin": {"l": 20, "r": 20, "t": 60 if title else 30, "b": 20},
     }
