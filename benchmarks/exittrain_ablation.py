@@ -1,5 +1,8 @@
 """ExitTrain ablation on the embedded pair (the analogue of the paper's Table 2).
 
+A block drafter (`--draft assets/models/tevviz-stdlib-block-draft`) trains and is evaluated on DDTree trees, as deep
+as its block allows (the paper's own setting); an autoregressive one on best-first trees.
+
 Same initialisation, data, steps and seed for every objective: token-only, prefix weight, exit
 weight (the paper's), and our residual distillation. Held-out tau at T = 0 and T = 1 with B = 64,
 mean and standard error over the eval prompts, relative to the original drafter.
@@ -21,11 +24,12 @@ from pathlib import Path
 
 from common import best_first, held_out_windows, parser, setup, table, write
 
+from tevviz.engine.block_exittrain import make_trainer, save_trained
+from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.evaluation import evaluate
 from tevviz.engine.models import ModelPair, ModelSource, with_draft
 from tevviz.engine.training import (
     TOKEN_LABELS,
-    ExitTrainer,
     TrainConfig,
     collect_mixed_streams,
     contexts_from_streams,
@@ -34,13 +38,23 @@ from tevviz.engine.training import (
 from tevviz.prompts import load_prompts
 
 
+def expected(res: dict) -> float:
+    """A result's mean expected block length (results written before the rename call it `ceiling`)."""
+    return res.get("expected_length", res.get("ceiling"))
+
+
+def per_prompt(res: dict) -> list[float]:
+    return res.get("per_prompt_expected_length", res.get("per_prompt_ceiling")) or []
+
+
 def table_rows(results: dict) -> list[dict]:
     """One row per drafter: tau, SE, relative gain and paired gains in SE against the original and token-only."""
     from tevviz.engine.evaluation import mean_se
 
     def paired(a: str, b: str, t: str, key: str = "per_prompt_tau") -> tuple[float, float]:
         """Mean and SE of the per-context difference a - b of `key` (same contexts and seeds)."""
-        return mean_se([x - y for x, y in zip(results[a][t][key], results[b][t][key])])
+        get = per_prompt if key == "per_prompt_expected_length" else (lambda r: r[key])
+        return mean_se([x - y for x, y in zip(get(results[a][t]), get(results[b][t]))])
 
     def in_se(d: float, d_se: float) -> float:
         return d / d_se if d_se and not math.isnan(d_se) else float("nan")
@@ -56,13 +70,12 @@ def table_rows(results: dict) -> list[dict]:
             row[f"gain/SE_{t}"] = in_se(*paired(name, "original", t))  # paired, vs original
             if "token" in results and name != "token":
                 row[f"vs_token/SE_{t}"] = in_se(*paired(name, "token", t))
-            row[f"1+C_p_{t}"] = res[t]["ceiling"]
-            # The expected block length (1 + C_p) compared the same way: at T > 0 free of the draws' noise.
-            if res[t].get("per_prompt_ceiling") and results["original"][t].get("per_prompt_ceiling"):
-                row[f"rel_1+C_p_{t}"] = res[t]["ceiling"] / results["original"][t]["ceiling"] - 1
-                row[f"1+C_p gain/SE_{t}"] = in_se(*paired(name, "original", t, "per_prompt_ceiling"))
-                if "token" in results and name != "token" and results["token"][t].get("per_prompt_ceiling"):
-                    row[f"1+C_p vs_token/SE_{t}"] = in_se(*paired(name, "token", t, "per_prompt_ceiling"))
+            row[f"E[len]_{t}"] = expected(res[t])
+            if per_prompt(res[t]) and per_prompt(results["original"][t]):
+                row[f"rel_E[len]_{t}"] = expected(res[t]) / expected(results["original"][t]) - 1
+                row[f"E[len] gain/SE_{t}"] = in_se(*paired(name, "original", t, "per_prompt_expected_length"))
+                if "token" in results and name != "token" and per_prompt(results["token"][t]):
+                    row[f"E[len] vs_token/SE_{t}"] = in_se(*paired(name, "token", t, "per_prompt_expected_length"))
         rows.append(row)
     return rows
 
@@ -182,6 +195,12 @@ def main() -> None:
     builder = replace(best_first(args.budget, args.depth), draft_temperature=args.draft_temperature)
     tb = args.train_budget or args.budget
     train_builder = best_first(tb, args.train_depth or args.depth)
+    if pair.draft_kind == "block":  # DDTree's trees, at inference and in training
+        deepest = pair.draft.block.max_depth
+        builder = BuilderConfig(kind="ddtree", budget=args.budget, depth=min(args.depth, deepest))
+        train_builder = BuilderConfig(kind="ddtree", budget=tb, depth=min(args.train_depth or args.depth, deepest))
+        if args.distill_steps or args.sweep:
+            raise SystemExit("--distill-steps and --sweep are for autoregressive drafters")
 
     t0 = time.perf_counter()
     temps = [float(x) for x in args.stream_temperatures.split(",")]
@@ -229,7 +248,7 @@ def main() -> None:
             for lam in [float(x) for x in args.sweep_lambdas.split(",")]:
                 cfg = TrainConfig(objective="exit", lambda_exit=lam, lr=lr, steps=args.sweep_steps, batch=args.batch,
                                   builder=train_builder, token_labels=args.token_labels, seed=args.seed)
-                trainer = ExitTrainer(pair, fit, cfg)
+                trainer = make_trainer(pair, fit, cfg)
                 for _ in range(cfg.steps):
                     trainer.step()
                 res = held_out(ModelPair(pair.target, trainer.trained_draft(), pair.tokenizer, "", ""), val)
@@ -297,7 +316,7 @@ def main() -> None:
         cfg = TrainConfig(objective=objective, lambda_exit=args.lambda_exit, lr=args.lr, steps=args.steps,
                           batch=args.batch, builder=train_builder, token_labels=args.token_labels, seed=args.seed,
                           schedule=args.schedule)
-        trainer = ExitTrainer(pair, contexts, cfg, draft=None if init is None else copy.deepcopy(init))
+        trainer = make_trainer(pair, contexts, cfg, draft=None if init is None else copy.deepcopy(init))
         t1 = time.perf_counter()
         for i in range(cfg.steps):
             s = trainer.step()
@@ -308,8 +327,7 @@ def main() -> None:
         trained = ModelPair(pair.target, trainer.trained_draft(), pair.tokenizer, pair.target_name, objective)
         results[objective] = held_out(trained)
         if objective == "exit" and args.save:
-            trained.draft.save_pretrained(args.save)
-            pair.tokenizer.save_pretrained(args.save)
+            save_trained(trained.draft, pair.tokenizer, args.save)
             print(f"saved the exit-weight drafter to {args.save}")
     rows = table_rows(results)
     print(f"\nB={args.budget} H={args.depth}, {len(eval_prompts)} eval prompts x {args.max_new_tokens} tokens, "

@@ -43,3 +43,22 @@ def test_a_block_drafter_starts_on_ddtree_and_shows_its_rows(app_url):
     assert all(0 <= z <= 1 for row in heat["z"] for z in row if z is not None)
     out = c.predict(builder="best-first", api_name="/step")  # the wrong builder for this drafter: said, not raised
     assert "build its trees with the ddtree builder" in out[OUT["error"]]
+
+
+def test_the_exittrain_tab_trains_a_copy_of_a_block_drafter_on_its_ddtree_trees(app_url):
+    """Train step on a block session: DDTree trees, the before/after table, the trained copy decodes; the pair's
+    own drafter is untouched."""
+    from test_app_exittrain import TRAIN, plot
+    from test_app import client
+
+    c = client(app_url)
+    for _ in range(3):
+        assert c.predict(api_name="/step")[OUT["error"]] == ""
+    out = c.predict(steps=2, lr=1e-3, batch=2, api_name="/train_step")
+    assert out[TRAIN["error"]] == ""
+    loss = {t["name"]: t for t in plot(out[TRAIN["loss"]])["data"]}
+    assert loss["L"]["x"] == [1, 2]
+    assert "| original |" in out[TRAIN["table"]] and "| trained (2 steps) |" in out[TRAIN["table"]]
+    out = c.predict(use_trained=True, api_name="/train_use")
+    out = c.predict(api_name="/step")
+    assert out[OUT["error"]] == "" and "draft changed" in out[OUT["stats"]]

@@ -587,12 +587,13 @@ def cmd_pair(args) -> int:
             kind = rest[i + 1] if i + 1 < len(rest) else ""
             del rest[i : i + 2]
         if kind == "block":
-            if rest[:1] != ["stdlib"]:
-                raise TevvizError("a block drafter's recipe exists for the stdlib pair: "
-                                  "tevviz pair train-drafter stdlib --kind block")
+            from .block_recipe import RECIPES
             from .block_recipe import main as block_recipe
 
-            return block_recipe(rest[1:])
+            if rest[:1] not in ([n] for n in RECIPES):
+                raise TevvizError(f"a block drafter's recipe exists for the pairs {', '.join(sorted(RECIPES))}: "
+                                  "tevviz pair train-drafter NAME --kind block")
+            return block_recipe(rest)
         if kind != "autoregressive":
             raise TevvizError(f"--kind must be autoregressive or block, got {kind!r}")
         from .drafter_recipe import main as recipe

@@ -28,7 +28,8 @@ from ..engine.contexts import fits, spread, training_contexts
 from ..engine.evaluation import DrafterMetrics, drafter_metrics
 from ..engine.exit_mass import ExitMassMove, exit_mass_move
 from ..engine.scoring import check_ids, rescore
-from ..engine.training import ExitTrainer, TrainConfig
+from ..engine.block_exittrain import make_trainer
+from ..engine.training import TrainConfig
 from ..files import atomic_write, atomic_write_json
 from .model_thread import on_model_thread
 from .source import PairSource
@@ -305,7 +306,7 @@ class Controller:
             trainer = old.trainer
             trainer.set_contexts(contexts)  # the session may have grown since the last click
         else:
-            trainer = ExitTrainer(base, contexts, tcfg, draft=None if old is None else old.trainer.draft)
+            trainer = make_trainer(base, contexts, tcfg, draft=None if old is None else old.trainer.draft)
             if old is not None:
                 notice = "the settings changed: a fresh optimiser continues from the trained draft"
                 logger.info("session %s: ExitTrain %s", st.sid[:8], notice)

@@ -13,7 +13,8 @@ from .models import ModelPair
 from .sampling import SamplingConfig
 from .session import DecodeConfig, DecodeSession
 from .summary import acceptance_by_depth
-from .training import Context, build_training_tree, target_weights
+from .block_exittrain import tree_for
+from .training import Context, target_weights
 
 EVAL_ROUNDS = 2  # decoding rounds per context for tau in drafter_metrics
 
@@ -100,7 +101,7 @@ def drafter_metrics(pair: ModelPair, contexts: list[Context], builder: BuilderCo
     for i, ctx in enumerate(contexts):
         if progress is not None:
             progress((i, len(contexts)), desc=f"evaluating the {label} draft")
-        tree = build_training_tree(pair.draft, ctx.tokens, builder).to(pair.device)
+        tree = tree_for(pair, ctx.tokens, builder).to(pair.device)
         cps.append(float(target_weights(pair.target, ctx.tokens, tree, 1.0)[0].C_p))
         cfg = DecodeConfig(sampling=sampling, builder=builder, verifier=verifier,
                            max_new_tokens=rounds * (builder.max_depth + 1), seed=i, missing_top=0)

@@ -11,7 +11,7 @@ from .models import ModelPair
 from .records import RoundRecord
 from .sampling import SamplingConfig
 from .scoring import rescore
-from .training import build_training_tree
+from .block_exittrain import tree_for
 
 
 @torch.no_grad()
@@ -22,7 +22,7 @@ def weighted_tree(pair: ModelPair, draft, context: list[int], builder: BuilderCo
     There is no verifier draw: the ringed exit is the most likely one (argmax w) and the bonus the
     most likely residual token there.
     """
-    tree = build_training_tree(draft, context, builder)
+    tree = tree_for(replace(pair, draft=draft, draft_call=None), context, builder)
     skeleton = RoundRecord.unscored(index, "ExitTrain", tree.tokens.tolist(), tree.parents.tolist(),
                                     tree.depths.tolist(), tree.draft_logprobs.tolist(), tree.scores.tolist())
     r = rescore(pair, context[:-1], skeleton, SamplingConfig(temperature=temperature))
