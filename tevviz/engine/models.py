@@ -238,6 +238,11 @@ def load_pair(target: str | None = None, draft: str | None = None, dtype: str = 
           "attn_implementation": attn_implementation, "trust_remote_code": trust_remote_code, "revision": revision}
     for name, role in ((target, "target"), (draft, "draft")):
         check_source(name, role)
+    if revision and all(Path(n).expanduser().exists() for n in (target, draft)):
+        # from_pretrained ignores a revision for a local folder or file: a wrong one would pass unnoticed.
+        raise TevvizError(f"--revision {revision!r} picks a branch, tag or commit of a hub id, but the target "
+                          f"{target!r} and the draft {draft!r} are local: check that revision out there, or leave "
+                          "--revision out")
     tok_t = load_tokenizer(target, "target", trust_remote_code, revision)
     check_draft_tokenizer(tok_t, draft, target, trust_remote_code, revision)
     if is_block_drafter(draft):  # checked against the target's config first: a bad field loads nothing
