@@ -12,7 +12,8 @@ from conftest import VOCAB, tiny_model
 from test_block_drafter import dflash_config
 
 from tevviz.engine.block_model import BlockDraftModel, parse_config
-from tevviz.engine.block_training import block_batch, block_logits, block_loss, chain_acceptance, cosine_lr
+from tevviz.engine.block_training import block_batch, block_logits, block_loss, chain_acceptance
+from tevviz.engine.schedule import lr_scale
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -55,9 +56,9 @@ def test_chain_acceptance_counts_matching_prefixes():
 
 
 def test_cosine_schedule_warms_up_then_decays_to_its_floor():
-    assert cosine_lr(0, 100, 10) == 0 and cosine_lr(10, 100, 10) == pytest.approx(1)
-    assert cosine_lr(100, 100, 10, 0.1) == pytest.approx(0.1)
-    assert cosine_lr(55, 100, 10) == pytest.approx(0.5)
+    assert lr_scale(0, 100, 10) == 0 and lr_scale(10, 100, 10) == pytest.approx(1)
+    assert lr_scale(100, 100, 10, 0.1) == pytest.approx(0.1)
+    assert lr_scale(55, 100, 10) == pytest.approx(0.5)
 
 
 def test_a_short_run_lowers_the_loss_on_target_written_text():

@@ -20,8 +20,9 @@ import torch
 
 from .block_data import Sequences, chat_data, rarest_id, say, stdlib_data
 from .engine.block_model import BlockDraftModel, block_config_dict, default_layer_ids, parse_config, save_block_drafter
-from .engine.block_training import block_logits, block_loss, cosine_lr
+from .engine.block_training import block_logits, block_loss
 from .engine.errors import TevvizError
+from .engine.schedule import lr_scale
 
 # Per pair: where the drafter goes and the settings that differ from the stdlib pair's.
 RECIPES = {
@@ -77,7 +78,7 @@ def train(args, model, target, data: dict) -> list[dict]:
     model.train()
     for step in range(1, args.steps + 1):
         for g in opt.param_groups:
-            g["lr"] = args.lr * cosine_lr(step, args.steps, args.warmup, 0.05)
+            g["lr"] = args.lr * lr_scale(step, args.steps, args.warmup, 0.05)
         idx = torch.randint(0, len(seqs), (args.batch,), generator=gen).tolist()
         batch = seqs.draw(idx, args.anchors, bs, data["mask_id"], gen)
         loss = block_loss(block_logits(model, target, batch), batch.labels, args.gamma)

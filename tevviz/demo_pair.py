@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import sys
 import sysconfig
@@ -14,6 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+
+from .engine.schedule import lr_scale
 
 EOS = "<|endoftext|>"
 VOCAB_SIZE = 4096
@@ -150,9 +151,8 @@ def train_model(
     data = batches(train_stream, batch, seq_len, gen)
     eval_every = max(1, steps // 20)
     for step in range(1, steps + 1):
-        scale = step / warmup if step <= warmup else 0.5 * (1 + math.cos(math.pi * (step - warmup) / (steps - warmup)))
         for g in opt.param_groups:
-            g["lr"] = lr * max(scale, 0.02)
+            g["lr"] = lr * lr_scale(step, steps, warmup, 0.02)
         xb = next(data)
         # bfloat16 autocast runs the matmuls on the CPU's bf16 units (AMX/AVX-512) where present, about twice as fast.
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):

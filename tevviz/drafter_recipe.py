@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import random
 import shutil
 import sys
@@ -30,6 +29,7 @@ import torch
 
 from .engine.errors import TevvizError
 from .engine.sampling import SamplingConfig
+from .engine.schedule import lr_scale
 from .engine.streams import continue_batch
 
 
@@ -167,9 +167,8 @@ def train(draft, data: list[dict], held: list[dict], steps: int, batch: int, lr:
     draft.train()
     t0 = time.perf_counter()
     for step in range(1, steps + 1):
-        scale = step / warmup if step <= warmup else 0.5 * (1 + math.cos(math.pi * (step - warmup) / (steps - warmup)))
         for g in opt.param_groups:
-            g["lr"] = lr * max(scale, 0.05)
+            g["lr"] = lr * lr_scale(step, steps, warmup, 0.05)
         if len(order) < batch:
             order = list(range(len(data)))
             rng.shuffle(order)

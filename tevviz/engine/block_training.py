@@ -8,7 +8,6 @@ The target's embedding and head are shared and frozen.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -97,10 +96,3 @@ def chain_acceptance(logits: torch.Tensor, labels: torch.Tensor) -> list[float]:
     hit = (logits.argmax(-1) == labels[:, :, :d]).float().flatten(0, 1)  # (S * A, D)
     return torch.cumprod(hit, dim=1).mean(0).tolist()
 
-
-def cosine_lr(step: int, steps: int, warmup: int, floor: float = 0.0) -> float:
-    """The learning-rate scale: linear warm-up, then a cosine down to `floor`."""
-    if step <= warmup:
-        return step / max(warmup, 1)
-    t = (step - warmup) / max(steps - warmup, 1)
-    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * t))

@@ -26,7 +26,6 @@ start costs the drafter's passes alone.
 from __future__ import annotations
 
 import copy
-import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from .errors import TevvizError
 from .kv import new_cache
 from .models import ModelPair
 from .sampling import SamplingConfig, processed_probs
+from .schedule import lr_scale
 from .scoring import tree_logits
 from .tree import DraftTree
 
@@ -299,11 +299,7 @@ class ExitTrainer:
         """`cfg`'s schedule multiplier of lr at `step` (from 0)."""
         if cfg.schedule == "constant" or cfg.steps == 0:
             return 1.0
-        warm = max(int(cfg.warmup * cfg.steps), 1)
-        if step < warm:
-            return (step + 1) / warm
-        t = min((step - warm) / max(cfg.steps - warm, 1), 1.0)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t))
+        return lr_scale(step + 1, cfg.steps, max(int(cfg.warmup * cfg.steps), 1), 0.1)
 
     def trained_draft(self):
         """The trained drafter, in eval mode and frozen (the trainer keeps its own copy)."""
