@@ -27,14 +27,9 @@ from common import best_first, held_out_windows, parser, setup, table, write
 from tevviz.engine.block_exittrain import make_trainer, save_trained
 from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.evaluation import evaluate
+from tevviz.engine.exittrain import TOKEN_LABELS, TrainConfig, contexts_from_streams, mixed_temperatures
 from tevviz.engine.models import ModelPair, ModelSource, with_draft
-from tevviz.engine.training import (
-    TOKEN_LABELS,
-    TrainConfig,
-    collect_mixed_streams,
-    contexts_from_streams,
-    mixed_temperatures,
-)
+from tevviz.engine.streams import collect_mixed_streams
 from tevviz.prompts import load_prompts
 
 
@@ -289,7 +284,7 @@ def main() -> None:
         init = with_draft(pair, args.init_draft, ModelSource(dtype=args.dtype, device=args.device)).draft
     elif args.distill_steps:
         from tevviz.commands import distill_stream
-        from tevviz.engine.training import DistillConfig, target_law, warm_start
+        from tevviz.engine.distillation import DistillConfig, target_law, warm_start
 
         dcfg = DistillConfig(steps=args.distill_steps, batch=args.distill_batch, window=args.distill_window,
                              lr=args.distill_lr, seed=args.seed, top_k=args.distill_top_k)

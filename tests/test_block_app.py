@@ -48,8 +48,8 @@ def test_a_block_drafter_starts_on_ddtree_and_shows_its_rows(app_url):
 def test_the_exittrain_tab_trains_a_copy_of_a_block_drafter_on_its_ddtree_trees(app_url):
     """Train step on a block session: DDTree trees, the before/after table, the trained copy decodes; the pair's
     own drafter is untouched."""
-    from test_app_exittrain import TRAIN, plot
     from test_app import client
+    from test_app_exittrain import TRAIN, plot
 
     c = client(app_url)
     for _ in range(3):

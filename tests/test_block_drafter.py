@@ -416,7 +416,7 @@ def test_the_drafter_side_of_a_block_round_is_drawn(block_pair):
 
 
 def test_training_and_auto_sizing_refuse_builders_that_do_not_support_them(block_pair):
-    from tevviz.engine.training import Context, ExitTrainer, TrainConfig
+    from tevviz.engine.exittrain import Context, ExitTrainer, TrainConfig
 
     with pytest.raises(TevvizError, match="ExitTrain cannot train on sampled trees: its chains are drawn at random"):
         TrainConfig(builder=BuilderConfig(kind="sampled", budget=8, depth=4))

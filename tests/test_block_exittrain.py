@@ -22,8 +22,8 @@ from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingCo
 from tevviz.engine.block_exittrain import BlockExitTrainer, exit_terms, make_trainer, tree_for
 from tevviz.engine.block_model import is_block_drafter
 from tevviz.engine.errors import TevvizError
+from tevviz.engine.exittrain import Context, ExitTrainer, TrainConfig, target_weights
 from tevviz.engine.models import load_pair
-from tevviz.engine.training import Context, ExitTrainer, TrainConfig, target_weights
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -392,7 +392,7 @@ def test_eval_interrupted_reports_the_prompts_done(monkeypatch, capsys):
 
 
 def test_train_interrupted_writes_the_steps_done(tmp_path, monkeypatch, capsys):
-    from tevviz.engine import training
+    from tevviz.engine import exittrain as training
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("\n".join(json.dumps({"prompt": p, "split": "train"}) for p in ("def f(x):", "class A:")))

@@ -129,7 +129,7 @@ def train(tmp_path, monkeypatch, name: str, *options: str) -> tuple[list[float],
     """`tevviz train` of the embedded pair's drafter: the learning rate of each step, the log and the trained draft."""
     from transformers import AutoModelForCausalLM
 
-    from tevviz.engine import training
+    from tevviz.engine import exittrain as training
 
     lrs = []
     step = training.ExitTrainer.step
@@ -158,7 +158,7 @@ def max_change(model) -> float:
 
 
 def test_train_schedule_lr_and_lambda_exit(tmp_path, monkeypatch):
-    from tevviz.engine.training import ExitTrainer, TrainConfig
+    from tevviz.engine.exittrain import ExitTrainer, TrainConfig
 
     lrs, log, trained = train(tmp_path, monkeypatch, "cosine", "--steps", "3", "--schedule", "cosine", "--lr",
                               "0.01", "--lambda-exit", "0.25")

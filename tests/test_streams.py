@@ -10,8 +10,7 @@ from conftest import EOS, greedy_generate, random_prompts, tiny_model, tiny_pair
 from test_laws import P_MIN, assert_law, law_check
 
 from tevviz.engine.sampling import SamplingConfig, processed_probs
-from tevviz.engine.streams import continuations, cut_at_stop
-from tevviz.engine.training import collect_streams
+from tevviz.engine.streams import collect_streams, continuations, cut_at_stop
 
 
 @pytest.mark.parametrize("family", ["llama", "gpt2"])

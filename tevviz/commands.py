@@ -448,15 +448,10 @@ def cmd_train(args) -> int:
 
     from .engine.block_exittrain import make_trainer, save_trained
     from .engine.builders import BuilderConfig
+    from .engine.distillation import DistillConfig, warm_start
+    from .engine.exittrain import TrainConfig, contexts_from_streams, mixed_temperatures
     from .engine.models import drafter_defaults
-    from .engine.training import (
-        DistillConfig,
-        TrainConfig,
-        collect_mixed_streams,
-        contexts_from_streams,
-        mixed_temperatures,
-        warm_start,
-    )
+    from .engine.streams import collect_mixed_streams
     from .files import atomic_folder, check_folder_writable
 
     defaults, dd = TrainConfig(), DistillConfig()

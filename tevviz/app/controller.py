@@ -23,13 +23,13 @@ from ..engine import (
     encode_prompt,
 )
 from ..engine import io as tio
+from ..engine.block_exittrain import make_trainer
 from ..engine.comparison import Comparison, compare_verifiers
 from ..engine.contexts import fits, spread, training_contexts
 from ..engine.evaluation import DrafterMetrics, drafter_metrics
 from ..engine.exit_mass import ExitMassMove, exit_mass_move
+from ..engine.exittrain import TrainConfig
 from ..engine.scoring import check_ids, rescore
-from ..engine.block_exittrain import make_trainer
-from ..engine.training import TrainConfig
 from ..files import atomic_write, atomic_write_json
 from .model_thread import on_model_thread
 from .source import PairSource

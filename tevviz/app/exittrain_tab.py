@@ -6,7 +6,7 @@ import gradio as gr
 
 from ..engine import TevvizError
 from ..engine.exit_mass import ExitMassMove
-from ..engine.training import OBJECTIVES, TrainConfig
+from ..engine.exittrain import OBJECTIVES, TrainConfig
 from ..render import exit_mass_change_figure
 from .controller import Controller
 from .state import settings_in_force, train_settings

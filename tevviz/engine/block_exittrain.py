@@ -26,8 +26,8 @@ from .block_model import ContextKV
 from .block_training import block_logits, block_loss, padded_blocks
 from .ddtree import ddtree_tree
 from .errors import TevvizError
+from .exittrain import Context, ExitTrainer, StepLog, TrainConfig, build_training_tree, node_weights, target_weights
 from .models import ModelPair
-from .training import Context, ExitTrainer, StepLog, TrainConfig, build_training_tree, node_weights, target_weights
 from .tree import DraftTree
 
 ANCHORS = 4  # blocks per context per step: the root of the context and three more in its written part

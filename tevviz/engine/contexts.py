@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from .builders import BuilderConfig
+from .exittrain import Context
 from .models import ModelPair
 from .records import RoundRecord
-from .training import Context
 
 
 def context_ends(stream: list[int], rounds: list[RoundRecord]) -> list[int | None]:

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .block_exittrain import tree_for
 from .builders import BuilderConfig
+from .exittrain import Context, target_weights
 from .models import ModelPair
 from .sampling import SamplingConfig
 from .session import DecodeConfig, DecodeSession
 from .summary import acceptance_by_depth
-from .block_exittrain import tree_for
-from .training import Context, target_weights
 
 EVAL_ROUNDS = 2  # decoding rounds per context for tau in drafter_metrics
 

@@ -6,12 +6,12 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from .block_exittrain import tree_for
 from .builders import BuilderConfig
 from .models import ModelPair
 from .records import RoundRecord
 from .sampling import SamplingConfig
 from .scoring import rescore
-from .block_exittrain import tree_for
 
 
 @torch.no_grad()

@@ -154,3 +154,16 @@ def _exponential_race(weights: torch.Tensor, gen: torch.Generator) -> torch.Tens
     e = -torch.log1p(-u)  # Exp(1); 0 only when u = 0, and then that token arrives first (log w - log 0 = +inf)
     key = torch.where(w > 0, torch.log(w) - torch.log(e), float("-inf"))  # log(w_i / E_i)
     return key.argmax(dim=-1)
+
+
+def to_width(p: torch.Tensor, width: int) -> torch.Tensor:
+    """Target rows as distributions over the draft's `width` output ids, renormalised.
+
+    Tokenizers agree, but output layers may be padded differently (Qwen2.5-7B has 152,064 rows,
+    Qwen2.5-0.5B 151,936); ids past the tokenizer carry no real mass.
+    """
+    if p.shape[-1] > width:
+        p = p[..., :width]
+    elif p.shape[-1] < width:
+        p = torch.nn.functional.pad(p, (0, width - p.shape[-1]))
+    return p / p.sum(-1, keepdim=True).clamp(min=1e-12)

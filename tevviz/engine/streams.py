@@ -7,10 +7,16 @@ the cost of decoding each prompt alone.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
+from .errors import TevvizError
 from .kv import new_cache
 from .sampling import SamplingConfig, processed_probs, sample_categorical
+
+if TYPE_CHECKING:
+    from .models import ModelPair
 
 
 @torch.inference_mode()
@@ -88,3 +94,32 @@ def continuations(target, prompts: list[list[int]], sampling: SamplingConfig, ne
         for b, j in enumerate(rows):
             out[j] = cut_at_stop(drawn[b].tolist(), stop)
     return out
+
+
+def collect_streams(pair: ModelPair, prompts: list[list[int]], temperature: float = 1.0, max_new_tokens: int = 96,
+                    seed: int = 0, batch: int = 32) -> list[tuple[list[int], list[int]]]:
+    """Target continuations of each prompt, sampled token by token in batches (so they follow the target's law)."""
+    from .session import stop_ids
+
+    pad = pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None else 0
+    got = continuations(pair.target, prompts, SamplingConfig(temperature=temperature), max_new_tokens, seed,
+                        stop_ids(pair), batch, pad, pair.context_length)
+    return [(list(ids), cont) for ids, cont in zip(prompts, got)]
+
+
+def collect_mixed_streams(pair: ModelPair, prompts: list[list[int]], temperatures: list[float],
+                          max_new_tokens: int = 96, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    """Target continuations with the temperatures taken in turn over the prompts (prompt i at temperatures[i % k]).
+
+    Greedy and sampled continuations both: decoding at T = 0 and at T = 1 runs on such contexts.
+    """
+    if not temperatures:
+        raise TevvizError("give at least one collection temperature")
+    k = len(temperatures)
+    streams: list = [None] * len(prompts)
+    for j, t in enumerate(temperatures):
+        idx = list(range(j, len(prompts), k))
+        got = collect_streams(pair, [prompts[i] for i in idx], t, max_new_tokens, seed + j * 100_000)
+        for i, st in zip(idx, got):
+            streams[i] = st
+    return streams
