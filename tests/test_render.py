@@ -133,6 +133,7 @@ def test_round_graph_has_nodes_edges_and_attributes():
         (lambda r: r["graph"].update(exit_node=6), "exit_node"),
         (lambda r: r["edges"].pop(), "parent"),
         (lambda r: r["nodes"][6].update(depth=7), "depth"),
+        (lambda r: r["nodes"][1].update(parent=3), "parents must come before their children"),  # records.tree_depths
         (lambda r: r["nodes"][2].update(id=True), "non-integer id"),
         (lambda r: r.update(graph=[1, 2]), "must be a dict"),
     ],

@@ -13,7 +13,16 @@ from pathlib import Path
 
 from .draft_rows import check_draft_rows
 from .errors import TevvizError
-from .records import ROUND_SCHEMA, ROUND_SCHEMAS, SESSION_SCHEMA, SESSION_SCHEMAS, RoundRecord, path_to
+from .records import (
+    ROUND_SCHEMA,
+    ROUND_SCHEMAS,
+    SESSION_SCHEMA,
+    SESSION_SCHEMAS,
+    RoundRecord,
+    TreeShapeError,
+    path_to,
+    tree_depths,
+)
 from .round_time import SIZING_KEYS
 
 MAX_BYTES = 64 * 1024 * 1024
@@ -100,14 +109,14 @@ def _str(x, where: str, nullable: bool = True) -> str:
 
 
 def _depths(parents: list[int], parent_field) -> list[int]:
-    """Each node's depth in a parent array whose node 0 is the root; refuses a parent that is not an earlier node."""
-    depths = [0] * len(parents)
-    for v in range(1, len(parents)):
-        p = parents[v]
-        if not 0 <= p < v:
-            _fail(parent_field(v), f"{p} is not an earlier node (parents must precede children)")
-        depths[v] = depths[p] + 1
-    return depths
+    """Each node's depth in a parent array whose node 0 is the root (records.tree_depths); refuses a parent that is
+    not an earlier node, naming its field."""
+    try:
+        return tree_depths(parents)
+    except TreeShapeError as e:
+        if e.node == 0:  # the callers check the root first; kept for any new one
+            _fail(parent_field(0), str(e))
+        _fail(parent_field(e.node), f"{parents[e.node]} is not an earlier node (parents must precede children)")
 
 
 def _check_tree(parents: list[int], accepted: list[int], exit_node: int, where: str, ddtree: bool = False) -> list[int]:

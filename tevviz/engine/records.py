@@ -312,6 +312,30 @@ def expected_accepted(parents: list[int], accept: list[float]) -> float:
     return sum(reach[1:])
 
 
+class TreeShapeError(ValueError):
+    """A parent array that is not a tree in parent-before-child order; `node` is the first node at fault."""
+
+    def __init__(self, node: int, message: str):
+        super().__init__(message)
+        self.node = node
+
+
+def tree_depths(parents: list[int]) -> list[int]:
+    """The one check of a tree's shape (engine and render alike): node 0 is the root (parent -1) and every other
+    node's parent is an earlier node. Returns each node's depth; raises TreeShapeError at the first node at fault."""
+    if not parents:
+        raise TreeShapeError(0, "a tree needs a root and one parent per node")
+    if parents[0] != -1:
+        raise TreeShapeError(0, "node 0 must be the root (parent -1)")
+    depths = [0] * len(parents)
+    for v in range(1, len(parents)):
+        p = parents[v]
+        if type(p) is not int or not 0 <= p < v:  # bool is an int subclass, yet no node id
+            raise TreeShapeError(v, f"node {v} has parent {p!r}: parents must come before their children")
+        depths[v] = depths[p] + 1
+    return depths
+
+
 def path_to(parents: list[int], node: int) -> list[int]:
     """The walk from the root (parent -1) down to `node` in a parent array."""
     path = [node]

@@ -82,16 +82,9 @@ def from_parents(
 ) -> DraftTree:
     """Build a tree from plain lists (node 0 the root, parent -1); checks parent-before-child order."""
     n = len(tokens)
-    if n == 0 or len(parents) != n:
+    if len(parents) != n:
         raise ValueError("a tree needs a root and one parent per node")
-    if parents[0] != -1:
-        raise ValueError("node 0 must be the root (parent -1)")
-    depths = [0] * n
-    for v in range(1, n):
-        p = parents[v]
-        if not 0 <= p < v:
-            raise ValueError(f"node {v} has parent {p}: parents must come before their children")
-        depths[v] = depths[p] + 1
+    depths = records.tree_depths([int(p) for p in parents])
     lp = [0.0] * n if draft_logprobs is None else [0.0] + [float(x) for x in draft_logprobs[1:]]
     scores = [0.0] * n
     for v in range(1, n):

@@ -11,6 +11,8 @@ from typing import Any
 
 import networkx as nx
 
+from tevviz.engine.records import tree_depths
+
 REQUIRED_TOP = ("graph", "nodes", "edges")
 REQUIRED_GRAPH = ("accepted", "exit_node", "bonus_text")
 REQUIRED_NODE = ("id", "parent", "text", "depth")
@@ -103,20 +105,17 @@ def _check_fields(obj: Any, fields: tuple[str, ...], what: str) -> None:
 
 
 def _check_tree(G: nx.DiGraph) -> None:
-    """Edges must be exactly the parent links, rooted at the one node without a parent."""
-    roots = [v for v, parent in G.nodes(data="parent") if parent is None]
-    if len(roots) != 1:
-        raise ValueError(f"round record must have exactly one root (parent null), found {len(roots)}")
-    parent_links = {(parent, v) for v, parent in G.nodes(data="parent") if parent is not None}
-    if parent_links != set(G.edges):
+    """The nodes' parents form a tree (the engine's one check, records.tree_depths, on node ids 0..N-1), the edges are
+    exactly the parent links, and each node's depth is its parent's + 1."""
+    if sorted(G) != list(range(len(G))):
+        raise ValueError("round record node ids must be 0..N-1")
+    parents = [-1 if G.nodes[v]["parent"] is None else G.nodes[v]["parent"] for v in range(len(G))]
+    depths = tree_depths(parents)  # a TreeShapeError is a ValueError, as every malformed record raises
+    if {(p, v) for v, p in enumerate(parents) if p >= 0} != set(G.edges):
         raise ValueError("round record 'edges' do not match the nodes' 'parent' fields")
-    if not nx.is_arborescence(G):
-        raise ValueError("round record is not a tree")
-    for parent, v in G.edges:
-        if G.nodes[v]["depth"] != G.nodes[parent]["depth"] + 1:
-            raise ValueError(
-                f"node {v} has depth {G.nodes[v]['depth']}, its parent {parent} has {G.nodes[parent]['depth']}"
-            )
+    for v, d in enumerate(depths):
+        if G.nodes[v]["depth"] != d:
+            raise ValueError(f"node {v} has depth {G.nodes[v]['depth']}, expected {d} (its parent's + 1)")
 
 
 def _check_accepted(G: nx.DiGraph) -> None:
