@@ -69,7 +69,7 @@ def held_out_windows(tokenizer, n: int, tokens: int, seed: int) -> list[list[int
     """n random windows of `tokens` tokens from the embedded pair's held-out stdlib files (ExitTrain's eval contexts)."""
     import random
 
-    from tevviz.demo_pair import encode_corpus, stdlib_files
+    from tevviz.recipes.demo_pair import encode_corpus, stdlib_files
 
     held = encode_corpus(tokenizer, stdlib_files()[1]).tolist()
     rng = random.Random(seed)

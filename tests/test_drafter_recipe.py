@@ -9,8 +9,8 @@ from conftest import EOS, greedy_generate, random_prompts, tiny_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tevviz.drafter_recipe import answer_batch, answer_plan, grow_layers
 from tevviz.engine.errors import TevvizError
+from tevviz.recipes.drafter import answer_batch, answer_plan, grow_layers
 
 
 def _left_padded(prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:

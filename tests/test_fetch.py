@@ -15,7 +15,7 @@ from tevviz.cli import main
 from tevviz.engine.errors import TevvizError
 from tevviz.engine.models import check_source
 from tevviz.engine.pairs import named_pair
-from tevviz.fetch import SOURCES, is_fetched
+from tevviz.recipes.fetch import SOURCES, is_fetched
 
 MEMBER = SOURCES["smollm2"].member
 TARGET_DIR = named_pair("smollm2").target  # folder name under the cache's models/
@@ -145,7 +145,7 @@ def test_pair_list_on_an_empty_cache(cache, capsys):
 
 
 def test_stdlib_pair_has_nothing_to_fetch(cache):
-    from tevviz.fetch import fetch
+    from tevviz.recipes.fetch import fetch
 
     with pytest.raises(TevvizError, match="ships with tevviz; nothing to fetch"):
         fetch("stdlib")

@@ -1,6 +1,6 @@
 """The SmolLM2 pair's prompt sets: the free-form held-out set (assets/scan_prompts/smollm2_freeform.jsonl) loads,
 renders through SmolLM2's chat template, shares no template and no six-word run with the generated training prompts
-(tevviz/chat_prompts.py), and is reached by `tevviz eval --split freeform`, `tevviz scan` and the app's examples."""
+(tevviz/recipes/chat_prompts.py), and is reached by `tevviz eval --split freeform`, `tevviz scan` and the app's examples."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from tevviz import chat_prompts
-from tevviz.chat_prompts import FREEFORM_SPLIT, conversation_text, freeform_prompts, make_chat_prompts
 from tevviz.cli import build_parser, main
 from tevviz.commands import _prompt_rows
 from tevviz.engine.models import ModelSource, assets_dir
 from tevviz.engine.pairs import NAMED_PAIRS, named_pair
 from tevviz.engine.scan_files import read_prompts
 from tevviz.engine.session import encode_prompt
-from tevviz.fetch import is_fetched
 from tevviz.prompts import load_prompts
+from tevviz.recipes import chat_prompts
+from tevviz.recipes.chat_prompts import FREEFORM_SPLIT, conversation_text, freeform_prompts, make_chat_prompts
+from tevviz.recipes.fetch import is_fetched
 
 RUN = 6  # words: no free-form prompt shares a run this long with a generated one
 _cache: dict = {}

@@ -14,8 +14,8 @@ from conftest import assert_caches_in_line
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, encode_prompt
 from tevviz.engine.models import ModelSource, check_vocabularies, load_model, load_tokenizer
 from tevviz.engine.pairs import named_pair
-from tevviz.fetch import SOURCES, cached_wheel, is_fetched
 from tevviz.prompts import load_prompts
+from tevviz.recipes.fetch import SOURCES, cached_wheel, is_fetched
 
 pytestmark = [
     pytest.mark.realpair,

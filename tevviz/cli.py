@@ -317,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "train-demo-pair" and argv[1:2] not in (["-h"], ["--help"]):
-        from .demo_pair import main as train_demo
+        from .recipes.demo_pair import main as train_demo
 
         return train_demo(argv[1:])
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):

@@ -434,7 +434,7 @@ def distill_files(spec: str | None) -> list[Path] | None:
 def distill_stream(spec: str | None, tokenizer, streams: list[tuple[list[int], list[int]]]) -> list[int]:
     """The warm start's text as one token list, texts joined by the end-of-text token: --distill-text's files,
     the embedded pair's training files ('stdlib-train'), or by default the collected prompts and continuations."""
-    from .demo_pair import encode_corpus, stdlib_files
+    from .recipes.demo_pair import encode_corpus, stdlib_files
 
     files = stdlib_files()[0] if spec == "stdlib-train" else distill_files(spec)
     if files is not None:
@@ -568,7 +568,7 @@ def cmd_pair(args) -> int:
     from .engine.pairs import NAMED_PAIRS
 
     if args.pair_command == "fetch":
-        from .fetch import fetch
+        from .recipes.fetch import fetch
 
         args.started = True
         fetch(args.name, args.wheel, args.force)
@@ -582,8 +582,8 @@ def cmd_pair(args) -> int:
             kind = rest[i + 1] if i + 1 < len(rest) else ""
             del rest[i : i + 2]
         if kind == "block":
-            from .block_recipe import RECIPES
-            from .block_recipe import main as block_recipe
+            from .recipes.block import RECIPES
+            from .recipes.block import main as block_recipe
 
             if rest[:1] not in ([n] for n in RECIPES):
                 raise TevvizError(f"a block drafter's recipe exists for the pairs {', '.join(sorted(RECIPES))}: "
@@ -591,7 +591,7 @@ def cmd_pair(args) -> int:
             return block_recipe(rest)
         if kind != "autoregressive":
             raise TevvizError(f"--kind must be autoregressive or block, got {kind!r}")
-        from .drafter_recipe import main as recipe
+        from .recipes.drafter import main as recipe
 
         return recipe(rest)
     for p in NAMED_PAIRS.values():

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import torch
 
+from ..engine.block_model import BlockDraftModel, block_config_dict, default_layer_ids, parse_config, save_block_drafter
+from ..engine.block_training import block_logits, block_loss
+from ..engine.errors import TevvizError
+from ..engine.schedule import lr_scale
 from .block_data import Sequences, chat_data, rarest_id, say, stdlib_data
-from .engine.block_model import BlockDraftModel, block_config_dict, default_layer_ids, parse_config, save_block_drafter
-from .engine.block_training import block_logits, block_loss
-from .engine.errors import TevvizError
-from .engine.schedule import lr_scale
 
 # Per pair: where the drafter goes and the settings that differ from the stdlib pair's.
 RECIPES = {
@@ -144,8 +144,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def load_target(name: str):
     """The pair's target and tokenizer, float32 on the CPU."""
-    from .engine.models import load_model, load_tokenizer
-    from .engine.pairs import named_pair
+    from ..engine.models import load_model, load_tokenizer
+    from ..engine.pairs import named_pair
 
     path = named_pair(name).target_path()
     if not (path / "config.json").is_file():
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     save_block_drafter(model.eval(), args.out, getattr(torch, args.save_dtype))
     out = Path(args.out)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    record = {"recipe": "tevviz.block_recipe", "settings": settings, "parameters": n_params,
+    record = {"recipe": "tevviz.recipes.block", "settings": settings, "parameters": n_params,
               "train_tokens": data["train"].count(), "data_seconds": data["seconds"],
               "train_seconds": round(time.perf_counter() - t_train, 1),
               "wall_seconds": round(time.perf_counter() - t0, 1), "log": log}

@@ -1,7 +1,7 @@
 """`tevviz pair train-drafter NAME`: train a small drafter for a fetched pretrained target, offline, on a CPU.
 
 The recipe, in three resumable stages under --work:
-1. data: the target answers offline chat prompts (tevviz.chat_prompts), half greedily and half sampled at
+1. data: the target answers offline chat prompts (tevviz.recipes.chat_prompts), half greedily and half sampled at
    T = 1, batched; at every generated position the target's top-k log-probabilities are kept, so the
    drafter learns the target's distribution, not only its samples (text that follows the target's law).
    Asking for more --prompts than a finished data stage holds answers only the new ones and appends them;
@@ -27,10 +27,10 @@ from pathlib import Path
 
 import torch
 
-from .engine.errors import TevvizError
-from .engine.sampling import SamplingConfig
-from .engine.schedule import lr_scale
-from .engine.streams import continue_batch
+from ..engine.errors import TevvizError
+from ..engine.sampling import SamplingConfig
+from ..engine.schedule import lr_scale
+from ..engine.streams import continue_batch
 
 
 def _say(msg: str) -> None:
@@ -206,8 +206,8 @@ def save_drafter(draft, tokenizer_dir: Path, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .engine.models import check_vocabularies, load_model, load_tokenizer
-    from .engine.pairs import assets_dir, named_pair
+    from ..engine.models import check_vocabularies, load_model, load_tokenizer
+    from ..engine.pairs import assets_dir, named_pair
 
     ap = argparse.ArgumentParser(prog="tevviz pair train-drafter", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .engine.block_training import BlockBatch, padded_blocks
+from ..engine.block_training import BlockBatch, padded_blocks
 
 
 def say(msg: str) -> None:
@@ -120,7 +120,7 @@ def chat_data(args, target, tok, rng: random.Random) -> dict[str, Sequences]:
     """A chat pair's data: the target's answers to training chat prompts (half greedy, half at T = 1) and greedy
     answers to held-out ones, each sequence the templated prompt and its answer (cut after EOS)."""
     from .chat_prompts import make_chat_prompts
-    from .drafter_recipe import generate_examples
+    from .drafter import generate_examples
 
     rows = make_chat_prompts(seed=args.seed)
     prompts = {s: [r["prompt"] for r in rows if r["split"] == s] for s in ("train", "eval")}

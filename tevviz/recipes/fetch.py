@@ -19,8 +19,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine.errors import TevvizError
-from .engine.pairs import cache_root, named_pair
+from ..engine.errors import TevvizError
+from ..engine.pairs import cache_root, named_pair
 
 MARKER = "tevviz_fetch.json"
 
@@ -91,7 +91,7 @@ def convert_gguf(gguf: Path, out: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from .engine.models import check_source, load_tokenizer
+    from ..engine.models import check_source, load_tokenizer
 
     check_source(str(gguf), "target")
     _say(f"dequantising {gguf.name} with transformers' GGUF loader ...")
