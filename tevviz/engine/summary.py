@@ -31,6 +31,12 @@ class SessionSummary:
     def to_dict(self) -> dict:
         return {**self.__dict__, "stage_ms": dict(self.stage_ms)}
 
+    def __getitem__(self, key: str):
+        """`summary["tau"]`: the field, as notebooks written when summarize() returned a dict read it."""
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
 
 def summarize(rounds: list[RoundRecord]) -> SessionSummary:
     """The session summary of `rounds`."""
