@@ -1,7 +1,7 @@
 """Figures of the embedded pair for its model card: forward-cost ratio, tau and 1 + C_p, speed-up.
 
 Held-out cross-entropy, top-1 accuracy and agreement come from assets/models/training_log.json
-(written by `tevviz train-demo-pair`); this script measures the rest with the engine.
+(written by `tevviz pair train-target stdlib`); this script measures the rest with the engine.
 """
 
 from __future__ import annotations

@@ -251,6 +251,27 @@ def test_bench_unknown_name_lists_the_scripts(name, capsys):
     assert available == expected and "verifier_stage" in available and "common" not in available
 
 
+# --- pair: the one door to a pair's models -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["train-demo-pair"], ["train-demo-pair", "--out", "x"], ["train-demo-pair", "-h"]])
+def test_a_moved_command_names_its_new_one(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == "tevviz train-demo-pair is now `tevviz pair train-target stdlib`\n"
+
+
+def test_pair_train_target_takes_the_stdlib_recipe(capsys):
+    assert main(["pair", "train-target", "smollm2"]) == 2
+    assert "a target's recipe exists for the pairs stdlib" in message(capsys.readouterr().err)
+    assert main(["pair", "train-target"]) == 2
+    with pytest.raises(SystemExit) as e:
+        main(["pair", "train-target", "stdlib", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: tevviz pair train-target stdlib") and "--target-steps" in out
+
+
 # --- server settings ------------------------------------------------------------------------------------------------
 
 
@@ -339,3 +360,22 @@ def test_cli_tree_shape_defaults_are_the_engines():
     for argv in (["decode", "--prompt", "x"], ["eval"]):
         args = build_parser().parse_args(argv)
         assert (args.children, args.width) == (BuilderConfig.children, BuilderConfig.width)
+
+
+def test_cli_decoding_and_training_defaults_are_the_engines():
+    """The other defaults the CLI spells out for the same reason: decode's are DecodeConfig's, SamplingConfig's and
+    BuilderConfig's (temperature aside: the CLI decodes greedily by default); train's are TrainConfig's where the
+    command does not choose its own (steps, schedule)."""
+    from tevviz.cli import build_parser
+    from tevviz.engine.builders import BuilderConfig
+    from tevviz.engine.exittrain import TrainConfig
+    from tevviz.engine.sampling import SamplingConfig
+    from tevviz.engine.session import DecodeConfig
+    from tevviz.options import decode_config_from_args
+
+    args = build_parser().parse_args(["decode", "--prompt", "x"])
+    assert decode_config_from_args(args) == DecodeConfig(sampling=SamplingConfig(temperature=0.0))
+    args = build_parser().parse_args(["train", "--out", "x"])
+    cfg = TrainConfig()
+    assert (args.objective, args.batch, args.seed, args.budget, args.depth) == (
+        cfg.objective, cfg.batch, cfg.seed, cfg.builder.budget, cfg.builder.depth)

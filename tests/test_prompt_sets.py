@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tevviz.cli import build_parser, main
-from tevviz.commands import _prompt_rows
+from tevviz.commands import prompt_rows
 from tevviz.engine.models import ModelSource, assets_dir
 from tevviz.engine.pairs import NAMED_PAIRS, named_pair
 from tevviz.engine.scan_files import read_prompts
@@ -129,9 +129,9 @@ def test_segment_is_asts_source_segment():
 
 def test_eval_takes_the_freeform_split_of_the_smollm2_pair():
     args = build_parser().parse_args(["eval", "--pair", "smollm2", "--split", "freeform"])
-    rows = _prompt_rows(args)
+    rows = prompt_rows(args)
     assert len(rows) >= 100 and {r["split"] for r in rows} == {FREEFORM_SPLIT}
-    held = _prompt_rows(build_parser().parse_args(["eval", "--pair", "smollm2"]))
+    held = prompt_rows(build_parser().parse_args(["eval", "--pair", "smollm2"]))
     assert held == load_prompts(assets_dir() / "prompts_chat.jsonl", "eval")  # the held-out split as it was
     assert named_pair("smollm2").splits() == ["eval", "train", FREEFORM_SPLIT]
 

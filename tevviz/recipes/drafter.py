@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
 
     pair = named_pair(args.name)
     if not pair.fetched:
-        raise TevvizError(f"{args.name} is not a fetched pair; its drafter is made by `tevviz train-demo-pair`")
+        raise TevvizError(f"{args.name} is not a fetched pair; its drafter is made by `tevviz pair train-target stdlib`")
     target_dir = pair.target_path()
     if not (target_dir / "config.json").is_file():
         raise TevvizError(f"fetch the target first: tevviz pair fetch {args.name}")

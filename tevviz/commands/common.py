@@ -1,0 +1,107 @@
+"""What the handlers share: the prompt and its chat template, Ctrl-C as a request to stop, torch's threads, a
+pair's prompt rows, and comma-separated numbers from a flag."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from ..engine.errors import TevvizError
+
+
+def numbers(text: str, flag: str) -> list[float]:
+    """A comma-separated list of numbers from a flag, or a one-line error naming the flag."""
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise TevvizError(f"{flag} must be numbers separated by commas, got {text!r}") from None
+
+def read_prompt(args) -> str:
+    """The prompt text of --prompt (- for standard input) or --prompt-file."""
+    if args.prompt_file is not None:
+        try:
+            return Path(args.prompt_file).expanduser().read_text(encoding="utf-8")
+        except OSError as e:
+            raise TevvizError(f"cannot read --prompt-file {args.prompt_file!r}: {e.strerror}") from None
+    if args.prompt == "-":
+        return sys.stdin.read()
+    return args.prompt
+
+def use_chat(args, tokenizer) -> bool:
+    """--chat / --no-chat, or by default whether the tokenizer has a chat template."""
+    from ..engine.session import has_chat_template
+
+    return has_chat_template(tokenizer) if args.chat is None else args.chat
+
+class Interrupt:
+    """Ctrl-C as a request: the first asks the work to stop at the end of its round or step (`stop()` turns true),
+    the second stops at once (KeyboardInterrupt). Signals reach the main thread only: elsewhere it does nothing."""
+
+    def __init__(self, what: str):
+        self.what, self.requested, self._old = what, False, None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print(f"\nstopping at the end of this {self.what} (Ctrl-C again to stop at once) ...", file=sys.stderr,
+              flush=True)
+
+    def __call__(self) -> bool:
+        return self.requested
+
+class UntilStopped:
+    """A list's items handed out until `stop()` turns true, so a loop over it ends after the item in hand;
+    `len` stays the list's (for progress), `done` counts the items handed out."""
+
+    def __init__(self, items: list, stop):
+        self.items, self.stop, self.done = items, stop, 0
+
+    def __iter__(self):
+        for item in self.items:
+            if self.stop():
+                return
+            self.done += 1
+            yield item
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+def set_threads(n: int | None) -> None:
+    """--threads: torch's CPU threads for the models; by default the app's choice, one fewer than torch's own."""
+    import torch
+
+    from ..app.model_thread import TORCH_DEFAULT_THREADS, app_threads
+
+    # A thread on every core loses to anything else running (README.md, *Use*, has a measured case).
+    n = app_threads(n, TORCH_DEFAULT_THREADS)
+    if n is not None:
+        torch.set_num_threads(n)
+
+
+def prompt_rows(args) -> list[dict]:
+    """The prompts of --split: of --prompts, else of the pair's file that holds that split (a split the pair has
+    not is refused, naming those it has); read before any model loads."""
+    from ..engine.pairs import DEFAULT_PAIR, named_pair
+    from ..prompts import load_prompts
+
+    if args.prompts is not None:
+        return load_prompts(args.prompts, args.split)
+    return load_prompts(named_pair(args.pair or DEFAULT_PAIR).split_path(args.split), args.split)
+
+def prompt_ids(rows: list[dict], pair) -> list[list[int]]:
+    """Token ids of prompt rows, chat rows through the template."""
+    from ..engine.session import encode_prompt
+
+    return [encode_prompt(pair.tokenizer, r["prompt"], chat=bool(r.get("chat"))) for r in rows]

@@ -1,0 +1,228 @@
+"""`tevviz decode`, `inspect`, `report` and `scan`: decoding a prompt, and reading back what decoding wrote."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..engine.errors import TevvizError
+from ..options import decode_config_from_args, source_from_args
+from .common import Interrupt, read_prompt, set_threads, use_chat
+
+
+def _decode_rounds(session, stop, quiet: bool) -> None:
+    """Step `session` until it is done or `stop()`; a progress line on the terminal unless `quiet`."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=session.cfg.max_new_tokens, unit="tok", desc="decoding", file=sys.stderr, disable=quiet,
+               leave=False, dynamic_ncols=True)
+    try:
+        while not session.done and not stop():
+            session.step()
+            bar.set_postfix(rounds=session.round_count, refresh=False)
+            bar.update(len(session.generated) - bar.n)
+    finally:
+        bar.close()
+
+def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
+    """What `tevviz decode` prints (and --json holds): text, tokens, tau, the mean expected block length, tokens/s,
+    stage times."""
+    from ..engine.summary import bounded_rounds, summarize
+
+    s = summarize(session.rounds)
+    out = {
+        "text": session.pair.tokenizer.decode(session.generated),
+        "token_ids": session.generated,
+        "rounds": s.rounds,
+        "tau": s.tau,
+        "mean_expected_length": s.mean_expected_length,
+        "tokens_per_s": len(session.generated) / seconds if seconds > 0 else 0.0,
+        "stage_ms": s.stage_ms,
+    }
+    if cfg.builder.auto and session.rounds:
+        sized = [r.sizing for r in session.rounds]
+        out["auto_budget"] = {"mean_B": sum(z.B for z in sized) / len(sized),
+                              "mean_H": sum(z.H for z in sized) / len(sized),
+                              "undrafted_rounds": sum(not z.drafted for z in sized), "last": sized[-1].to_dict()}
+        if cfg.builder.kind == "mixed":
+            out["auto_budget"]["chain_rounds"] = sum(bool(z.chain) for z in sized)
+    if optimal and session.rounds:
+        out |= {"mean_optimal_ceiling": 1 + s.mean_optimal, "mean_gap": s.mean_gap,
+                "bounded_rounds": bounded_rounds(session.rounds),
+                "optimal_ms": sum(r.optimal.ms for r in session.rounds) / len(session.rounds)}
+    if session.notice:
+        out["notice"] = session.notice
+    return out
+
+def _timed_baseline(pair, prompt_ids, cfg, out: dict) -> None:
+    """--baseline: plain decoding's tokens/s and the speed-up; a Ctrl-C there leaves them out, keeping the rest."""
+    from ..engine import autoregressive
+
+    try:
+        base = autoregressive(pair, prompt_ids, cfg)
+    except KeyboardInterrupt:
+        print("baseline interrupted: left out", file=sys.stderr)
+        return
+    out["baseline_tokens_per_s"] = base.tokens_per_s
+    out["speedup"] = out["tokens_per_s"] / base.tokens_per_s if base.tokens_per_s else None
+
+def _export(session, prompt: str, path: Path, interrupted: bool) -> str:
+    """Write the session JSON (its meta marked when interrupted); the reason nothing was written, or ""."""
+    from ..engine.io import export_session
+    from ..files import atomic_write_json
+
+    data = export_session(session, prompt)
+    if interrupted:
+        data["meta"] |= {"interrupted": True, "interrupted_after_rounds": session.round_count}
+    try:
+        atomic_write_json(path, data)
+    except OSError as e:
+        return f"cannot write --export {str(path)!r} ({e.strerror or e}): nothing was written there"
+    return ""
+
+def cmd_decode(args) -> int:
+    import time
+
+    from ..engine import DecodeSession, encode_prompt
+    from ..files import check_writable
+
+    cfg = decode_config_from_args(args)
+    prompt = read_prompt(args)
+    # Checked before any model loads: a finished decode must not be lost to a path it cannot write.
+    export = check_writable(args.export, "--export") if args.export else None
+    set_threads(args.threads)
+    pair = source_from_args(args).load()
+    chat = use_chat(args, pair.tokenizer)
+    prompt_ids = encode_prompt(pair.tokenizer, prompt, chat=chat)
+    args.started = True
+    with Interrupt("round") as stop:
+        # The clock starts before the session's prefill; the baseline below leaves its prefill out too.
+        t0 = time.perf_counter()
+        session = DecodeSession(pair, prompt_ids, cfg)
+        t_prefill = time.perf_counter() - t0
+        _decode_rounds(session, stop, quiet=args.json or not sys.stderr.isatty())
+    # The optimal trees are analysis, not decoding: their time is not the decoder's.
+    seconds = time.perf_counter() - t0 - t_prefill - sum(r.optimal.ms for r in session.rounds if r.optimal) / 1e3
+    interrupted = stop.requested and not session.done
+    out = decode_summary(session, seconds, cfg, args.optimal)
+    if args.baseline and not interrupted:
+        _timed_baseline(pair, prompt_ids, cfg, out)
+    failure = _export(session, prompt, export, interrupted) if export is not None else ""
+    if interrupted:
+        out["interrupted"] = True
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print_decoded(args, prompt, chat, out, session)
+    if interrupted:
+        wrote = f"; wrote {export} (marked interrupted)" if export is not None and not failure else ""
+        print(f"interrupted after {session.round_count} rounds and {len(session.generated)} tokens{wrote}",
+              file=sys.stderr)
+    if failure:
+        print(f"tevviz decode: error: {failure}; the text and statistics are above", file=sys.stderr)
+        return 1
+    return 130 if interrupted else 0
+
+def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
+    """The text on standard output; statistics, sizing and notes on standard error."""
+    # A chat answer is a message of its own, not a continuation of the prompt.
+    print(prompt.rstrip() + "\n\n" + out["text"] if chat else prompt + out["text"])
+    print("-" * 60, file=sys.stderr)
+    tau = "-" if out["tau"] is None else f"{out['tau']:.2f}"
+    expected = "-" if out["mean_expected_length"] is None else f"{out['mean_expected_length']:.2f}"
+    speedup = out.get("speedup")
+    print(f"rounds {out['rounds']}  tokens {len(out['token_ids'])}  tau {tau}  mean E[L] {expected}  "
+          f"{out['tokens_per_s']:.1f} tok/s" + (f"  speed-up {speedup:.2f}x" if speedup else ""), file=sys.stderr)
+    print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in out["stage_ms"].items()), file=sys.stderr)
+    if "auto_budget" in out:
+        from ..engine.round_time import Fit, describe
+
+        a = out["auto_budget"]
+        fit = Fit.from_sizing(a["last"])
+        print(f"auto budget: mean B {a['mean_B']:.1f}, mean H {a['mean_H']:.1f}, {a['undrafted_rounds']} of "
+              f"{out['rounds']} rounds without a draft; cost model: {describe(fit)}", file=sys.stderr)
+        if "chain_rounds" in a:
+            print(f"mixed: {a['chain_rounds']} sampled chains (speculative) and "
+                  f"{out['rounds'] - a['chain_rounds']} best-first trees ({session.cfg.verifier}); measured expected "
+                  f"tokens per ms: chains {a['last']['chain_rate']:.3f}, trees {a['last']['tree_rate']:.3f}",
+                  file=sys.stderr)
+    if "mean_optimal_ceiling" in out:
+        gap = ("- (no round it bounds)" if out["mean_gap"] is None
+               else f"{out['mean_gap']:.2f} over the {out['bounded_rounds']} rounds it bounds")
+        print(f"optimal tree: mean 1+C_p* {out['mean_optimal_ceiling']:.2f}  mean drafter gap {gap}  "
+              f"{out['optimal_ms']:.0f} ms a round to compute", file=sys.stderr)
+    if session.notice:
+        print("note: " + session.notice, file=sys.stderr)
+
+def load_input(path: str):
+    """A session/round JSON or DDTree trace, its errors naming the file rather than "file" or a bare field."""
+    from ..engine.io import load
+
+    try:
+        return load(path)
+    except TevvizError as e:
+        text = str(e)
+        if text.startswith(f"{path}:"):
+            raise
+        raise TevvizError(f"{path}: {text.removeprefix('file: ')}") from None
+
+def cmd_inspect(args) -> int:
+    from ..engine.summary import summarize
+
+    imported = load_input(args.file)
+    s = summarize(imported.rounds)
+    rows = [{"round": r.index, "nodes": r.size, "depth": max(r.depths), "exit": r.exit_node, "L": r.block_length,
+             "expected_length": r.expected_length,
+             "optimal_ceiling": None if r.optimal is None else 1 + r.optimal.C_p} for r in imported.rounds]
+    if args.json:
+        print(json.dumps({"file": args.file, "kind": imported.kind, "summary": s.to_dict(), "rounds": rows}))
+        return 0
+    tau = "-" if s.tau is None else f"{s.tau:.3f}"
+    print(f"{args.file}: {imported.kind}, {s.rounds} rounds, tau {tau}, "
+          + (f"mean E[L] {s.mean_expected_length:.3f}" if s.mean_expected_length is not None else "no target scores"))
+    if s.optimal_rounds:
+        gap = "- (no round it bounds)" if s.mean_gap is None else f"{s.mean_gap:.3f}"
+        print(f"optimal trees in {s.optimal_rounds} rounds: mean 1+C_p* {1 + s.mean_optimal:.3f}, "
+              f"mean drafter gap {gap}")
+    print(f"{'round':>5} {'nodes':>6} {'depth':>5} {'exit':>5} {'L':>3} {'E[L]':>7} {'1+C_p*':>7}")
+    cell = lambda x: "      -" if x is None else f"{x:7.3f}"
+    for r, rec in zip(rows, imported.rounds):
+        # a sampled chain under speculative sampling: 1 + C_p* is the best fixed tree of its budget, no ceiling
+        mark = "" if rec.optimal is None or rec.optimal_bounds else " (best fixed tree, not a ceiling)"
+        print(f"{r['round']:>5} {r['nodes']:>6} {r['depth']:>5} {r['exit']:>5} {r['L']:>3} {cell(r['expected_length'])} "
+              f"{cell(r['optimal_ceiling'])}{mark}")
+    return 0
+
+def cmd_scan(args) -> int:
+    from ..scan import cmd_scan as scan
+
+    return scan(args)
+
+def cmd_report(args) -> int:
+    """One offline HTML page of a session/round JSON, a DDTree trace or a scan folder."""
+    from ..files import check_writable
+
+    out = Path(args.out) if args.out else Path(args.file).with_suffix(".html")
+    if Path(args.file).is_dir():  # a scan folder (tevviz scan -o DIR)
+        from ..engine.scan_files import open_scan
+        from ..render.scan_report import write_scan_report
+
+        check_writable(out, "--out")
+        data = open_scan(args.file)
+        write, what = (lambda: write_scan_report(data, out, args.title)), f"{len(data.index)} prompts"
+    else:
+        from ..render.report import write_report
+
+        imported = load_input(args.file)
+        if out.resolve() == Path(args.file).resolve():
+            raise TevvizError(f"--out {str(out)!r} would overwrite the input file")
+        check_writable(out, "--out")
+        write, what = (lambda: write_report(imported, out, args.title)), f"{len(imported.rounds)} rounds"
+    args.started = True
+    try:
+        size = write()
+    except OSError as e:
+        raise TevvizError(f"cannot write {str(out)!r}: {e.strerror}") from None
+    print(f"wrote {out}: {what}, {size / 1e6:.1f} MB", file=sys.stderr)
+    return 0
