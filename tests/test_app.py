@@ -51,7 +51,7 @@ def models_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def app_url(pair, models_dir):
-    demo = build_demo(pair=pair, default_prompt=PROMPT, model_dirs=(str(models_dir),))
+    demo = build_demo(pair, default_prompt=PROMPT, model_dirs=(str(models_dir),))
     port = free_port()
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
     yield f"http://127.0.0.1:{port}/"
@@ -252,7 +252,7 @@ def test_models_load_lazily_once(pair, tmp_path):
         pair.tokenizer.save_pretrained(tmp_path / role)
     source = PairSource(ModelSource(str(tmp_path / "target"), str(tmp_path / "draft"), dtype="float32", device=None))
     ctl = Controller(source)
-    build_demo(str(tmp_path / "target"), str(tmp_path / "draft"), dtype="float32")  # builds without loading
+    build_demo(source.model)  # builds without loading
     assert source.get() is source.get()
     prompt, cfg = decode_settings(PROMPT, 0, 0, 1.0, 0, "chain", 32, 4, 4, 8, "4,2", "tev", 8)
     st = ctl.step(AppState(), prompt, cfg)

@@ -30,7 +30,7 @@ def pair():
 
 @pytest.fixture(scope="module")
 def app_url(pair):
-    demo = build_demo(pair=pair, default_prompt="t1 t2 t3")
+    demo = build_demo(pair, default_prompt="t1 t2 t3")
     port = free_port()
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
     yield f"http://127.0.0.1:{port}/"

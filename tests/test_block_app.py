@@ -27,7 +27,7 @@ def app_url():
     model = BlockDraftModel(parse_config(cfg, "test", target))
     model.load_state_dict(dflash_weights(cfg, 0), strict=False)
     pair = ModelPair(target, model.eval(), word_tokenizer(), "tiny-llama", "tiny-block")
-    with served(build_demo(pair=pair, default_prompt="t1 t2 t3")) as url:
+    with served(build_demo(pair, default_prompt="t1 t2 t3")) as url:
         yield url
 
 

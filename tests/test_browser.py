@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
 
 @pytest.fixture(scope="module")
 def app_url():
-    with served(build_demo(pair=tiny_pair("llama"), default_prompt="t1 t2 t3")) as url:
+    with served(build_demo(tiny_pair("llama"), default_prompt="t1 t2 t3")) as url:
         yield url
 
 
@@ -141,7 +141,7 @@ def test_a_scan_folder_opens_and_its_worst_round_shows_in_the_tree_view(tmp_path
     subprocess.run([sys.executable, "-m", "tevviz", "scan", str(prompts), "-o", str(folder), "--target",
                     str(tmp_path / "target"), "--draft", str(tmp_path / "draft"), "--max-new-tokens", "8",
                     "--no-chat"], env=env, check=True, capture_output=True)
-    demo = build_demo(pair=load_pair(str(tmp_path / "target"), str(tmp_path / "draft")), default_prompt="t1 t2")
+    demo = build_demo(load_pair(str(tmp_path / "target"), str(tmp_path / "draft")), default_prompt="t1 t2")
     with served(demo) as url, sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:

@@ -133,7 +133,7 @@ def test_app_handlers_run_the_models_on_the_model_thread(monkeypatch):
         return real_step(self)
 
     monkeypatch.setattr(DecodeSession, "step", step)
-    demo = build_demo(pair=tiny_pair("llama"), default_prompt="t1 t2 t3")
+    demo = build_demo(tiny_pair("llama"), default_prompt="t1 t2 t3")
     port = free_port()
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, **launch_options())
     th, stop = serving(MODEL_THREAD)

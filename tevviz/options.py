@@ -18,9 +18,6 @@ def source_from_args(args):
                        compile_draft=getattr(args, "compile_draft", False))
 
 
-DEFAULT_DEPTH = 6  # H of the level-by-level builders when --depth is not given
-
-
 def decode_config_from_args(args):
     """A DecodeConfig from the sampling and tree flags (raises TevvizError on bad values)."""
     from .engine import BuilderConfig, DecodeConfig, SamplingConfig
@@ -39,7 +36,7 @@ def decode_config_from_args(args):
     own_kind, own_depth = drafter_defaults(draft)
     kind = kind or own_kind
     if depth is None:
-        depth = own_depth if kind == "ddtree" and own_depth else DEFAULT_DEPTH
+        depth = own_depth if kind == "ddtree" and own_depth else BuilderConfig.depth
     wanted, have = builder_kind(kind).drafter, builder_kind(own_kind).drafter
     if wanted != have:  # said before anything loads
         raise TevvizError(mismatch(kind, wanted, draft, have, own_kind))

@@ -7,7 +7,7 @@ from pathlib import Path
 import gradio as gr
 
 from ..engine import TevvizError
-from ..engine.builders import BUILDERS
+from ..engine.builders import BUILDERS, BuilderConfig
 from ..render import tree_figure, verifier_law_figure
 from .controller import Controller
 from .state import decode_settings, settings_in_force
@@ -25,8 +25,8 @@ def _side(name: str, verifier: str, verifiers: list[str], drafters: dict[str, Pa
         return {
             "verifier": gr.Dropdown(verifiers, value=verifier, label=f"{name}: verifier"),
             # Fixed trees only: a mixed round's tree is chosen by a session's measurements, not by these settings.
-            "builder": gr.Dropdown([b for b in BUILDERS if b != "mixed"], value="best-first", label=f"{name}: builder"),
-            "budget": gr.Number(32, precision=0, label=f"{name}: budget B"),
+            "builder": gr.Dropdown([b for b in BUILDERS if b != "mixed"], value=BuilderConfig.kind, label=f"{name}: builder"),
+            "budget": gr.Number(BuilderConfig.budget, precision=0, label=f"{name}: budget B"),
             "draft": gr.Dropdown(draft_choices, value="", allow_custom_value=True,
                                  label=f"{name}: draft (a shipped one, or type a path)"),
         }

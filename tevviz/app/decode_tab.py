@@ -8,6 +8,8 @@ import gradio as gr
 
 from ..engine import TevvizError
 from ..engine.builders import BUILDERS, BuilderConfig
+from ..engine.sampling import SamplingConfig
+from ..engine.session import DecodeConfig
 from ..render import METRICS
 from .controller import Controller
 from .figure_view import figure_view
@@ -39,7 +41,7 @@ REPORT_OUTPUTS = ("error", "report_dl")  # outputs of /report
 
 
 def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str], chat: bool,
-                     builder: tuple[str, int] = ("best-first", 6)) -> dict:
+                     builder: tuple[str, int] = (BuilderConfig.kind, BuilderConfig.depth)) -> dict:
     """The left column: example prompts, the prompt, the action buttons, the error box and the settings."""
     c = {"pick": gr.Dropdown([(f"{p['title']} [{p.get('split', '')}]", p["id"]) for p in prompts], value=None,
                              label="Example prompt", info=None if prompts else "no example prompt file for this pair",
@@ -58,15 +60,15 @@ def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str
     with gr.Accordion("Sampling", open=True):
         with gr.Row():
             c["temperature"] = gr.Number(0.0, label="temperature (0 = greedy)", min_width=90)
-            c["seed"] = gr.Number(0, precision=0, label="seed", min_width=90)
+            c["seed"] = gr.Number(DecodeConfig.seed, precision=0, label="seed", min_width=90)
         with gr.Row():
-            c["top_k"] = gr.Number(0, precision=0, label="top-k (0 = off)", min_width=90)
-            c["top_p"] = gr.Number(1.0, label="top-p (1 = off)", min_width=90)
+            c["top_k"] = gr.Number(SamplingConfig.top_k, precision=0, label="top-k (0 = off)", min_width=90)
+            c["top_p"] = gr.Number(SamplingConfig.top_p, label="top-p (1 = off)", min_width=90)
     with gr.Accordion("Draft tree and verifier", open=True):
         c["builder"] = gr.Radio(list(BUILDERS), value=builder[0], label="builder",
                                 info="ddtree: DDTree's heap over a block drafter's rows (block drafters only)")
         with gr.Row():
-            c["budget"] = gr.Number(32, precision=0, label="B budget", min_width=70)
+            c["budget"] = gr.Number(BuilderConfig.budget, precision=0, label="B budget", min_width=70)
             c["depth"] = gr.Number(builder[1], precision=0, label="H depth", min_width=70)
         c["auto_budget"] = gr.Checkbox(False, label="auto: size each tree for tokens/s (B and H become limits)",
                                        info="a cost model measured as the session runs (docs/auto-budget.md); "
@@ -74,9 +76,9 @@ def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str
         with gr.Row():
             c["children"] = gr.Number(BuilderConfig.children, precision=0, label="K children", min_width=70)
             c["width"] = gr.Number(BuilderConfig.width, precision=0, label="W width", min_width=70)
-        c["branching"] = gr.Textbox("4,2,2,1,1", label="static branching per depth")
-        c["verifier"] = gr.Radio(verifiers, value="tev", label="verifier")
-        c["max_new_tokens"] = gr.Number(64, precision=0, label="max new tokens")
+        c["branching"] = gr.Textbox(",".join(map(str, BuilderConfig.branching)), label="static branching per depth")
+        c["verifier"] = gr.Radio(verifiers, value=DecodeConfig.verifier, label="verifier")
+        c["max_new_tokens"] = gr.Number(DecodeConfig.max_new_tokens, precision=0, label="max new tokens")
     c["baseline_btn"] = gr.Button("Run baseline")
     return c
 

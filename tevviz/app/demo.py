@@ -92,19 +92,24 @@ def pair_hint(models: PairSource) -> str:
             "`tevviz --pair smollm2`.")
 
 
-def build_demo(target: str | None = None, draft: str | None = None, dtype: str = "auto", device: str | None = None,
-               device_map=None, attn_implementation: str = "sdpa", trust_remote_code: bool = False,
-               pair: ModelPair | None = None, default_prompt: str | None = None,
+def pair_source(source: ModelSource | ModelPair | None, model_dirs: tuple[str, ...] = ()) -> PairSource:
+    """The app's models: a loaded `ModelPair` as it is, a `ModelSource` loaded on first use, or (None) the embedded
+    pair, loaded where its weights load."""
+    if isinstance(source, ModelPair):
+        return PairSource(pair=source, model_dirs=tuple(model_dirs))
+    return PairSource(source or ModelSource(device=None), model_dirs=tuple(model_dirs))
+
+
+def build_demo(source: ModelSource | ModelPair | None = None, *, default_prompt: str | None = None,
                store: SessionStore | None = None, history: int = MAX_HISTORY,
-               model_dirs: tuple[str, ...] = (), source: ModelSource | None = None) -> gr.Blocks:
-    """The app's Blocks over the given models (the embedded pair by default, `source`, or an injected `pair`).
+               model_dirs: tuple[str, ...] = ()) -> gr.Blocks:
+    """The app's Blocks over `source`: a `ModelSource` (loaded on the first action that needs it), a loaded
+    `ModelPair`, or None for the embedded pair.
 
     `history` caps the rounds each browser session keeps; `model_dirs` are further folders the UI may
     load draft models from.
     """
-    model = source or ModelSource(target, draft, dtype=dtype, device=device, device_map=device_map,
-                                  attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
-    models = PairSource(model, pair, tuple(model_dirs))
+    models = pair_source(source, model_dirs)
     ctl = Controller(models, store, history)
     prompts = with_held_out_examples(example_prompts(models.prompts_path()), models.model.named)
     first_prompt = default_prompt or (prompts[0]["prompt"] if prompts else DEFAULT_PROMPT)
@@ -134,30 +139,28 @@ def build_demo(target: str | None = None, draft: str | None = None, dtype: str =
     return demo
 
 
-def launch(target: str | None = None, draft: str | None = None, dtype: str = "auto", device: str | None = None,
-           device_map=None, attn_implementation: str = "sdpa", trust_remote_code: bool = False,
-           server_name: str = "127.0.0.1", server_port: int | None = None, share: bool = False,
-           model_dirs: tuple[str, ...] = (), source: ModelSource | None = None, preload: bool = False,
-           threads: int | None = None) -> None:
-    """Serve the app (blocking); binds this machine only and makes no share link unless asked.
+def launch(source: ModelSource | ModelPair | None = None, *, server_name: str = "127.0.0.1",
+           server_port: int | None = None, share: bool = False, model_dirs: tuple[str, ...] = (),
+           preload: bool = False, threads: int | None = None) -> None:
+    """Serve the app on `source` (as `build_demo` takes it; blocking); binds this machine only and makes no share
+    link unless asked.
 
     `preload` loads the models before serving, with their progress in the terminal, so the first Step
     does not wait for them. `threads`: torch's CPU threads (default: `model_thread.app_threads`)."""
     n = app_threads(threads, TORCH_DEFAULT_THREADS)
     if n is not None:
         torch.set_num_threads(n)
-    model = source or ModelSource(target, draft, dtype=dtype, device=device, device_map=device_map,
-                                  attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
+    models = pair_source(source, model_dirs)
     if preload:
-        print(f"loading {PairSource(model).description} ...", flush=True)
-        PairSource(model).get()
-    demo = build_demo(model_dirs=model_dirs, source=model)
+        print(f"loading {models.description} ...", flush=True)
+        models.get()
+    demo = build_demo(source, model_dirs=model_dirs)
     # quiet: Gradio's own lines tell a CLI user to pass `share=True` to launch(); ours name the flags instead.
     demo.launch(server_name=server_name, server_port=server_port, share=share, prevent_thread_lock=True,
                 debug=False, quiet=True, **launch_options())
     print(f"tevviz is at {demo.local_url} (Ctrl-C to stop)" + (f"; public link {demo.share_url}" if share else ""),
           flush=True)
-    hint = pair_hint(PairSource(model))
+    hint = pair_hint(models)
     if hint:
         print(hint.replace("`", ""), flush=True)
     # The main thread, which loaded the models, runs them for every handler (model_thread.py says why). With
