@@ -367,7 +367,6 @@ def test_cli_decoding_and_training_defaults_are_the_engines():
     BuilderConfig's (temperature aside: the CLI decodes greedily by default); train's are TrainConfig's where the
     command does not choose its own (steps, schedule)."""
     from tevviz.cli import build_parser
-    from tevviz.engine.builders import BuilderConfig
     from tevviz.engine.exittrain import TrainConfig
     from tevviz.engine.sampling import SamplingConfig
     from tevviz.engine.session import DecodeConfig
