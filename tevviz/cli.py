@@ -289,7 +289,7 @@ def add_distill(t: argparse.ArgumentParser) -> None:
 
 
 def add_eval(sub) -> None:
-    e = _sub(sub, "eval", "held-out tau, mean 1 + C_p and acceptance by depth at T = 0 and T = 1")
+    e = _sub(sub, "eval", "held-out tau, the mean expected block length E[L] and acceptance by depth at T = 0 and T = 1")
     e.add_argument("--prompts", default=None, help="prompt JSONL (default: the pair's shipped prompt file)")
     e.add_argument("--split", default="eval",
                    help="which prompts: eval (held-out), train, or a further held-out set of the pair (smollm2: "
