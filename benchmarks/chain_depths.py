@@ -18,7 +18,7 @@ from common import parser, setup, table, tree_decode, write
 
 from tevviz.engine.auto_budget import AutoBudget
 from tevviz.engine.builders import BuilderConfig
-from tevviz.engine.records import summarize
+from tevviz.engine.summary import summarize
 
 
 def ms_by_depth(rounds) -> dict[int, list[float]]:
@@ -68,12 +68,12 @@ def main() -> None:
     rows = []
     for n in names:
         sm = summarize(rounds[n])
-        ms = sum(sm["stage_ms"].values())
-        rows.append({"decoder": n, "tok/s": generated[n] / seconds[n], "tau": sm["tau"],
-                     "expected tau": sm["mean_ceiling"], "round ms": ms / sm["rounds"],
-                     "expected tok/ms": sm["mean_ceiling"] * sm["rounds"] / ms,
-                     "pooled tok/ms": sm["mean_ceiling"] * sm["rounds"] / sum(depth_ms[r.size - 1] for r in rounds[n]),
-                     "rounds": sm["rounds"]})
+        ms = sum(sm.stage_ms.values())
+        rows.append({"decoder": n, "tok/s": generated[n] / seconds[n], "tau": sm.tau,
+                     "expected tau": sm.mean_expected_length, "round ms": ms / sm.rounds,
+                     "expected tok/ms": sm.mean_expected_length * sm.rounds / ms,
+                     "pooled tok/ms": sm.mean_expected_length * sm.rounds / sum(depth_ms[r.size - 1] for r in rounds[n]),
+                     "rounds": sm.rounds})
     print(table(rows, list(rows[0])))
     payload = {"rows": rows, "pooled ms by depth": depth_ms}
     for auto, model in models.items():

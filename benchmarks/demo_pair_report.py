@@ -61,7 +61,7 @@ def main() -> None:
                 b = autoregressive(pair, ids, s.cfg)
                 base_s += b.seconds
                 base_n += len(b.token_ids)
-            rows.append({"B": budget, "T": temp, "tau": r.tau, "tau_se": r.tau_se, "1+C_p": r.ceiling,
+            rows.append({"B": budget, "T": temp, "tau": r.tau, "tau_se": r.tau_se, "E[L]": r.expected_length,
                          "tree_tok_s": tree_n / tree_s, "ar_tok_s": base_n / base_s,
                          "speedup": (tree_n / tree_s) / (base_n / base_s)})
             print(table([rows[-1]], list(rows[-1])), flush=True)

@@ -117,7 +117,7 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None, 
         out[f"sampled+speculative auto (H<={h})"] = lambda ids, i: tree_run(pair, ids, n, temp, sampled, "speculative",
                                                                             i, chain_model)
     if args.mixed:
-        from tevviz.engine.auto_budget import MixedBudget
+        from tevviz.engine.arm_choice import MixedBudget
 
         limit = max({args.budget, *args.budgets})
         mixed = replace(tree(limit), kind="mixed", auto=True)
@@ -131,7 +131,7 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None, 
     return out
 
 
-def main() -> None:
+def parse_args():
     ap = parser(__doc__)
     ap.add_argument("--temperatures", default="0", help="comma-separated; interleaved prompt by prompt")
     tree_flags(ap, budget=16, depth=5)
@@ -152,8 +152,11 @@ def main() -> None:
     args = ap.parse_args()
     args.budgets = [int(b) for b in args.budgets.split(",") if b]
     args.sampled_depths = [int(h) for h in args.sampled_depths.split(",") if h]
-    temps = [float(t) for t in args.temperatures.split(",")]
-    pair, prompts = setup(args)
+    return args
+
+
+def other_drafters(pair: ModelPair, args) -> tuple[ModelPair | None, ModelPair | None]:
+    """The pair with its exit-trained drafter (None when there is none) and with --block's block drafter."""
     from tevviz.engine.block_model import is_block_drafter
     from tevviz.engine.models import with_draft
 
@@ -170,8 +173,13 @@ def main() -> None:
         trained = ModelPair(pair.target, model, pair.tokenizer, pair.target_name, x_path)
     else:
         print("no exit-trained drafter; skipping that row")
-    runs = {t: decoders_for(pair, args, t, trained, block) for t in temps}
-    for t, decoders in runs.items():  # warm-up, not timed
+    return trained, block
+
+
+def timed_runs(pair: ModelPair, prompts, runs: dict) -> tuple[dict, dict, dict, dict]:
+    """Every decoder on every prompt, interleaved prompt by prompt after one untimed warm-up each: seconds,
+    tokens, and the taus and ceilings of those that report them, by (temperature, decoder)."""
+    for decoders in runs.values():  # warm-up, not timed
         for fn in decoders.values():
             fn(prompts[0], 0)
     seconds = {(t, k): 0.0 for t, d in runs.items() for k in d}
@@ -191,6 +199,11 @@ def main() -> None:
                     taus[t, name].append(stats[0])
                     ceilings[t, name].append(stats[1])
         print(f"prompt {i + 1}/{len(prompts)} done", flush=True)
+    return seconds, tokens, taus, ceilings
+
+
+def result_rows(runs: dict, seconds: dict, tokens: dict, taus: dict, ceilings: dict) -> list[dict]:
+    """One row per temperature and decoder: tau, ceiling, tokens/s and the speed-ups over plain and assisted."""
     rows = []
     for t, decoders in runs.items():
         ar = tokens[t, "autoregressive"] / seconds[t, "autoregressive"]
@@ -202,6 +215,16 @@ def main() -> None:
             rows.append({"T": t, "decoder": name, "tau": tau, "tau_se": tau_se, "ceiling": ceil, "ceiling_se": ceil_se,
                          "tokens": tokens[t, name], "seconds": seconds[t, name], "tokens_per_s": tps,
                          "speedup": tps / ar, "vs_assisted": tps / assisted})
+    return rows
+
+
+def main() -> None:
+    args = parse_args()
+    temps = [float(t) for t in args.temperatures.split(",")]
+    pair, prompts = setup(args)
+    trained, block = other_drafters(pair, args)
+    runs = {t: decoders_for(pair, args, t, trained, block) for t in temps}
+    rows = result_rows(runs, *timed_runs(pair, prompts, runs))
     print(f"B={args.budget} (sweep {args.budgets})  H={args.depth}  {len(prompts)} prompts x {args.max_new_tokens} "
           f"tokens  device {pair.device}  pair {pair.target_name} / {pair.draft_name}")
     print(table(rows, ["T", "decoder", "tau", "tau_se", "ceiling", "ceiling_se", "tokens_per_s", "speedup",
@@ -216,7 +239,6 @@ def main() -> None:
                             y=[r["speedup"] for r in rows if r["T"] == t]) for t in temps])
     fig.update_layout(title="Speed-up over autoregressive generate", yaxis_title="x")
     write(f"end_to_end_{args.pair or 'stdlib'}", args, {"rows": rows, **({"mixed": mixed} if mixed else {})}, fig)
-
 
 if __name__ == "__main__":
     main()

@@ -20,7 +20,7 @@ from common import best_first, held_out_windows, parser, setup, table, tree_deco
 
 from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.evaluation import mean_se
-from tevviz.engine.records import exit_by_depth
+from tevviz.engine.summary import exit_by_depth
 
 
 def mass_by_depth(depths: list[int], P: list[float], top: int) -> list[float]:

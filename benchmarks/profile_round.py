@@ -14,7 +14,7 @@ import time
 
 from common import best_first, parser, setup, table, tree_flags, write
 
-from tevviz.engine.records import summarize
+from tevviz.engine.summary import summarize
 from tevviz.engine.sampling import SamplingConfig
 from tevviz.engine.session import DecodeConfig, DecodeSession
 from tevviz.render import acceptance_by_depth_figure, block_length_histogram, stage_times_figure, tree_figure

@@ -24,7 +24,7 @@ import torch
 from common import table, write
 
 from tevviz.engine.models import ModelSource, assets_dir
-from tevviz.engine.records import summarize
+from tevviz.engine.summary import summarize
 from tevviz.engine.sampling import SamplingConfig
 from tevviz.engine.scan_files import (
     RecordWriter,

@@ -12,7 +12,7 @@ from conftest import VOCAB, tiny_model
 from test_block_drafter import dflash_config
 
 from tevviz.engine.block_model import BlockDraftModel, parse_config
-from tevviz.engine.block_training import block_batch, block_logits, block_loss, chain_acceptance
+from tevviz.engine.block_training import block_batch, block_logits, block_loss, chain_acceptance, padded_blocks
 from tevviz.engine.schedule import lr_scale
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -31,6 +31,25 @@ def test_each_block_sees_the_context_before_its_anchor_and_itself_only():
         assert m[row, :20].tolist() == [p < anchor for p in range(20)]  # the context strictly before the anchor
         own = range(4) if row < 4 else range(4, 8)
         assert m[row, 20:].tolist() == [k in own for k in range(8)]  # its own block, both ways; no other block
+
+
+def test_sequences_of_different_lengths_pad_without_changing_any_block():
+    """A padded batch holds each sequence's blocks as an unpadded one would; a label past a sequence's end is -100
+    and weighs nothing in the loss."""
+    g = torch.Generator().manual_seed(1)
+    short, long = torch.arange(3, 13), torch.arange(40, 60)
+    fs, fl = torch.randn(10, 4, generator=g), torch.randn(20, 4, generator=g)
+    anchors = torch.tensor([[8, 2], [5, 14]])
+    b = padded_blocks([short, long], [fs, fl], anchors, 4, mask_id=99)
+    alone = block_batch(long.view(1, -1), fl.view(1, 20, 4), anchors[1:], 4, mask_id=99)
+    assert b.labels[1].tolist() == alone.labels[0].tolist()
+    assert b.block_ids[1].tolist() == alone.block_ids[0].tolist() and b.block_pos[1].tolist() == alone.block_pos[0].tolist()
+    assert b.labels[0].tolist() == [[12, -100, -100], [6, 7, 8]]  # anchor 8 of a 10-token sequence: one label left
+    assert torch.equal(b.ctx_feats[1, :20], fl) and torch.equal(b.ctx_feats[0, :10], fs)
+    logits = torch.randn(2, 2, 3, 100, generator=g)
+    kept = b.labels != -100
+    hand = F.cross_entropy(logits[kept], b.labels[kept])
+    assert float(block_loss(logits, b.labels, None)) == pytest.approx(float(hand), rel=1e-6)
 
 
 def test_the_loss_is_the_depth_decayed_cross_entropy():
