@@ -181,74 +181,100 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
     # A kept tree of B nodes is at most B deep (scores fall along paths, ties keep ancestors first),
     # so levels below that would be drafted for nothing.
     H = min(H, cfg.keep)
-
-    tokens = [ids[-1:]]
-    parents = [torch.full((1,), -1, dtype=torch.long, device=device)]
-    depths = [torch.zeros(1, dtype=torch.long, device=device)]
-    logq = [torch.zeros(1, device=device)]
-    scores = [torch.zeros(1, device=device)]
-    slots = [torch.full((1,), -1, dtype=torch.long, device=device)]
-    ranks = [torch.zeros(1, dtype=torch.long, device=device)]
-    # Log predicted reach: what the frontier and the kept nodes are chosen by. Without a plan it is the path score.
     if plan is not None:
         plan = plan.to(device)
-    reach = [scores[0]]
-    n = 1
-    frontier = torch.zeros(1, dtype=torch.long, device=device)  # node ids being expanded
-    frontier_scores, frontier_reach = scores[0], reach[0]
-    vis = torch.zeros(1, 0, dtype=torch.bool, device=device)  # frontier rows over the tree slots forwarded so far
-    n_slots = 0
+    grown = _Growth(ids[-1:])
     levels, best_rate = 1, 0.0
     for d in range(1, H + 1):
-        k, width = cfg.level(d)
+        k, frontier_width = cfg.level(d)
         k = min(k, logits.shape[-1])
-        top = torch.topk(torch.log_softmax(logits.float(), dim=-1), k, dim=-1)  # (F, k)
-        step = top.values
-        if cfg.draft_temperature != 1:
-            step = torch.log_softmax(logits.float() / cfg.draft_temperature, dim=-1).gather(-1, top.indices)
-        f = frontier.shape[0]
-        new_scores = (frontier_scores.unsqueeze(1) + step).reshape(-1)
-        rank = torch.arange(k, device=device).repeat(f)
-        new_reach = (frontier_reach.repeat_interleave(k) + plan.edge_values(top.values.reshape(-1), rank)
-                     if plan is not None else new_scores)
-        tokens.append(top.indices.reshape(-1))
-        parents.append(frontier.repeat_interleave(k))
-        depths.append(torch.full((f * k,), d, dtype=torch.long, device=device))
-        logq.append(top.values.reshape(-1))
-        scores.append(new_scores)
-        slots.append(torch.full((f * k,), -1, dtype=torch.long, device=device))
-        ranks.append(rank)
-        reach.append(new_reach)
+        grown.add_level(logits, d, k, cfg.draft_temperature, plan)
         if plan is not None and plan.forced_budget is None:
-            _, rate = plan.best(torch.cat(reach[1:]), levels)
+            _, rate = plan.best(torch.cat(grown.reach[1:]), levels)
             if rate <= best_rate:
                 break  # this level did not pay for itself: the next one would pay less
             best_rate = rate
         if d == H:
             break
-        # The next frontier: the `width` best new nodes by path score (by reach, auto), in creation order, ties
-        # broken as the kept set breaks them, so that a tied node is not expanded and then dropped for its twin.
-        chosen = torch.arange(f * k, device=device)
-        if f * k > width:
-            chosen = _top(new_reach, width)
-        m = chosen.shape[0]
-        rows = torch.cat([vis[chosen // k], torch.zeros(m, m, dtype=torch.bool, device=device)], dim=1)
-        rows[:, n_slots:] = torch.eye(m, dtype=torch.bool, device=device)
-        visible = torch.cat([torch.ones(m, base, dtype=torch.bool, device=device), rows], dim=1)
-        slots[-1][chosen] = torch.arange(n_slots, n_slots + m, device=device)
-        logits = _forward(model, cache, tokens[-1][chosen], torch.full((m,), root_pos + d, device=device), visible)
-        frontier, frontier_scores, frontier_reach, vis = chosen + n, new_scores[chosen], new_reach[chosen], rows
-        n += f * k
-        n_slots += m
+        logits = grown.expand(model, cache, k, frontier_width, base, root_pos + d)
         levels += 1
+    return grown.result(cfg.keep, plan, levels, base)
 
-    tree = DraftTree(*(torch.cat(x) for x in (tokens, parents, depths, logq, scores)))
-    slot, rank, log_reach = torch.cat(slots), torch.cat(ranks), torch.cat(reach)
-    keep = cfg.keep if plan is None else min(cfg.keep, plan.best(log_reach[1:], levels)[0])
-    if tree.size - 1 > keep:
-        tree, kept = _keep_best(tree, log_reach, keep)
-        slot, rank, log_reach = slot[kept], rank[kept], log_reach[kept]
-    return DraftResult(tree, slot, base, levels, rank, log_reach)
+
+class _Growth:
+    """A best-first tree as it grows, one level at a time: every drafted node's tensors, level by level (node ids
+    run in creation order across levels), and the frontier being expanded with its visibility rows."""
+
+    def __init__(self, root: torch.Tensor):
+        device = self.device = root.device
+        self.tokens = [root]
+        self.parents = [torch.full((1,), -1, dtype=torch.long, device=device)]
+        self.depths = [torch.zeros(1, dtype=torch.long, device=device)]
+        self.logq = [torch.zeros(1, device=device)]
+        self.scores = [torch.zeros(1, device=device)]
+        self.slots = [torch.full((1,), -1, dtype=torch.long, device=device)]  # cache slot of each forwarded node
+        self.ranks = [torch.zeros(1, dtype=torch.long, device=device)]
+        # Log predicted reach: what the frontier and the kept nodes are chosen by. Without a plan it is the path score.
+        self.reach = [self.scores[0]]
+        self.n = 1  # nodes so far
+        self.frontier = torch.zeros(1, dtype=torch.long, device=device)  # node ids being expanded
+        self.frontier_scores, self.frontier_reach = self.scores[0], self.reach[0]
+        self.vis = torch.zeros(1, 0, dtype=torch.bool, device=device)  # frontier rows over the slots forwarded so far
+        self.n_slots = 0
+
+    def add_level(self, logits: torch.Tensor, d: int, k: int, draft_temperature: float, plan: Plan | None) -> None:
+        """Depth d: the k most likely children of every frontier node under the draft's rows `logits` (F, V)."""
+        device = self.device
+        top = torch.topk(torch.log_softmax(logits.float(), dim=-1), k, dim=-1)  # (F, k)
+        step = top.values
+        if draft_temperature != 1:
+            step = torch.log_softmax(logits.float() / draft_temperature, dim=-1).gather(-1, top.indices)
+        f = self.frontier.shape[0]
+        new_scores = (self.frontier_scores.unsqueeze(1) + step).reshape(-1)
+        rank = torch.arange(k, device=device).repeat(f)
+        new_reach = (self.frontier_reach.repeat_interleave(k) + plan.edge_values(top.values.reshape(-1), rank)
+                     if plan is not None else new_scores)
+        self.tokens.append(top.indices.reshape(-1))
+        self.parents.append(self.frontier.repeat_interleave(k))
+        self.depths.append(torch.full((f * k,), d, dtype=torch.long, device=device))
+        self.logq.append(top.values.reshape(-1))
+        self.scores.append(new_scores)
+        self.slots.append(torch.full((f * k,), -1, dtype=torch.long, device=device))
+        self.ranks.append(rank)
+        self.reach.append(new_reach)
+
+    def expand(self, model, cache, k: int, width: int, base: int, position: int) -> torch.Tensor:
+        """Forward the next frontier, the `width` best nodes of the last level, through the draft; its rows (m, V).
+
+        The `width` best by path score (by reach, auto), in creation order, ties broken as the kept set breaks them,
+        so that a tied node is not expanded and then dropped for its twin."""
+        device = self.device
+        level = self.tokens[-1].shape[0]  # f * k
+        chosen = torch.arange(level, device=device)
+        if level > width:
+            chosen = _top(self.reach[-1], width)
+        m = chosen.shape[0]
+        rows = torch.cat([self.vis[chosen // k], torch.zeros(m, m, dtype=torch.bool, device=device)], dim=1)
+        rows[:, self.n_slots:] = torch.eye(m, dtype=torch.bool, device=device)
+        visible = torch.cat([torch.ones(m, base, dtype=torch.bool, device=device), rows], dim=1)
+        self.slots[-1][chosen] = torch.arange(self.n_slots, self.n_slots + m, device=device)
+        logits = _forward(model, cache, self.tokens[-1][chosen], torch.full((m,), position, device=device), visible)
+        self.frontier, self.vis = chosen + self.n, rows
+        self.frontier_scores, self.frontier_reach = self.scores[-1][chosen], self.reach[-1][chosen]
+        self.n += level
+        self.n_slots += m
+        return logits
+
+    def result(self, keep: int, plan: Plan | None, levels: int, base: int) -> DraftResult:
+        """The tree, cut to its `keep` best nodes by reach (fewer where the plan's best rate says so)."""
+        tree = DraftTree(*(torch.cat(x) for x in (self.tokens, self.parents, self.depths, self.logq, self.scores)))
+        slot, rank, log_reach = torch.cat(self.slots), torch.cat(self.ranks), torch.cat(self.reach)
+        if plan is not None:
+            keep = min(keep, plan.best(log_reach[1:], levels)[0])
+        if tree.size - 1 > keep:
+            tree, kept = _keep_best(tree, log_reach, keep)
+            slot, rank, log_reach = slot[kept], rank[kept], log_reach[kept]
+        return DraftResult(tree, slot, base, levels, rank, log_reach)
 
 
 def _sampled_chain(model, cache, root: torch.Tensor, logits: torch.Tensor, base: int, H: int, plan: Plan | None,
