@@ -163,3 +163,24 @@ def test_tevviz_train_on_a_block_drafter_writes_a_block_drafter(tmp_path):
     refused = run_cli("train", "--draft", str(draft), "--prompts", str(prompts), "--distill-steps", "3",
                       "--out", str(tmp_path / "x"))
     assert refused.returncode == 2 and "a block drafter's warm start is its own recipe" in refused.stderr
+
+
+def test_the_weights_are_detached_and_the_arms_differ_and_only_a_copy_trains(pair):
+    """The exit law carries no gradient; from one start and one seed, the token-only and exit arms move the drafter
+    differently (the exit term is not zero there); the pair's own drafter never changes."""
+    contexts = [written(pair, p, 12) for p in ([3, 14, 15], [9, 26, 5, 3])]
+    own = {k: v.clone() for k, v in pair.draft.state_dict().items()}
+    prompt = contexts[0].tokens
+    ex, _ = target_weights(pair.target, prompt, tree_for(pair, prompt, DDTREE), 1.0)
+    assert not ex.w.requires_grad and not ex.P.requires_grad
+    moved = {}
+    for objective in ("token", "exit"):
+        trainer = BlockExitTrainer(pair, contexts, TrainConfig(objective=objective, builder=DDTREE, batch=2, lr=1e-3,
+                                                               lambda_exit=50.0, seed=4))
+        for _ in range(2):
+            entry = trainer.step()
+        assert (entry.l_exit > 0) == (objective == "exit")
+        moved[objective] = trainer.trained_draft().state_dict()
+    assert any(not torch.allclose(moved["token"][k], moved["exit"][k]) for k in moved["exit"])
+    assert any(not torch.equal(moved["exit"][k], own[k]) for k in own)
+    assert all(torch.equal(pair.draft.state_dict()[k], v) for k, v in own.items())
