@@ -128,3 +128,25 @@ def test_the_app_steps_a_chat_prompt_through_real_trees():
     st = Controller(source).step(AppState(), text, cfg)
     assert len(st.rounds) == 1 and st.rounds[0].size > 1 and st.generated
     assert st.prompt_ids == encode_prompt(real_pair().tokenizer, prompt, chat=True)
+
+
+BLOCK = "tevviz-smollm2-block-draft"
+
+
+@pytest.mark.skipif(BLOCK not in named_pair("smollm2").drafter_paths(), reason=f"{BLOCK} is not shipped")
+@pytest.mark.parametrize("verifier", ["tev", "predraw"])
+def test_greedy_with_the_block_drafter_equals_generate(verifier):
+    """The shipped SmolLM2 block drafter on DDTree trees: greedy output is the target's own, token for token, on a
+    templated prompt and on a free-form conversation."""
+    from tevviz.engine.models import with_draft
+
+    pair = with_draft(real_pair(), str(named_pair("smollm2").drafter_paths()[BLOCK]))
+    assert pair.draft_kind == "block"
+    free = load_prompts(named_pair("smollm2").split_path("freeform"), "freeform")[0]
+    prompts = chat_prompts(1) + [encode_prompt(pair.tokenizer, free["prompt"], chat=bool(free.get("chat")))]
+    tree = BuilderConfig(kind="ddtree", budget=16, depth=pair.draft.block.max_depth)
+    for prompt in prompts:
+        cfg = DecodeConfig(sampling=GREEDY, builder=tree, verifier=verifier, max_new_tokens=NEW, missing_top=0)
+        s = DecodeSession(pair, prompt, cfg)
+        s.run()
+        assert s.generated == reference(prompt)
