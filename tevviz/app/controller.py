@@ -33,7 +33,7 @@ from ..engine.scoring import check_ids, rescore
 from ..files import atomic_write, atomic_write_json
 from .model_thread import on_model_thread
 from .source import PairSource
-from .state import MAX_HISTORY, AppState, LiveSession, SessionStore, Training, block_text
+from .state import MAX_HISTORY, AppState, Baseline, LiveSession, SessionStore, Training, block_text
 
 MAX_TRAIN_CONTEXTS = 256  # contexts handed to the trainer (spread over the session's rounds)
 logger = logging.getLogger("tevviz")
@@ -330,10 +330,10 @@ class Controller:
         """The before/after rows on `evals`; the original drafter's row is kept while its inputs stay the same."""
         key = (tuple(tuple(c.tokens) for c in evals), cfg.builder, cfg.sampling, cfg.verifier)
         args = (evals, cfg.builder, cfg.sampling, cfg.verifier)
-        if training.before is None or training.before[0] != key:
-            training.before = (key, drafter_metrics(base, *args, progress=progress, label="original"))
+        if training.before is None or training.before.key != key:
+            training.before = Baseline(key, drafter_metrics(base, *args, progress=progress, label="original"))
         after = drafter_metrics(training.pair, *args, progress=progress, label="trained")
-        return [training.before[1], replace(after, name=f"trained ({len(training.log)} steps)")]
+        return [training.before.metrics, replace(after, name=f"trained ({len(training.log)} steps)")]
 
     def _moved(self, st: AppState, base: ModelPair, training: Training) -> ExitMassMove | None:
         ends = st.context_ends()

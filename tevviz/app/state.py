@@ -20,6 +20,7 @@ from pathlib import Path
 from ..engine import BuilderConfig, DecodeConfig, DecodeSession, ModelPair, RoundRecord, SamplingConfig, TevvizError
 from ..engine.block_exittrain import BlockExitTrainer
 from ..engine.contexts import context_ends
+from ..engine.evaluation import DrafterMetrics
 from ..engine.exittrain import ExitTrainer, TrainConfig
 
 IDLE_EXPIRY_S = 3600.0  # a live session nobody has touched for this long is dropped
@@ -164,6 +165,14 @@ class LiveSession:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """The original drafter's before/after row and what it was measured on (kept while those stay the same)."""
+
+    key: tuple  # the evaluation contexts, builder, sampling and verifier
+    metrics: DrafterMetrics
+
+
 @dataclass
 class Training:
     """One browser session's ExitTrain state; the process-wide pair's draft is never touched."""
@@ -172,7 +181,7 @@ class Training:
     log: list[dict]  # every step since the last Revert: step, loss, l_tok, l_exit, C_p, seconds
     pair: ModelPair  # the original target and tokenizer with a frozen snapshot of the trained draft
     use: bool = False  # Step and Run decode with `pair` instead of the original pair
-    before: tuple | None = None  # (key, metrics) of the original drafter on the evaluation contexts
+    before: Baseline | None = None  # the original drafter's row on the evaluation contexts
 
 
 @dataclass
