@@ -205,10 +205,7 @@ def save_drafter(draft, tokenizer_dir: Path, out: Path) -> None:
             shutil.copyfile(tokenizer_dir / name, out / name)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from ..engine.models import check_vocabularies, load_model, load_tokenizer
-    from ..engine.pairs import assets_dir, named_pair
-
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="tevviz pair train-drafter", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("name", help="a fetched pair (smollm2)")
@@ -235,10 +232,77 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save-every", type=int, default=256, help="training answers per saved piece of the data stage")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args(argv)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    return ap.parse_args(argv)
 
+
+def split_prompts(seed: int, n_held: int) -> tuple[list[str], list[str]]:
+    """The chat prompts' training prompts and the first `n_held` held-out ones, each list shuffled by `seed`."""
     from .chat_prompts import make_chat_prompts
+
+    rows = make_chat_prompts(seed=seed)
+    rng = random.Random(seed)
+    train_prompts = [r["prompt"] for r in rows if r["split"] == "train"]
+    held_prompts = [r["prompt"] for r in rows if r["split"] == "eval"]
+    rng.shuffle(train_prompts)
+    rng.shuffle(held_prompts)
+    return train_prompts, held_prompts[:n_held]
+
+
+def data_stage(args, target, tok, train_prompts: list[str], held_prompts: list[str]) -> dict:
+    """The target's answers ({"train", "held", "wall_s"}) in `args.work`/data.pt: reused, or extended to
+    `args.prompts` training answers in pieces, each saved when done, so a stopped data stage resumes where it was."""
+    data_path = args.work / "data.pt"
+
+    def save() -> None:
+        torch.save(blob, data_path.with_suffix(".tmp"))
+        data_path.with_suffix(".tmp").replace(data_path)  # a stopped run never leaves half a data file
+
+    if data_path.is_file():
+        blob = torch.load(data_path)
+        _say(f"data: reusing {data_path} ({len(blob['train'])} training answers)")
+    else:
+        t0 = time.perf_counter()
+        blob = {"train": [],
+                "held": generate_examples(target, tok, held_prompts[::2], False, args.new_tokens, args.gen_batch,
+                                          args.top_k, args.seed + 1)
+                + generate_examples(target, tok, held_prompts[1::2], True, args.new_tokens, args.gen_batch,
+                                    args.top_k, args.seed + 1),
+                "wall_s": time.perf_counter() - t0}
+        save()
+    plan = answer_plan(len(train_prompts), len(blob["train"]), args.prompts)
+    for start in range(0, len(plan), args.save_every):
+        piece, t0 = plan[start:start + args.save_every], time.perf_counter()
+        seed = args.seed + len(blob["train"])  # a fresh seed per piece: prompts answered again draw new samples
+        for sampled in (False, True):
+            prompts = [train_prompts[j] for j, s in piece if s == sampled]
+            if prompts:
+                blob["train"] += generate_examples(target, tok, prompts, sampled, args.new_tokens, args.gen_batch,
+                                                   args.top_k, seed)
+        blob["wall_s"] += time.perf_counter() - t0
+        save()
+    return blob
+
+
+def drafter_to_train(args, target, tok, target_dir: Path):
+    """--init's drafter (checked as every drafter is, grown to --layers), or a fresh one of the given shape."""
+    from ..engine.models import check_vocabularies, load_model, load_tokenizer
+
+    torch.manual_seed(args.seed)
+    if args.init is None:
+        return make_drafter(target, args.hidden, args.layers or 3, args.heads, args.intermediate)
+    # The checks every drafter passes (clear load errors, the target's vocabulary and special tokens).
+    check_vocabularies(tok, load_tokenizer(str(args.init), "draft"), str(target_dir), str(args.init))
+    draft = load_model(str(args.init), "draft", dtype="float32", device="cpu").requires_grad_(True)
+    if args.layers is not None:
+        grow_layers(draft, args.layers)
+    return draft
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..engine.pairs import assets_dir, named_pair
+
+    args = parse_args(argv)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     pair = named_pair(args.name)
     if not pair.fetched:
@@ -253,59 +317,13 @@ def main(argv: list[str] | None = None) -> int:
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(target_dir)
 
-    rows = make_chat_prompts(seed=args.seed)
-    rng = random.Random(args.seed)
-    train_prompts = [r["prompt"] for r in rows if r["split"] == "train"]
-    held_prompts = [r["prompt"] for r in rows if r["split"] == "eval"]
-    rng.shuffle(train_prompts)
-    rng.shuffle(held_prompts)
-    held_prompts = held_prompts[:args.held_prompts]
-    data_path = args.work / "data.pt"
-    fresh = not data_path.is_file()
-    if not fresh:
-        blob = torch.load(data_path)
-        _say(f"data: reusing {data_path} ({len(blob['train'])} training answers)")
-    else:
-        t0 = time.perf_counter()
-        blob = {"train": [],
-                "held": generate_examples(target, tok, held_prompts[::2], False, args.new_tokens, args.gen_batch,
-                                          args.top_k, args.seed + 1)
-                + generate_examples(target, tok, held_prompts[1::2], True, args.new_tokens, args.gen_batch,
-                                    args.top_k, args.seed + 1),
-                "wall_s": time.perf_counter() - t0}
-
-    def save() -> None:
-        torch.save(blob, data_path.with_suffix(".tmp"))
-        data_path.with_suffix(".tmp").replace(data_path)  # a stopped run never leaves half a data file
-
-    if fresh:
-        save()
-    plan = answer_plan(len(train_prompts), len(blob["train"]), args.prompts)
-    # In pieces, each saved when done: a long data stage that is stopped resumes where it was.
-    for start in range(0, len(plan), args.save_every):
-        piece, t0 = plan[start:start + args.save_every], time.perf_counter()
-        seed = args.seed + len(blob["train"])  # a fresh seed per piece: prompts answered again draw new samples
-        for sampled in (False, True):
-            prompts = [train_prompts[j] for j, s in piece if s == sampled]
-            if prompts:
-                blob["train"] += generate_examples(target, tok, prompts, sampled, args.new_tokens, args.gen_batch,
-                                                   args.top_k, seed)
-        blob["wall_s"] += time.perf_counter() - t0
-        save()
+    blob = data_stage(args, target, tok, *split_prompts(args.seed, args.held_prompts))
     n_tokens = sum(len(ex["answer"]) for ex in blob["train"])
     _say(f"data: {len(blob['train'])} training answers ({n_tokens} tokens), {len(blob['held'])} held-out answers")
     if args.data_only:
         return 0
 
-    torch.manual_seed(args.seed)
-    if args.init is not None:
-        # The checks every drafter passes (clear load errors, the target's vocabulary and special tokens).
-        check_vocabularies(tok, load_tokenizer(str(args.init), "draft"), str(target_dir), str(args.init))
-        draft = load_model(str(args.init), "draft", dtype="float32", device="cpu").requires_grad_(True)
-        if args.layers is not None:
-            grow_layers(draft, args.layers)
-    else:
-        draft = make_drafter(target, args.hidden, args.layers or 3, args.heads, args.intermediate)
+    draft = drafter_to_train(args, target, tok, target_dir)
     n_params = sum(p.numel() for p in draft.parameters())
     _say(f"drafter: {n_params / 1e6:.2f} M parameters")
     before = agreement(draft.eval(), blob["held"])
