@@ -178,7 +178,7 @@ def main() -> None:
         # Many short contexts from the training files (never the held-out files the eval prompts come from).
         import random
 
-        from tevviz.demo_pair import encode_corpus, stdlib_files
+        from tevviz.recipes.demo_pair import encode_corpus, stdlib_files
 
         stream = encode_corpus(pair.tokenizer, stdlib_files()[0]).tolist()
         rng = random.Random(args.seed)

@@ -24,7 +24,6 @@ import torch
 from common import table, write
 
 from tevviz.engine.models import ModelSource, assets_dir
-from tevviz.engine.summary import summarize
 from tevviz.engine.sampling import SamplingConfig
 from tevviz.engine.scan_files import (
     RecordWriter,
@@ -37,6 +36,7 @@ from tevviz.engine.scan_files import (
 )
 from tevviz.engine.scan_run import decode_prompt, plan_prompts, run_scan, scan_manifest
 from tevviz.engine.session import DecodeConfig, DecodeSession, encode_prompt
+from tevviz.engine.summary import summarize
 
 DATE = "2026-12-03"
 
