@@ -154,10 +154,12 @@ def load_target(name: str):
 
 
 def written_data(args, target, tok) -> dict:
-    """The recipe's data, from `--data` when that file exists, else written by the target (and kept there)."""
+    """The recipe's data, from `--data` when that file exists, else written by the target (and kept there as plain
+    tensors and lists, which `torch.load` reads without unpickling code)."""
     if args.data is not None and args.data.is_file():
         say(f"data: reusing {args.data}")
-        return torch.load(args.data)
+        raw = torch.load(args.data)
+        return {**raw, **{k: Sequences(**raw[k]) for k in ("train", "held")}}
     make = stdlib_data if args.name == "stdlib" else chat_data
     t0 = time.perf_counter()
     data: dict = make(args, target, tok, random.Random(args.seed))
@@ -165,7 +167,7 @@ def written_data(args, target, tok) -> dict:
                                 {tok.eos_token_id} if tok.eos_token_id is not None else set())
     data["seconds"] = round(time.perf_counter() - t0, 1)
     if args.data is not None:
-        torch.save(data, args.data)
+        torch.save({**data, **{k: vars(data[k]) for k in ("train", "held")}}, args.data)
     return data
 
 
