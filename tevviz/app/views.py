@@ -30,8 +30,9 @@ from ..render import (
 )
 from ..render.panel import tile
 from ..render.tree_figure import tree_figure_dict
-from .controller import Decoded, TrainReport
+from .controller import Decoded
 from .state import AppState
+from .training_actions import TrainReport
 
 
 def empty_figure(message: str) -> go.Figure:
