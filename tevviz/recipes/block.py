@@ -28,9 +28,9 @@ from .block_data import Sequences, chat_data, rarest_id, say, stdlib_data
 RECIPES = {
     "stdlib": {"out": "assets/models/tevviz-stdlib-block-draft", "defaults": {}},
     "smollm2": {"out": "assets/models/tevviz-smollm2-block-draft",
-                "defaults": {"seqs": 1280, "eval_seqs": 64, "new_tokens": 64, "block_size": 6, "layers": 1,
-                             "intermediate": 1536, "batch": 8, "anchors": 4, "lr": 6e-4, "steps": 1500,
-                             "warmup": 100, "gen_batch": 32, "eval_every": 150, "save_dtype": "bfloat16",
+                "defaults": {"seqs": 768, "eval_seqs": 48, "new_tokens": 64, "block_size": 6, "layers": 1,
+                             "intermediate": 1536, "batch": 8, "anchors": 4, "lr": 6e-4, "steps": 700,
+                             "warmup": 100, "gen_batch": 64, "eval_every": 100, "save_dtype": "bfloat16",
                              "init_from_target": True}},
 }
 
