@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine import BuilderConfig, DecodeConfig, DecodeSession, ModelPair, RoundRecord, SamplingConfig, TevvizError
-from ..engine.block_exittrain import BlockExitTrainer
 from ..engine.contexts import context_ends
 from ..engine.evaluation import DrafterMetrics
-from ..engine.exittrain import ExitTrainer, TrainConfig
+from ..engine.exittrain import DraftTrainer, TrainConfig
 
 IDLE_EXPIRY_S = 3600.0  # a live session nobody has touched for this long is dropped
 MAX_HISTORY = 500  # rounds a browser session keeps; older ones are dropped with a notice
@@ -177,7 +176,7 @@ class Baseline:
 class Training:
     """One browser session's ExitTrain state; the process-wide pair's draft is never touched."""
 
-    trainer: ExitTrainer | BlockExitTrainer  # holds the private, trainable copy of the draft and its optimiser
+    trainer: DraftTrainer  # holds the private, trainable copy of the draft and its optimiser
     log: list[dict]  # every step since the last Revert: step, loss, l_tok, l_exit, C_p, seconds
     pair: ModelPair  # the original target and tokenizer with a frozen snapshot of the trained draft
     use: bool = False  # Step and Run decode with `pair` instead of the original pair

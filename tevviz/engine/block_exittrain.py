@@ -14,8 +14,6 @@ by P(v); tevviz follows the paper and offers P as the `prefix` objective.
 
 from __future__ import annotations
 
-import copy
-import random
 import time
 from dataclasses import replace
 
@@ -26,7 +24,16 @@ from .block_model import ContextKV
 from .block_training import block_logits, block_loss, padded_blocks
 from .ddtree import ddtree_tree
 from .errors import TevvizError
-from .exittrain import Context, ExitTrainer, StepLog, TrainConfig, build_training_tree, node_weights, target_weights
+from .exittrain import (
+    Context,
+    DraftTrainer,
+    ExitTrainer,
+    StepLog,
+    TrainConfig,
+    build_training_tree,
+    node_weights,
+    target_weights,
+)
 from .models import ModelPair
 from .tree import DraftTree
 
@@ -48,11 +55,9 @@ def exit_terms(logq: torch.Tensor, tree: DraftTree, ex, objective: str) -> torch
     return -(wt * logq[tree.depths[1:] - 1, tree.tokens[1:]]).sum()
 
 
-class BlockExitTrainer:
-    """Online ExitTrain of a private copy of a pair's block drafter; the pair's own drafter is never touched.
-
-    The same interface as `ExitTrainer`: `step()`, `log`, `set_contexts`, `trained_draft()`.
-    """
+class BlockExitTrainer(DraftTrainer):
+    """Online ExitTrain of a private copy of a pair's block drafter on its own DDTree trees (the interface of
+    `ExitTrainer`: `step()`, `log`, `set_contexts`, `trained_draft()`)."""
 
     def __init__(self, pair: ModelPair, contexts: list[Context], cfg: TrainConfig, draft=None):
         if pair.draft_kind != "block":
@@ -64,20 +69,8 @@ class BlockExitTrainer:
         if cfg.objective == "residual":
             raise TevvizError("the residual objective needs each node's law given its own path; a block drafter's "
                               "rows are per depth (choose exit, prefix or token)")
-        self.pair, self.cfg, self.target = pair, cfg, pair.target
-        self.set_contexts(contexts)
-        self.draft = copy.deepcopy(pair.draft) if draft is None else draft
-        self.draft.requires_grad_(True).train()
-        self.opt = torch.optim.AdamW(self.draft.parameters(), lr=cfg.lr, weight_decay=0.0)
-        self.rng = random.Random(cfg.seed)
-        self.log: list[StepLog] = []
+        super().__init__(pair, contexts, cfg, draft)
         self.trees: list[tuple[list[int], DraftTree]] = []  # the last step's (context, tree) pairs
-
-    def set_contexts(self, contexts: list[Context]) -> None:
-        """Train on these contexts from the next step on (an app session grows as it decodes)."""
-        if not contexts:
-            raise TevvizError("no training contexts")
-        self.contexts = contexts
 
     def anchors(self, ctx: Context, bs: int) -> list[int]:
         """The context's root and up to ANCHORS - 1 random positions of its written part, as anchor positions."""
@@ -117,21 +110,7 @@ class BlockExitTrainer:
                     nodes += tree.size - 1
                     self.trees.append((context, tree))
             l_exit = torch.stack(terms).sum() / max(nodes, 1)
-        loss = l_tok + cfg.lambda_exit * l_exit
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.draft.parameters(), 1.0)
-        for group in self.opt.param_groups:
-            group["lr"] = cfg.lr * ExitTrainer.lr_factor_of(cfg, len(self.log))
-        self.opt.step()
-        entry = StepLog(len(self.log) + 1, loss.item(), float(l_tok.detach()), float(l_exit.detach()),
-                        sum(cps) / len(cps) if cps else float("nan"), time.perf_counter() - t0)
-        self.log.append(entry)
-        return entry
-
-    def trained_draft(self):
-        """The trained drafter, in eval mode and frozen (the trainer keeps its own copy)."""
-        return copy.deepcopy(self.draft).eval().requires_grad_(False)
+        return self.update(l_tok, l_exit, cps, t0)
 
 
 @torch.no_grad()

@@ -178,8 +178,57 @@ class StepLog:
     seconds: float
 
 
-class ExitTrainer:
-    """Online ExitTrain of a private copy of the pair's drafter; the pair's own drafter is never touched."""
+class DraftTrainer:
+    """What every ExitTrain trainer holds: a private trainable copy of the pair's drafter (the pair's own is never
+    touched), its optimiser and schedule, the training contexts and the log of steps."""
+
+    def __init__(self, pair: ModelPair, contexts: list[Context], cfg: TrainConfig, draft=None):
+        self.pair, self.cfg, self.target = pair, cfg, pair.target
+        self.set_contexts(contexts)
+        self.draft = copy.deepcopy(pair.draft) if draft is None else draft
+        self.draft.requires_grad_(True).train()
+        self.opt = torch.optim.AdamW(self.draft.parameters(), lr=cfg.lr, weight_decay=0.0)
+        self.rng = random.Random(cfg.seed)
+        self.log: list[StepLog] = []
+
+    def set_contexts(self, contexts: list[Context]) -> None:
+        """Train on these contexts from the next step on (an app session grows as it decodes)."""
+        if not contexts:
+            raise TevvizError("no training contexts")
+        self.contexts = contexts
+
+    def update(self, l_tok: torch.Tensor, l_exit: torch.Tensor, cps: list[float], t0: float) -> StepLog:
+        """One optimiser step on L = L_tok + lambda L_exit at the schedule's lr; the step's log entry."""
+        loss = l_tok + self.cfg.lambda_exit * l_exit
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.draft.parameters(), 1.0)
+        for group in self.opt.param_groups:
+            group["lr"] = self.cfg.lr * self.lr_factor(len(self.log))
+        self.opt.step()
+        entry = StepLog(len(self.log) + 1, loss.item(), float(l_tok.detach()), float(l_exit.detach()),
+                        sum(cps) / len(cps) if cps else float("nan"), time.perf_counter() - t0)
+        self.log.append(entry)
+        return entry
+
+    def lr_factor(self, step: int) -> float:
+        """The schedule's multiplier of lr at `step` (from 0)."""
+        return self.lr_factor_of(self.cfg, step)
+
+    @staticmethod
+    def lr_factor_of(cfg: TrainConfig, step: int) -> float:
+        """`cfg`'s schedule multiplier of lr at `step` (from 0)."""
+        if cfg.schedule == "constant" or cfg.steps == 0:
+            return 1.0
+        return lr_scale(step + 1, cfg.steps, max(int(cfg.warmup * cfg.steps), 1), 0.1)
+
+    def trained_draft(self):
+        """The trained drafter, in eval mode and frozen (the trainer keeps its own copy)."""
+        return copy.deepcopy(self.draft).eval().requires_grad_(False)
+
+
+class ExitTrainer(DraftTrainer):
+    """Online ExitTrain of a private copy of an autoregressive drafter on its own level-by-level trees."""
 
     def __init__(self, pair: ModelPair, contexts: list[Context], cfg: TrainConfig, draft=None):
         if not contexts:
@@ -190,19 +239,7 @@ class ExitTrainer:
         if builder_kind(cfg.builder.kind).drafter != "autoregressive":
             raise TevvizError(f"an autoregressive drafter does not build {cfg.builder.kind} trees; ExitTrain takes "
                               "the builders it decodes with")
-        self.pair, self.cfg, self.contexts = pair, cfg, contexts
-        self.draft = copy.deepcopy(pair.draft) if draft is None else draft
-        self.draft.requires_grad_(True).train()
-        self.target = pair.target
-        self.opt = torch.optim.AdamW(self.draft.parameters(), lr=cfg.lr, weight_decay=0.0)
-        self.rng = random.Random(cfg.seed)
-        self.log: list[StepLog] = []
-
-    def set_contexts(self, contexts: list[Context]) -> None:
-        """Train on these contexts from the next step on (an app session grows as it decodes)."""
-        if not contexts:
-            raise TevvizError("no training contexts")
-        self.contexts = contexts
+        super().__init__(pair, contexts, cfg, draft)
 
     def step(self) -> StepLog:
         """One optimiser step on a batch of contexts, with trees rebuilt by the current drafter."""
@@ -225,17 +262,7 @@ class ExitTrainer:
                 terms.append(exit_loss_terms(self.draft, c.tokens, tree, ex, probs, cfg.objective))
                 n_nodes += tree.size - 1
             l_exit = torch.stack(terms).sum() / max(n_nodes, 1)
-        loss = l_tok + cfg.lambda_exit * l_exit
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.draft.parameters(), 1.0)
-        for group in self.opt.param_groups:
-            group["lr"] = cfg.lr * self.lr_factor(len(self.log))
-        self.opt.step()
-        entry = StepLog(len(self.log) + 1, loss.item(), float(l_tok.detach()), float(l_exit.detach()),
-                        sum(cps) / len(cps) if cps else float("nan"), time.perf_counter() - t0)
-        self.log.append(entry)
-        return entry
+        return self.update(l_tok, l_exit, cps, t0)
 
     def label_law(self, ctx: Context) -> tuple:
         """(target, temperature) for soft L_tok labels on `ctx`, or (None, 0) for hard labels."""
@@ -245,18 +272,3 @@ class ExitTrainer:
         if cfg.token_labels == "stream" and ctx.temperature:
             return self.target, ctx.temperature
         return None, 0.0
-
-    def lr_factor(self, step: int) -> float:
-        """The schedule's multiplier of lr at `step` (from 0)."""
-        return self.lr_factor_of(self.cfg, step)
-
-    @staticmethod
-    def lr_factor_of(cfg: TrainConfig, step: int) -> float:
-        """`cfg`'s schedule multiplier of lr at `step` (from 0)."""
-        if cfg.schedule == "constant" or cfg.steps == 0:
-            return 1.0
-        return lr_scale(step + 1, cfg.steps, max(int(cfg.warmup * cfg.steps), 1), 0.1)
-
-    def trained_draft(self):
-        """The trained drafter, in eval mode and frozen (the trainer keeps its own copy)."""
-        return copy.deepcopy(self.draft).eval().requires_grad_(False)
