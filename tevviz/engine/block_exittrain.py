@@ -23,6 +23,7 @@ from .block_drafting import block_rows
 from .block_model import ContextKV
 from .block_training import block_logits, block_loss, padded_blocks
 from .ddtree import ddtree_tree
+from .drafters import layer_outputs
 from .errors import TevvizError
 from .exittrain import (
     Context,
@@ -45,7 +46,7 @@ GAMMA = 4.0  # L_tok's decay by depth, as the block recipe trains
 def target_features(target, tokens: torch.Tensor, layer_ids: tuple[int, ...]) -> torch.Tensor:
     """(L, F) the frozen target's features of every position of `tokens` (the outputs of layers `layer_ids`)."""
     hs = target(input_ids=tokens.unsqueeze(0), output_hidden_states=True).hidden_states
-    return torch.cat([hs[i + 1][0] for i in layer_ids], dim=-1)
+    return layer_outputs(hs, layer_ids)[0]
 
 
 def exit_terms(logq: torch.Tensor, tree: DraftTree, ex, objective: str) -> torch.Tensor:

@@ -137,6 +137,12 @@ class AutoregressiveDrafter:
 register(DrafterKind("autoregressive", lambda model: True, AutoregressiveDrafter, "best-first"))
 
 
+def layer_outputs(hidden_states, layer_ids, device=None) -> torch.Tensor:
+    """The outputs of the target's decoder layers `layer_ids` (hidden_states[l + 1]) joined on the last axis, on
+    `device` when given: the features a drafter that reads the target takes."""
+    return torch.cat([hidden_states[i + 1].to(device) for i in layer_ids], dim=-1)
+
+
 def mismatch(builder: str, wanted: str, draft_name: str, kind: str, default_builder: str) -> str:
     """The message for a builder that drafts with another kind of drafter than the one given."""
     article = lambda w: "an" if w[0] in "aeiou" else "a"

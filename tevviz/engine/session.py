@@ -18,7 +18,7 @@ from .auto_budget import AutoBudget
 from .builder_kinds import builder_kind
 from .builders import BuilderConfig
 from .draft_rows import TEXT_RANKS
-from .drafters import DraftRequest, make_drafter
+from .drafters import DraftRequest, layer_outputs, make_drafter
 from .errors import TevvizError
 from .kv import additive_mask, keep_entries, new_cache, tree_visibility
 from .models import ModelPair
@@ -147,7 +147,7 @@ class DecodeSession:
     def _features(self, out) -> torch.Tensor | None:
         layers = self.drafter.target_layers
         # A target spread over devices returns each layer's states where that layer runs: the drafter's device.
-        return torch.cat([out.hidden_states[i + 1][0].to(self.device) for i in layers], dim=-1) if layers else None
+        return layer_outputs(out.hidden_states, layers, self.device)[0] if layers else None
 
     @property
     def auto(self):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from ..engine.block_training import BlockBatch, padded_blocks
+from ..engine.drafters import layer_outputs
 
 
 def say(msg: str) -> None:
@@ -69,7 +70,7 @@ def features_of(target, seqs: list[torch.Tensor], layer_ids: list[int], batch: i
         for r, j in enumerate(chunk):
             ids[r, : seqs[j].numel()], mask[r, : seqs[j].numel()] = seqs[j], 1
         hs = target(ids, attention_mask=mask, output_hidden_states=True).hidden_states
-        feats = torch.cat([hs[i + 1] for i in layer_ids], dim=-1).to(torch.bfloat16)
+        feats = layer_outputs(hs, layer_ids).to(torch.bfloat16)
         for r, j in enumerate(chunk):
             out[j] = feats[r, : seqs[j].numel()].clone()
     return out  # type: ignore[return-value]
