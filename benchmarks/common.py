@@ -53,6 +53,14 @@ def best_first(budget: int, depth: int, children: int = BuilderConfig.children) 
     return BuilderConfig(budget=budget, depth=depth, children=children, width=max(8, budget // 4))
 
 
+def pair_tree(pair, budget: int, depth: int) -> BuilderConfig:
+    """The tree a pair's drafter builds: DDTree's for a block drafter (at most as deep as its block), else the
+    benchmarks' best-first tree."""
+    if pair.draft_kind == "block":
+        return BuilderConfig(kind="ddtree", budget=budget, depth=min(depth, pair.draft.block.max_depth))
+    return best_first(budget, depth)
+
+
 def setup(args):
     """The pair and the tokenised prompts named by the common flags."""
     if args.threads:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ablation_table import merge, table_rows
-from common import best_first, held_out_windows, parser, setup, table, write
+from common import held_out_windows, pair_tree, parser, setup, table, write
 
 from tevviz.engine.block_exittrain import make_trainer, save_trained
 from tevviz.engine.builders import BuilderConfig
@@ -129,16 +129,12 @@ def train_prompts(args: argparse.Namespace, pair: ModelPair) -> list[list[int]]:
 
 def tree_builders(args: argparse.Namespace, pair: ModelPair) -> tuple[BuilderConfig, BuilderConfig]:
     """The evaluation and training trees: best-first for an autoregressive drafter, DDTree's for a block one."""
-    builder = replace(best_first(args.budget, args.depth), draft_temperature=args.draft_temperature)
-    tb = args.train_budget or args.budget
-    train_builder = best_first(tb, args.train_depth or args.depth)
-    if pair.draft_kind == "block":  # DDTree's trees, at inference and in training
-        deepest = pair.draft.block.max_depth
-        builder = BuilderConfig(kind="ddtree", budget=args.budget, depth=min(args.depth, deepest))
-        train_builder = BuilderConfig(kind="ddtree", budget=tb, depth=min(args.train_depth or args.depth, deepest))
-        if args.distill_steps or args.sweep:
-            raise SystemExit("--distill-steps and --sweep are for autoregressive drafters")
-    return builder, train_builder
+    builder = pair_tree(pair, args.budget, args.depth)
+    if pair.draft_kind != "block":
+        builder = replace(builder, draft_temperature=args.draft_temperature)
+    elif args.distill_steps or args.sweep:
+        raise SystemExit("--distill-steps and --sweep are for autoregressive drafters")
+    return builder, pair_tree(pair, args.train_budget or args.budget, args.train_depth or args.depth)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 
 import torch
-from common import best_first, held_out_windows, parser, table, write
+from common import held_out_windows, pair_tree, parser, table, write
 
 from tevviz.engine.block_exittrain import tree_for
 from tevviz.engine.builders import BuilderConfig
@@ -64,10 +64,7 @@ def main() -> None:
 
     pair = ModelSource(target=args.target, draft=args.draft, pair=args.pair, dtype=args.dtype,
                        device=args.device).load()
-    if pair.draft_kind == "block":
-        builder = BuilderConfig(kind="ddtree", budget=args.budget, depth=min(args.depth, pair.draft.block.max_depth))
-    else:
-        builder = best_first(args.budget, args.depth)
+    builder = pair_tree(pair, args.budget, args.depth)
     contexts = held_out_windows(pair.tokenizer, args.eval_contexts, args.context_tokens, args.eval_seed)
     lengths = {"original": expected_lengths(pair, contexts, builder, False)}
     for item in filter(None, args.trained.split(",")):
