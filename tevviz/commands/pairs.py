@@ -77,9 +77,6 @@ def pair_train_drafter(args) -> int:
     return recipe(rest)
 
 
-HELPERS = ("common", "ablation_table")  # modules the benchmark scripts import, not benchmarks themselves
-
-
 def benchmarks_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -87,8 +84,9 @@ def benchmarks_dir() -> Path:
 def cmd_bench(args) -> int:
     root = benchmarks_dir()
     script = root / f"{args.name}.py"
-    have = sorted(p.stem for p in root.glob("*.py") if p.stem not in HELPERS) if root.is_dir() else []
-    if args.name in HELPERS or not script.is_file():
+    # A benchmark is a script with a main(); the modules the scripts share (common, ablation_table) have none.
+    have = sorted(p.stem for p in root.glob("*.py") if "\ndef main(" in p.read_text()) if root.is_dir() else []
+    if args.name not in have:
         raise TevvizError(f"no benchmark {args.name!r}; available: {', '.join(have) or 'none (not a source checkout)'}")
     # The scripts import their shared helpers as `common`, from their own folder.
     sys.path.insert(0, str(root))
