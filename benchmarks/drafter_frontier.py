@@ -6,7 +6,8 @@ that round time would equal `generate`'s time for the same tokens: round seconds
 every prompt set given. Runs are interleaved prompt by prompt: `generate`, then every (drafter, B) in turn.
 
     python benchmarks/drafter_frontier.py --pair smollm2 --sets eval,freeform --limit 12 \\
-        --drafters assets/models/tevviz-smollm2-draft,assets/models/tevviz-smollm2-block-draft --budgets 4,8,16,32
+        --drafters assets/models/tevviz-smollm2-draft,assets/models/tevviz-smollm2-block-draft --budgets 4,8,16,32 \\
+        --assisted tevviz-smollm2-draft
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from __future__ import annotations
 import statistics
 import time
 
-from common import best_first, parser, sync, table, tree_decode, write
+from common import pair_tree, parser, sync, table, tree_decode, write
 
-from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.models import ModelPair, ModelSource, with_draft
 from tevviz.engine.pairs import named_pair
 from tevviz.engine.session import encode_prompt
@@ -33,12 +33,15 @@ def prompt_sets(pair: ModelPair, args) -> dict[str, list[list[int]]]:
     return out
 
 
-def generate_seconds(pair: ModelPair, ids: list[int], n: int, temperature: float) -> float:
-    """Seconds `generate` takes for n new tokens of `ids` (prefill included)."""
+def generate_seconds(pair: ModelPair, ids: list[int], n: int, temperature: float, assistant=None) -> float:
+    """Seconds `generate` takes for n new tokens of `ids` (prefill included); with `assistant`, HF assisted
+    generation with that autoregressive drafter."""
     import torch
 
     kw = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature > 0 else \
         {"do_sample": False}
+    if assistant is not None:
+        kw["assistant_model"] = assistant
     x = torch.tensor([ids], device=pair.device)
     sync(pair.device)
     t0 = time.perf_counter()
@@ -46,13 +49,6 @@ def generate_seconds(pair: ModelPair, ids: list[int], n: int, temperature: float
                          pad_token_id=pair.tokenizer.eos_token_id, **kw)
     sync(pair.device)
     return time.perf_counter() - t0
-
-
-def builder_for(pair: ModelPair, budget: int, depth: int) -> BuilderConfig:
-    """DDTree's tree as deep as the block for a block drafter; a best-first tree of depth `depth` otherwise."""
-    if pair.draft_kind == "block":
-        return BuilderConfig(kind="ddtree", budget=budget, depth=pair.draft.block.max_depth)
-    return best_first(budget, depth)
 
 
 def main() -> None:
@@ -64,6 +60,9 @@ def main() -> None:
     ap.add_argument("--temperatures", default="0")
     ap.add_argument("--verifier", default="tev")
     ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--assisted", default=None,
+                    help="an autoregressive drafter among --drafters (its folder name) to time HF assisted generation "
+                         "with, interleaved like the rest; each row then has its speed-up over it")
     args = ap.parse_args()
     source = ModelSource(target=args.target, draft=args.drafters.split(",")[0], pair=args.pair, dtype=args.dtype,
                          device=args.device)
@@ -79,18 +78,24 @@ def main() -> None:
     n = args.max_new_tokens
     keys = [(name, b) for name in pairs for b in budgets]
     first = next(iter(sets.values()))[0]
+    assistant = pairs[args.assisted].draft if args.assisted else None
     for t in temps:  # warm-up, not timed
         generate_seconds(base, first, 8, t)
+        if assistant is not None:
+            generate_seconds(base, first, 8, t, assistant)
         for name, b in keys:
-            tree_decode(pairs[name], first, t, builder_for(pairs[name], b, args.depth), args.verifier, 8, 0)
+            tree_decode(pairs[name], first, t, pair_tree(pairs[name], b, args.depth), args.verifier, 8, 0)
     rows = []
     for set_name, prompts in sets.items():
         for t in temps:
-            gen_s, runs = 0.0, {k: {"s": 0.0, "tokens": 0, "rounds": 0, "tau": [], "len": []} for k in keys}
+            gen_s, assisted_s = 0.0, 0.0
+            runs = {k: {"s": 0.0, "tokens": 0, "rounds": 0, "tau": [], "len": []} for k in keys}
             for i, ids in enumerate(prompts):
                 gen_s += generate_seconds(base, ids, n, t)
+                if assistant is not None:
+                    assisted_s += generate_seconds(base, ids, n, t, assistant)
                 for name, b in keys:
-                    s, secs = tree_decode(pairs[name], ids, t, builder_for(pairs[name], b, args.depth),
+                    s, secs = tree_decode(pairs[name], ids, t, pair_tree(pairs[name], b, args.depth),
                                           args.verifier, n, i)
                     r = runs[name, b]
                     r["s"] += secs
@@ -107,10 +112,12 @@ def main() -> None:
                              "tau": statistics.fmean(r["tau"]), "tau_se": se,
                              "expected_length": statistics.fmean(r["len"]),
                              "break_even_tau": (r["s"] / r["rounds"]) * gen_tps,
-                             "tokens_per_s": tps, "generate_tokens_per_s": gen_tps, "speedup": tps / gen_tps})
+                             "tokens_per_s": tps, "generate_tokens_per_s": gen_tps, "speedup": tps / gen_tps,
+                             "vs_assisted": tps * assisted_s / (n * len(prompts)) if assistant is not None else None})
     print(f"{base.target_name}: {n} new tokens, prompts per set {args.limit}, verifier {args.verifier}")
     print(table(rows, ["set", "T", "drafter", "B", "tau", "tau_se", "expected_length", "break_even_tau",
-                       "tokens_per_s", "generate_tokens_per_s", "speedup"]))
+                       "tokens_per_s", "generate_tokens_per_s", "speedup"]
+                + (["vs_assisted"] if assistant is not None else [])))
     write(f"drafter_frontier_{args.pair or 'pair'}", args, {"rows": rows})
 
 

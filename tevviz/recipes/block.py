@@ -22,7 +22,7 @@ from ..engine.block_model import BlockDraftModel, block_config_dict, default_lay
 from ..engine.block_training import block_logits, block_loss
 from ..engine.errors import TevvizError
 from ..engine.schedule import lr_scale
-from .block_data import Sequences, chat_data, rarest_id, say, stdlib_data
+from .block_data import DataStore, Sequences, chat_data, rarest_id, say, stdlib_data
 
 # Per pair: where the drafter goes and the settings that differ from the stdlib pair's.
 RECIPES = {
@@ -130,7 +130,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--init-from-target", action="store_true",
                     help="start the decoder layers and final norm from the target's last ones (default for chat pairs)")
     ap.add_argument("--data", type=Path, default=None,
-                    help="a file to keep the written data in: reused when it exists, written when it does not")
+                    help="a folder to keep the written data in, in pieces: those present are reused, the rest written")
+    ap.add_argument("--piece", type=int, default=512, help="chat pairs: answers per data piece")
+    ap.add_argument("--data-only", action="store_true", help="stop after the data stage")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     ap.add_argument("--seed", type=int, default=0)
     given = {a.split("=")[0].lstrip("-").replace("-", "_") for a in (argv or []) if a.startswith("--")}
@@ -154,20 +156,15 @@ def load_target(name: str):
 
 
 def written_data(args, target, tok) -> dict:
-    """The recipe's data, from `--data` when that file exists, else written by the target (and kept there as plain
-    tensors and lists, which `torch.load` reads without unpickling code)."""
-    if args.data is not None and args.data.is_file():
-        say(f"data: reusing {args.data}")
-        raw = torch.load(args.data)
-        return {**raw, **{k: Sequences(**raw[k]) for k in ("train", "held")}}
+    """The recipe's data, written by the target; with `--data`, kept in that folder in pieces and reused from it
+    (a rerun, or one asking for more sequences, writes only the pieces it lacks)."""
+    store = DataStore(args.data) if args.data is not None else None
     make = stdlib_data if args.name == "stdlib" else chat_data
     t0 = time.perf_counter()
-    data: dict = make(args, target, tok, random.Random(args.seed))
+    data: dict = make(args, target, tok, random.Random(args.seed), store)
     data["mask_id"] = rarest_id(data["train"], target.get_output_embeddings().weight.shape[0],
                                 {tok.eos_token_id} if tok.eos_token_id is not None else set())
-    data["seconds"] = round(time.perf_counter() - t0, 1)
-    if args.data is not None:
-        torch.save({**data, **{k: vars(data[k]) for k in ("train", "held")}}, args.data)
+    data["seconds"] = round(store.seconds if store is not None else time.perf_counter() - t0, 1)
     return data
 
 
@@ -183,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         args.layer_ids = [1, 6, 10] if args.name == "stdlib" else default_layer_ids(3, layers)
     t0 = time.perf_counter()
     data = written_data(args, target, tok)
+    if args.data_only:
+        say(f"data: {len(data['train'])} training sequences ({data['train'].count()} written tokens), "
+            f"{len(data['held'])} held-out, {data['seconds']:.0f} s of writing")
+        return 0
     raw = block_config_dict(conf.hidden_size, args.layers, conf.num_attention_heads, conf.num_key_value_heads,
                             args.intermediate, conf.vocab_size, args.block_size, data["mask_id"], args.layer_ids,
                             layers, rope_theta=conf.rope_parameters["rope_theta"],

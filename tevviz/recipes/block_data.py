@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -32,6 +33,12 @@ class Sequences:
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    @staticmethod
+    def join(parts: list[Sequences]) -> Sequences:
+        """One set of sequences from several pieces."""
+        return Sequences([t for p in parts for t in p.tokens], [f for p in parts for f in p.feats],
+                         [i for p in parts for i in p.first])
 
     def count(self) -> int:
         """Tokens written by the target."""
@@ -97,7 +104,7 @@ def continue_windows(target, contexts: torch.Tensor, new_tokens: int, sample: bo
     return torch.cat(out)
 
 
-def stdlib_data(args, target, tok, rng: random.Random) -> dict[str, Sequences]:
+def stdlib_data(args, target, tok, rng: random.Random, store: DataStore | None) -> dict[str, Sequences]:
     """The stdlib pair's data: training-file windows continued half greedily, half at T = 1; held-out files greedy."""
     from .demo_pair import encode_corpus, stdlib_files
 
@@ -107,38 +114,95 @@ def stdlib_data(args, target, tok, rng: random.Random) -> dict[str, Sequences]:
     data = {}
     for name, files, n in (("train", train_files[: args.files], args.seqs), ("held", held_files, args.eval_seqs)):
         ctx = windows(encode_corpus(tok, files), n, args.context, rng)
-        half = n // 2 if name == "train" else 0  # held-out: greedy only (T = 0 acceptance)
-        greedy = continue_windows(target, ctx[half:], args.new_tokens, False, args.gen_batch)
-        sampled = continue_windows(target, ctx[:half], args.new_tokens, True, args.gen_batch) if half else greedy[:0]
-        seqs = list(torch.cat([sampled, greedy]))
-        data[name] = Sequences(seqs, features_of(target, seqs, args.layer_ids, args.gen_batch),
-                               [args.context - 1] * len(seqs))
-        say(f"{name}: {len(seqs)} sequences of {seqs[0].numel()} tokens ({time.perf_counter() - t0:.0f} s)")
+
+        def make(name=name, ctx=ctx, n=n) -> Sequences:
+            half = n // 2 if name == "train" else 0  # held-out: greedy only (T = 0 acceptance)
+            greedy = continue_windows(target, ctx[half:], args.new_tokens, False, args.gen_batch)
+            sampled = continue_windows(target, ctx[:half], args.new_tokens, True, args.gen_batch) if half \
+                else greedy[:0]
+            seqs = list(torch.cat([sampled, greedy]))
+            return Sequences(seqs, features_of(target, seqs, args.layer_ids, args.gen_batch),
+                             [args.context - 1] * len(seqs))
+
+        data[name] = cached(store, name, make)
+        say(f"{name}: {len(data[name])} sequences ({time.perf_counter() - t0:.0f} s)")
     return data
 
 
-def chat_data(args, target, tok, rng: random.Random) -> dict[str, Sequences]:
-    """A chat pair's data: the target's answers to training chat prompts (half greedy, half at T = 1) and greedy
-    answers to held-out ones, each sequence the templated prompt and its answer (cut after EOS)."""
-    from .chat_prompts import make_chat_prompts
+def answer_modes(start: int, stop: int, n_prompts: int) -> list[tuple[int, bool]]:
+    """(prompt index, sampled) for answers start..stop-1: the first pass over the prompts alternates greedy and
+    T = 1, later passes are T = 1 (fresh samples of the law), so every piece of the data holds both."""
+    return [(i % n_prompts, i >= n_prompts or i % 2 == 1) for i in range(start, stop)]
+
+
+def chat_answers(args, target, tok, prompts: list[str], modes: list[bool], seed: int) -> Sequences:
+    """The target's answers to `prompts` (greedy or sampled per `modes`), each sequence the templated prompt and
+    its answer cut after EOS, with the target's features."""
     from .drafter import generate_examples
+
+    examples = []
+    for sampled in (False, True):
+        some = [p for p, m in zip(prompts, modes) if m == sampled]
+        if some:
+            examples += generate_examples(target, tok, some, sampled, args.new_tokens, args.gen_batch, 1, seed)
+    examples = [e for e in examples if len(e["answer"]) >= args.block_size]
+    seqs = [torch.tensor(e["prompt"] + e["answer"]) for e in examples]
+    return Sequences(seqs, features_of(target, seqs, args.layer_ids, args.gen_batch),
+                     [len(e["prompt"]) - 1 for e in examples])
+
+
+def chat_data(args, target, tok, rng: random.Random, store: DataStore | None) -> dict[str, Sequences]:
+    """A chat pair's data: the target's answers to training chat prompts and greedy answers to held-out ones,
+    written in pieces of `args.piece` answers that `store` keeps (a rerun writes only the missing ones)."""
+    from .chat_prompts import make_chat_prompts
 
     rows = make_chat_prompts(seed=args.seed)
     prompts = {s: [r["prompt"] for r in rows if r["split"] == s] for s in ("train", "eval")}
     for p in prompts.values():
         rng.shuffle(p)
-    t0 = time.perf_counter()
-    data = {}
-    for name, pool, n in (("train", prompts["train"], args.seqs), ("held", prompts["eval"], args.eval_seqs)):
-        pool = [pool[i % len(pool)] for i in range(n)]
-        half = n // 2 if name == "train" else 0
-        examples = generate_examples(target, tok, pool[half:], False, args.new_tokens, args.gen_batch, 1, args.seed)
-        if half:
-            examples += generate_examples(target, tok, pool[:half], True, args.new_tokens, args.gen_batch, 1,
-                                          args.seed + 1)
-        examples = [e for e in examples if len(e["answer"]) >= args.block_size]
-        seqs = [torch.tensor(e["prompt"] + e["answer"]) for e in examples]
-        data[name] = Sequences(seqs, features_of(target, seqs, args.layer_ids, args.gen_batch),
-                               [len(e["prompt"]) - 1 for e in examples])
-        say(f"{name}: {len(seqs)} answers, {data[name].count()} written tokens ({time.perf_counter() - t0:.0f} s)")
+    held_pool = [prompts["eval"][i % len(prompts["eval"])] for i in range(args.eval_seqs)]
+    data = {"held": cached(store, "held", lambda: chat_answers(args, target, tok, held_pool,
+                                                               [False] * len(held_pool), args.seed))}
+    pieces, pool = [], prompts["train"]
+    for k, start in enumerate(range(0, args.seqs, args.piece)):
+        modes = answer_modes(start, min(start + args.piece, args.seqs), len(pool))
+        pieces.append(cached(store, f"train-{start:06d}-{len(modes)}", lambda modes=modes, k=k: chat_answers(
+            args, target, tok, [pool[j] for j, _ in modes], [m for _, m in modes], args.seed + 1 + k)))
+        say(f"train: {sum(len(x) for x in pieces)} answers, {sum(x.count() for x in pieces)} written tokens")
+    data["train"] = Sequences.join(pieces)
     return data
+
+
+class DataStore:
+    """A folder of data pieces, each a file of plain tensors and lists (`torch.load` reads it without unpickling
+    code) with the seconds it took to write."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.seconds = 0.0
+
+    def get(self, name: str) -> Sequences | None:
+        path = self.folder / f"{name}.pt"
+        if not path.is_file():
+            return None
+        raw = torch.load(path)
+        self.seconds += raw.pop("seconds")
+        return Sequences(**raw)
+
+    def put(self, name: str, seqs: Sequences, seconds: float) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f"{name}.pt.part"
+        torch.save({**vars(seqs), "seconds": round(seconds, 1)}, tmp)
+        tmp.replace(self.folder / f"{name}.pt")  # a killed run leaves no half-written piece
+        self.seconds += seconds
+
+
+def cached(store: DataStore | None, name: str, make) -> Sequences:
+    """Piece `name` from `store` when it holds it, else made (and kept there)."""
+    if store is not None and (got := store.get(name)) is not None:
+        return got
+    t0 = time.perf_counter()
+    seqs = make()
+    if store is not None:
+        store.put(name, seqs, time.perf_counter() - t0)
+    return seqs
