@@ -166,7 +166,10 @@ def chat_data(args, target, tok, rng: random.Random, store: DataStore | None) ->
     pieces, pool = [], prompts["train"]
     for k, start in enumerate(range(0, args.seqs, args.piece)):
         modes = answer_modes(start, min(start + args.piece, args.seqs), len(pool))
-        pieces.append(cached(store, f"train-{start:06d}-{len(modes)}", lambda modes=modes, k=k: chat_answers(
+        name = f"train-{start:06d}-{len(modes)}"
+        if store is not None:  # a shorter last piece of an earlier, smaller run is superseded by this one
+            store.drop(f"train-{start:06d}-*", keep=name)
+        pieces.append(cached(store, name, lambda modes=modes, k=k: chat_answers(
             args, target, tok, [pool[j] for j, _ in modes], [m for _, m in modes], args.seed + 1 + k)))
         say(f"train: {sum(len(x) for x in pieces)} answers, {sum(x.count() for x in pieces)} written tokens")
     data["train"] = Sequences.join(pieces)
@@ -188,6 +191,12 @@ class DataStore:
         raw = torch.load(path)
         self.seconds += raw.pop("seconds")
         return Sequences(**raw)
+
+    def drop(self, pattern: str, keep: str) -> None:
+        """Remove the pieces matching `pattern` other than `keep`."""
+        for path in self.folder.glob(f"{pattern}.pt"):
+            if path.stem != keep:
+                path.unlink()
 
     def put(self, name: str, seqs: Sequences, seconds: float) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,55 @@
+"""The block recipe's data: which answers are greedy, and the folder of pieces a rerun reuses."""
+
+from __future__ import annotations
+
+import torch
+
+from tevviz.recipes.block_data import DataStore, Sequences, answer_modes, cached
+
+
+def seqs(n: int, start: int = 0) -> Sequences:
+    tokens = [torch.arange(start + i, start + i + 5 + i) for i in range(n)]
+    return Sequences(tokens, [torch.randn(t.numel(), 3).to(torch.bfloat16) for t in tokens], [1] * n)
+
+
+def test_the_first_pass_alternates_greedy_and_sampled_and_later_passes_sample():
+    modes = answer_modes(0, 10, 4)
+    assert [j for j, _ in modes] == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]
+    assert [s for _, s in modes] == [False, True, False, True] + [True] * 6
+    # A piece is the same answers whatever the total: pieces of a longer run extend a shorter one.
+    assert answer_modes(4, 7, 4) == modes[4:7]
+    assert {s for _, s in answer_modes(0, 2, 100)} == {False, True}
+
+
+def test_a_piece_is_written_once_and_reused(tmp_path):
+    store = DataStore(tmp_path / "data")
+    made = []
+
+    def make():
+        made.append(1)
+        return seqs(3)
+
+    first = cached(store, "train-000000-3", make)
+    again = cached(DataStore(tmp_path / "data"), "train-000000-3", make)
+    assert len(made) == 1
+    assert [t.tolist() for t in again.tokens] == [t.tolist() for t in first.tokens]
+    assert all(torch.equal(a, b) for a, b in zip(again.feats, first.feats)) and again.first == first.first
+    assert not list((tmp_path / "data").glob("*.part"))
+    reader = DataStore(tmp_path / "data")
+    reader.get("train-000000-3")
+    assert reader.seconds >= 0 and reader.get("missing") is None
+
+
+def test_pieces_join_in_order():
+    a, b = seqs(2), seqs(3, start=50)
+    joined = Sequences.join([a, b])
+    assert len(joined) == 5 and joined.tokens[2].tolist() == b.tokens[0].tolist()
+    assert joined.count() == a.count() + b.count()
+
+
+def test_a_longer_last_piece_replaces_a_shorter_one(tmp_path):
+    store = DataStore(tmp_path)
+    store.put("train-000032-8", seqs(1), 1.0)
+    store.put("train-000000-32", seqs(1), 1.0)
+    store.drop("train-000032-*", keep="train-000032-16")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train-000000-32.pt"]
