@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import replace
 
 from common import pair_tree, parser, sync, table, tree_decode, write
 
+from tevviz.engine.auto_budget import AutoBudget
 from tevviz.engine.models import ModelPair, ModelSource, with_draft
 from tevviz.engine.pairs import named_pair
 from tevviz.engine.session import encode_prompt
@@ -55,7 +57,7 @@ def main() -> None:
     ap = parser(__doc__)
     ap.add_argument("--sets", default="eval", help="prompt sets: a named pair's splits, or JSONL paths")
     ap.add_argument("--drafters", required=True, help="drafter folders, comma-separated")
-    ap.add_argument("--budgets", default="4,8,16,32")
+    ap.add_argument("--budgets", default="4,8,16,32", help="B values; `auto` adds --budget auto up to the largest")
     ap.add_argument("--depth", type=int, default=6, help="H of an autoregressive drafter's best-first trees")
     ap.add_argument("--temperatures", default="0")
     ap.add_argument("--verifier", default="tev")
@@ -73,7 +75,14 @@ def main() -> None:
     base = source.load()
     pairs = {path.rstrip("/").split("/")[-1]: with_draft(base, path) for path in args.drafters.split(",")}
     sets = prompt_sets(base, args)
-    budgets = [int(b) for b in args.budgets.split(",")]
+    budgets = [b if b == "auto" else int(b) for b in args.budgets.split(",")]
+    limit = max(b for b in budgets if b != "auto")
+
+    def tree(name: str, b):
+        """The drafter's tree at budget b; "auto": --budget auto up to the largest B given."""
+        return replace(pair_tree(pairs[name], limit, args.depth), auto=True) if b == "auto" else \
+            pair_tree(pairs[name], b, args.depth)
+
     temps = [float(t) for t in args.temperatures.split(",")]
     n = args.max_new_tokens
     keys = [(name, b) for name in pairs for b in budgets]
@@ -84,19 +93,21 @@ def main() -> None:
         if assistant is not None:
             generate_seconds(base, first, 8, t, assistant)
         for name, b in keys:
-            tree_decode(pairs[name], first, t, pair_tree(pairs[name], b, args.depth), args.verifier, 8, 0)
+            tree_decode(pairs[name], first, t, tree(name, b), args.verifier, 8, 0)
     rows = []
     for set_name, prompts in sets.items():
         for t in temps:
             gen_s, assisted_s = 0.0, 0.0
             runs = {k: {"s": 0.0, "tokens": 0, "rounds": 0, "tau": [], "len": []} for k in keys}
+            # --budget auto's cost model carries its measurements from one prompt to the next, as in a session.
+            models = {(name, b): AutoBudget(limit, tree(name, b).depth) for name, b in keys if b == "auto"}
             for i, ids in enumerate(prompts):
                 gen_s += generate_seconds(base, ids, n, t)
                 if assistant is not None:
                     assisted_s += generate_seconds(base, ids, n, t, assistant)
                 for name, b in keys:
-                    s, secs = tree_decode(pairs[name], ids, t, pair_tree(pairs[name], b, args.depth),
-                                          args.verifier, n, i)
+                    s, secs = tree_decode(pairs[name], ids, t, tree(name, b), args.verifier, n, i,
+                                          models.get((name, b)))
                     r = runs[name, b]
                     r["s"] += secs
                     r["tokens"] += len(s.generated)

@@ -132,8 +132,12 @@ def test_the_app_steps_a_chat_prompt_through_real_trees():
 
 @pytest.fixture(scope="module")
 def block_folder(tmp_path_factory):
-    """A block drafter in DFlash's layout for SmolLM2, made here (exactness does not depend on its weights): one
-    layer reading three of the target's layers, a 6-token block, started from the target's last layer."""
+    """The shipped SmolLM2 block drafter (trained: its trees are accepted deep, so every path of a round runs);
+    without it, one made here in DFlash's layout (exactness does not depend on the weights): one layer reading three
+    of the target's layers, a 6-token block, started from the target's last layer."""
+    shipped = named_pair("smollm2").drafter_paths().get("tevviz-smollm2-block-draft")
+    if shipped is not None:
+        return shipped
     from tevviz.engine.block_model import (
         BlockDraftModel,
         block_config_dict,
