@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
 import torch
 
 from tevviz.recipes.block_data import DataStore, Sequences, answer_modes, cached
@@ -53,3 +56,28 @@ def test_a_longer_last_piece_replaces_a_shorter_one(tmp_path):
     store.put("train-000000-32", seqs(1), 1.0)
     store.drop("train-000032-*", keep="train-000032-16")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train-000000-32.pt"]
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_the_stdlib_block_recipe_writes_a_drafter_and_reuses_its_data(tmp_path, capsys):
+    """The recipe end to end on the embedded target, tiny: the data folder it writes is read back on a rerun
+    (nothing written again) and the drafter folder loads as a block drafter of that target."""
+    from tevviz.engine.block_model import is_block_drafter, load_block_drafter
+    from tevviz.recipes.block import load_target, main
+
+    args = ["stdlib", "--data", str(tmp_path / "data"), "--seqs", "6", "--eval-seqs", "4", "--files", "4",
+            "--context", "16", "--new-tokens", "12", "--steps", "3", "--eval-every", "2", "--batch", "2",
+            "--anchors", "2", "--layers", "1", "--threads", "1"]
+    assert main(args + ["--out", str(tmp_path / "a")]) == 0
+    pieces = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "data").iterdir()}
+    assert set(pieces) == {"train.pt", "held.pt"}
+    assert main(args + ["--out", str(tmp_path / "b")]) == 0
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "data").iterdir()} == pieces
+    log_a = json.loads((tmp_path / "a" / "training_log.json").read_text())
+    log_b = json.loads((tmp_path / "b" / "training_log.json").read_text())
+    assert log_a["train_tokens"] == log_b["train_tokens"] == 6 * 12 and log_b["data_seconds"] == log_a["data_seconds"]
+    target, _ = load_target("stdlib")
+    assert is_block_drafter(tmp_path / "b")
+    drafter = load_block_drafter(tmp_path / "b", target)
+    assert drafter.block.block_size == 8 and len(drafter.layers) == 1
+    assert "data: reusing" not in capsys.readouterr().out  # the old single-file message is gone
