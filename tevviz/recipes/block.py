@@ -28,10 +28,10 @@ from .block_data import DataStore, Sequences, chat_data, rarest_id, say, stdlib_
 RECIPES = {
     "stdlib": {"out": "assets/models/tevviz-stdlib-block-draft", "defaults": {}},
     "smollm2": {"out": "assets/models/tevviz-smollm2-block-draft",
-                "defaults": {"seqs": 768, "eval_seqs": 48, "new_tokens": 64, "block_size": 6, "layers": 1,
-                             "intermediate": 1536, "batch": 8, "anchors": 4, "lr": 6e-4, "steps": 700,
-                             "warmup": 100, "gen_batch": 64, "eval_every": 100, "save_dtype": "bfloat16",
-                             "init_from_target": True}},
+                "defaults": {"seqs": 2560, "eval_seqs": 96, "new_tokens": 64, "block_size": 5, "layers": 2,
+                             "intermediate": 1536, "batch": 8, "anchors": 8, "lr": 6e-4, "steps": 4000,
+                             "warmup": 150, "gamma": 2.5, "gen_batch": 64, "eval_every": 500,
+                             "save_dtype": "bfloat16", "init_from_target": True}},
 }
 
 
