@@ -122,6 +122,18 @@ def test_eval_reports_tau_and_the_expected_length_per_temperature(tmp_path, caps
     assert [(b.budget, b.depth, b.draft_temperature) for b in builders] == [(4, 2, 0.5)]
 
 
+def test_eval_builds_a_block_drafters_trees_with_ddtree(tmp_path, capsys):
+    """`tevviz eval --draft BLOCK` evaluates DDTree trees as deep as the block (best-first cannot use its rows)."""
+    from tevviz.engine.pairs import named_pair
+
+    block = named_pair("stdlib").drafter_paths()["tevviz-stdlib-block-draft"]
+    argv = ["eval", "--prompts", str(prompt_file(tmp_path, "eval")), "--draft", str(block), "--budget", "4",
+            "--depth", "12", "--max-new-tokens", "4", "--temperatures", "0", "--device", "cpu", "--threads", "1"]
+    (greedy,) = run_json([*argv, "--json"], capsys)
+    assert greedy["prompts"] == 2 and 1 <= greedy["tau"] <= 5
+    assert 1 <= len(greedy["acceptance_by_depth"]) <= 7  # the block's 7 depths, not --depth 12
+
+
 # --- train: the optimiser's options ----------------------------------------------------------------------------------
 
 

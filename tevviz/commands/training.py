@@ -118,9 +118,13 @@ def cmd_train(args) -> int:
 def cmd_eval(args) -> int:
     from ..engine.builders import BuilderConfig
     from ..engine.evaluation import evaluate
+    from ..engine.models import drafter_defaults
 
     temps = numbers(args.temperatures, "--temperatures")
-    builder = BuilderConfig(budget=args.budget, depth=args.depth, children=args.children, width=args.width,
+    # A block drafter's trees are DDTree's, as deep as its block allows (as in decode and train).
+    own_kind, own_depth = drafter_defaults(source_from_args(args).resolved()[1])
+    depth = min(args.depth, own_depth) if own_kind == "ddtree" and own_depth else args.depth
+    builder = BuilderConfig(kind=own_kind, budget=args.budget, depth=depth, children=args.children, width=args.width,
                             draft_temperature=args.draft_temperature)
     rows = prompt_rows(args)
     set_threads(args.threads)
