@@ -18,6 +18,15 @@ def source_from_args(args):
                        compile_draft=getattr(args, "compile_draft", False))
 
 
+def drafter_tree(args, depth: int) -> tuple[str, int]:
+    """The builder the chosen drafter's trees take (DDTree for a block drafter, best-first otherwise) and `depth`,
+    capped at the block's depths for a block drafter. Read from the draft folder's config, before anything loads."""
+    from .engine.models import drafter_defaults
+
+    kind, own_depth = drafter_defaults(source_from_args(args).resolved()[1])
+    return kind, min(depth, own_depth) if kind == "ddtree" and own_depth else depth
+
+
 def decode_config_from_args(args):
     """A DecodeConfig from the sampling and tree flags (raises TevvizError on bad values)."""
     from .engine import BuilderConfig, DecodeConfig, SamplingConfig

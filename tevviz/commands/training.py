@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..engine.errors import TevvizError
-from ..options import source_from_args
+from ..options import drafter_tree, source_from_args
 from .common import Interrupt, UntilStopped, numbers, prompt_ids, prompt_rows, set_threads
 
 TEXT_SUFFIXES = (".txt", ".md", ".py", ".rst")
@@ -47,7 +47,6 @@ def cmd_train(args) -> int:
     from ..engine.builders import BuilderConfig
     from ..engine.distillation import DistillConfig, warm_start
     from ..engine.exittrain import TrainConfig, contexts_from_streams, mixed_temperatures
-    from ..engine.models import drafter_defaults
     from ..engine.streams import collect_mixed_streams
     from ..files import atomic_folder, check_folder_writable
 
@@ -55,8 +54,7 @@ def cmd_train(args) -> int:
     dcfg = DistillConfig(steps=args.distill_steps, lr=dd.lr if args.distill_lr is None else args.distill_lr,
                          window=args.distill_window or dd.window, seed=args.seed, top_k=args.distill_top_k)
     # A block drafter trains on the trees it decodes with: DDTree's, as deep as its block allows.
-    own_kind, own_depth = drafter_defaults(source_from_args(args).resolved()[1])
-    depth = min(args.depth, own_depth) if own_kind == "ddtree" and own_depth else args.depth
+    own_kind, depth = drafter_tree(args, args.depth)
     if own_kind == "ddtree" and dcfg.steps:
         raise TevvizError("--distill-steps warms up autoregressive drafters; a block drafter's warm start is its own "
                           "recipe (tevviz pair train-drafter NAME --kind block)")
@@ -118,12 +116,9 @@ def cmd_train(args) -> int:
 def cmd_eval(args) -> int:
     from ..engine.builders import BuilderConfig
     from ..engine.evaluation import evaluate
-    from ..engine.models import drafter_defaults
 
     temps = numbers(args.temperatures, "--temperatures")
-    # A block drafter's trees are DDTree's, as deep as its block allows (as in decode and train).
-    own_kind, own_depth = drafter_defaults(source_from_args(args).resolved()[1])
-    depth = min(args.depth, own_depth) if own_kind == "ddtree" and own_depth else args.depth
+    own_kind, depth = drafter_tree(args, args.depth)  # as in decode and train
     builder = BuilderConfig(kind=own_kind, budget=args.budget, depth=depth, children=args.children, width=args.width,
                             draft_temperature=args.draft_temperature)
     rows = prompt_rows(args)

