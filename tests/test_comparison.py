@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from conftest import tiny_pair
@@ -103,3 +105,19 @@ def test_per_draw_reference_is_kept(round_on_tiny_pair):
     c = cmp.compare_verifiers(pair, prefix, record, SamplingConfig(temperature=1.0), 300, 0,
                               names=("predraw-loop", "residual"), batched=False)
     assert c.draws == 300 and all(x.p > 1e-4 for x in c.laws)
+
+
+def test_batched_residual_walks_down_to_a_leaf_that_carries_real_mass():
+    """A chain whose leaf holds about 5% of the exit law: a walk that stops one level short never reaches it.
+
+    (The hand-made tree's deepest node carries about 1e-4, too little for its loss to show in 20,000 draws.)"""
+    tree = from_parents([0, 3, 5, 1], [-1, 0, 1, 2], [0.0] * 4)
+    logits = torch.zeros(4, 8)
+    for v, token in enumerate([3, 5, 1]):
+        logits[v, token] = math.log(0.37 * 7 / 0.63)  # p_v(x_child) = 0.37, the rest spread evenly
+    w = exit_law(tree, processed_probs(logits, SamplingConfig(temperature=1.0))).w.tolist()
+    assert w[3] == pytest.approx(0.37 ** 3, rel=1e-4) and w[3] > 0.04
+    draw = cmp.BATCHED["residual"](tree, logits, SamplingConfig(temperature=1.0), ancestor_mask(tree))
+    counts = torch.bincount(draw(20_000, torch.Generator().manual_seed(3)), minlength=4).tolist()
+    _, df, p = cmp.chi_square_p(counts, w)
+    assert counts[3] > 0 and df == 3 and p > 1e-3, f"counts {counts} against w {[round(x, 4) for x in w]}"
