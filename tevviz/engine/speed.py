@@ -1,0 +1,111 @@
+"""The speed-up explained: a run's time per generated token by stage against plain decoding's time per token, and
+the tau a round of this cost must beat to pay (its break-even).
+
+No torch: the numbers come from the rounds' recorded stage times (RoundRecord.stage_ms) and a baseline timing.
+
+speed-up = baseline ms per token / ms per token = (tokens per round) / (round ms / baseline ms per token): a round
+pays when it commits more tokens than the number of plain target steps its time would have bought.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .records import STAGES, RoundRecord
+
+STAGE_NAMES = {"draft": "the draft", "target": "the target pass", "verify": "the verifier", "other": "the rest"}
+
+
+@dataclass(frozen=True)
+class SpeedBreakdown:
+    """Where a run's time per generated token goes, against plain decoding's (all times in ms)."""
+
+    rounds: int
+    tokens: int  # tokens the rounds committed
+    stage_ms_per_token: dict[str, float]  # each stage's recorded time over the rounds / tokens
+    measured_ms_per_token: float | None  # wall time around whole rounds / tokens, where measured
+    baseline_ms_per_token: float | None  # plain autoregressive decoding of the target
+
+    @property
+    def recorded_ms_per_token(self) -> float:
+        """The stages' times per token added up."""
+        return sum(self.stage_ms_per_token.values())
+
+    @property
+    def ms_per_token(self) -> float:
+        """Time per token: measured where it was, else the stages' sum."""
+        return self.recorded_ms_per_token if self.measured_ms_per_token is None else self.measured_ms_per_token
+
+    @property
+    def unrecorded_ms_per_token(self) -> float | None:
+        """Measured time outside the recorded stages (a round's bookkeeping around them), per token."""
+        return None if self.measured_ms_per_token is None else self.measured_ms_per_token - self.recorded_ms_per_token
+
+    @property
+    def tokens_per_round(self) -> float | None:
+        return self.tokens / self.rounds if self.rounds else None
+
+    @property
+    def round_ms(self) -> float | None:
+        """A round's mean time."""
+        return self.ms_per_token * self.tokens / self.rounds if self.rounds else None
+
+    @property
+    def break_even(self) -> float | None:
+        """The tokens a round must commit to pay: its time in baseline token times (round ms / baseline ms per
+        token)."""
+        if self.round_ms is None or not self.baseline_ms_per_token:
+            return None
+        return self.round_ms / self.baseline_ms_per_token
+
+    @property
+    def speedup(self) -> float | None:
+        """Baseline time per token / this run's."""
+        if not self.baseline_ms_per_token or not self.tokens or self.ms_per_token <= 0:
+            return None
+        return self.baseline_ms_per_token / self.ms_per_token
+
+    def relative(self) -> dict[str, float] | None:
+        """Each stage's time per token in baseline token times (they add up to 1 / speed-up with the unrecorded
+        rest)."""
+        if not self.baseline_ms_per_token:
+            return None
+        return {k: v / self.baseline_ms_per_token for k, v in self.stage_ms_per_token.items()}
+
+    @property
+    def sentence(self) -> str:
+        """Why the run is faster or slower than plain decoding, in one sentence."""
+        if not self.rounds or not self.tokens:
+            return "No rounds with recorded times yet."
+        stages = self.stage_ms_per_token
+        top = max(stages, key=stages.get)
+        share = stages[top] / self.recorded_ms_per_token if self.recorded_ms_per_token > 0 else 0.0
+        where = f"{STAGE_NAMES[top]} takes {share:.0%} of its time"
+        if self.break_even is None:
+            return (f"Each round takes {self.round_ms:.1f} ms and committed {self.tokens_per_round:.2f} tokens "
+                    f"({self.ms_per_token:.1f} ms a token; {where}); time the baseline to see the tau it must beat.")
+        verdict = "faster" if self.speedup >= 1 else "slower"
+        return (f"Each round costs {self.break_even:.1f} target-token times and committed {self.tokens_per_round:.2f} "
+                f"tokens: {self.speedup:.2f}x, {verdict} than plain decoding (to pay, a round must commit more than "
+                f"{self.break_even:.1f}; {where}).")
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), **{k: getattr(self, k) for k in (
+            "recorded_ms_per_token", "ms_per_token", "unrecorded_ms_per_token", "tokens_per_round", "round_ms",
+            "break_even", "speedup", "sentence")}, "relative": self.relative()}
+
+
+def ms_per_token(seconds: float, tokens: int) -> float | None:
+    """Milliseconds per token of a timing (a baseline's, or a run's), None without tokens."""
+    return seconds * 1e3 / tokens if tokens > 0 else None
+
+
+def speed_breakdown(rounds: list[RoundRecord], baseline_ms_per_token: float | None = None,
+                    seconds: float | None = None) -> SpeedBreakdown:
+    """The breakdown of `rounds`; `seconds` is the wall time measured around these same rounds (the app's session
+    seconds), `baseline_ms_per_token` plain decoding's (ms_per_token of a baseline timing)."""
+    tokens = sum(r.tokens_committed for r in rounds)
+    totals = {s: sum(r.stage_ms.get(s, 0.0) for r in rounds) for s in STAGES}
+    per_token = {s: (v / tokens if tokens else 0.0) for s, v in totals.items()}
+    measured = None if seconds is None else ms_per_token(seconds, tokens)
+    return SpeedBreakdown(len(rounds), tokens, per_token, measured, baseline_ms_per_token)
