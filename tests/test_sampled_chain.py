@@ -6,6 +6,8 @@ against these faults, planted one at a time: temperature applied twice when the 
 the draws and to the law the chain carries, and to the draws alone (the builder's law test at T = 0.7); and
 temperature applied twice to the target's law in the speculative verifier (its unit law test at T = 0.7). A
 drafted round without its acceptances, as the export test once assumed of every round, fails that test.
+Top-p dropped from the target's law alone in the speculative verifier commits tokens outside the nucleus, and
+top-k dropped likewise tokens outside the top k (the top-p / top-k law test).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import math
 import pytest
 import torch
 from conftest import tiny_pair
+from test_laws import hand_probs
 
 from tevviz.engine import BuilderConfig, SamplingConfig, TevvizError
 from tevviz.engine.auto_budget import WARMUP_FRACTIONS, AutoBudget
@@ -132,16 +135,24 @@ def processed(P: torch.Tensor, T: float) -> torch.Tensor:
     return x / x.sum(-1, keepdim=True)
 
 
-def two_token_law(verifier, draws: int, seed: int, T: float = 1.0
+def by_hand(P: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
+    """The processed law of logits log P under `cfg` (temperature, top-k, top-p), row by row, by test_laws' oracle."""
+    rows = P.clamp(min=1e-300).log().float().reshape(-1, P.shape[-1])
+    rows[P.reshape(-1, P.shape[-1]) == 0] = float("-inf")
+    return torch.tensor([hand_probs(r, cfg) for r in rows.tolist()], dtype=torch.float64).reshape(P.shape)
+
+
+def two_token_law(verifier, draws: int, seed: int, T: float = 1.0, cfg: SamplingConfig | None = None
                   ) -> tuple[dict[tuple[int, int], int], float, float]:
     """Counts of the first two committed tokens (the second from p1 where the block has one), the mean block
-    length, and the mean expected length 1 + sum of reach from the verifier's acceptances, at temperature T."""
+    length, and the mean expected length 1 + sum of reach from the verifier's acceptances, at temperature T (or
+    under `cfg`, top-k and top-p included)."""
     g = torch.Generator().manual_seed(seed)
     counts: dict[tuple[int, int], int] = {}
     full_bonus = [0] * V  # the bonus of chains taken in full: drawn from p2
     total_len, total_expected = 0, 0.0
-    cfg = SamplingConfig(temperature=T)
-    p1 = processed(P1, T)
+    cfg = cfg or SamplingConfig(temperature=T)
+    p1 = by_hand(P1, cfg)
     for _ in range(draws):
         x1 = int(torch.multinomial(Q0, 1, generator=g))
         x2 = int(torch.multinomial(Q1[x1], 1, generator=g))
@@ -190,6 +201,36 @@ def test_speculative_commits_the_targets_law_and_accepts_with_min_1_p_over_q(T):
                 got = VERIFIERS["speculative"](tree, logits, SamplingConfig(T), torch.Generator()).accept
                 want = [1.0, float(a1[x1]), min(1.0, float(p1[x1, x2] / Q1[x1, x2]))]
                 assert got.tolist() == pytest.approx(want, abs=1e-5), (x1, x2)
+
+
+# Top-p and top-k on the target's law: at top-p 0.7, p0's nucleus is tokens 0 and 1 (token 2 lies outside it, though
+# q0 draws it); at top-k 2 with T = 0.8 every row keeps two tokens; both together at T = 1.2.
+NUCLEUS_SETTINGS = {"t1-topp0.7": SamplingConfig(temperature=1.0, top_p=0.7),
+                    "t0.8-top2": SamplingConfig(temperature=0.8, top_k=2),
+                    "t1.2-top3-topp0.8": SamplingConfig(temperature=1.2, top_k=3, top_p=0.8)}
+
+
+@pytest.mark.parametrize("setting", list(NUCLEUS_SETTINGS))
+def test_speculative_commits_the_targets_law_after_top_p_and_top_k(setting):
+    """With top-p or top-k the committed tokens follow the target's processed law (nucleus and top-k applied):
+    no token outside it is ever committed, the first two follow p0 then p1 (chi-square), and the mean block length
+    is 1 + the expected reach of min(1, p / q) with that p. Dropping top-p or top-k from the target's law alone in
+    the verifier commits tokens outside it."""
+    cfg = NUCLEUS_SETTINGS[setting]
+    counts, mean_len, _ = two_token_law(VERIFIERS["speculative"], 6000, seed=8, cfg=cfg)
+    p0, p1 = by_hand(P0, cfg), by_hand(P1, cfg)
+    law = {(a, b): float(p0[a] * p1[a, b]) for a in range(V) for b in range(V) if p0[a] * p1[a, b] > 0}
+    outside = {k: n for k, n in counts.items() if k not in law}
+    assert not outside, f"committed outside the processed law: {outside}"
+    cells = sorted(law)
+    _, df, p_value = chi_square_p([counts.get(c, 0) for c in cells], [law[c] for c in cells])
+    assert df >= 2 and p_value > 1e-3, f"chi-square p {p_value:.2e} over {len(cells)} cells"
+    a1 = torch.minimum(p0 / Q0, torch.ones(V, dtype=torch.float64))
+    exact = 1.0
+    for x1 in range(V):
+        a2 = torch.minimum(p1[x1] / Q1[x1].clamp(min=1e-300), torch.ones(V, dtype=torch.float64))
+        exact += float(Q0[x1] * a1[x1] * (1 + (Q1[x1] * a2).sum()))
+    assert mean_len == pytest.approx(exact, abs=0.035)
 
 
 def test_tev_on_a_sampled_chain_is_exact_but_accepts_less():
