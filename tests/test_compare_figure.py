@@ -1,0 +1,149 @@
+"""Two rounds' trees in one shared layout (render/compare_figure.py), on hand-made rounds."""
+
+from __future__ import annotations
+
+import random
+
+import networkx as nx
+import plotly.graph_objects as go
+import pytest
+
+from tevviz.engine.records import RoundRecord, tree_depths
+from tevviz.engine.run_compare import A_ONLY, B_ONLY, BOTH
+from tevviz.render.compare_figure import pair_figures, shared_layout, side_figure_dicts, union_figure_dict
+from tevviz.render.layout import edges_cross
+
+
+def rec(tokens: list[int], parents: list[int], exit_node: int, bonus: int, w: list[float] | None = None,
+        scores: list[float] | None = None) -> RoundRecord:
+    n = len(tokens)
+    r = RoundRecord.unscored(0, "tev", tokens, parents, tree_depths(parents), texts=[f"t{t}" for t in tokens],
+                             exit_node=exit_node, bonus_token=bonus, scores=scores)
+    w = w or [1.0 / n] * n
+    return RoundRecord(**{**r.__dict__, "bonus_text": f"t{bonus}", "w": w, "P": [1.0] * n, "p_edge": [1.0] * n,
+                          "rho": [0.5] * n, "C_p": float(n - 1)})
+
+
+# A: root -> 5 -> 7, root -> 6; exit 7, bonus 9. B: root -> 5 -> 8, root -> 5 -> 7; exit at the root, bonus 6 (which
+# A drafted).
+A = rec([1, 5, 6, 7], [-1, 0, 0, 1], exit_node=3, bonus=9, w=[0.0, 0.1, 0.2, 0.7])
+B = rec([1, 5, 8, 7], [-1, 0, 1, 1], exit_node=0, bonus=6, w=[0.0, 0.5, 0.1, 0.4])
+
+
+def positions(fig: dict) -> dict[int, tuple[float, float]]:
+    """Union node id -> (x, y) over every node trace of a figure (the bonus traces' None ends left out)."""
+    out = {}
+    for trace in fig["data"]:
+        for v, x, y in zip(trace.get("customdata") or [], trace["x"], trace["y"]):
+            if v is not None:
+                assert out.setdefault(v, (x, y)) == (x, y)
+        if "customdata" in trace and trace.get("mode", "").startswith("markers"):
+            assert len(trace["customdata"]) == len(trace["x"])
+    return out
+
+
+def trace(fig: dict, name: str) -> dict:
+    (t,) = [x for x in fig["data"] if x["name"] == name]
+    return t
+
+
+def test_union_tree_and_bonus_nodes():
+    t = shared_layout(A, B)
+    paths = {n.path: n.side for n in t.nodes}
+    assert paths == {(): BOTH, (5,): BOTH, (6,): A_ONLY, (5, 7): BOTH, (5, 8): B_ONLY}
+    # A's bonus 5 -> 7 -> 9 is drafted by neither: a node of its own; B's bonus 6 is A's drafted node (6,).
+    by_path = {n.path: n.id for n in t.nodes}
+    assert t.size == 6 and t.bonus == (5, by_path[(6,)]) and t.parents[5] == by_path[(5, 7)]
+    assert set(t.pos) == set(range(t.size)) and t.side_of(5) is None
+
+
+def test_union_figure_marks_each_node_by_side():
+    fig = union_figure_dict(A, B, names=("tev", "predraw"))
+    ids = {side: trace(fig, name)["customdata"] for side, name in
+           ((BOTH, "both"), (A_ONLY, "tev only"), (B_ONLY, "predraw only"))}
+    t = shared_layout(A, B)
+    assert {side: sorted(v) for side, v in ids.items()} == {
+        side: sorted(n.id for n in t.nodes if n.side == side) for side in (BOTH, A_ONLY, B_ONLY)}
+    assert trace(fig, "tev only")["marker"]["symbol"] != trace(fig, "predraw only")["marker"]["symbol"]
+    assert trace(fig, "tev only")["marker"]["color"] != trace(fig, "predraw only")["marker"]["color"]
+    both = trace(fig, "both")
+    hover = both["hovertext"][both["customdata"].index(t.nodes[3].id)]  # (5, 7): in both, A's exit
+    assert "in both trees" in hover and "tev #3 (accepted)" in hover and "predraw #3:" in hover
+    assert "tev #1 (accepted)" in both["hovertext"][both["customdata"].index(1)]
+    assert "predraw #1:" in both["hovertext"][both["customdata"].index(1)]  # B exited at its root
+    assert "w 0.7" in hover and "w 0.4" in hover
+    for name in ("tev's accepted path", "predraw's accepted path", "tev's exit", "predraw's exit", "tev's bonus"):
+        trace(fig, name)
+    go.Figure(fig)  # plotly's validators accept the dict as written
+
+
+def test_side_figures_share_every_position_with_the_union_figure():
+    fa, fb = side_figure_dicts(A, B, metric="w")
+    union = positions(union_figure_dict(A, B))
+    pa, pb = positions(fa), positions(fb)
+    assert pa == {v: union[v] for v in pa} and pb == {v: union[v] for v in pb}
+    # Every drafted node is in both figures (drawn or ringed), and A's bonus, drafted by neither, in A's.
+    assert set(pa) == set(range(6)) and set(pb) == set(range(5))
+    assert fa["layout"]["xaxis"]["range"] == fb["layout"]["xaxis"]["range"]
+    assert fa["layout"]["height"] == fb["layout"]["height"]
+    go.Figure(fa), go.Figure(fb)
+
+
+def test_side_figure_colours_by_one_scale_and_rings_the_other_sides_nodes():
+    fa, fb = side_figure_dicts(A, B, names=("A", "B"), metric="w")
+    for fig in (fa, fb):
+        marker = trace(fig, "in both")["marker"]
+        assert (marker["cmin"], marker["cmax"]) == (0.0, 0.7)  # over both trees' w
+    t = shared_layout(A, B)
+    absent = trace(fa, "only in B (not drafted here)")
+    assert absent["customdata"] == [n.id for n in t.nodes if n.side == B_ONLY]
+    assert absent["marker"]["symbol"] == "circle-open"
+    own = trace(fb, "B only")
+    assert own["marker"]["color"] == [0.1] and own["customdata"] == [n.id for n in t.nodes if n.side == B_ONLY]
+    # Each figure draws its own accepted path and exit.
+    exit_b = next(n.id for n in t.nodes if n.node_b == B.exit_node)
+    assert (trace(fb, "exit")["x"][0], trace(fb, "exit")["y"][0]) == t.pos[exit_b]
+
+
+def test_side_figures_without_metric_colour_by_side_and_bad_metric_raises():
+    fa, _ = side_figure_dicts(A, B)
+    assert trace(fa, "A only")["marker"]["color"] == "#1f77b4"
+    with pytest.raises(ValueError, match="unknown metric"):
+        side_figure_dicts(A, B, metric="nope")
+
+
+def random_tree(rng: random.Random, n: int, vocab: int) -> RoundRecord:
+    """A random tree whose siblings have distinct tokens (so token paths are unique)."""
+    parents, tokens, used = [-1], [0], {0: set()}
+    while len(parents) < n:
+        p = rng.randrange(len(parents))
+        free = [t for t in range(1, vocab) if t not in used[p]]
+        if not free:
+            continue
+        tok = rng.choice(free)
+        used[p].add(tok)
+        used[len(parents)] = set()
+        parents.append(p)
+        tokens.append(tok)
+    scores = [0.0] + [-rng.random() * 5 for _ in range(n - 1)]
+    exit_node = rng.randrange(n)
+    return rec(tokens, parents, exit_node, vocab + 1, scores=scores)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_union_layout_of_random_trees_has_no_crossing_edges(seed):
+    rng = random.Random(seed)
+    a, b = random_tree(rng, 65, 4), random_tree(rng, 65, 4)
+    t = shared_layout(a, b)
+    G = nx.DiGraph([(p, v) for v, p in enumerate(t.parents) if p >= 0])
+    assert not edges_cross(G, t.pos)
+    assert len({t.pos[v] for v in range(t.size)}) == t.size  # no two nodes on one spot
+    fa, fb = side_figure_dicts(a, b, metric="P")
+    assert positions(fa).items() <= t.pos.items() and positions(fb).items() <= t.pos.items()
+
+
+def test_pair_figures_for_the_app():
+    before, after = pair_figures(A, B, names=("original", "trained"), titles=("before", "after"))
+    assert isinstance(before, go.Figure) and before.layout.width is None and before.layout.autosize
+    assert before.layout.title.text == "before"
+    assert [d.name for d in after.data if d.name.startswith("only in")] == ["only in original (not drafted here)"]

@@ -1,0 +1,314 @@
+"""Two rounds' trees in one shared layout: the union tree by token path (engine/run_compare.match_nodes) laid out
+once, drawn as one union figure (nodes marked both / A only / B only) or as two side-by-side figures whose nodes sit
+at identical positions (each side coloured by a metric, the other side's nodes left as open grey rings).
+
+Every node trace carries the union node ids as `customdata`, the same in every figure of a pair, so a page can link
+hover and selection across them (render/compare_report.py does).
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+import plotly.colors
+
+from tevviz.engine.records import RoundRecord
+from tevviz.engine.run_compare import A_ONLY, B_ONLY, BOTH, MatchedNode, match_nodes
+from tevviz.render.graph import METRICS, node_metric
+from tevviz.render.layout import Point, tidy_layout
+
+SIDE_COLOURS = {BOTH: "#555555", A_ONLY: "#1f77b4", B_ONLY: "#ff7f0e"}
+SIDE_SYMBOLS = {BOTH: "circle", A_ONLY: "triangle-up", B_ONLY: "square"}
+ABSENT_COLOUR = "#c8c8c8"
+PATH_COLOUR = "crimson"
+LABELLED_NODES = 64  # above this many nodes token labels would overlap; hover still shows them
+WIDTH, ROW_HEIGHT, MAX_HEIGHT = 900, 70, 6000
+LEGEND = {"orientation": "h", "yanchor": "top", "y": -0.02, "x": 0.0}
+
+
+@dataclass(frozen=True)
+class SharedTree:
+    """The union of two rounds' trees, with each side's bonus token as a node, and one position per node."""
+
+    a: RoundRecord
+    b: RoundRecord
+    nodes: list[MatchedNode]  # drafted nodes of either tree (ids 0..len - 1)
+    bonus: tuple[int | None, int | None]  # the union id of A's and B's bonus token (None where unknown)
+    size: int  # nodes plus the bonus tokens neither tree drafted
+    parents: list[int]  # per union id, bonus nodes included
+    pos: dict[int, Point]
+
+    def side_of(self, v: int) -> str | None:
+        """"both", "A only", "B only" for a drafted node; None for a bonus token neither tree drafted."""
+        return self.nodes[v].side if v < len(self.nodes) else None
+
+    def own(self, side: int, v: int) -> int | None:
+        """Node v's id in tree `side` (0: A, 1: B), None where that tree lacks it."""
+        if v >= len(self.nodes):
+            return None
+        return self.nodes[v].node_b if side else self.nodes[v].node_a
+
+
+def shared_layout(a: RoundRecord, b: RoundRecord) -> SharedTree:
+    """Lay out the union of two rounds' trees once (render/layout.py's tidy layout; siblings by the higher of the two
+    path scores, bonus tokens last)."""
+    nodes = match_nodes(a, b)
+    parents = [n.parent for n in nodes]
+    by_path = {n.path: n.id for n in nodes}
+    G = nx.DiGraph()
+    for n in nodes:
+        scores = [r.scores[v] for r, v in ((a, n.node_a), (b, n.node_b)) if v is not None]
+        G.add_node(n.id, score=max(scores) if n.id else None)
+        if n.parent >= 0:
+            G.add_edge(n.parent, n.id)
+    bonus: list[int | None] = []
+    for r in (a, b):
+        if r.bonus_token < 0:
+            bonus.append(None)
+            continue
+        path = (*r.token_path(r.exit_node), r.bonus_token)
+        if path not in by_path:
+            by_path[path] = len(parents)
+            parents.append(by_path[path[:-1]])
+            G.add_node(by_path[path], score=None)  # unscored: after the drafted siblings
+            G.add_edge(parents[-1], by_path[path])
+        bonus.append(by_path[path])
+    return SharedTree(a, b, nodes, (bonus[0], bonus[1]), len(parents), parents, tidy_layout(G))
+
+
+# --- figures --------------------------------------------------------------------------------------------------------
+
+
+def union_figure_dict(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A", "B"), title: str | None = None,
+                      tree: SharedTree | None = None) -> dict[str, Any]:
+    """One figure of both trees: nodes marked both / A only / B only (colour and symbol), both accepted paths, exits
+    and bonus tokens; hover gives each side's numbers."""
+    t = tree or shared_layout(a, b)
+    na, nb = names
+    label = {BOTH: "both", A_ONLY: f"{na} only", B_ONLY: f"{nb} only"}
+    traces = [_edges(t, range(1, t.size), "edges", {"color": "#b0b0b0", "width": 1})]
+    for side, (r, colour, width, dash) in enumerate(((a, SIDE_COLOURS[A_ONLY], 6, "solid"),
+                                                     (b, SIDE_COLOURS[B_ONLY], 3, "dash"))):
+        path = [_union_id(t, side, v) for v in r.accepted]
+        traces.append(_line([t.pos[v] for v in path], f"{names[side]}'s accepted path", colour, width, dash))
+    labelled = t.size <= LABELLED_NODES
+    for side in (BOTH, A_ONLY, B_ONLY):
+        ids = [n.id for n in t.nodes if n.side == side]
+        marker = {"size": 12 if labelled else 8, "color": SIDE_COLOURS[side], "symbol": SIDE_SYMBOLS[side],
+                  "line": {"color": "#303030", "width": 0.5}}
+        traces.append(_markers(t, ids, label[side], marker, names, labelled))
+    for side, r in enumerate((a, b)):
+        colour = SIDE_COLOURS[A_ONLY if side == 0 else B_ONLY]
+        traces.append(_bonus(t, side, f"{names[side]}'s bonus", colour, labelled))
+        traces.append(_ring(t.pos[_union_id(t, side, r.exit_node)], f"{names[side]}'s exit", 24 - 6 * side, colour))
+    return {"data": [x for x in traces if x is not None], "layout": _layout(t, title)}
+
+
+def side_figure_dicts(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A", "B"), metric: str | None = None,
+                      titles: Sequence[str | None] = (None, None),
+                      tree: SharedTree | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two figures at identical node positions, one per tree: its nodes coloured by `metric` on one colour scale for
+    both (by side without a metric), its accepted path, exit and bonus; the other tree's nodes as open grey rings."""
+    t = tree or shared_layout(a, b)
+    if metric is not None and metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
+    values = _values(t, metric) if metric is not None else None
+    seen = [x for side in values for x in side if x is not None] if values is not None else []
+    scale = (min(seen, default=0.0), max(seen, default=1.0))
+    return tuple(_side(t, side, names, values, metric, scale, titles[side]) for side in (0, 1))
+
+
+def _side(t: SharedTree, side: int, names: Sequence[str], values, metric: str | None, scale: tuple[float, float],
+          title: str | None) -> dict[str, Any]:
+    r = (t.a, t.b)[side]
+    mine, theirs = (A_ONLY, B_ONLY) if side == 0 else (B_ONLY, A_ONLY)
+    here = [n.id for n in t.nodes if n.side in (BOTH, mine)]
+    absent = [n.id for n in t.nodes if n.side == theirs]
+    labelled = t.size <= LABELLED_NODES
+    size = 12 if labelled else 8
+    traces = [
+        _edges(t, [v for v in here if v], "edges", {"color": "#b0b0b0", "width": 1}),
+        _edges(t, absent, f"edges only in {names[1 - side]}", {"color": ABSENT_COLOUR, "width": 1, "dash": "dot"}),
+        _line([t.pos[_union_id(t, side, v)] for v in r.accepted], "accepted path", PATH_COLOUR, 5, "solid", 0.6),
+    ]
+    label = {BOTH: "in both", mine: f"{names[side]} only"}
+    unvalued = []
+    for kind in (BOTH, mine):
+        ids = [v for v in here if t.nodes[v].side == kind]
+        marker: dict[str, Any] = {"size": size, "symbol": SIDE_SYMBOLS[kind], "line": {"color": "#303030", "width": 0.5}}
+        if values is None:
+            marker["color"] = SIDE_COLOURS[kind]
+        else:
+            unvalued += [v for v in ids if values[side][v] is None]
+            ids = [v for v in ids if values[side][v] is not None]
+            # One scale (cmin, cmax) for both figures of the pair, so a colour means the same value in each.
+            marker.update(color=[values[side][v] for v in ids], colorscale=_colorscale(METRICS[metric].colorscale),
+                          cmin=scale[0], cmax=scale[1], showscale=kind == BOTH,
+                          colorbar={"title": {"text": METRICS[metric].label, "side": "right"}})
+        traces.append(_markers(t, ids, label[kind], marker, names, labelled))
+    if unvalued:  # an imported tree without target scores
+        traces.append(_markers(t, unvalued, "no value", {"size": size, "color": ABSENT_COLOUR,
+                                                          "line": {"color": "#303030", "width": 0.5}}, names, labelled))
+    traces.append(_markers(t, absent, f"only in {names[1 - side]} (not drafted here)",
+                           {"size": size, "symbol": "circle-open", "color": ABSENT_COLOUR, "line": {"width": 1.5}},
+                           names, labelled, textcolour=ABSENT_COLOUR))
+    traces.append(_bonus(t, side, "bonus", PATH_COLOUR, labelled))
+    traces.append(_ring(t.pos[_union_id(t, side, r.exit_node)], "exit", 24, PATH_COLOUR))
+    return {"data": [x for x in traces if x is not None], "layout": _layout(t, title)}
+
+
+def pair_figures(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A", "B"), metric: str | None = "w",
+                 titles: Sequence[str | None] = (None, None)) -> tuple:
+    """`side_figure_dicts` as two plotly Figures (what gr.Plot shows), half-width: the app's before/after pair."""
+    import plotly.graph_objects as go
+
+    figs = side_figure_dicts(a, b, names, metric, titles)
+    out = []
+    for f in figs:
+        layout = {**f["layout"], "autosize": True}
+        layout.pop("width")
+        # The dicts are written in plotly's own form (as tree_figure_dict's), so validation is skipped.
+        out.append(go.Figure({"data": f["data"], "layout": layout}, _validate=False))
+    return out[0], out[1]
+
+
+# --- pieces ---------------------------------------------------------------------------------------------------------
+
+
+def _union_id(t: SharedTree, side: int, v: int) -> int:
+    """The union id of node v of tree `side`."""
+    r = (t.a, t.b)[side]
+    path = r.token_path(v)
+    return _path_index(t)[path]
+
+
+def _path_index(t: SharedTree) -> dict[tuple[int, ...], int]:
+    # SharedTree is frozen; the index is cached on it like RoundRecord caches its coverage gap.
+    if "_paths" not in t.__dict__:
+        object.__setattr__(t, "_paths", {n.path: n.id for n in t.nodes})
+    return t.__dict__["_paths"]
+
+
+def _values(t: SharedTree, metric: str) -> tuple[list, list]:
+    """Per side, the metric's value at each union node (None where that tree lacks the node or has no value)."""
+    out = []
+    for side, r in enumerate((t.a, t.b)):
+        attrs = r.to_dict()["nodes"]
+        out.append([None if t.own(side, v) is None else node_metric(attrs[t.own(side, v)], metric)
+                    for v in range(len(t.nodes))])
+    return out[0], out[1]
+
+
+@functools.cache
+def _colorscale(name: str) -> list[list]:
+    return [list(stop) for stop in plotly.colors.get_colorscale(name)]
+
+
+def _scatter(name: str, xs: list, ys: list, mode: str, **props: Any) -> dict[str, Any]:
+    return {"type": "scatter", "name": name, "x": xs, "y": ys, "mode": mode, **props}
+
+
+def _edges(t: SharedTree, children, name: str, line: dict) -> dict[str, Any] | None:
+    xs, ys = [], []
+    for v in children:
+        u = t.parents[v]
+        xs += [t.pos[u][0], t.pos[v][0], None]  # None breaks the line between edges
+        ys += [t.pos[u][1], t.pos[v][1], None]
+    return _scatter(name, xs, ys, "lines", line=line, hoverinfo="skip") if xs else None
+
+
+def _line(points: list[Point], name: str, colour: str, width: float, dash: str, opacity: float = 0.5) -> dict:
+    return _scatter(name, [p[0] for p in points], [p[1] for p in points], "lines",
+                    line={"color": colour, "width": width, "dash": dash}, opacity=opacity, hoverinfo="skip")
+
+
+def _ring(point: Point, name: str, size: int, colour: str) -> dict[str, Any]:
+    return _scatter(name, [point[0]], [point[1]], "markers",
+                    marker={"symbol": "circle-open", "size": size, "color": colour, "line": {"width": 3}},
+                    hoverinfo="skip")
+
+
+def _bonus(t: SharedTree, side: int, name: str, colour: str, labelled: bool) -> dict[str, Any] | None:
+    """The dashed edge from a side's exit node to its bonus token, marker at the bonus end."""
+    r, v = (t.a, t.b)[side], t.bonus[side]
+    if v is None:
+        return None
+    u = _union_id(t, side, r.exit_node)
+    text = f"bonus {_token(r.bonus_text)}"
+    return _scatter(name, [t.pos[u][0], t.pos[v][0]], [t.pos[u][1], t.pos[v][1]],
+                    "lines+markers+text" if labelled else "lines+markers",
+                    line={"color": colour, "width": 2, "dash": "dash"},
+                    marker={"size": [0, 14], "color": "white", "line": {"color": colour, "width": 2}},
+                    text=["", _token(r.bonus_text)], textposition="bottom center",
+                    hovertext=["", f"{text}<br>token_id {r.bonus_token}"], hoverinfo=["skip", "text"],
+                    customdata=[None, v])
+
+
+def _markers(t: SharedTree, ids: list[int], name: str, marker: dict, names: Sequence[str], labelled: bool,
+             textcolour: str | None = None) -> dict[str, Any]:
+    trace = _scatter(name, [t.pos[v][0] for v in ids], [t.pos[v][1] for v in ids],
+                     "markers+text" if labelled else "markers", marker=marker)
+    if labelled:
+        trace["text"] = [_token(t.nodes[v].text) for v in ids]
+    return trace | {
+        "textposition": "top center",
+        "textfont": {"size": 10, **({"color": textcolour} if textcolour else {})},
+        "customdata": list(ids),  # union node ids: the same in every figure of a pair
+        "hovertext": [node_hover(t, v, names) for v in ids],
+        "hoverinfo": "text",
+    }
+
+
+def _number(x: float | None) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
+
+
+def _token(text: str | None) -> str:
+    """repr makes whitespace visible; escaping keeps plotly from reading '<...>' as markup."""
+    return html.escape(repr(text), quote=False)
+
+
+def node_hover(t: SharedTree, v: int, names: Sequence[str] = ("A", "B")) -> str:
+    """A union node's hover text: its token and path, where it is, and each tree's numbers there."""
+    n = t.nodes[v]
+    where = {BOTH: "in both trees", A_ONLY: f"in {names[0]}'s tree only", B_ONLY: f"in {names[1]}'s tree only"}
+    path = "".join(t.nodes[u].text for u in _union_path(t, v)[1:])
+    lines = [f"<b>{_token(n.text)}</b>  depth {n.depth}, {where[n.side]}", f"path {_token(path)}"]
+    for side, r in enumerate((t.a, t.b)):
+        u = t.own(side, v)
+        if u is None:
+            continue
+        q = None if u == 0 else math.exp(r.draft_logprobs[u])
+        mark = " (accepted)" if u in r.accepted else ""
+        lines.append(f"{names[side]} #{u}{mark}: P {_number(r.P[u])}  w {_number(r.w[u])}  p_edge "
+                     f"{_number(r.p_edge[u])}  draft prob {_number(q)}")
+    return "<br>".join(lines)
+
+
+def _union_path(t: SharedTree, v: int) -> list[int]:
+    path = [v]
+    while t.parents[path[-1]] >= 0:
+        path.append(t.parents[path[-1]])
+    return path[::-1]
+
+
+def _layout(t: SharedTree, title: str | None) -> dict[str, Any]:
+    xs = [p[0] for p in t.pos.values()]
+    rows = 1 - min(p[1] for p in t.pos.values())
+    return {
+        **({} if title is None else {"title": {"text": title, "x": 0.0, "xanchor": "left"}}),
+        "width": WIDTH,
+        "height": min(MAX_HEIGHT, 160 + ROW_HEIGHT * rows),
+        "xaxis": {"visible": False, "range": [min(xs) - 1, max(xs) + 1]},
+        "yaxis": {"visible": False, "range": [-rows + 0.4, 0.6]},
+        "plot_bgcolor": "white",
+        "hovermode": "closest",
+        "legend": dict(LEGEND),
+        "margin": {"l": 20, "r": 20, "t": 60 if title else 30, "b": 20},
+    }
