@@ -4,7 +4,8 @@ row, the exit term moves the trees' mass the right way, and the CLI writes a loa
 Faults each test was checked against once (planted by hand, then removed):
 - a node's loss read from its parent's depth row (`depths - 2`): the row test fails;
 - the exit term's sign flipped: the step lowers the weighted likelihood of its trees' nodes;
-- training trees built from rows at another position (`start` one later): they differ from the session's trees.
+- training trees built from rows at another position (`start` one later): they differ from the session's trees;
+- nodes weighted by P instead of w, or every node's term read from the depth-1 row: the depth-3 hand-made tree test.
 """
 
 from __future__ import annotations
@@ -92,6 +93,40 @@ def test_each_node_takes_its_loss_from_its_depths_row(pair):
     by_hand_p = -sum(float(scaled[v]) * float(logq[int(tree.depths[v]) - 1, int(tree.tokens[v])])
                      for v in range(1, tree.size))
     assert float(exit_terms(logq, tree, ex, "prefix")) == pytest.approx(by_hand_p, rel=1e-5)
+
+
+def test_exit_terms_on_a_hand_made_tree_of_depth_3_where_w_is_not_p():
+    """On a tree of depth 3 with inner nodes (so w(v) = P(v) rho(v) differs from P(v), and depths 1, 2 and 3 read
+    three different rows), each node's term is w(v) log q_{d(v)}(x_v), by hand from the formulas; the prefix
+    objective's is P(v) rescaled to w's total. Weighting by P for `exit`, or reading every node from the depth-1
+    row, gives other numbers here (on depth-1 trees, w = P below the root and one row serves all)."""
+    from tevviz.engine.exit_law import exit_law
+    from tevviz.engine.tree import from_parents
+
+    tokens, parents = [0, 3, 5, 1, 2, 4, 6], [-1, 0, 0, 1, 1, 3, 4]
+    tree = from_parents(tokens, parents, [0.0] * len(tokens))
+    g = torch.Generator().manual_seed(4)
+    logits = torch.randn(len(tokens), 8, generator=g)
+    for v in range(1, 7):
+        logits[parents[v], tokens[v]] += 2.0  # the drafted tokens likely, so inner nodes pass on much of their P
+    probs = torch.softmax(logits, -1)
+    ex = exit_law(tree, probs)
+    logq = torch.log_softmax(torch.randn(3, 8, generator=g) * 2, -1)
+    depth, P, w = [0] * 7, [1.0] * 7, [0.0] * 7
+    for v in range(1, 7):
+        depth[v] = depth[parents[v]] + 1
+        P[v] = P[parents[v]] * float(probs[parents[v], tokens[v]])
+    for v in range(7):
+        w[v] = P[v] * (1 - sum(float(probs[v, tokens[u]]) for u in range(1, 7) if parents[u] == v))
+    assert max(depth) == 3 and max(abs(a - b) for a, b in zip(w[1:], P[1:])) > 0.1, "test setup: w != P"
+    term = [-float(logq[depth[v] - 1, tokens[v]]) for v in range(7)]
+    assert len({round(float(logq[d, 1]), 6) for d in range(3)}) == 3, "test setup: the rows differ"
+    want_exit = sum(w[v] * term[v] for v in range(1, 7))
+    scale = sum(w[1:]) / sum(P[1:])
+    want_prefix = sum(P[v] * scale * term[v] for v in range(1, 7))
+    assert float(exit_terms(logq, tree, ex, "exit")) == pytest.approx(want_exit, rel=1e-5)
+    assert float(exit_terms(logq, tree, ex, "prefix")) == pytest.approx(want_prefix, rel=1e-5)
+    assert abs(want_exit - want_prefix) > 0.05 * abs(want_exit), "test setup: the two objectives differ"
 
 
 def inference_rows(pair, context: list[int]) -> torch.Tensor:
