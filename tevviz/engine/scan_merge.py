@@ -23,9 +23,9 @@ def differences(a: dict, b: dict, models: tuple[str, ...] = ("target", "draft"),
     """
     out = []
     sa, sb = a.get("settings") or {}, b.get("settings") or {}
-    for key in sorted(set(sa) | set(sb)):
-        if sa.get(key) != sb.get(key):
-            out.append(f"setting {key}: {sa.get(key)!r} against {sb.get(key)!r}")
+    for key in sorted(set(sa) | set(sb)):  # a key one manifest lacks differs, even from an explicit null
+        if key not in sa or key not in sb or sa[key] != sb[key]:
+            out.append(f"setting {key}: {_setting(sa, key)} against {_setting(sb, key)}")
     fa, fb = _fingerprints(a), _fingerprints(b)
     for role in models:
         if fa[role] != fb[role]:
@@ -37,6 +37,10 @@ def differences(a: dict, b: dict, models: tuple[str, ...] = ("target", "draft"),
             out.append(f"prompt file: {pa.get('file')} (sha256 {str(pa.get('sha256'))[:12]}) against "
                        f"{pb.get('file')} (sha256 {str(pb.get('sha256'))[:12]})")
     return out
+
+
+def _setting(settings: dict, key: str) -> str:
+    return repr(settings[key]) if key in settings else "(not recorded)"
 
 
 def check_resume(folder: Path, manifest: dict) -> None:
