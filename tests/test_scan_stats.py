@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import math
 import os
 import statistics
@@ -208,6 +209,66 @@ def test_a_full_disk_cuts_the_block_back(tmp_path, monkeypatch):
     w.close()
     assert (tmp_path / RECORDS).stat().st_size == size
     assert len(open_scan(tmp_path).index) == 3
+
+
+def test_each_block_is_written_whole_and_synced_before_the_next_prompt_starts(tmp_path, monkeypatch):
+    """The durability contract a kill cannot show: every byte of a prompt's block is written to the records file
+    and fsync'd on that file before the next prompt's decoding begins (and before the scan reports it finished)."""
+    from tevviz.engine.scan_files import ScanPrompt
+    from tevviz.engine.scan_run import PlannedPrompt, scan_steps
+
+    write_manifest(tmp_path, {"schema": "tevviz.scan/1", "settings": {}, "models": {}})
+    scan = small_scan()
+    planned = [PlannedPrompt(ScanPrompt(pid, "x", cat, k, k + 1), [1], False) for k, (pid, (cat, _)) in
+               enumerate(scan.items())]
+    events: list[tuple] = []
+    real_write, real_fsync = os.write, os.fsync
+    records_inode = None
+
+    def is_records(fd) -> bool:
+        return records_inode is not None and os.fstat(fd).st_ino == records_inode
+
+    def write(fd, data):
+        n = real_write(fd, data)
+        if is_records(fd):
+            events.append(("write", n))
+        return n
+
+    def fsync(fd):
+        real_fsync(fd)
+        if is_records(fd):
+            events.append(("fsync", os.fstat(fd).st_size))
+
+    def decode(fn, pair, item, cfg, stop):  # the `call` hook: a prompt "decoded" without a model
+        events.append(("decode", item.prompt.id))
+        pid = item.prompt.id
+        line = {"id": pid, "position": item.prompt.position, "category": item.prompt.category, "prompt": "x",
+                "prompt_token_ids": [1], "token_ids": [1], "seconds": 1.0}
+        return block_bytes(line, [r.to_dict() for r in scan[pid][1]]), len(scan[pid][1]), 1.0, 1.0
+
+    (tmp_path / RECORDS).touch()
+    records_inode = (tmp_path / RECORDS).stat().st_ino
+    monkeypatch.setattr(os, "write", write)
+    monkeypatch.setattr(os, "fsync", fsync)
+    for step in scan_steps(None, planned, None, tmp_path, call=decode):
+        events.append(("reported", step.prompt))
+    monkeypatch.undo()
+    size = (tmp_path / RECORDS).stat().st_size
+    # Between one prompt's decoding and the next (or the end): its writes, then an fsync of the file at its full
+    # size so far, before the scan reports it or starts the next.
+    starts = [i for i, e in enumerate(events) if e[0] == "decode"] + [len(events)]
+    written = 0
+    for a, b in itertools.pairwise(starts):
+        between = events[a + 1:b]
+        kinds = [e[0] for e in between]
+        assert "write" in kinds and "fsync" in kinds, f"prompt {events[a][1]}: {between}"
+        last_write = max(i for i, k in enumerate(kinds) if k == "write")
+        first_sync_after = next((i for i in range(last_write + 1, len(kinds)) if kinds[i] == "fsync"), None)
+        assert first_sync_after is not None, f"prompt {events[a][1]}: no fsync after its last write: {between}"
+        assert first_sync_after < kinds.index("reported"), f"prompt {events[a][1]} reported before its fsync"
+        written += sum(e[1] for e in between if e[0] == "write")
+        assert between[first_sync_after][1] == written, "the fsync came before the whole block was written"
+    assert written == size and done_ids(tmp_path) == set(scan)
 
 
 def test_prompt_lines_are_checked_by_line_number(tmp_path):
