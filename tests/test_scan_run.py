@@ -24,7 +24,15 @@ import pytest
 from tevviz.cli import main as tevviz_main
 from tevviz.commands import cmd_report
 from tevviz.engine.models import assets_dir
-from tevviz.engine.scan_files import MANIFEST, RECORDS, done_ids, open_scan, read_manifest, write_manifest
+from tevviz.engine.scan_files import (
+    MANIFEST,
+    RECORDS,
+    complete_end,
+    done_ids,
+    open_scan,
+    read_manifest,
+    write_manifest,
+)
 
 IDS = ("fn00", "fn05", "cls01", "doc02", "loop03", "err04")  # in the file's order
 ARGS = ["--max-new-tokens", "12", "--temperature", "1", "--seed", "3", "--device", "cpu", "--threads", "1"]
@@ -108,6 +116,10 @@ def test_resume_after_a_kill_gives_the_uninterrupted_records(prompts, full, tmp_
     assert proc.returncode == -signal.SIGKILL
     kept = len(done_ids(folder))
     assert 2 <= kept < len(IDS)
+    # What the killed run finished, byte for byte (its timings included): a resume that decoded any of it again
+    # would write other timings, so every later state of the file must begin with these bytes.
+    finished = (folder / RECORDS).read_bytes()[:complete_end(folder / RECORDS)]
+    assert finished.count(b'{"type":"prompt"') == kept
     # The resumed scan is stopped in turn by a launcher's SIGTERM (here from a thread of this process, once one more
     # prompt is in): it says how to go on and returns 130.
     fired = []
@@ -121,7 +133,12 @@ def test_resume_after_a_kill_gives_the_uninterrupted_records(prompts, full, tmp_
         signal.signal(signal.SIGTERM, previous)
     assert fired == ["sent"] and "interrupted" in capsys.readouterr().err
     assert kept < len(done_ids(folder)) < len(IDS)
+    assert (folder / RECORDS).read_bytes().startswith(finished), "the resume decoded a finished prompt again"
+    finished = (folder / RECORDS).read_bytes()[:complete_end(folder / RECORDS)]
     summary = run_main([str(prompts), "-o", str(folder), *ARGS, "--resume", "--json"])
+    text = (folder / RECORDS).read_bytes()
+    assert text.startswith(finished), "the second resume decoded a finished prompt again"
+    assert text.count(b'{"type":"prompt"') == len(IDS)
     assert records(folder) == records(full[0])
     assert list(records(folder)) == list(IDS)  # each prompt once, in the file's order
     assert untimed(summary) == untimed(full[1])
