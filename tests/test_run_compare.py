@@ -107,6 +107,12 @@ def test_different_prompts_are_said_and_no_round_shares_a_context():
     assert cmp.round(0).same_context is False
 
 
+def test_a_run_without_its_text_says_so():
+    cmp = compare_runs(run("A", [A0]), Run("B", "p", [], [B0]))  # B read from a round file
+    assert "B carries no generated text" in cmp.divergence.sentence
+    assert cmp.round(0).same_context is None
+
+
 def test_capped_history_maps_kept_rounds_to_the_tail_of_the_text():
     kept = rec(4, [7, 3], [-1, 0], 1, 4)
     a = Run("A", "p", [9, 9, 9, 3, 4], [kept])  # three tokens from dropped rounds, then round 4's two

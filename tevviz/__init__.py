@@ -15,6 +15,8 @@ _HOMES = {
     "session": "api",  # a DecodeSession with the CLI's defaults
     "figure": "api",  # a round's tree figure, ghosts included
     "report": "api",  # the self-contained HTML session report
+    "compare": "api",  # two runs compared round by round
+    "compare_trees": "api",  # a round of two runs in one shared layout
     "DecodeSession": "engine.session",
     "DecodeConfig": "engine.session",
     "SamplingConfig": "engine.sampling",

@@ -64,14 +64,51 @@ def rounds_of(source) -> tio.ImportedSession:
     return tio.ImportedSession(list(source), "session")
 
 
-def report(source, path: str | Path | None = None, title: str | None = None) -> str:
-    """The self-contained HTML session report of a session, rounds or a session file; written to `path` if given."""
-    from .render.report import report_html
+def report(source, path: str | Path | None = None, title: str | None = None, compare=None) -> str:
+    """The self-contained HTML session report of a session, rounds or a session file; written to `path` if given.
 
-    text = report_html(rounds_of(source), title)
+    With `compare` (a second session or file), the page compares the two round by round, as `tevviz report A
+    --compare B`."""
+    if compare is not None:
+        from .render.compare_report import compare_report_html
+
+        text = compare_report_html(_comparison(source, compare), title)
+    else:
+        from .render.report import report_html
+
+        text = report_html(rounds_of(source), title)
     if path is not None:
         Path(path).write_text(text, encoding="utf-8")
     return text
+
+
+def compare(a, b, names: tuple[str, str] = ("A", "B")):
+    """Two runs (sessions, session files or lists of rounds) compared round by round: a RunComparison.
+
+    `.divergence.sentence` says where the texts part, `.table` holds acceptance by depth (conditional and marginal),
+    tau and mean E[L] of both with standard errors, `.round(k)` round k of both (nodes matched by token path)."""
+    return _comparison(a, b, names)
+
+
+def _comparison(a, b, names: tuple[str, str] = ("A", "B")):
+    from .engine.run_compare import Run, compare_runs
+
+    read = lambda x: x if isinstance(x, tio.ImportedSession) else rounds_of(x)
+    return compare_runs(*(Run.of(read(x), name) for x, name in zip((a, b), names)))
+
+
+def compare_trees(comparison, index: int, metric: str | None = None, union: bool = False):
+    """Round `index` of a comparison's two runs in one shared layout: two Figures at identical node positions (each
+    coloured by `metric`, by side without one), or with `union=True` one Figure marked both / A only / B only."""
+    from .render.compare_figure import shared_layout, side_figure_dicts, union_figure_dict
+
+    comparison.round(index)  # a clear error where either run lacks the round
+    ra, rb = (next(r for r in run.rounds if r.index == index) for run in (comparison.a, comparison.b))
+    names, tree = (comparison.a.name, comparison.b.name), shared_layout(ra, rb)
+    if union:
+        return go.Figure(union_figure_dict(ra, rb, names, f"round {index}", tree), _validate=False)
+    figs = side_figure_dicts(ra, rb, names, metric, (f"{names[0]}, round {index}", f"{names[1]}, round {index}"), tree)
+    return tuple(go.Figure(f, _validate=False) for f in figs)
 
 
 def _register_notebook_display() -> None:

@@ -22,6 +22,7 @@ EXAMPLES = """examples:
   tevviz app --target Qwen/Qwen3-4B --draft Qwen/Qwen3-0.6B --dtype bfloat16
   tevviz inspect session.json --json           validate a session JSON or a DDTree trace
   tevviz report session.json -o report.html    one self-contained HTML page: summary, figures, every tree
+  tevviz compare a.json b.json --round 3       two runs round by round (tevviz report a.json --compare b.json)
   tevviz train --objective exit --steps 200 --out my-draft
   tevviz eval --draft my-draft                 held-out tau at T = 0 and 1
   tevviz bench verifier_stage                  a benchmark from benchmarks/
@@ -220,6 +221,21 @@ def add_report(sub) -> None:
     r.add_argument("file")
     r.add_argument("-o", "--out", default=None, help="the HTML file to write (default: FILE with the suffix .html)")
     r.add_argument("--title", default=None, help="the page title (default: from the models, or the kind of file)")
+    r.add_argument("--compare", default=None, metavar="B.json",
+                   help="a second session file: one page comparing FILE (A) and B round by round, the trees in one "
+                        "shared layout, hover and selection linked (default --out: FILE with .compare.html)")
+
+
+def add_compare(sub) -> None:
+    c = _sub(sub, "compare", "compare two session files round by round",
+             "Two runs (session JSON files, as tevviz decode --export or the app write them) round by round: the "
+             "trees of each round matched by token path (both / A only / B only), the differences in C_p, E[L], L "
+             "and the missing tokens, where the two texts part (rounds after it compare different contexts), and "
+             "acceptance by depth of both runs, conditional and marginal, with standard errors over rounds.")
+    c.add_argument("file_a", metavar="RUN_A.json")
+    c.add_argument("file_b", metavar="RUN_B.json")
+    c.add_argument("--round", type=int, default=None, metavar="N", help="also show round N of both in detail")
+    c.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
 
 
 TRAIN_DESCRIPTION = (
@@ -336,7 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"tevviz {__version__}")
     sub = ap.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
     add_app(_sub(sub, "app", "open the debugger in the browser (the default command)"))
-    for add in (add_decode, add_inspect, add_report, add_train, add_eval, add_scan, add_pair, add_bench):
+    for add in (add_decode, add_inspect, add_report, add_compare, add_train, add_eval, add_scan, add_pair, add_bench):
         add(sub)
     return ap
 

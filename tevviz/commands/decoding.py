@@ -203,6 +203,10 @@ def cmd_report(args) -> int:
     """One offline HTML page of a session/round JSON, a DDTree trace or a scan folder."""
     from ..files import check_writable
 
+    if getattr(args, "compare", None):  # two runs on one page (commands/compare.py)
+        from .compare import report_compare
+
+        return report_compare(args)
     out = Path(args.out) if args.out else Path(args.file).with_suffix(".html")
     if Path(args.file).is_dir():  # a scan folder (tevviz scan -o DIR)
         from ..engine.scan_files import open_scan

@@ -227,14 +227,19 @@ def divergence(a: Run, b: Run) -> Divergence:
     at_b = where_b[common] if differs else None
     text = lambda at: "" if at is None else at[0]
     rnd = lambda at: None if at is None else at[1]
+    unknown = [r.name for r in (a, b) if r.rounds and not r.token_ids]
     if not same:
-        sentence = (f"{a.name} and {b.name} have different prompts: every round compares different contexts.")
+        sentence = f"{a.name} and {b.name} have different prompts: every round compares different contexts."
+    elif unknown:
+        sentence = (f"{' and '.join(unknown)} carries no generated text (a round or trace file): whether the rounds "
+                    "compare the same context is not known.")
     elif differs:
         said = lambda name, at, tok: (f"{name} wrote {text(at)!r}" if at is not None else f"{name} wrote token {tok}") + (
             f" (round {rnd(at)})" if rnd(at) is not None else "")
-        sentence = (f"The texts agree on the first {common} generated tokens; at token {common + 1} "
-                    f"{said(a.name, at_a, a.token_ids[common])} and {said(b.name, at_b, b.token_ids[common])}. "
-                    "Rounds from there on compare different contexts.")
+        where = (f"The texts agree on the first {common} generated tokens; at token {common + 1}" if common else
+                 "The texts differ from the first generated token:")
+        sentence = (f"{where} {said(a.name, at_a, a.token_ids[common])} and {said(b.name, at_b, b.token_ids[common])}."
+                    " Rounds from there on compare different contexts.")
     elif len(a.token_ids) == len(b.token_ids):
         sentence = f"Same prompt and the same {common} generated tokens: every round compares the same context."
     else:

@@ -118,7 +118,7 @@ def side_figure_dicts(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A
     t = tree or shared_layout(a, b)
     if metric is not None and metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
-    values = _values(t, metric) if metric is not None else None
+    values = metric_values(t, metric) if metric is not None else None
     seen = [x for side in values for x in side if x is not None] if values is not None else []
     scale = (min(seen, default=0.0), max(seen, default=1.0))
     return tuple(_side(t, side, names, values, metric, scale, titles[side]) for side in (0, 1))
@@ -148,7 +148,7 @@ def _side(t: SharedTree, side: int, names: Sequence[str], values, metric: str | 
             unvalued += [v for v in ids if values[side][v] is None]
             ids = [v for v in ids if values[side][v] is not None]
             # One scale (cmin, cmax) for both figures of the pair, so a colour means the same value in each.
-            marker.update(color=[values[side][v] for v in ids], colorscale=_colorscale(METRICS[metric].colorscale),
+            marker.update(color=[values[side][v] for v in ids], colorscale=colorscale_stops(METRICS[metric].colorscale),
                           cmin=scale[0], cmax=scale[1], showscale=kind == BOTH,
                           colorbar={"title": {"text": METRICS[metric].label, "side": "right"}})
         traces.append(_markers(t, ids, label[kind], marker, names, labelled))
@@ -195,7 +195,7 @@ def _path_index(t: SharedTree) -> dict[tuple[int, ...], int]:
     return t.__dict__["_paths"]
 
 
-def _values(t: SharedTree, metric: str) -> tuple[list, list]:
+def metric_values(t: SharedTree, metric: str) -> tuple[list, list]:
     """Per side, the metric's value at each union node (None where that tree lacks the node or has no value)."""
     out = []
     for side, r in enumerate((t.a, t.b)):
@@ -206,7 +206,7 @@ def _values(t: SharedTree, metric: str) -> tuple[list, list]:
 
 
 @functools.cache
-def _colorscale(name: str) -> list[list]:
+def colorscale_stops(name: str) -> list[list]:
     return [list(stop) for stop in plotly.colors.get_colorscale(name)]
 
 

@@ -1,0 +1,132 @@
+"""`tevviz compare A.json B.json` and `tevviz report A.json --compare B.json`: two runs round by round, from files."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..engine.errors import TevvizError
+
+
+def load_runs(path_a: str, path_b: str):
+    """Both files as runs named A and B, each error naming its file (decoding.load_input)."""
+    from ..engine.run_compare import Run
+    from .decoding import load_input
+
+    return Run.of(load_input(path_a), "A"), Run.of(load_input(path_b), "B")
+
+
+def cmd_compare(args) -> int:
+    from ..engine.run_compare import compare_runs
+
+    a, b = load_runs(args.file_a, args.file_b)
+    cmp = compare_runs(a, b)
+    detail = cmp.round(args.round) if args.round is not None else None
+    rounds = [cmp.round(k) for k in cmp.round_indices]
+    if args.json:
+        print(json.dumps({"files": {"a": args.file_a, "b": args.file_b}, **cmp.to_dict(),
+                          "rounds": [_round_row(c) for c in rounds],
+                          **({"round": detail.to_dict()} if detail is not None else {})}))
+        return 0
+    print("\n".join(compare_text(cmp, rounds, detail, (args.file_a, args.file_b))))
+    return 0
+
+
+def _round_row(c) -> dict:
+    from ..engine.run_compare import A_ONLY, B_ONLY, BOTH
+
+    return {"index": c.index, "same_context": c.same_context,
+            "counts": {s: c.count(s) for s in (BOTH, A_ONLY, B_ONLY)}, "C_p": c.C_p.to_dict(),
+            "expected_length": c.expected_length.to_dict(), "block_length": c.block_length.to_dict()}
+
+
+def _num(x, digits: int = 3, sign: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+
+
+def _est(e) -> str:
+    """An estimate as `mean ± se`."""
+    return "-" if e.mean is None else f"{e.mean:.3f}" + ("" if e.se is None else f" ± {e.se:.3f}")
+
+
+def _diff(c) -> str:
+    return "-" if c.diff is None else f"{c.diff:+.3f}" + ("" if c.se is None else f" ± {c.se:.3f}")
+
+
+def compare_text(cmp, rounds: list, detail, files: tuple[str, str]) -> list[str]:
+    """What `tevviz compare` prints: the runs, where their texts part, the per-depth table, the rounds."""
+    from ..engine.run_compare import A_ONLY, B_ONLY, BOTH
+
+    a, b = cmp.a, cmp.b
+    lines = [f"A: {files[0]} ({len(a.rounds)} rounds, {len(a.token_ids)} tokens)",
+             f"B: {files[1]} ({len(b.rounds)} rounds, {len(b.token_ids)} tokens)"]
+    if cmp.settings:
+        lines.append("settings that differ: " + "; ".join(f"{k} {x} -> {y}" for k, x, y in cmp.settings))
+    lines += [cmp.divergence.sentence, "",
+              "acceptance by depth (B - A; standard errors over rounds, the two runs taken as independent)",
+              "  conditional: of the rounds that reached depth d - 1, the share that accepted at d",
+              "  marginal: the share of all rounds that reached depth d",
+              (f"{'depth':>5}  {'conditional A':>15} {'conditional B':>15} {'B - A':>16}  "
+              f"{'marginal A':>15} {'marginal B':>15} {'B - A':>16}")]
+    for r in cmp.table.rows:
+        c, m = r.conditional, r.marginal
+        lines.append(f"{r.depth:>5}  {_est(c.a):>15} {_est(c.b):>15} {_diff(c):>16}  "
+                     f"{_est(m.a):>15} {_est(m.b):>15} {_diff(m):>16}")
+    for label, c in (("tau", cmp.table.tau), ("mean E[L]", cmp.table.expected_length)):
+        lines.append(f"{label}: A {_est(c.a)} ({c.a.n} rounds), B {_est(c.b)} ({c.b.n} rounds), B - A {_diff(c)}")
+    lines += ["", (f"{'round':>5} {'context':>8} {'both':>5} {'A only':>6} {'B only':>6} {'C_p A':>7} {'C_p B':>7} "
+              f"{'B - A':>7} {'E[L] B-A':>8} {'L A':>4} {'L B':>4}")]
+    context = {True: "same", False: "differs", None: "?"}
+    for c in rounds:
+        lines.append(f"{c.index:>5} {context[c.same_context]:>8} {c.count(BOTH):>5} {c.count(A_ONLY):>6} "
+                     f"{c.count(B_ONLY):>6} {_num(c.C_p.a):>7} {_num(c.C_p.b):>7} {_num(c.C_p.diff, sign=True):>7} "
+                     f"{_num(c.expected_length.diff, sign=True):>8} {c.block_length.a:>4} {c.block_length.b:>4}")
+    if detail is not None:
+        lines += ["", *round_text(detail)]
+    return lines
+
+
+def round_text(c) -> list[str]:
+    """One round of both runs in detail: nodes, numbers, accepted blocks and missing tokens."""
+    from ..engine.run_compare import A_ONLY, B_ONLY, BOTH
+
+    context = {True: "the same context", False: "different contexts", None: "contexts not known to be the same"}
+    lines = [(f"round {c.index} ({context[c.same_context]}): {c.count(BOTH)} nodes in both trees, "
+             f"{c.count(A_ONLY)} in A only, {c.count(B_ONLY)} in B only"),
+             f"  C_p: A {_num(c.C_p.a)}, B {_num(c.C_p.b)}, B - A {_num(c.C_p.diff, sign=True)}",
+             (f"  E[L]: A {_num(c.expected_length.a)}, B {_num(c.expected_length.b)}, "
+             f"B - A {_num(c.expected_length.diff, sign=True)}"),
+             f"  L: A {c.block_length.a} ({c.accepted_a!r}), B {c.block_length.b} ({c.accepted_b!r})"]
+    for name, other, missing in (("A", "B", c.missing_a), ("B", "A", c.missing_b)):
+        if missing:
+            lines.append(f"  missing from {name}'s tree (target tokens it lacks, by coverage gain):")
+            lines += [f"    {m.gain:.4f}  {m.path_text!r}" + (f"  (in {other}'s tree)" if m.drafted_by_other else "")
+                      for m in missing]
+    return lines
+
+
+def report_compare(args) -> int:
+    """`tevviz report A.json --compare B.json`: both runs as one offline page whose views stay linked."""
+    from ..engine.run_compare import compare_runs
+    from ..files import check_writable
+    from ..render.compare_report import write_compare_report
+
+    out = Path(args.out) if args.out else Path(args.file).with_suffix(".compare.html")
+    for source in (args.file, args.compare):
+        if Path(source).is_dir():
+            raise TevvizError(f"{source}: --compare reads two session files, not a scan folder (tevviz scan compare "
+                              "compares scans)")
+        if out.resolve() == Path(source).resolve():
+            raise TevvizError(f"--out {str(out)!r} would overwrite the input file")
+    a, b = load_runs(args.file, args.compare)
+    check_writable(out, "--out")
+    args.started = True
+    try:
+        size = write_compare_report(compare_runs(a, b), out, args.title, files=(args.file, args.compare))
+    except OSError as e:
+        raise TevvizError(f"cannot write {str(out)!r}: {e.strerror}") from None
+    print(f"wrote {out}: rounds {len(a.rounds)} against {len(b.rounds)}, {size / 1e6:.1f} MB", file=sys.stderr)
+    return 0
