@@ -266,3 +266,23 @@ def test_show_and_the_html_report(full, tmp_path, capsys):
     assert [t["caption"].split(",")[0] for t in data["trees"]] == [f"prompt {w.prompt} ({w.category})" for w in worst]
     assert set(data["trees"][0]) >= {"fixed", "template", "nodes", "values", "layout"} and data["metrics"]
     assert (folder / MANIFEST).is_file()
+
+
+def test_a_speculative_scan_with_optimal_trees_has_no_gap_for_its_chains(tmp_path, capsys):
+    """`--builder sampled --verifier speculative --optimal`: a sampled chain's optimal tree bounds nothing, so its
+    rounds carry no drafter gap; the scan's statistics and its worst rounds are made without them (it ended in a
+    TypeError summing their None gaps)."""
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"id": "a", "prompt": "import os\n"}) + "\n")
+    out = run_main([str(path), "-o", str(tmp_path / "scan"), "--builder", "sampled", "--verifier", "speculative",
+                    "--temperature", "1", "--optimal", "--max-new-tokens", "12", "--seed", "0", "--threads", "1",
+                    "--device", "cpu", "--json"])
+    rounds = [json.loads(x)["round"] for x in (tmp_path / "scan" / RECORDS).read_text().splitlines()
+              if json.loads(x)["type"] == "round"]
+    chains = [r for r in rounds if len(r["nodes"]) > 1]
+    assert chains and all(r["graph"].get("optimal") for r in chains), "test setup: drafted rounds with optimal trees"
+    group = out["summary"]["groups"]["all"]
+    assert group["optimal"]["mean"] is not None and group["gap"]["n"] <= len(rounds) - len(chains)
+    worst = out["summary"]["worst_rounds"]
+    assert worst and all(isinstance(w["lost"], float) for w in worst)
+    assert all(w["C_p_star"] is None for w in worst if w["size"] > 1), "a chain ranked by a drafter gap"

@@ -100,7 +100,8 @@ def prompt_stats(id: str, category: str, position: int, rounds: list[RoundRecord
             scored += 1
             _add(width, w)
             _add(leaf, lf)
-    gaps = [g.gap for g in map(RoundRecord.coverage_gap, rounds) if g is not None]
+    # Only rounds whose optimal tree bounds them have a drafter gap (a sampled chain's speculative round has none).
+    gaps = [g.gap for g in map(RoundRecord.coverage_gap, rounds) if g is not None and g.bounds]
     return PromptStats(
         id=id, category=category, position=position, rounds=len(rounds),
         tokens=sum(r.tokens_committed for r in rounds), seconds=seconds,
@@ -203,12 +204,12 @@ class RoundLoss:
 
 
 def round_loss(r: RoundRecord) -> tuple[float, float | None] | None:
-    """(lost, C_p*) of a scored round: the drafter gap where the optimal tree is known, else the expected depth the
+    """(lost, C_p*) of a scored round: the drafter gap where the optimal tree bounds it, else the expected depth the
     target's continuation falls short of the tree's own depth, sum_v w(v) (H_tree - d(v)) = H_tree - C_p."""
     if r.C_p is None:
         return None
     gap = r.coverage_gap()
-    if gap is not None:
+    if gap is not None and gap.bounds:
         return gap.gap, gap.C_p_star
     return max(r.depths) - r.C_p, None
 
