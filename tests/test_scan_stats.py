@@ -181,6 +181,28 @@ def test_damaged_and_torn_lines_are_named_and_the_rest_kept(tmp_path):
     assert repair(tmp_path) == 0
 
 
+def test_a_repeated_round_line_is_named_and_left_out(tmp_path, capsys):
+    """`tevviz scan show` on records whose round line is repeated (a bad copy): the line is named as damaged and
+    the numbers are those of the intact folder (it crashed ranking the worst rounds, comparing two records)."""
+    from tevviz.cli import main
+
+    write_folder(tmp_path, small_scan())
+    intact = open_scan(tmp_path).summary.to_dict()
+    path = tmp_path / RECORDS
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:1] + lines[:1] + lines[1:]))  # p0's round 0 twice
+    assert main(["scan", "show", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{path}:2: round 0 of prompt 'p0' repeats an earlier line; left out" in out
+    data = open_scan(tmp_path)
+    assert len(data.problems) == 1 and without_lines(data.summary.to_dict()) == without_lines(intact)
+
+
+def without_lines(summary: dict) -> dict:
+    """A summary without where each worst round lies in the records (a repeated line moves the later ones)."""
+    return summary | {"worst_rounds": [{k: v for k, v in w.items() if k != "line"} for w in summary["worst_rounds"]]}
+
+
 def test_a_folder_of_another_version_opens_with_a_note(tmp_path):
     write_folder(tmp_path, small_scan())
     write_manifest(tmp_path, {"schema": "tevviz.scan/9", "settings": {}, "models": {}})

@@ -285,9 +285,14 @@ def open_scan(folder: str | Path, worst: int = 20) -> ScanData:
                         _problem(data, where, f"prompt {pending_id!r} has rounds but no prompt line; left out")
                     pending, pending_id, start = [], d.get("prompt"), here
                 try:
-                    pending.append((parse_round(d.get("round"), f"round of prompt {pending_id!r}"), number))
+                    r = parse_round(d.get("round"), f"round of prompt {pending_id!r}")
                 except TevvizError as e:
                     _problem(data, where, str(e))
+                    continue
+                if any(r.index == seen.index for seen, _ in pending):
+                    _problem(data, where, f"round {r.index} of prompt {pending_id!r} repeats an earlier line; left out")
+                    continue
+                pending.append((r, number))
             elif kind == "prompt":
                 bad = _prompt_fields(d)
                 if bad is None and pending and pending_id != d["id"]:

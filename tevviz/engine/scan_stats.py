@@ -231,7 +231,8 @@ class ScanAccumulator:
     worst_k: int = 20
     prompts: list[PromptStats] = field(default_factory=list)
     missed: dict[int, list] = field(default_factory=dict)  # token id -> [text, rounds, mass]
-    _worst: list[tuple] = field(default_factory=list)  # a min-heap of (lost, tie, RoundLoss)
+    _worst: list[tuple] = field(default_factory=list)  # a min-heap of (lost, tie..., RoundLoss)
+    _added: int = 0  # rounds offered to the heap so far
 
     def add(self, id: str, category: str, position: int, rounds: list[RoundRecord], seconds: float,
             lines: list[int] | None = None) -> PromptStats:
@@ -248,16 +249,18 @@ class ScanAccumulator:
             if loss is not None and self.worst_k > 0:
                 item = RoundLoss(id, category, r.index, loss[0], r.C_p, loss[1], r.block_length, r.size,
                                  lines[k] if lines else 0)
-                # The tie-breaker keeps the first of equal losses and never compares RoundLoss objects.
-                key = (loss[0], -position, -r.index, item)
+                # The tie-breaker keeps the first of equal losses; the running count makes every key distinct, so
+                # RoundLoss objects are never compared (a repeated round or position would reach them).
+                self._added += 1
+                key = (loss[0], -position, -r.index, -self._added, item)
                 if len(self._worst) < self.worst_k:
                     heapq.heappush(self._worst, key)
-                elif key[:3] > self._worst[0][:3]:
+                elif key[:4] > self._worst[0][:4]:
                     heapq.heapreplace(self._worst, key)
         return stats
 
     def worst(self) -> list[RoundLoss]:
-        return [k[-1] for k in sorted(self._worst, key=lambda k: k[:3], reverse=True)]
+        return [k[-1] for k in sorted(self._worst, key=lambda k: k[:4], reverse=True)]
 
     def missed_tokens(self, top: int = 20) -> list[MissedToken]:
         rows = [MissedToken(t, text, n, mass) for t, (text, n, mass) in self.missed.items()]
