@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -69,10 +70,20 @@ def test_train_step_use_and_revert(app_url, pair):
     assert loss["L"]["x"] == [1, 2, 3] and all(math.isfinite(y) for t in loss.values() for y in t["y"])
     table = out[TRAIN["table"]]
     assert "3 steps so far on 3 contexts" in table
-    assert "| original |" in table and "| trained (3 steps) |" in table and "| change |" in table
-    for key in ("tree_before", "tree_after"):
-        nodes = next(t for t in plot(out[TRAIN[key]])["data"] if t.get("name") == "nodes")
-        assert "w(v)" in nodes["marker"]["colorbar"]["title"]["text"]
+    assert "| original |" in table and "| trained (3 steps) |" in table and "| change (paired) |" in table
+    assert "±" in table and "paired by context" in table
+    assert re.search(r"\| original \| [\d.]+ ± [\d.]+ \| [\d.]+ \| [\d.]+ ± [\d.]+ \| 3 \| 6 \|", table), table
+    trees = [plot(out[TRAIN[key]]) for key in ("tree_before", "tree_after")]
+    scales = []
+    for fig in trees:
+        both = next(t for t in fig["data"] if t.get("name") == "in both")
+        assert "w(v)" in both["marker"]["colorbar"]["title"]["text"]
+        scales.append((both["marker"]["cmin"], both["marker"]["cmax"]))
+    assert scales[0] == scales[1]  # one colour scale for both trees
+    # One shared layout: a node (by its union id) sits at the same point in both trees.
+    at = [{v: (x, y) for t in fig["data"] if t.get("mode", "").startswith("markers")
+           for v, x, y in zip(t.get("customdata") or [], t["x"], t["y"]) if v is not None} for fig in trees]
+    assert at[0] and at[0] == at[1]
     assert plot(out[TRAIN["moved"]])["data"][0]["type"] == "bar"
     assert "Δw" in out[TRAIN["moved_md"]] and "round 2" in plot(out[TRAIN["moved"]])["layout"]["title"]["text"]
     assert same_params(pair.draft, reference)  # only the session's copy was trained
@@ -172,3 +183,34 @@ def test_exit_mass_changes_match_nodes_by_token_path():
     deltas = [abs(r["delta"]) for r in exit_mass_changes(before, after)]
     assert deltas == sorted(deltas, reverse=True)
     assert sum(r["delta"] for r in rows.values()) == pytest.approx(sum(after.w) - sum(before.w))
+
+
+def metrics(name: str, cps: list[float], taus: list[float]):
+    from tevviz.engine.evaluation import DrafterMetrics
+
+    return DrafterMetrics(len(cps), sum(cps) / len(cps), sum(taus) / len(taus), 2 * len(cps), name, cps, taus)
+
+
+def test_paired_change_by_hand():
+    from tevviz.engine.evaluation import paired_change
+
+    before, after = metrics("original", [0.5, 1.0, 1.5], [1.0, 2.0, 2.0]), metrics("t", [0.7, 1.1, 1.9], [1.5, 2.0, 3.5])
+    d = paired_change(before, after, "C_p")  # changes 0.2, 0.1, 0.4: mean 0.2333, sd 0.1528
+    assert (d.n, d.a, d.b) == (3, pytest.approx(1.0), pytest.approx(1.2333333))
+    assert d.mean == pytest.approx(0.7 / 3) and d.se == pytest.approx(0.15275252 / math.sqrt(3))
+    assert paired_change(before, after, "tau").mean == pytest.approx(2.0 / 3)
+    # Unpaired, the same numbers would carry the spread between contexts: the paired SE is the smaller here.
+    assert d.se < math.hypot(before.C_p_se, after.C_p_se)
+    with pytest.raises(ValueError, match="same contexts"):
+        paired_change(before, metrics("t", [1.0], [1.0]), "C_p")
+
+
+def test_train_markdown_shows_paired_standard_errors():
+    from tevviz.app.training_actions import TrainReport
+    from tevviz.app.training_views import train_markdown
+
+    before, after = metrics("original", [0.5, 1.0, 1.5], [1.0, 2.0, 2.0]), metrics("t", [0.7, 1.1, 1.9], [1.5, 2.0, 3.5])
+    log = [{"objective": "exit", "loss": 1.0, "l_tok": 0.5, "l_exit": 0.5, "step": 1}]
+    text = train_markdown(TrainReport(log, [before, after], 3, 1.0, False, "", None))
+    assert "| original | 1.0000 ± 0.2887 | 2.0000 | 1.6667 ± 0.3333 | 3 | 6 |" in text
+    assert "| change (paired) | +0.2333 ± 0.0882 (+23.3%) | +0.2333 ± 0.0882 (+11.7%) | +0.6667 ± 0.4410 (+40.0%) | 3 |" in text

@@ -10,7 +10,8 @@ from ..engine.exittrain import OBJECTIVES, TrainConfig
 from ..render import exit_mass_change_figure
 from .controller import Controller
 from .state import settings_in_force, train_settings
-from .views import NO_TRAINING, empty_figure, loss_plot, moved_markdown, moved_trees, train_markdown
+from .training_views import moved_pair, train_markdown
+from .views import NO_TRAINING, empty_figure, loss_plot, moved_markdown
 from .widgets import MODEL_WORK, PROGRESS, Panel, current, failed
 
 MOVED_OUTPUTS = ("tree_before", "tree_after", "moved", "moved_md")
@@ -46,7 +47,9 @@ def _widgets() -> Panel:
     loss = gr.Plot(loss_plot([]), label="loss")
     with gr.Accordion("Where the exit mass moved", open=True):
         gr.Markdown("On the context of the round chosen with the Decode tab's round slider: the tree each drafter "
-                    "builds there, coloured by w under the target (T = 1), and the nodes whose w changed most.")
+                    "builds there, coloured by w under the target (T = 1) on one scale, in one layout (a node sits at "
+                    "the same place in both; open grey rings are the other drafter's nodes), and the nodes whose w "
+                    "changed most.")
         moved_btn = gr.Button("Show for the shown round", min_width=100)
         with gr.Row(equal_height=False):
             tree_before = gr.Plot(label="original draft's tree")
@@ -63,7 +66,7 @@ def moved_values(moved: ExitMassMove | None) -> dict:
     if moved is None:
         empty = empty_figure("no round with a known context is shown")
         return {"tree_before": empty, "tree_after": empty, "moved": empty, "moved_md": ""}
-    before, after = moved_trees(moved)
+    before, after = moved_pair(moved)
     return {"tree_before": before, "tree_after": after, "moved": exit_mass_change_figure(moved.changes, moved.round_index),
             "moved_md": moved_markdown(moved)}
 

@@ -13,6 +13,7 @@ from .builders import BuilderConfig
 from .exittrain import Context, target_weights
 from .models import ModelPair
 from .sampling import SamplingConfig
+from .scan_stats import PairedDiff
 from .session import DecodeConfig, DecodeSession
 from .summary import acceptance_by_depth
 
@@ -72,21 +73,44 @@ def evaluate(pair: ModelPair, prompts: list[list[int]], temperature: float, buil
 
 @dataclass(frozen=True)
 class DrafterMetrics:
-    """A drafter on given contexts (ExitTrain's before/after table): the mean C_p of the trees it builds and tau."""
+    """A drafter on given contexts (ExitTrain's before/after table): the mean C_p of the trees it builds and tau,
+    with each context's own values so that two drafters on the same contexts compare paired (`paired_change`)."""
 
     contexts: int
     C_p: float  # mean C_p of its trees, target at T = 1
     tau: float  # mean block length over the decoding rounds from each context
     rounds: int
     name: str = ""  # how the table calls the drafter
+    per_context_C_p: list[float] = field(default_factory=list)  # context order
+    per_context_tau: list[float] = field(default_factory=list)  # each context's mean L over its rounds
 
     @property
     def expected_length(self) -> float:
         """1 + C_p: the trees' expected block length under an exact path verifier."""
         return 1 + self.C_p
 
+    @property
+    def C_p_se(self) -> float:
+        """Standard error of the mean C_p over contexts."""
+        return mean_se(self.per_context_C_p)[1]
+
+    @property
+    def tau_se(self) -> float:
+        """Standard error of tau over contexts (each context's mean L: its rounds share a context, so they are not
+        independent draws)."""
+        return mean_se(self.per_context_tau)[1]
+
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "C_p_se": self.C_p_se, "tau_se": self.tau_se}
+
+
+def paired_change(before: DrafterMetrics, after: DrafterMetrics, key: str) -> PairedDiff:
+    """after - before of `key` ("C_p" or "tau") paired by context (both drafters ran on the same contexts and seeds):
+    the mean change over contexts, its standard error and how many contexts."""
+    xs, ys = getattr(before, f"per_context_{key}"), getattr(after, f"per_context_{key}")
+    if len(xs) != len(ys):
+        raise ValueError(f"paired_change needs the same contexts, got {len(xs)} and {len(ys)}")
+    return PairedDiff.of(list(zip(xs, ys)))
 
 
 @torch.no_grad()
@@ -97,7 +121,7 @@ def drafter_metrics(pair: ModelPair, contexts: list[Context], builder: BuilderCo
     tau is the mean block length of a fresh DecodeSession from each context with `sampling` (seeded per
     context, so two drafters see the same random numbers).
     """
-    cps, lengths = [], []
+    cps, lengths, taus = [], [], []
     for i, ctx in enumerate(contexts):
         if progress is not None:
             progress((i, len(contexts)), desc=f"evaluating the {label} draft")
@@ -105,5 +129,7 @@ def drafter_metrics(pair: ModelPair, contexts: list[Context], builder: BuilderCo
         cps.append(float(target_weights(pair.target, ctx.tokens, tree, 1.0)[0].C_p))
         cfg = DecodeConfig(sampling=sampling, builder=builder, verifier=verifier,
                            max_new_tokens=rounds * (builder.max_depth + 1), seed=i, missing_top=0)
-        lengths += [r.block_length for r in DecodeSession(pair, ctx.tokens, cfg).run(rounds)]
-    return DrafterMetrics(len(contexts), mean_se(cps)[0], mean_se(lengths)[0], len(lengths), label)
+        ls = [r.block_length for r in DecodeSession(pair, ctx.tokens, cfg).run(rounds)]
+        lengths += ls
+        taus.append(sum(ls) / len(ls))
+    return DrafterMetrics(len(contexts), mean_se(cps)[0], mean_se(lengths)[0], len(lengths), label, cps, taus)
