@@ -121,6 +121,7 @@ def test_report_compare_writes_one_page(files, page, capsys):
     assert len(data["rounds"]) == n and data["names"] == ["A", "B"]
     assert 'id="tree-a"' in text and 'id="tree-b"' in text and "compare different contexts" in text
     assert len(re.findall(r'<tr data-k="\d+">', text)) == n
+    assert "ms per token from the recorded stage times" in text
     # Both figures of a round place every node they share at the same point.
     first = data["rounds"][1]["figures"]
     points = [{v: (x, y) for t in f["data"] for v, x, y in zip(t.get("customdata") or [], t["x"], t["y"])

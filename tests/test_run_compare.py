@@ -179,3 +179,13 @@ def test_to_dict_is_plain_json():
     back = json.loads(text)
     assert back["round"]["counts"] == {BOTH: 3, A_ONLY: 1, B_ONLY: 1}
     assert back["table"]["rows"][0]["conditional"]["a"]["mean"] == 1.0
+
+
+def test_compare_modules_load_no_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; import tevviz.engine.run_compare, tevviz.engine.speed, tevviz.render.compare_figure, "
+            "tevviz.render.compare_report; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

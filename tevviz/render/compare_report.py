@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tevviz.engine.run_compare import A_ONLY, B_ONLY, BOTH, SETTING_KEYS, RoundComparison, RunComparison
+from tevviz.engine.speed import speed_breakdown
 from tevviz.files import atomic_write
 from tevviz.render.compare_figure import colorscale_stops, metric_values, node_hover, shared_layout, side_figure_dicts
 from tevviz.render.graph import METRICS
@@ -146,6 +147,12 @@ def _summary(cmp: RunComparison) -> str:
     head = f"<tr><th></th><th>{an}</th><th>{bn}</th><th>{bn} − {an}</th></tr>"
     rows = [f"<tr><th>{label}</th><td>{_est(c.a)} ({c.a.n} rounds)</td><td>{_est(c.b)} ({c.b.n} rounds)</td>"
             f"<td>{_diff(c)}</td></tr>" for label, c in (("tau (mean L)", t.tau), ("mean E[L]", t.expected_length))]
+    speeds = [speed_breakdown(run.rounds) for run in (cmp.a, cmp.b)]
+    if all(s.tokens and s.recorded_ms_per_token > 0 for s in speeds):
+        per_token = lambda s: " / ".join(f"{v:.2f}" for v in s.stage_ms_per_token.values())
+        rows.append("<tr><th>ms per token from the recorded stage times (draft / target / verify / other)</th>"
+                    + "".join(f"<td>{s.recorded_ms_per_token:.2f} ({per_token(s)})</td>" for s in speeds)
+                    + f"<td>{speeds[1].recorded_ms_per_token - speeds[0].recorded_ms_per_token:+.2f}</td></tr>")
     depth_head = (f"<tr><th>depth</th><th>conditional {an}</th><th>conditional {bn}</th><th>B − A</th>"
                   f"<th>marginal {an}</th><th>marginal {bn}</th><th>B − A</th></tr>")
     depth_rows = [f'<tr id="depth-{r.depth}"><td>{r.depth}</td><td>{_est(r.conditional.a)}</td>'
