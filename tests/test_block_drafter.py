@@ -338,6 +338,32 @@ def test_bad_block_drafter_configs_are_refused_naming_the_field(saved_pair, tmp_
     assert not loaded
 
 
+@pytest.mark.parametrize("field, value, said", [
+    ("dflash_config", [1, 2], "dflash_config must be an object"),
+    ("num_key_value_heads", 0, "num_key_value_heads must be a positive integer, got 0"),
+    ("num_key_value_heads", 3, "num_key_value_heads (3) must divide num_attention_heads (4)"),
+    ("head_dim", 0, "head_dim must be a positive integer"),
+    ("rms_norm_eps", "x", "rms_norm_eps must be a positive number"),
+    ("hidden_act", "nope", "hidden_act 'nope' is not an activation"),
+    ("attention_bias", "yes", "attention_bias"),
+    ("rope_scaling", {"rope_type": "bogus"}, "bogus"),
+])
+def test_tevviz_decode_names_a_bad_block_drafter_field_in_one_line(saved_pair, tmp_path, capsys, field, value, said):
+    """Through `tevviz decode`: a bad field of a DFlash config.json is refused in one line that names it (they came
+    out as AttributeError, ZeroDivisionError, transformers' validation errors, or a drafter that loaded and failed at
+    its first draft)."""
+    from tevviz.cli import main
+
+    target, _ = saved_pair
+    cfg = dflash_config() | {field: value}
+    draft = write_drafter(tmp_path / "bad", cfg, weights=dflash_weights(dflash_config(), 0))
+    code = main(["decode", "--target", target, "--draft", str(draft), "--prompt", "a b", "--max-new-tokens", "4",
+                 "--device", "cpu", "--builder", "ddtree"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert said in err and str(draft) in err, err
+
+
 def test_missing_weights_are_named(saved_pair, tmp_path):
     target, _ = saved_pair
     cfg = dflash_config()

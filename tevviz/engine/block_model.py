@@ -72,12 +72,16 @@ def parse_config(raw: dict, where: str, target=None) -> BlockConfig:
         raise TevvizError(f"{where}: architecture {', '.join(map(str, arch)) or '(none)'} is not a block drafter "
                           f"tevviz can run; it loads {ARCHITECTURE} (DFlash's layout)")
     dcfg = raw.get("dflash_config") or {}
+    if not isinstance(dcfg, dict):
+        raise TevvizError(f"{where}: dflash_config must be an object (mask_token_id, target_layer_ids), got "
+                          f"{type(dcfg).__name__}")
     bs = raw.get("block_size", dcfg.get("block_size"))
     if not isinstance(bs, int) or isinstance(bs, bool) or not 2 <= bs <= 65:
         raise TevvizError(f"{where}: block_size must be an integer in [2, 65], got {bs!r}")
     for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size"):
-        if not isinstance(raw.get(key), int) or raw[key] < 1:
+        if not _positive_int(raw.get(key)):
             raise TevvizError(f"{where}: config field {key} must be a positive integer, got {raw.get(key)!r}")
+    _check_attention_fields(raw, where)
     n_target = raw.get("num_target_layers")
     ids = dcfg.get("target_layer_ids")
     if ids is None:
@@ -90,9 +94,51 @@ def parse_config(raw: dict, where: str, target=None) -> BlockConfig:
     if not isinstance(mask, int) or isinstance(mask, bool):
         raise TevvizError(f"{where}: dflash_config.mask_token_id must be an integer, got {mask!r}")
     cfg = BlockConfig(bs, mask, tuple(ids), n_target, raw)
+    import huggingface_hub.errors
+
+    # transformers validates a config with errors of its own (newer releases), and KeyError, ValueError...
+    refused = (KeyError, ValueError, TypeError, AttributeError,
+               getattr(huggingface_hub.errors, "StrictDataclassError", ValueError))
+    try:  # the layers built on the meta device (no memory): what transformers' own checks refuse, said here
+        with torch.device("meta"):
+            BlockDraftModel(cfg)
+    except refused as e:
+        said = " ".join(str(e).split())[:300]
+        raise TevvizError(f"{where}: config.json does not make a {ARCHITECTURE} ({type(e).__name__}: {said})") \
+            from None
     if target is not None:
         check_against_target(cfg, target, where)
     return cfg
+
+
+def _positive_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+
+def _check_attention_fields(raw: dict, where: str) -> None:
+    """The optional decoder fields whose bad values would otherwise fail later, in other words (a division by zero,
+    a drafter that loads and then fails at its first draft, a validation error of transformers)."""
+    heads = raw["num_attention_heads"]
+    for key in ("num_key_value_heads", "head_dim", "max_position_embeddings"):
+        if key in raw and raw[key] is not None and not _positive_int(raw[key]):
+            raise TevvizError(f"{where}: config field {key} must be a positive integer, got {raw[key]!r}")
+    kv = raw.get("num_key_value_heads") or heads
+    if heads % kv:
+        raise TevvizError(f"{where}: config field num_key_value_heads ({kv}) must divide num_attention_heads "
+                          f"({heads})")
+    if not raw.get("head_dim") and raw["hidden_size"] % heads:
+        raise TevvizError(f"{where}: config field hidden_size ({raw['hidden_size']}) must be a multiple of "
+                          f"num_attention_heads ({heads}) when head_dim is not given")
+    for key in ("rms_norm_eps", "rope_theta"):
+        x = raw.get(key)
+        if key in raw and x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0):
+            raise TevvizError(f"{where}: config field {key} must be a positive number, got {x!r}")
+    act = raw.get("hidden_act", "silu")
+    from transformers.activations import ACT2FN
+
+    if not isinstance(act, str) or act not in ACT2FN:
+        raise TevvizError(f"{where}: config field hidden_act {act!r} is not an activation transformers knows "
+                          "(silu, gelu, relu...)")
 
 
 def check_against_target(cfg: BlockConfig, target, where: str) -> None:

@@ -264,7 +264,8 @@ def drafter_defaults(draft: str) -> tuple[str, int | None]:
     if not is_block_drafter(draft):
         return "best-first", None
     raw = read_config(Path(draft).expanduser())
-    bs = raw.get("block_size", (raw.get("dflash_config") or {}).get("block_size"))
+    dcfg = raw.get("dflash_config")
+    bs = raw.get("block_size", dcfg.get("block_size") if isinstance(dcfg, dict) else None)
     return "ddtree", bs - 1 if isinstance(bs, int) and bs >= 2 else None
 
 
