@@ -116,3 +116,26 @@ def test_stop_keeps_the_finished_prompts(url):
     assert 0 < done < total == 40
     assert len(open_scan(out["folder"]).index) == done
     assert "no scan is running" not in c.predict(api_name="/scan_stop")  # the event stays until the next scan
+
+
+def test_the_scan_tab_opens_only_allowed_folders_and_never_echoes_a_manifest(url, tmp_path):
+    """A folder outside the app's own scans and its --model-dir folders is refused before anything is read, whether
+    or not it holds a manifest (it opened any folder on the server and its errors quoted the manifest)."""
+    from tevviz.engine.scan_files import write_manifest
+
+    secret = tmp_path / "elsewhere"
+    secret.mkdir()
+    write_manifest(secret, {"schema": "SECRET-VALUE-1234", "settings": {"token": "SECRET-VALUE-1234"}})
+    c = gradio_client.Client(url, verbose=False)
+    for folder in (secret, tmp_path / "missing", "/etc", "~"):
+        out = named(c.predict(folder=str(folder), api_name="/scan_open"), SCAN_OUTPUTS)
+        assert "opens scan folders only under" in out["error"] and "--model-dir" in out["error"], out["error"]
+        assert "SECRET" not in json.dumps(out)
+    # Under a --model-dir folder it opens; its manifest's contents are still not quoted in the error.
+    allowed = PairSource(pair=tiny_pair("llama"), model_dirs=(str(tmp_path),))
+    allowed.check_scan_path(str(secret))
+    with pytest.raises(Exception, match="not a tevviz scan manifest") as e:
+        open_scan(secret)
+    assert "SECRET" not in str(e.value)
+    with pytest.raises(Exception, match="opens scan folders only under"):
+        allowed.check_scan_path(str(tmp_path.parent))

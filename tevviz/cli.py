@@ -157,8 +157,9 @@ def add_app(p: argparse.ArgumentParser) -> None:
     g.add_argument("--share", action=argparse.BooleanOptionalAction, default=None,
                    help="make a public Gradio share link (default: $GRADIO_SHARE, else off)")
     g.add_argument("--model-dir", action="append", default=[],
-                   help="a folder whose models the UI may load as drafts (repeatable; the shipped models and the "
-                        "folders of --target/--draft are always allowed)")
+                   help="a folder whose models the UI may load as drafts and whose scans the Scan tab may open "
+                        "(repeatable; the shipped models, the folders of --target/--draft and the app's own scans "
+                        "are always allowed)")
     g.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads for the models (default: $OMP_NUM_THREADS when set, else one fewer than "
                         "torch's default, at least 1, leaving a core to the browser and the server; docs/app-latency.md)")

@@ -79,6 +79,7 @@ def _wire_scans(ctl: Controller, ui: Panel, settings: dict, files: dict[str, Pat
 
     def open_folder(folder):
         try:
+            ctl.source.check_scan_path(folder)
             return scan_updates(ui, open_cached(folder))
         except TevvizError as e:
             return failed(ui.error, e)
@@ -134,6 +135,7 @@ def _wire_rounds(ctl: Controller, ui: Panel, decode: Panel, tabs) -> None:
         try:
             if not scan:
                 raise TevvizError("open a scan first")
+            ctl.source.check_scan_path(scan["folder"])
             st = round_state(current(st), open_cached(scan["folder"]), key, ctl.history)
         except TevvizError as e:
             return failed(ui.error, e)

@@ -40,6 +40,20 @@ class PairSource:
             raise TevvizError(f"the app loads draft models only from {', '.join(map(str, self.allowed_roots()))}; "
                               "start it with --model-dir FOLDER to allow another folder")
 
+    def scan_roots(self) -> list[Path]:
+        """Folders the Scan tab may open scans from: the app's own scans and the --model-dir folders."""
+        from .scan_view import scan_root
+
+        return [scan_root().resolve(), *(Path(d).expanduser().resolve() for d in self.model_dirs)]
+
+    def check_scan_path(self, folder: str) -> None:
+        """Refuse a scan folder typed into the UI unless it lies under `scan_roots` (nothing is read before)."""
+        text = str(folder).strip()
+        if not text or any(Path(text).expanduser().resolve().is_relative_to(root) for root in self.scan_roots()):
+            return
+        raise TevvizError("the app opens scan folders only under the folders it was started with --model-dir "
+                          "(and its own scans); start it with --model-dir FOLDER to open the scans in FOLDER")
+
     @property
     def description(self) -> str:
         if self.pair is not None:
