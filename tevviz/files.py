@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -51,19 +52,46 @@ def _check_folder(folder: Path, flag: str, path: str | Path) -> None:
     os.unlink(probe)
 
 
-def _mode(full: int = 0o666) -> int:
-    """What a new file's (or, with 0o777, folder's) permission bits would be under this process's umask; mkstemp
-    and mkdtemp make 0600 and 0700."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return full & ~umask
+def _new_file(folder: Path, prefix: str, suffix: str) -> tuple[int, str]:
+    """A new empty file in `folder` (an fd open for writing, and its path) with the permissions any new file there
+    gets: 0o666 less the umask, or the folder's default ACL. mkstemp would make it 0600; the umask is never read
+    (os.umask sets it to read it, a window in which another thread's new files would be world-writable)."""
+    for _ in range(100):
+        path = os.path.join(folder, f"{prefix}{secrets.token_hex(6)}{suffix}")
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {folder}")
+
+
+def _new_folder(folder: Path, prefix: str, suffix: str) -> Path:
+    """A new empty folder in `folder` with the permissions any new folder there gets (mkdtemp would make it 0700)."""
+    for _ in range(100):
+        path = Path(folder) / f"{prefix}{secrets.token_hex(6)}{suffix}"
+        try:
+            path.mkdir(0o777)
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {folder}")
+
+
+def new_file_mode(folder: str | Path) -> int:
+    """The permission bits a new file made in `folder` gets (made and removed again)."""
+    fd, path = _new_file(Path(folder), ".tevviz-", ".mode")
+    try:
+        return os.fstat(fd).st_mode & 0o777
+    finally:
+        os.close(fd)
+        os.unlink(path)
 
 
 def atomic_write(path: str | Path, data: str | bytes | Iterable[str | bytes]) -> int:
     """Write `data` (text as UTF-8, or an iterable of pieces) to `path` all at once; the bytes written."""
     p = Path(path).expanduser()
     pieces = [data] if isinstance(data, (str, bytes)) else data
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".partial")
+    fd, tmp = _new_file(p.parent, f".{p.name}.", ".partial")
     size = 0
     try:
         with os.fdopen(fd, "wb") as f:
@@ -71,7 +99,8 @@ def atomic_write(path: str | Path, data: str | bytes | Iterable[str | bytes]) ->
                 size += f.write(piece.encode("utf-8") if isinstance(piece, str) else piece)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, p.stat().st_mode & 0o777 if p.exists() else _mode())
+        if p.exists():
+            os.chmod(tmp, p.stat().st_mode & 0o777)
         os.replace(tmp, p)
     except BaseException:
         # Ctrl-C included: the target keeps its old content, and the partial file goes.
@@ -94,10 +123,9 @@ def atomic_write_json(path: str | Path, obj) -> int:
 def atomic_folder(path: str | Path) -> Iterator[Path]:
     """A temporary folder beside `path` to fill; renamed to `path` (absent or empty) when the block ends cleanly."""
     p = Path(path).expanduser()
-    tmp = Path(tempfile.mkdtemp(dir=p.parent, prefix=f".{p.name}.", suffix=".partial"))
+    tmp = _new_folder(p.parent, f".{p.name}.", ".partial")
     try:
         yield tmp
-        os.chmod(tmp, _mode(0o777))
         if p.is_dir():
             p.rmdir()  # an empty folder the user made: replaced by the finished one
         os.replace(tmp, p)

