@@ -364,6 +364,45 @@ def test_tevviz_decode_names_a_bad_block_drafter_field_in_one_line(saved_pair, t
     assert said in err and str(draft) in err, err
 
 
+def test_tevviz_decode_budget_auto_prices_the_ddtree_it_keeps(saved_pair, monkeypatch, capsys):
+    """`tevviz decode --budget auto` with a block drafter keeps DDTree's first k nodes (its tree of budget k); the
+    rate that chose k is that tree's, 1 + sum of its nodes' reach over the round's cost, not the rate of the k nodes
+    of largest reach (which priced a tree it did not keep, 0.3-5% high in most rounds)."""
+    from tevviz.cli import main
+    from tevviz.engine import auto_budget, block_drafting
+    from tevviz.engine.round_time import round_cost
+
+    priced, kept = [], []
+    real_best, real_draft = auto_budget.Plan.best, block_drafting.BlockDrafter.draft
+
+    def best(plan, values, depth, *args, **kwargs):
+        out = real_best(plan, values, depth, *args, **kwargs)
+        if plan.forced_budget is None:
+            priced.append((plan, values.clone(), out))
+        return out
+
+    def draft(self, request):
+        out = real_draft(self, request)
+        plan = request.plan
+        if plan is not None and plan.forced_budget is None and not plan.skip_draft:
+            kept.append(out)
+        return out
+
+    monkeypatch.setattr(auto_budget.Plan, "best", best)
+    monkeypatch.setattr(block_drafting.BlockDrafter, "draft", draft)
+    target, drafter = saved_pair
+    assert main(["decode", "--target", target, "--draft", drafter, "--prompt", "a b c d", "--max-new-tokens", "60",
+                 "--budget", "auto", "--temperature", "0", "--device", "cpu", "--threads", "1"]) == 0
+    capsys.readouterr()
+    assert len(priced) == len(kept) >= 5, "test setup: sized rounds after the warm-up"
+    reordered = 0
+    for (plan, values, (k, rate)), d in zip(priced, kept):
+        reordered += not torch.equal(values.sort(descending=True).values, values)
+        assert d.tree.size - 1 == k
+        assert rate == pytest.approx(float(1 + d.reach[1:].exp().sum()) / float(round_cost(plan, k, 1)), rel=1e-5)
+    assert reordered, "test setup: a round whose pop order is not the order of reach"
+
+
 def test_missing_weights_are_named(saved_pair, tmp_path):
     target, _ = saved_pair
     cfg = dflash_config()

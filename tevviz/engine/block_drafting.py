@@ -75,7 +75,8 @@ class BlockDrafter:
             for v, p in enumerate(tree.parents.tolist()[1:], start=1):  # parents first: one pass sums the paths
                 edge[v] += edge[p]
             reach = torch.tensor(edge, device=device)
-            keep = plan.best(reach[1:], 1)[0]
+            # The tree kept is DDTree's first k pops (its tree of budget k), so the first k are what is priced.
+            keep = plan.best(reach[1:], 1, in_order=True)[0]
             if keep < tree.size - 1:  # pop order is score order: the first k pops are DDTree's tree of budget k
                 tree = _first(tree, keep + 1)
                 ranks, reach = ranks[: keep + 1], reach[: keep + 1]
