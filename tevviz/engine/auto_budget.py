@@ -55,11 +55,15 @@ class Plan:
         """This plan with its table on `device` (one copy a round, not one a level)."""
         return replace(self, log_accept=self.log_accept.to(device), q_edges=torch.tensor(Q_EDGES, device=device))
 
-    def best(self, values: torch.Tensor, depth: int) -> tuple[int, float]:
-        """(k, expected tokens per ms) of the best tree of the top-k nodes by log reach `values`, k <= max_budget."""
+    def best(self, values: torch.Tensor, depth: int, in_order: bool = False) -> tuple[int, float]:
+        """(k, expected tokens per ms) of the best tree of the top-k nodes by log reach `values`, k <= max_budget.
+
+        `in_order`: the tree kept is the first k nodes of `values` as given (DDTree's pop order), so those are
+        priced, not the k of largest reach (price what is kept)."""
         if self.forced_budget is not None or values.numel() == 0:
             return min(self.forced_budget or 0, values.numel()), 0.0
-        reach = torch.sort(values.float(), descending=True).values[: self.max_budget].exp()
+        ordered = values.float() if in_order else torch.sort(values.float(), descending=True).values
+        reach = ordered[: self.max_budget].exp()
         gain = 1 + torch.cumsum(reach, 0)
         k = torch.arange(1, reach.numel() + 1, device=reach.device, dtype=torch.float32)
         cost = round_cost(self, k, depth)
@@ -126,7 +130,8 @@ class AutoBudget:
         self.levels.append(levels, stage_ms["draft"])
         self.coverage.append(predicted, C_p)
         if self.chain:
-            self.chains.learn(p_edge)
+            if tokens > 1:  # a chain cut to no token (the last token of a budget) measured no acceptance
+                self.chains.learn(p_edge)
             return self.fit()  # each round picks its depth against a plain step itself: no back-off
         if ranks is not None and len(ranks) > 1:
             self.table.learn(ranks[1:], logq[1:], p_edge[1:])
