@@ -17,6 +17,7 @@ from tevviz.app.compare_tab import COMPARE_OUTPUTS, SIDE_OUTPUTS
 from tevviz.app.controller import Controller
 from tevviz.app.decode_tab import BASELINE_OUTPUTS, BROWSE_OUTPUTS, EXPORT_OUTPUTS, NODE_OUTPUTS, ROUND_OUTPUTS
 from tevviz.app.demo import example_prompts
+from tevviz.app.navigation import show_round
 from tevviz.app.source import PairSource
 from tevviz.app.state import AppState, decode_settings, train_settings
 from tevviz.app.views import stats_markdown, text_spans
@@ -117,8 +118,8 @@ def test_step_run_and_browse(app_url):
     tree = c.predict(metric_name="w", api_name="/metric")
     colourbar = next(t for t in figure(tree)["data"] if t.get("name") == "nodes")["marker"]["colorbar"]
     assert "w(v)" in colourbar["title"]["text"]
-    tree, details = named(c.predict(node_id=1, api_name="/node"), NODE_OUTPUTS).values()
-    assert "**node 1**" in details and "| P |" in details
+    tree, details, node = named(c.predict(node_id=1, api_name="/node"), NODE_OUTPUTS).values()
+    assert "**node 1**" in details and "P(v)" in details and node == 1
     assert any(t.get("name") == "highlight" for t in figure(tree)["data"])
 
 
@@ -283,7 +284,7 @@ def test_history_is_capped_with_a_notice(pair, tmp_path):
     assert [r.index for r in st.rounds] == [3, 4, 5] and st.dropped == 3 and st.view == 2
     assert "history capped at 3 rounds; older rounds dropped" in st.notice
     assert "| 6 |" in stats_markdown(st) and "last 3 rounds" in stats_markdown(st)
-    assert "".join(text for text, _ in text_spans(Controller.view(st, 2))) == PROMPT + "".join(
+    assert "".join(text for text, _ in text_spans(show_round(st, 2))) == PROMPT + "".join(
         pair.tokenizer.convert_ids_to_tokens(st.generated))  # the dropped rounds' text is still shown
     # The kept rounds still know their context: prefix, re-scoring and ExitTrain contexts.
     stream = st.prompt_ids + st.generated
@@ -292,7 +293,7 @@ def test_history_is_capped_with_a_notice(pair, tmp_path):
         assert note == "" and stream[len(prefix)] == r.tokens[0]
         assert stream[len(prefix) + 1: len(prefix) + 1 + len(r.committed)] == r.committed
     assert [c.tokens[-1] for c in training_contexts(st.stream, st.rounds, 256)] == [r.tokens[0] for r in st.rounds]
-    rescored = ctl.rescore(Controller.view(st, 0), "", cfg.sampling)
+    rescored = ctl.rescore(show_round(st, 0), "", cfg.sampling)
     assert rescored.rounds[0].w == pytest.approx(st.rounds[0].w, abs=1e-5)
     # An import keeps the last rounds too.
     path = tmp_path / "session.json"
@@ -440,11 +441,11 @@ def test_optimal_tree_of_an_imported_round_matches_the_live_one(pair, tmp_path):
     st = AppState()
     for _ in range(3):
         st = ctl.step(st, prompt, cfg)
-    live = ctl.optimal(Controller.view(st, 1), "", cfg.sampling)
+    live = ctl.optimal(show_round(st, 1), "", cfg.sampling)
     path = tmp_path / "session.json"
     path.write_text(json.dumps(ctl.session_json(st)), encoding="utf-8")
     imported = Controller(PairSource(pair=pair)).import_file(AppState(), str(path))
-    again = ctl.optimal(Controller.view(imported, 1), "", cfg.sampling)
+    again = ctl.optimal(show_round(imported, 1), "", cfg.sampling)
     assert again.kind == "session" and again.ghosts
     a, b = live.rounds[1].optimal, again.rounds[1].optimal
     assert a.tokens == b.tokens and a.parents == b.parents and a.P == pytest.approx(b.P, abs=1e-6)

@@ -11,7 +11,7 @@ from conftest import served, tiny_model, word_tokenizer
 from test_block_drafter import BS, dflash_config, dflash_weights
 
 from tevviz.app import build_demo
-from tevviz.app.decode_tab import ROUND_OUTPUTS
+from tevviz.app.decode_tab import BROWSE_OUTPUTS, ROUND_OUTPUTS
 from tevviz.engine.block_model import BlockDraftModel, parse_config
 from tevviz.engine.models import ModelPair
 
@@ -37,10 +37,17 @@ def test_a_block_drafter_starts_on_ddtree_and_shows_its_rows(app_url):
     assert out[OUT["error"]] == ""
     title = json.loads(out[OUT["tree"]])["layout"]["title"]["text"]
     assert title.startswith("round 0:")
-    rows = json.loads(c.predict(api_name="/rows"))
+    rows = json.loads(out[OUT["rows_plot"]])  # the rows follow every Step: no button to press
+    assert rows["layout"]["title"]["text"].startswith("round 0:")
     heat = rows["data"][0]
     assert heat["type"] == "heatmap" and len(heat["z"]) == BS - 1  # one row per drafted depth
     assert all(0 <= z <= 1 for row in heat["z"] for z in row if z is not None)
+    out = c.predict(api_name="/step")
+    assert json.loads(out[OUT["rows_plot"]])["layout"]["title"]["text"].startswith("round 1:")
+    back = c.predict("P", 0, api_name="/view")  # the slider: tree and rows show round 0 together
+    browse = dict(zip(BROWSE_OUTPUTS, back))
+    assert json.loads(browse["rows_plot"])["layout"]["title"]["text"].startswith("round 0:")
+    assert json.loads(browse["tree"])["layout"]["title"]["text"].startswith("round 0:")
     out = c.predict(builder="best-first", api_name="/step")  # the wrong builder for this drafter: said, not raised
     assert "build its trees with the ddtree builder" in out[OUT["error"]]
 

@@ -290,12 +290,17 @@ def test_exit_and_bonus_markers():
     pos = node_positions(fig)
     exit_trace = trace(fig, "exit")
     assert (exit_trace.x[0], exit_trace.y[0]) == pos[5]
+    edge = trace(fig, "bonus edge")
+    assert (edge.x[0], edge.y[0]) == pos[5] and edge.line.dash == "dash" and edge.hoverinfo == "skip"
     bonus = trace(fig, "bonus")
-    assert (bonus.x[0], bonus.y[0]) == pos[5]
-    assert bonus.y[1] == pos[5][1] - 1
-    assert bonus.line.dash == "dash"
-    assert "x" in bonus.text[1]
-    assert bonus.x[1] != pos[6][0]  # the exit's own child keeps its spot
+    assert bonus.y[0] == pos[5][1] - 1 and (edge.x[1], edge.y[1]) == (bonus.x[0], bonus.y[0])
+    assert list(bonus.customdata) == [BONUS] and "bonus" in bonus.hovertext[0]
+    # No point of a hoverable trace lies on the exit node but the node itself (its tooltip once lost to one).
+    hoverable = [t for t in fig.data if t.hoverinfo != "skip" and t.name != "nodes"]
+    assert not [t.name for t in hoverable for x, y in zip(t.x, t.y) if (x, y) == pos[5]]
+    labels = trace(fig, "labels")
+    assert (bonus.x[0], bonus.y[0], "x") in set(zip(labels.x, labels.y, labels.text))
+    assert bonus.x[0] != pos[6][0]  # the exit's own child keeps its spot
 
 
 def test_highlight_ring_at_node():
@@ -306,25 +311,44 @@ def test_highlight_ring_at_node():
     assert ring.marker.size > trace(tree_figure(SMALL), "exit").marker.size
     bonus = trace(tree_figure(SMALL), "bonus")
     ring = trace(tree_figure(SMALL, highlight_node=BONUS), "highlight")
-    assert (ring.x[0], ring.y[0]) == (bonus.x[1], bonus.y[1])
+    assert (ring.x[0], ring.y[0]) == (bonus.x[0], bonus.y[0])
     with pytest.raises(ValueError, match="highlight_node"):
         tree_figure(SMALL, highlight_node=99)
 
 
-def test_labels_only_for_small_trees_and_hover_escapes_whitespace():
+def test_labels_show_whitespace_escape_markup_and_the_hover_gives_the_verdict():
     texts = ["def", " f", "\n", "<|x|>", "a", "b", "c"]
     fig = tree_figure(make_round(SMALL_PARENTS, accepted=[0, 2], texts=texts))
+    labels = dict(zip(zip(trace(fig, "labels").x, trace(fig, "labels").y), trace(fig, "labels").text))
+    pos = node_positions(fig)
+    assert labels[pos[1]] == "⎵f" and labels[pos[2]] == "↵" and labels[pos[3]] == "&lt;|x|&gt;"
     nodes = trace(fig, "nodes")
-    assert "text" in nodes.mode and nodes.text[2] == "'\\n'"
-    assert "&lt;|x|&gt;" in nodes.text[3]
-    hover = nodes.hovertext[1]
-    for part in ["' f'", "id 1", "depth 1", "draft prob", "p_edge", "P ", "rho", "w ", "missing: ' ('"]:
-        assert part in hover
+    hover = dict(zip(nodes.customdata, nodes.hovertext))
+    for part in ["' f'", "node 1", "depth 1", "edge prob", "path prob q(v)", "flow P", "rho", "w ", "missing: ' ('",
+                 "rejected here: the target took '\\n'"]:
+        assert part in hover[1], part
+    assert "exit node" in hover[2] and "not reached" in hover[3] and "root" in hover[0]
+    assert "rejected here" in hover[5]  # a child of the exit node: the target took the bonus instead
 
-    big = tree_figure(make_round(random_parents(random.Random(1), 100), accepted=[0]))
-    big_nodes = trace(big, "nodes")
-    assert big_nodes.mode == "markers" and big_nodes.text is None
-    assert len(big_nodes.hovertext) == 100
+
+def test_a_large_tree_keeps_every_node_reachable_and_labels_the_accepted_path():
+    record = make_round(random_parents(random.Random(1), 100), accepted=[0])
+    big = tree_figure(record)
+    shown = node_positions(big)
+    folded = [t for t in big.data if t.name.startswith("folded")]
+    behind = {int(key.split(":")[1]) for t in folded for key in t.customdata}
+    G = round_graph(record)
+    for v in G:  # every node is drawn, or an ancestor of it is drawn with a "+N" fold
+        assert v in shown or any(u in behind for u in nx_ancestors(G, v)), v
+    assert len(trace(big, "labels").text) >= 24
+
+
+def nx_ancestors(G, v):
+    out = []
+    while G.nodes[v]["parent"] is not None:
+        v = G.nodes[v]["parent"]
+        out.append(v)
+    return out
 
 
 def test_figure_height_grows_with_depth_and_axes_hidden():

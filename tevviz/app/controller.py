@@ -27,8 +27,9 @@ from ..engine.comparison import Comparison, compare_verifiers
 from ..engine.scoring import check_ids, rescore
 from ..files import atomic_write, atomic_write_json
 from .model_thread import on_model_thread
+from .navigation import step_walk
 from .source import PairSource
-from .state import MAX_HISTORY, AppState, LiveSession, SessionStore, block_text
+from .state import MAX_HISTORY, AppState, LiveSession, SessionStore, block_text, view_options
 from .training_actions import TrainingActions
 
 logger = logging.getLogger("tevviz")
@@ -79,7 +80,7 @@ class Controller(TrainingActions):
                 logger.info("session %s: %s", st.sid[:8], notice)
             live = LiveSession(DecodeSession(pair, encode_prompt(pair.tokenizer, prompt, chat=cfg.chat), cfg, keep_rounds=self.history),
                                prompt)
-            fresh = AppState(sid=st.sid, ghosts=st.ghosts, optimal_every=st.optimal_every, kind="live", prompt=prompt, prompt_ids=list(live.session.prompt_ids),
+            fresh = AppState(sid=st.sid, **view_options(st), kind="live", prompt=prompt, prompt_ids=list(live.session.prompt_ids),
                              meta=tio.session_meta(live.session), cfg=cfg)
         else:
             fresh = st
@@ -97,17 +98,15 @@ class Controller(TrainingActions):
         capped = f"history capped at {self.history} rounds; older rounds dropped" if dropped else ""
         return replace(
             fresh, rounds=kept, generated=list(s.generated), text=s.pair.tokenizer.decode(s.generated),
-            seconds=live.seconds, done=s.done, view=len(kept) - 1, token=None, node=None,
+            seconds=live.seconds, done=s.done, view=len(kept) - 1, token=None, node=None, expanded=frozenset(),
             notice="; ".join(x for x in (notice, s.notice, capped) if x), dropped=dropped, dropped_text=dropped_text,
         )
 
     def step_token(self, st: AppState, prompt: str, cfg: DecodeConfig) -> AppState:
         """Next token of the shown round's block; past its end, the next round (decoding one if needed)."""
-        r = st.round
-        if r is not None and (st.token is None or st.token + 1 < r.block_length):
-            return replace(st, token=0 if st.token is None else st.token + 1)
-        if r is not None and st.view + 1 < len(st.rounds):
-            return replace(st, view=st.view + 1, token=0)
+        moved = step_walk(st, 1)
+        if moved is not st:
+            return moved
         if st.kind not in ("empty", "live"):
             raise TevvizError("end of the imported rounds; Reset to decode the prompt instead")
         return replace(self.step(st, prompt, cfg), token=0)
@@ -115,7 +114,7 @@ class Controller(TrainingActions):
     def reset(self, st: AppState) -> AppState:
         """Drop the live session; an ExitTrain trainer (and its "use" choice) stays."""
         self.store.drop(st.sid, keep_training=True)
-        return AppState(sid=st.sid, ghosts=st.ghosts, optimal_every=st.optimal_every)
+        return AppState(sid=st.sid, **view_options(st))
 
     @on_model_thread
     def baseline(self, st: AppState, prompt: str, cfg: DecodeConfig) -> AppState:
@@ -143,18 +142,6 @@ class Controller(TrainingActions):
         seconds = time.perf_counter() - t0
         return Decoded(label, list(session.rounds), len(session.generated), seconds,
                        pair.tokenizer.decode(session.generated))
-
-    # -- browsing --------------------------------------------------------------------------------
-
-    @staticmethod
-    def view(st: AppState, index) -> AppState:
-        if not st.rounds:
-            return st
-        return replace(st, view=min(max(int(index or 0), 0), len(st.rounds) - 1), token=None, node=None)
-
-    @staticmethod
-    def select_node(st: AppState, node) -> AppState:
-        return replace(st, node=None if node is None or node == "" else int(node), token=None)
 
     # -- re-scoring and comparison ----------------------------------------------------------------
 
@@ -275,7 +262,7 @@ class Controller(TrainingActions):
         dropped = max(len(imported.rounds) - self.history, 0)
         if dropped:
             said += f"; history capped at {self.history} rounds; older rounds dropped"
-        return AppState(sid=st.sid, ghosts=st.ghosts, optimal_every=st.optimal_every, kind=imported.kind, prompt=imported.prompt,
+        return AppState(sid=st.sid, **view_options(st), kind=imported.kind, prompt=imported.prompt,
                         prompt_ids=list(imported.prompt_token_ids), generated=list(imported.token_ids),
                         text=imported.text, rounds=list(imported.rounds[dropped:]), meta=dict(imported.meta),
                         seconds=sum(sum(r.stage_ms.values()) for r in imported.rounds) / 1e3, view=0, notice=said,

@@ -11,13 +11,15 @@ from ..engine.builders import BUILDERS, BuilderConfig
 from ..engine.sampling import SamplingConfig
 from ..engine.session import DecodeConfig
 from ..render import METRICS
+from ..render.tree_figure import SCALES, node_key
 from .controller import Controller
-from .figure_view import figure_view
+from .details import node_details
+from .figure_view import ROUND_BOX, figure_view
+from .navigation import on_key, select, show_round
 from .state import AppState, decode_settings
 from .views import (
     block_rows_plot,
     node_choices,
-    node_details,
     session_panel,
     stats_markdown,
     text_spans,
@@ -28,11 +30,11 @@ from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed, figure
 # The settings widgets, by the names `decode_settings` takes (every decoding endpoint accepts them by keyword).
 SETTINGS = ("prompt", "temperature", "top_k", "top_p", "seed", "builder", "budget", "depth", "children", "width",
             "branching", "verifier", "max_new_tokens", "chat", "auto_budget")
-VIEW_OUTPUTS = ("tree", "view", "node", "details", "text")  # what browsing a round updates
+VIEW_OUTPUTS = ("tree", "view", "node", "details", "text", "rows_plot")  # what browsing a round updates
 # Outputs of /step, /step_token, /run, /reset, /import_file and /rescore after the gr.State, in order.
 ROUND_OUTPUTS = ("error", "stats", "session_plot", *VIEW_OUTPUTS)
 BROWSE_OUTPUTS = (*VIEW_OUTPUTS, "error")  # outputs of /view after the gr.State
-NODE_OUTPUTS = ("tree", "details")  # outputs of /node after the gr.State
+NODE_OUTPUTS = ("tree", "details", "node")  # outputs of /node and /click after the gr.State
 BASELINE_OUTPUTS = ("error", "stats")  # outputs of /baseline after the gr.State
 DOWNLOADS = ("round_dl", "session_dl", "html_dl")
 RUN_FIGURES_EVERY = 5  # rounds between session-figure updates during a Run
@@ -84,21 +86,26 @@ def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str
 
 
 def _view_column() -> dict:
-    """The right column: live statistics, the round slider and metric, the tree, node details and the text."""
+    """The right column: live statistics, the round slider and colour, the tree with its details beside it, the text."""
     c = {"stats": gr.Markdown("No rounds yet.", label="live stats", elem_classes="stats-table")}
     with gr.Row():
-        c["view"] = gr.Slider(0, 1, value=0, step=1, label="round", interactive=False, scale=3)
+        c["view"] = gr.Slider(0, 1, value=0, step=1, label="round (← → Home End; ↓ ↑ or j k walk a round's tokens)",
+                              interactive=False, scale=3, elem_id=ROUND_BOX)
         c["metric"] = gr.Radio(list(METRICS), value="P", label="node colour", scale=2)
+        c["scale"] = gr.Radio(list(SCALES), value="auto", label="colour scale", scale=1, min_width=160)
     with gr.Row(equal_height=True):
         c["optimal_btn"] = gr.Button("Optimal tree", min_width=120, scale=0)
         c["ghosts"] = gr.Checkbox(False, label="ghost branches: the optimal tree's nodes this tree lacks", scale=2)
         c["optimal_every"] = gr.Checkbox(False, label="optimal tree every round (up to H more target passes)",
                                          scale=2)
-    c["tree"] = figure_view(figure_json(tree_plot(AppState(), "P", as_dict=True)), label="draft tree",
-                            elem_id="tree-plot")
-    with gr.Row(equal_height=False):
-        c["node"] = gr.Dropdown([], value=None, label="node details", scale=1)
-        c["details"] = gr.Markdown("Choose a node to see its scores.", label="node scores")
+    with gr.Row(equal_height=False, elem_id="tree-row"):
+        with gr.Column(scale=4, min_width=480):
+            c["tree"] = figure_view(figure_json(tree_plot(AppState(), "P", as_dict=True)),
+                                    label="draft tree: click a node; +N unfolds", elem_id="tree-plot", clicks=True,
+                                    keys=True)
+        with gr.Column(scale=1, min_width=240, elem_id="details-col"):
+            c["details"] = gr.Markdown(node_details(AppState()), label="node details", elem_id="node-details")
+            c["node"] = gr.Dropdown([], value=None, label="node (✓ accepted, ⏏ exit, ✗ rejected here)")
     c["text"] = gr.HighlightedText(text_spans(AppState()), label="text (each round's block; bonus tokens marked)",
                                    color_map={"bonus": "#f4a261", "current token": "#e63946"},
                                    show_inline_category=False, combine_adjacent=False)
@@ -107,14 +114,13 @@ def _view_column() -> dict:
 
 def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat: bool,
              builder: tuple[str, int]) -> Panel:
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=1, min_width=320):
+    with gr.Row(equal_height=False, elem_id="decode-row"):
+        with gr.Column(scale=1, min_width=320, elem_id="settings-col"):
             left = _settings_column(prompts, first_prompt, verifiers, chat, builder)
-        with gr.Column(scale=3, min_width=600):
+        with gr.Column(scale=3, min_width=600, elem_id="view-col"):
             right = _view_column()
     c = {}
-    with gr.Accordion("The drafter's rows (block rounds)", open=False):
-        c["rows_btn"] = gr.Button("Show the shown round's rows", scale=0)
+    with gr.Accordion("The drafter's rows (block rounds): they follow the round shown", open=False):
         c["rows_plot"] = figure_view(label="per depth, the drafter's top tokens with their marginal q_d; the token "
                                      "the round committed at each depth is boxed (green: accepted, red: bonus)",
                                      elem_id="rows-plot")
@@ -139,7 +145,8 @@ def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat:
 
 
 def shown(ui: Panel, st: AppState, metric: str) -> dict:
-    """Updates of the state, error box, tree, round slider, node picker, details and text for `st`."""
+    """Updates of the state, error box, tree, round slider, node picker, details, text and rows for `st`."""
+    st = with_width(ui, st)
     return {ui.state: st, **ui.updates(
         error="",
         tree=figure_json(tree_plot(st, metric, as_dict=True)),
@@ -148,7 +155,18 @@ def shown(ui: Panel, st: AppState, metric: str) -> dict:
         node=gr.Dropdown(choices=node_choices(st), value=st.highlight if isinstance(st.highlight, int) else None),
         details=node_details(st),
         text=text_spans(st) if st.round is not None or st.prompt else [],
+        rows_plot=figure_json(block_rows_plot(st)),
     )}
+
+
+MAX_WIDTHS = 10_000  # browser sessions whose tree width is remembered
+
+
+def with_width(ui: Panel, st: AppState) -> AppState:
+    """`st` with its browser's latest tree width: reported by the tree view (`apply`), kept by session id, since an
+    event that started before the report returns a state without it."""
+    width = ui.widths.get(st.sid)
+    return st if width is None or width == st.width else replace(st, width=width)
 
 
 def everything(ui: Panel, st: AppState, metric: str) -> dict:
@@ -236,21 +254,46 @@ def _wire_decoding(ctl: Controller, ui: Panel, settings: dict) -> None:
 
 
 def _wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
-    """The round slider, the node colour, the node picker and the example prompts."""
+    """The round slider, the keys, clicks on the tree, the node colour and scale, the node picker, the prompts."""
 
     def set_view(st, metric_name, index):
-        return shown(ui, Controller.view(current(st), index), metric_name)
+        return shown(ui, show_round(current(st), index), metric_name)
 
-    def set_metric(st, metric_name):
-        return {ui.tree: figure_json(tree_plot(current(st), metric_name, as_dict=True))}
+    def press(st, metric_name, evt: gr.EventData):
+        data = evt._data if isinstance(evt._data, dict) else {}
+        st = current(st)
+        new = on_key(st, str(data.get("key", "")), data.get("value"))
+        return shown(ui, new, metric_name) if new is not st else {}
+
+    def picked(st, metric_name, new):
+        new = with_width(ui, new)
+        return {ui.state: new, **ui.updates(tree=figure_json(tree_plot(new, metric_name, as_dict=True)),
+                                            details=node_details(new),
+                                            node=new.highlight if isinstance(new.highlight, int) else None)}
+
+    def click(st, metric_name, evt: gr.EventData):
+        data = evt._data if isinstance(evt._data, dict) else {}
+        st = current(st)
+        key = node_key(data.get("key"))
+        return picked(st, metric_name, select(st, key)) if key is not None and st.round is not None else {}
 
     def select_node(st, metric_name, node_id):
-        st = Controller.select_node(current(st), node_id)
-        return {ui.state: st, **ui.updates(tree=figure_json(tree_plot(st, metric_name, as_dict=True)),
-                                           details=node_details(st))}
+        return picked(st, metric_name, select(current(st), node_id))
 
-    def set_ghosts(st, metric_name, on):
-        st = replace(current(st), ghosts=bool(on))
+    def resize(st, metric_name, evt: gr.EventData):
+        data = evt._data if isinstance(evt._data, dict) else {}
+        width = data.get("width")
+        if not isinstance(width, (int, float)) or not 200 <= width <= 20_000:
+            return {}
+        st = current(st)
+        if len(ui.widths) >= MAX_WIDTHS:
+            ui.widths.clear()
+        ui.widths[st.sid] = int(width)
+        st = with_width(ui, st)
+        return {ui.state: st, ui.tree: figure_json(tree_plot(st, metric_name, as_dict=True))}
+
+    def redraw(st, metric_name, **changes):
+        st = with_width(ui, replace(current(st), **changes))
         return {ui.state: st, **ui.updates(tree=figure_json(tree_plot(st, metric_name, as_dict=True)))}
 
     def set_optimal_every(st, on):
@@ -259,13 +302,21 @@ def _wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
     def pick_prompt(prompt_id):
         return by_id.get(prompt_id, gr.skip())
 
-    ui.view.release(set_view, [ui.state, ui.metric, ui.view], [ui.state, *ui.take(BROWSE_OUTPUTS)], api_name="view",
-                    **LIGHT)
-    ui.metric.change(set_metric, [ui.state, ui.metric], [ui.tree], api_name="metric", **LIGHT)
+    browse = [ui.state, *ui.take(BROWSE_OUTPUTS)]
+    ui.view.release(set_view, [ui.state, ui.metric, ui.view], browse, api_name="view", **LIGHT)
+    ui.tree.key_up(press, [ui.state, ui.metric], browse, api_name="key", show_progress="hidden", **LIGHT)
+    ui.tree.select(click, [ui.state, ui.metric], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="click",
+                   show_progress="hidden", **LIGHT)
+    ui.tree.apply(resize, [ui.state, ui.metric], [ui.state, ui.tree], api_visibility="private",
+                  show_progress="hidden", **LIGHT)
+    ui.metric.change(redraw, [ui.state, ui.metric], [ui.state, ui.tree], api_name="metric", **LIGHT)
+    ui.scale.change(lambda st, m, scale: redraw(st, m, scale=scale), [ui.state, ui.metric, ui.scale],
+                    [ui.state, ui.tree], api_name="scale", **LIGHT)
     ui.node.select(select_node, [ui.state, ui.metric, ui.node], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="node",
                    **LIGHT)
     ui.pick.change(pick_prompt, [ui.pick], [ui.prompt], api_visibility="private", **LIGHT)
-    ui.ghosts.change(set_ghosts, [ui.state, ui.metric, ui.ghosts], [ui.state, ui.tree], api_name="ghosts", **LIGHT)
+    ui.ghosts.change(lambda st, m, on: redraw(st, m, ghosts=bool(on)), [ui.state, ui.metric, ui.ghosts],
+                     [ui.state, ui.tree], api_name="ghosts", **LIGHT)
     ui.optimal_every.change(set_optimal_every, [ui.state, ui.optimal_every], [ui.state], api_name="optimal_every",
                             **LIGHT)
 
@@ -344,10 +395,9 @@ def decode_tab(ctl: Controller, state: gr.State, prompts: list[dict], first_prom
     `builder` is the builder and depth it starts on (the drafter's own)."""
     ui = _widgets(prompts, first_prompt, verifiers, chat, builder)
     ui.state = state
+    ui.widths = {}  # session id -> px of its tree view
     ui.settings = dict(zip(SETTINGS, ui.take(SETTINGS)))  # name -> widget, for `inputs_kwargs`
     _wire_decoding(ctl, ui, ui.settings)
     _wire_browsing(ui, {p["id"]: p["prompt"] for p in prompts})
     _wire_files(ctl, ui, ui.settings)
-    ui.rows_btn.click(lambda st: figure_json(block_rows_plot(current(st))), [ui.state], [ui.rows_plot],
-                      api_name="rows", **LIGHT)
     return ui

@@ -27,13 +27,19 @@ from .figure_view import serve_plotly_js
 from .model_thread import MODEL_THREAD, TORCH_DEFAULT_THREADS, app_threads
 from .scan_tab import DECODE_TAB, scan_tab
 from .source import PairSource
-from .state import MAX_HISTORY, SessionStore
+from .state import MAX_HISTORY, AppState, SessionStore
 
 DEFAULT_PROMPT = "def fibonacci(n):\n"
 logger = logging.getLogger("tevviz")
 REFERENCE_VERIFIERS = ("predraw-loop",)  # reference code for the tests, not offered in the UI
 CSS = """
 #tree-plot { overflow-x: auto; }
+#node-details { max-height: 70vh; overflow-y: auto; }
+/* A narrow window: the view first, the settings after it (their accordions folded by the tree's script). */
+@media (max-width: 900px) {
+  #decode-row { flex-direction: column-reverse; }
+  #view-col, #settings-col { min-width: 0 !important; width: 100%; }
+}
 #error-box p, .error-box p { color: #b00020; font-weight: 600; }
 .stats-table table { font-size: 0.9em; }
 """
@@ -120,7 +126,9 @@ def build_demo(source: ModelSource | ModelPair | None = None, *, default_prompt:
     with gr.Blocks(title="tevviz", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         # Gradio deletes a state an hour after its tab closes, or once it has not changed for `time_to_live`
         # seconds; either way the callback frees the session's DecodeSession and ExitTrain trainer.
-        state = gr.State(None, time_to_live=ctl.store.ttl_s,
+        # Made on load (a callable), so a browser's first events share one session id: the tree's width reported
+        # while a first Step runs still reaches that Step's drawing (decode_tab.shown).
+        state = gr.State(lambda: AppState(), time_to_live=ctl.store.ttl_s,
                          delete_callback=lambda st: st is not None and ctl.store.drop(st.sid))
         hint = pair_hint(models)
         gr.Markdown(f"## tevviz — draft-tree debugger for tree speculative decoding\nModels: {models.description}."

@@ -4,6 +4,12 @@ gr.Plot re-mounts its chart for every new value and draws it twice (docs/app-lat
 a Step costs in a browser. This view is a gr.HTML whose template never changes, so gradio leaves its DOM alone;
 its script draws the figure JSON it is given (`figure_json`) into the same chart each time the value changes.
 plotly.js comes from the plotly package on disk, so the page needs no network.
+
+Gradio's plot components send no click events, so the view is also the bridge back to the server: a click on a point
+with `customdata` fires the component's `select` event with {"key": customdata} (`clicks=True`); the tree view also
+fires `key_up` with {"key": ...} for the keys that step through rounds and tokens, wherever the focus is but in a text
+field ({"key": "Enter", "value": ...} from the round box), and `apply` with {"width": px} when its width changes, so
+the server lays labels out for the room they really have (`keys=True`).
 """
 
 from __future__ import annotations
@@ -19,20 +25,60 @@ PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 # Relative to the page, so the app also works under a root path (behind a proxy).
 _HEAD = f'<script src="gradio_api/file={PLOTLY_JS.as_posix()}"></script>'
 
-_TEMPLATE = '<div class="tv-figure"></div>'
+# The top padding keeps the component's label badge off the figure's title; a figure wider than its room scrolls.
+_TEMPLATE = '<div class="tv-figure" style="padding-top: 30px; overflow-x: auto; overflow-y: hidden"></div>'
+
+STEP_KEYS = ("ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "j", "k")
+ROUND_BOX = "round-slider"  # elem_id of the round slider, whose number box takes Enter
 
 # `watch` runs the callback after gradio has copied the new value into `props`.
-_SCRIPT = """
+_DRAW = """
 const chart = element.querySelector('.tv-figure');
 const config = {displaylogo: false, responsive: true};
+let bound = false;
 const draw = () => {
   const text = props.value;
-  if (!text) { Plotly.purge(chart); return; }
+  if (!text) { Plotly.purge(chart); bound = false; return; }
   const fig = typeof text === 'string' ? JSON.parse(text) : text;
-  Plotly.react(chart, fig.data || [], fig.layout || {}, config);
+  Plotly.react(chart, fig.data || [], fig.layout || {}, config).then(() => {
+    if (bound || !CLICKS) return;
+    bound = true;
+    chart.on('plotly_click', (event) => {
+      const point = event.points && event.points[0];
+      if (point && point.customdata !== undefined && point.customdata !== null) {
+        trigger('select', {key: point.customdata});
+      }
+    });
+  });
 };
 draw();
 watch('value', draw);
+"""
+
+_KEYS = """
+if (!window.__tevvizKeys) {
+  window.__tevvizKeys = true;
+  const stepKeys = new Set(STEP_KEYS);
+  document.addEventListener('keydown', (e) => {
+    const t = e.target, tag = t && t.tagName;
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    if (t && t.closest && t.closest('#ROUND_BOX') && tag === 'INPUT' && t.type === 'number') {
+      if (e.key === 'Enter') { e.preventDefault(); trigger('key_up', {key: 'Enter', value: Number(t.value)}); }
+      return;
+    }
+    const typing = t && (t.isContentEditable || tag === 'TEXTAREA' || tag === 'SELECT'
+      || (tag === 'INPUT' && !['range', 'checkbox', 'radio', 'button', 'submit'].includes(t.type)));
+    if (typing || !stepKeys.has(e.key)) return;
+    e.preventDefault();  // a focused range input would move itself too: the server moves every view at once
+    trigger('key_up', {key: e.key});
+  });
+}
+let sentWidth = 0, timer = null;
+const report = () => {
+  const width = Math.round(element.clientWidth);
+  if (width > 0 && Math.abs(width - sentWidth) > 8) { sentWidth = width; trigger('apply', {width}); }
+};
+new ResizeObserver(() => { clearTimeout(timer); timer = setTimeout(report, 150); }).observe(element);
 """
 
 
@@ -42,7 +88,14 @@ def serve_plotly_js() -> None:
     gr.set_static_paths([PLOTLY_JS])
 
 
-def figure_view(value: str | None = None, *, label: str, elem_id: str | None = None) -> gr.HTML:
-    """A chart that shows a figure's JSON text (`widgets.figure_json`) and redraws in place when it changes."""
+def figure_view(value: str | None = None, *, label: str, elem_id: str | None = None, clicks: bool = False,
+                keys: bool = False) -> gr.HTML:
+    """A chart that shows a figure's JSON text (`widgets.figure_json`) and redraws in place when it changes.
+
+    `clicks`: a click on a point fires `select` with its customdata; `keys`: the page's stepping keys fire `key_up`
+    and a change of the view's width fires `apply` (one view a page)."""
+    script = _DRAW.replace("CLICKS", "true" if clicks else "false")
+    if keys:
+        script += _KEYS.replace("STEP_KEYS", repr(list(STEP_KEYS))).replace("ROUND_BOX", ROUND_BOX)
     return gr.HTML(value, label=label, show_label=True, container=True, html_template=_TEMPLATE,
-                   js_on_load=_SCRIPT, head=_HEAD, apply_default_css=False, elem_id=elem_id)
+                   js_on_load=script, head=_HEAD, apply_default_css=False, elem_id=elem_id)

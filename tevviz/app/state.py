@@ -106,7 +106,10 @@ class AppState:
     done: bool = False
     view: int = -1  # round shown, -1 when there is none
     token: int | None = None  # position in the shown round's block (Step token), None when not stepping
-    node: int | None = None  # node chosen in the details dropdown
+    node: int | str | None = None  # node selected (a click or the dropdown): an id, "bonus" or "ghost:N"
+    expanded: frozenset = frozenset()  # parents whose "+N" fold is open in the shown round
+    scale: str = "auto"  # the tree's colour scale: auto, linear or log
+    width: int = 1000  # px of the browser's tree view, which the labels are laid out for
     baseline: dict | None = None  # autoregressive timing on the same prompt and settings
     notice: str = ""
     dropped: int = 0  # rounds before `rounds[0]` that the history cap dropped
@@ -127,7 +130,9 @@ class AppState:
         if self.token is not None:
             block = r.accepted[1:] + ["bonus"]
             return block[min(self.token, len(block) - 1)]
-        return self.node if self.node is not None and 0 <= self.node < r.size else None
+        if isinstance(self.node, int):
+            return self.node if 0 <= self.node < r.size else None
+        return self.node
 
     @property
     def stream(self) -> list[int]:
@@ -137,6 +142,11 @@ class AppState:
     def context_ends(self) -> list[int | None]:
         """Per kept round: the stream's length up to and including its root token (None where unknown)."""
         return context_ends(self.stream, self.rounds)
+
+
+def view_options(st: AppState) -> dict:
+    """What a new session keeps of the old one's view: ghosts, the optimal-tree option, the colour scale, the width."""
+    return {"ghosts": st.ghosts, "optimal_every": st.optimal_every, "scale": st.scale, "width": st.width}
 
 
 def settings_in_force(st: AppState, values: dict) -> DecodeConfig:

@@ -99,8 +99,12 @@ def tree_plot(st: AppState, metric: str, as_dict: bool = False) -> go.Figure | d
         title += f"<br>{optimal_label(gap.bounds, r.optimal.budget)} = {1 + gap.C_p_star:.3f}, {len(gap.ghosts)} ghosts"
     highlight = st.highlight
     ghosts = [asdict(g) for g in gap.ghosts] if gap is not None else ()
+    if isinstance(highlight, str) and highlight.startswith("ghost:") and not any(
+            f"ghost:{g['node']}" == highlight for g in ghosts):
+        highlight = None  # a ghost selected while ghost branches were on
     args = (r.to_dict(), metric, BONUS if highlight == "bonus" else highlight, title, ghosts)
-    return tree_figure_dict(*args) if as_dict else tree_figure(*args)
+    options = {"width": st.width, "expanded": st.expanded, "walk": st.token, "scale": st.scale}
+    return tree_figure_dict(*args, **options) if as_dict else tree_figure(*args, **options)
 
 
 def text_spans(st: AppState) -> list[tuple[str, str | None]]:
@@ -121,38 +125,14 @@ def text_spans(st: AppState) -> list[tuple[str, str | None]]:
 
 
 def node_choices(st: AppState) -> list[tuple[str, int]]:
+    """The node picker's entries, marked: ✓ accepted, ⏏ the exit node, ✗ rejected at an accepted parent."""
     r = st.round
     if r is None:
         return []
-    return [(f"{v}: {r.texts[v]!r} (depth {r.depths[v]})", v) for v in range(r.size)]
-
-
-def node_details(st: AppState) -> str:
-    r, v = st.round, st.highlight
-    if r is None:
-        return "Choose a node to see its scores."
-    if v == "bonus":
-        return (f"**bonus token** `{r.bonus_text!r}` (id {r.bonus_token}), drawn at exit node {r.exit_node} "
-                "from its residual law p_res (p itself at a leaf).")
-    if v is None:
-        return "Choose a node (or press Step token) to see its scores."
-    q = None if v == 0 else math.exp(r.draft_logprobs[v])
-    where = "root" if v == 0 else f"parent {r.parents[v]}"
-    on_path = "on the accepted path" if v in r.accepted else "off the accepted path"
-    lines = [
-        f"**node {v}** `{r.texts[v]!r}` (token id {r.tokens[v]}), depth {r.depths[v]}, {where}, {on_path}"
-        + (" — **exit node**" if v == r.exit_node else ""),
-        "",
-        "| draft prob q | p_edge | P | rho | w |",
-        "|---|---|---|---|---|",
-        f"| {_fmt(q)} | {_fmt(r.p_edge[v])} | {_fmt(r.P[v])} | {_fmt(r.rho[v])} | {_fmt(r.w[v])} |",
-    ]
-    missing = sorted(r.missing[v] if r.missing else [], key=lambda m: -m["gain"])
-    if missing:
-        lines += ["", "Top missing tokens (coverage gain P(v)·p_v(a) if added as a child):", "",
-                  "| token | id | gain |", "|---|---|---|"]
-        lines += [f"| `{m['text']!r}` | {m['token_id']} | {m['gain']:.4g} |" for m in missing]
-    return "\n".join(lines)
+    on_path = set(r.accepted)
+    mark = {v: "✓ " for v in on_path} | {r.exit_node: "⏏ "}
+    mark |= {v: "✗ " for v in range(1, r.size) if v not in on_path and r.parents[v] in on_path}
+    return [(f"{mark.get(v, '')}{v}: {r.texts[v]!r} (depth {r.depths[v]})", v) for v in range(r.size)]
 
 
 def _optimal_table(r, gap, s: SessionSummary, bounded: int) -> list[str]:

@@ -7,8 +7,8 @@ which plotly.js is 2.0 MB (4.8 MB unpacked).
 
 Each round's tree is stored once, as `tree_figure_dict` draws it for the default metric with the node traces taken
 apart into per-node columns (position, label, hover) and the value of every metric; the page's script puts the node
-traces back together for the chosen metric, exactly as `tree_figure_dict` would (tests/test_report.py compares the two
-in a browser).
+traces back together for the chosen metric, exactly as `tree_figure_dict(..., rank_by=DEFAULT_METRIC)` would: one layout
+and one set of labels per round whatever the colour (tests/test_report.py compares the two in a browser).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from tevviz.render.stats import (
     coverage_figure,
     exit_mass_by_depth_figure,
 )
-from tevviz.render.tree_figure import NO_VALUE_COLOUR, tree_figure_dict
+from tevviz.render.tree_figure import NO_VALUE_COLOUR, colour_bar, tree_figure_dict
 
 DEFAULT_METRIC = "P"
 NODE_TRACES = ("nodes", "no value")  # the traces of tree_figure_dict that depend on the metric
@@ -133,13 +133,21 @@ def _tree(record: RoundRecord, gap: CoverageGap | None) -> dict[str, Any]:
     template = {k: v for k, v in node_traces[0].items() if k not in PER_NODE}
     template["marker"] = {"size": node_traces[0]["marker"]["size"], "line": node_traces[0]["marker"]["line"]}
     G = round_graph(rd)
+    values, bars = {}, {}
+    for m in METRICS:  # the colours as the node trace draws them (a log scale where it reads better): shown nodes only
+        shown = [v for v in G if columns["x"][v] is not None and node_metric(G.nodes[v], m) is not None]
+        colours, bars[m] = colour_bar([node_metric(G.nodes[v], m) for v in shown], m)
+        values[m] = [None] * record.size
+        for v, c in zip(shown, colours):
+            values[m][v] = c
     return {
         "caption": _caption(record, gap),
         "fixed": [t for t in figure["data"] if t["name"] not in NODE_TRACES],
         "at": at,
         "template": template,
         "nodes": columns,
-        "values": {m: [node_metric(G.nodes[v], m) for v in G] for m in METRICS},
+        "values": values,  # null: no value, or a node folded out of the drawing (its x is null too)
+        "bars": bars,
         "layout": figure["layout"],
     }
 
@@ -324,12 +332,15 @@ SCRIPT = """
   function treeFigure(k, metric) {
     const tree = data.trees[k], style = data.metrics[metric], values = tree.values[metric];
     const base = tree.template.marker, valued = [], unvalued = [];
-    values.forEach((value, v) => (value === null ? unvalued : valued).push(v));
+    values.forEach((value, v) => {
+      if (tree.nodes.x[v] === null) return;  // folded out of the drawing ("+N")
+      (value === null ? unvalued : valued).push(v);
+    });
     const colours = valued.map((v) => values[v]);
     const nodes = [nodeTrace(tree, "nodes", valued, {
       size: base.size, color: colours, colorscale: style.colorscale,
       cmin: colours.length ? Math.min(...colours) : 0.0, cmax: colours.length ? Math.max(...colours) : 1.0,
-      showscale: colours.length > 0, colorbar: style.colorbar, line: base.line})];
+      showscale: colours.length > 0, colorbar: tree.bars[metric] || style.colorbar, line: base.line})];
     if (unvalued.length) {
       nodes.push(nodeTrace(tree, "no value", unvalued, {size: base.size, color: data.noValue, line: {...base.line}}));
     }

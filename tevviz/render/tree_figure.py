@@ -1,11 +1,15 @@
-"""Round record -> plotly figure of the draft tree, coloured by one node metric."""
+"""Round record -> plotly figure of the draft tree, coloured by one node metric, labelled where labels fit.
+
+What is drawn and labelled in the room given is `tree_plan.plan_tree`'s choice; every node (ghosts, the bonus token and
+"+N" folds included) carries its id in `customdata`, which the app's click bridge sends back (`node_key`).
+"""
 
 from __future__ import annotations
 
 import functools
 import html
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -13,72 +17,143 @@ import plotly.graph_objects as go
 
 from tevviz.engine.records import dict_bounds
 from tevviz.render.graph import METRICS, node_metric, round_graph
-from tevviz.render.layout import Point, tidy_layout
+from tevviz.render.labels import FONT_FAMILY, FONT_SIZE, markup, token_label
+from tevviz.render.tree_plan import TreePlan, more_node, plan_tree
+from tevviz.render.verdicts import verdict_line
 
 BONUS = "bonus"  # pass as `highlight_node` to ring the bonus token
-MAX_LABELLED_NODES = 64  # above this, token labels would overlap; hover still shows them
 PATH_COLOUR = "crimson"
 NO_VALUE_COLOUR = "lightgrey"
 GHOST_COLOUR = "#8a8a8a"
+LABEL_COLOUR = "#303030"
 WIDTH = 900
 ROW_HEIGHT = 70
 MAX_HEIGHT = 6000
+MARGIN = {"l": 16, "r": 76, "b": 20}  # the right margin holds the colour bar, so the plot area is known in px
+NODE_SIZE = 12
+EXIT_RING = 24
+HIGHLIGHT_RING = 34
+TOP_LABELLED = 16  # nodes labelled before the rest, by the colour metric
+LOG_METRICS = ("P", "w", "rho", "q", "missing")
+LOG_SPAN = 100.0  # "auto" scale: log where the positive values span two decades or more
+SCALES = ("auto", "linear", "log")
 
 
-def tree_figure(
-    round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None, title: str | None = None,
-    ghosts: Sequence[Mapping[str, Any]] = (),
-) -> go.Figure:
-    """Draw one round's draft tree: nodes coloured by `metric`, accepted path, exit, bonus token, optional highlight,
-    and the optimal tree's `ghosts` (records.Ghost as dicts) dashed and grey where given (named the best fixed tree's
-    on a sampled chain, which the optimal tree does not bound)."""
+def tree_figure(round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None,
+                title: str | None = None, ghosts: Sequence[Mapping[str, Any]] = (), **options: Any) -> go.Figure:
+    """Draw one round's draft tree (`tree_figure_dict`'s options) as a plotly Figure."""
     # The dict is already in the form plotly's validators would produce, so the per-property validation is skipped.
-    return go.Figure(tree_figure_dict(round_dict, metric, highlight_node, title, ghosts), _validate=False)
+    return go.Figure(tree_figure_dict(round_dict, metric, highlight_node, title, ghosts, **options), _validate=False)
 
 
 def tree_figure_dict(
     round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None, title: str | None = None,
-    ghosts: Sequence[Mapping[str, Any]] = (),
+    ghosts: Sequence[Mapping[str, Any]] = (), *, width: int = WIDTH, expanded: Iterable[int] = (),
+    walk: int | None = None, scale: str = "auto", rank_by: str | None = None,
 ) -> dict[str, Any]:
-    """`tree_figure` as a plain {"data", "layout"} dict, written as plotly's validation would normalise it."""
+    """One round's tree as a plain {"data", "layout"} dict: nodes coloured by `metric`, the accepted path, exit and
+    bonus token, the optimal tree's `ghosts` (records.Ghost as dicts) dashed and grey, `highlight_node` ringed.
+
+    `width`: the figure's px; `expanded`: parents whose "+N" fold is open; `walk`: Step token's position in the block
+    (the accepted path is drawn up to it, the exit and bonus only at the end); `scale`: the colour scale; `rank_by`:
+    the metric whose top nodes are labelled first (`metric` by default; one layout for every colour with a fixed one).
+    """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; expected one of {list(SCALES)}")
     G = round_graph(round_dict)
-    bonus = max(G) + 1
-    drawn = _with_bonus(G, bonus)
-    ghost_id = {g["node"]: bonus + 1 + i for i, g in enumerate(ghosts)}
-    for g in ghosts:
-        # Unscored ids after the bonus: a ghost sorts after the draft's own children of its anchor.
-        drawn.add_node(ghost_id[g["node"]], score=None)
-        drawn.add_edge(g["anchor"] if g["parent_ghost"] is None else ghost_id[g["parent_ghost"]], ghost_id[g["node"]])
-    pos = tidy_layout(drawn)
+    drawn, bonus, ghost_id = _drawn_graph(G, ghosts)
+    highlight = _drawn_id(highlight_node, bonus, ghost_id)
+    if highlight is not None and highlight not in drawn:
+        raise ValueError(f"highlight_node {highlight_node!r} is not a node of this round")
+    values = {v: node_metric(G.nodes[v], metric) for v in G}
+    ranked = values if rank_by in (None, metric) else {v: node_metric(G.nodes[v], rank_by) for v in G}
+    plan = _plan(G, drawn, bonus, ghosts, ghost_id, ranked, highlight, width, set(expanded))
+    pos = plan.pos
+    block = G.graph["accepted"][1:] + [bonus]
+    revealed = len(block) if walk is None else min(max(walk, 0), len(block) - 1) + 1
+    at_end = revealed == len(block)
+    path = G.graph["accepted"][: revealed + 1] if not at_end else G.graph["accepted"]
     exit_node = G.graph["exit_node"]
 
-    traces = [
-        _edge_trace(G, pos),
-        _line_trace([pos[v] for v in G.graph["accepted"]], "accepted path", width=5),
-        _bonus_trace(G.graph, pos[exit_node], pos[bonus]),
-        *_node_traces(G, pos, metric),
-        _ring_trace(pos[exit_node], "exit", size=24, colour=PATH_COLOUR),
-    ]
+    traces = [_edge_trace(G, pos), _line_trace([pos[v] for v in path], "accepted path", width=5)]
+    if at_end:
+        traces.append(_bonus_edge(pos[exit_node], pos[bonus]))
+    traces += _node_traces(G, pos, values, metric, scale)
+    if at_end:
+        traces += [_bonus_trace(G.graph, pos[bonus]), _ring_trace(pos[exit_node], "exit", size=EXIT_RING,
+                                                                  colour=PATH_COLOUR)]
     if ghosts:
-        traces += _ghost_traces(drawn, pos, ghosts, ghost_id, len(G) + len(ghosts) <= MAX_LABELLED_NODES,
-                                dict_bounds(round_dict))
-    if highlight_node is not None:
-        node = bonus if highlight_node == BONUS else highlight_node
-        if node not in pos:
-            raise ValueError(f"highlight_node {highlight_node!r} is not a node of this round")
-        traces.append(_ring_trace(pos[node], "highlight", size=38, colour="black"))
-    return {"data": traces, "layout": _layout(pos, title)}
+        traces += _ghost_traces(drawn, pos, ghosts, ghost_id, dict_bounds(round_dict))
+    if plan.folded:
+        traces.append(_folded_trace(G, plan, values))
+    rings = {exit_node: EXIT_RING} if at_end else {}
+    if highlight is not None and highlight in pos:
+        rings[highlight] = HIGHLIGHT_RING
+    traces.append(_label_trace(plan, set(path) | ({bonus} if at_end else set()), set(ghost_id.values()),
+                               hide=set() if at_end else {bonus}, rings=rings))
+    if highlight is not None and highlight in pos:
+        traces.append(_ring_trace(pos[highlight], "highlight", size=HIGHLIGHT_RING, colour="black"))
+    return {"data": traces, "layout": _layout(plan, width, title)}
 
 
-def _with_bonus(G: nx.DiGraph, bonus: int) -> nx.DiGraph:
-    """G plus the bonus token as the exit node's last child, so the layout keeps a free slot for it."""
+def node_key(key: Any) -> int | str | None:
+    """A clicked point's `customdata` as the app selects it: a node id, "bonus", "ghost:N" or "more:N"."""
+    if isinstance(key, bool) or key is None:
+        return None
+    if isinstance(key, int) or (isinstance(key, float) and key.is_integer()):
+        return int(key)
+    if isinstance(key, str) and (key == BONUS or key.startswith(("ghost:", "more:"))):
+        return key
+    if isinstance(key, str) and key.isdigit():
+        return int(key)
+    return None
+
+
+def _drawn_id(key: Hashable | None, bonus: int, ghost_id: Mapping[int, int]) -> Hashable | None:
+    """A node as the caller names it (an id, BONUS or "ghost:N") -> its id in the drawn graph."""
+    if isinstance(key, str) and key.startswith("ghost:"):
+        ghost = node_key(key)
+        return ghost_id.get(int(ghost.split(":")[1]), key) if isinstance(ghost, str) and ghost[6:].isdigit() else key
+    return bonus if key == BONUS else key
+
+
+def _drawn_graph(G: nx.DiGraph, ghosts: Sequence[Mapping[str, Any]]) -> tuple[nx.DiGraph, int, dict[int, int]]:
+    """G plus the bonus token as the exit node's last child and the ghosts under their anchors (unscored ids after
+    the tree's: they sort after the draft's own children)."""
     H = G.copy()
-    # An unscored node with the largest id sorts after every sibling.
+    bonus = max(G) + 1
     H.add_node(bonus, score=None)
     H.add_edge(G.graph["exit_node"], bonus)
-    return H
+    ghost_id = {g["node"]: bonus + 1 + i for i, g in enumerate(ghosts)}
+    for g in ghosts:
+        H.add_node(ghost_id[g["node"]], score=None)
+        H.add_edge(g["anchor"] if g["parent_ghost"] is None else ghost_id[g["parent_ghost"]], ghost_id[g["node"]])
+    return H, bonus, ghost_id
+
+
+def _plan(G, drawn, bonus, ghosts, ghost_id, values, highlight, width, expanded) -> TreePlan:
+    """Which nodes and labels the figure shows: the accepted path, the exit node and its children, the bonus, the
+    three likeliest ghosts and the selection first; then the top nodes by the metric."""
+    exit_node = G.graph["exit_node"]
+    must = set(G.graph["accepted"]) | set(G.successors(exit_node)) | {bonus}
+    must |= {ghost_id[g["node"]] for g in sorted(ghosts, key=lambda g: -g["P"])[:3]}
+    if highlight is not None:
+        must.add(highlight)
+    labels = {v: token_label(G.nodes[v]["text"]) for v in G}
+    labels[bonus] = token_label(G.graph["bonus_text"])
+    ghost_P = {ghost_id[g["node"]]: g["P"] for g in ghosts}
+    labels |= {ghost_id[g["node"]]: token_label(g["text"]) for g in ghosts}
+    mass = {v: (_num(G.nodes[v].get("P")), _num(G.nodes[v].get("score"), math.exp)) for v in G}
+    rank = sorted((v for v in G if values[v] is not None), key=lambda v: (-values[v], -mass[v][1]))
+    mass |= {v: (p, 0.0) for v, p in ghost_P.items()}
+    room = max(width - MARGIN["l"] - MARGIN["r"], 100)
+    return plan_tree(drawn, labels, must, rank, lambda v: mass.get(v, (0.0, 0.0)), room, expanded, TOP_LABELLED)
+
+
+def _num(x: float | None, f=float) -> float:
+    return 0.0 if x is None or math.isnan(x) else f(x)
 
 
 # Trace dicts below carry plotly's property names with the values its validators would store: a colourscale name is
@@ -90,84 +165,142 @@ def _scatter(name: str, x: list, y: list, mode: str, **props: Any) -> dict[str, 
     return {"type": "scatter", "name": name, "x": x, "y": y, "mode": mode, **props}
 
 
-def _edge_trace(G: nx.DiGraph, pos: Mapping[Hashable, Point]) -> dict[str, Any]:
+def _edge_trace(G: nx.DiGraph, pos: Mapping[Hashable, tuple]) -> dict[str, Any]:
     xs, ys = [], []
     for u, v in G.edges:
-        xs += [pos[u][0], pos[v][0], None]  # None breaks the line between edges
-        ys += [pos[u][1], pos[v][1], None]
+        if u in pos and v in pos:
+            xs += [pos[u][0], pos[v][0], None]  # None breaks the line between edges
+            ys += [pos[u][1], pos[v][1], None]
+    for v in pos:  # a "+N" fold hangs from its parent
+        if isinstance(v, tuple) and v[1] in G:
+            xs += [pos[v[1]][0], pos[v][0], None]
+            ys += [pos[v[1]][1], pos[v][1], None]
     return _scatter("edges", xs, ys, "lines", line={"color": "#b0b0b0", "width": 1}, hoverinfo="skip")
 
 
-def _line_trace(points: list[Point], name: str, width: float) -> dict[str, Any]:
+def _line_trace(points: list, name: str, width: float) -> dict[str, Any]:
     return _scatter(name, [p[0] for p in points], [p[1] for p in points], "lines",
                     line={"color": PATH_COLOUR, "width": width}, opacity=0.6, hoverinfo="skip")
 
 
-def _bonus_trace(info: Mapping[str, Any], exit_point: Point, bonus_point: Point) -> dict[str, Any]:
-    """Dashed edge from the exit node to the bonus token, marker only at the bonus end."""
-    label = _token(info["bonus_text"])
-    hover = f"bonus {label}<br>token_id {info.get('bonus_token_id')}"
-    return _scatter(
-        "bonus", [exit_point[0], bonus_point[0]], [exit_point[1], bonus_point[1]], "lines+markers+text",
-        line={"color": PATH_COLOUR, "width": 2, "dash": "dash"},
-        marker={"size": [0, 14], "color": "white", "line": {"color": PATH_COLOUR, "width": 2}},
-        text=["", label],
-        textposition="bottom center",
-        hovertext=["", hover],
-        hoverinfo=["skip", "text"],
-    )
+def _bonus_edge(exit_point: tuple, bonus_point: tuple) -> dict[str, Any]:
+    return _scatter("bonus edge", [exit_point[0], bonus_point[0]], [exit_point[1], bonus_point[1]], "lines",
+                    line={"color": PATH_COLOUR, "width": 2, "dash": "dash"}, hoverinfo="skip", showlegend=False)
 
 
-def _ghost_traces(drawn: nx.DiGraph, pos: Mapping[Hashable, Point], ghosts: Sequence[Mapping[str, Any]],
-                  ghost_id: Mapping[int, int], labelled: bool, bounds: bool = True) -> list[dict[str, Any]]:
-    """The optimal tree's nodes the draft lacks: dashed grey edges, open grey markers labelled with token and P.
+def _bonus_trace(info: Mapping[str, Any], point: tuple) -> dict[str, Any]:
+    """The bonus token: its own trace, so no point without a tooltip lies on the exit node."""
+    hover = (f"<b>bonus {markup(token_label(info['bonus_text']))}</b>  token_id {info.get('bonus_token_id')}<br>"
+             "drawn at the exit node from its residual law (the target's law less the children's tokens)")
+    return _scatter("bonus", [point[0]], [point[1]], "markers",
+                    marker={"size": 14, "color": "white", "line": {"color": PATH_COLOUR, "width": 2}},
+                    customdata=[BONUS], hovertext=[hover], hoverinfo="text")
+
+
+def _ghost_traces(drawn: nx.DiGraph, pos: Mapping[Hashable, tuple], ghosts: Sequence[Mapping[str, Any]],
+                  ghost_id: Mapping[int, int], bounds: bool = True) -> list[dict[str, Any]]:
+    """The optimal tree's nodes the draft lacks: dashed grey edges and open grey markers.
 
     Where the optimal tree does not bound the round (`bounds` false), it is named the best fixed tree it is."""
+    shown = [g for g in ghosts if ghost_id[g["node"]] in pos]
     xs, ys = [], []
-    for g in ghosts:
+    for g in shown:
         v = ghost_id[g["node"]]
         (u,) = drawn.predecessors(v)
         xs += [pos[u][0], pos[v][0], None]
         ys += [pos[u][1], pos[v][1], None]
-    points = [pos[ghost_id[g["node"]]] for g in ghosts]
-    marker = {"symbol": "circle-open", "size": 12 if labelled else 8, "color": GHOST_COLOUR, "line": {"width": 2}}
+    points = [pos[ghost_id[g["node"]]] for g in shown]
+    marker = {"symbol": "circle-open", "size": NODE_SIZE, "color": GHOST_COLOUR, "line": {"width": 2}}
     name = "ghost branches (optimal tree)" if bounds else "ghost branches (best fixed tree, not a ceiling here)"
-    trace = _scatter(name, [p[0] for p in points], [p[1] for p in points],
-                     "markers+text" if labelled else "markers", marker=marker)
-    if labelled:
-        trace["text"] = [f"{_token(g['text'])} {g['P']:.2g}" for g in ghosts]
+    where = "optimal tree" if bounds else "best fixed tree"
     return [
         _scatter("ghost edges", xs, ys, "lines", line={"color": GHOST_COLOUR, "width": 1, "dash": "dash"},
                  hoverinfo="skip"),
-        trace | {"textposition": "bottom center", "textfont": {"size": 9, "color": GHOST_COLOUR},
-                 "hovertext": [f"<b>ghost {_token(g['text'])}</b>  P {g['P']:.4g}<br>depth {g['depth']}<br>path "
-                               f"{_token(g['path_text'])}" for g in ghosts],
-                 "hoverinfo": "text"},
+        _scatter(name, [p[0] for p in points], [p[1] for p in points], "markers", marker=marker,
+                 customdata=[f"ghost:{g['node']}" for g in shown], hoverinfo="text",
+                 hovertext=[f"<b>ghost {markup(token_label(g['text']))}</b>  P {g['P']:.4g}<br>in the {where}, not "
+                            f"drafted<br>depth {g['depth']}<br>path {_token(g['path_text'])}" for g in shown]),
     ]
 
 
-def _node_traces(G: nx.DiGraph, pos: Mapping[Hashable, Point], metric: str) -> list[dict[str, Any]]:
-    """All nodes in at most two traces: the coloured "nodes", and grey "no value" for nodes where the metric is null."""
+def _folded_trace(G: nx.DiGraph, plan: TreePlan, values: Mapping) -> dict[str, Any]:
+    """One grey square per "+N" fold; a click unfolds it."""
+    folds = list(plan.folded.items())
+    points = [plan.pos[more_node(u)] for u, _ in folds]
+    hover = []
+    for u, kids in folds:
+        mass = sum(_num(G.nodes[c].get("P")) for c in kids if c in G)
+        hover.append(f"<b>{len(kids)} lighter children of node {u}</b> folded here (target flow P {mass:.3g} "
+                     "together)<br>click to unfold")
+    return _scatter("folded (+N: click to unfold)", [p[0] for p in points], [p[1] for p in points], "markers",
+                    marker={"symbol": "square", "size": NODE_SIZE, "color": "#d9d9d9",
+                            "line": {"color": "#707070", "width": 1}},
+                    customdata=[f"more:{u}" for u, _ in folds], hovertext=hover, hoverinfo="text")
+
+
+def _label_trace(plan: TreePlan, on_path: set, ghost_nodes: set, hide: set, rings: Mapping) -> dict[str, Any]:
+    """Every label in one text trace, above its node (above its ring where it has one); the accepted path's in the
+    path colour, ghosts' grey."""
+    items = [(v, t) for v, t in plan.text.items() if v in plan.pos and v not in hide]
+    colours = [PATH_COLOUR if v in on_path else GHOST_COLOUR if v in ghost_nodes or isinstance(v, tuple)
+               else LABEL_COLOUR for v, _ in items]
+    # Invisible markers of the nodes' size put each label above its node, not on it.
+    return _scatter("labels", [plan.pos[v][0] for v, _ in items], [plan.pos[v][1] for v, _ in items], "markers+text",
+                    marker={"size": [rings.get(v, NODE_SIZE) for v, _ in items], "opacity": 0},
+                    text=[markup(t) for _, t in items],
+                    textposition="top center",
+                    textfont={"size": FONT_SIZE, "family": FONT_FAMILY, "color": colours},
+                    hoverinfo="skip", showlegend=False)
+
+
+def _node_traces(G: nx.DiGraph, pos: Mapping[Hashable, tuple], values: Mapping, metric: str,
+                 scale: str = "auto") -> list[dict[str, Any]]:
+    """The nodes shown in at most two traces: "nodes" coloured by the metric, grey "no value" where it is null."""
     spec = METRICS[metric]
-    values = {v: node_metric(attrs, metric) for v, attrs in G.nodes(data=True)}
-    valued = [v for v in G if values[v] is not None]
-    unvalued = [v for v in G if values[v] is None]
-    colours = [values[v] for v in valued]
+    shown = [v for v in G if v in pos]
+    valued = [v for v in shown if values[v] is not None]
+    unvalued = [v for v in shown if values[v] is None]
+    colours, colorbar = colour_bar([values[v] for v in valued], metric, scale)
     marker = {
-        "size": 12 if len(G) <= MAX_LABELLED_NODES else 8,
+        "size": NODE_SIZE,
         "color": colours,
         "colorscale": _colorscale(spec.colorscale),
         "cmin": min(colours, default=0.0),
         "cmax": max(colours, default=1.0),
         "showscale": bool(valued),
-        "colorbar": {"title": {"text": spec.label, "side": "right"}},
+        "colorbar": colorbar,
         "line": {"color": "#404040", "width": 0.5},
     }
     traces = [_markers(G, pos, valued, "nodes", marker)]
     if unvalued:
-        grey = {"size": marker["size"], "color": NO_VALUE_COLOUR, "line": dict(marker["line"])}
+        grey = {"size": NODE_SIZE, "color": NO_VALUE_COLOUR, "line": dict(marker["line"])}
         traces.append(_markers(G, pos, unvalued, "no value", grey))
     return traces
+
+
+def colour_bar(values: list[float], metric: str, scale: str = "auto") -> tuple[list[float], dict[str, Any]]:
+    """The colours of `values` and the colour bar that reads them (`colour_scale`), as the node trace draws them."""
+    colours, bar = colour_scale(values, metric, scale)
+    title = bar.pop("title", METRICS[metric].label)
+    return colours, {"title": {"text": title, "side": "right"}, "thickness": 12, "xpad": 4, **bar}
+
+
+def colour_scale(values: list[float], metric: str, scale: str = "auto") -> tuple[list[float], dict[str, Any]]:
+    """The colours of `values` and the colour bar's ticks and title: log10 of the value (zeros at the floor, a decade
+    below the smallest positive value) where `scale` is "log", or "auto" and they span two decades."""
+    positive = [x for x in values if x > 0]
+    spread = max(positive) / min(positive) if positive else 1.0
+    log = metric in LOG_METRICS and positive and (scale == "log" or (scale == "auto" and spread >= LOG_SPAN))
+    if not log:
+        return list(values), {}
+    floor = min(positive) / 10 if len(positive) < len(values) else min(positive)
+    colours = [math.log10(max(x, floor)) for x in values]
+    lo, hi = math.floor(min(colours)), math.ceil(max(colours))
+    step = max(1, math.ceil((hi - lo) / 6))
+    ticks = list(range(hi, lo - 1, -step))[::-1]
+    text = [("≤" if len(positive) < len(values) and t <= math.log10(floor) else "") + f"1e{t}" if t else "1"
+            for t in ticks]
+    return colours, {"tickvals": ticks, "ticktext": text, "title": f"{METRICS[metric].label}, log scale"}
 
 
 def _colorscale(name: str) -> list[list]:
@@ -180,22 +313,15 @@ def _validated_colorscale(name: str) -> tuple[tuple, ...]:
     return tuple(map(tuple, go.scatter.Marker(colorscale=name).to_plotly_json()["colorscale"]))
 
 
-def _markers(G: nx.DiGraph, pos: Mapping[Hashable, Point], nodes: list, name: str, marker: dict) -> dict[str, Any]:
-    labelled = len(G) <= MAX_LABELLED_NODES
-    trace = _scatter(name, [pos[v][0] for v in nodes], [pos[v][1] for v in nodes],
-                     "markers+text" if labelled else "markers", marker=marker)
-    if labelled:
-        trace["text"] = [_token(G.nodes[v]["text"]) for v in nodes]
-    return trace | {
-        "textposition": "top center",
-        "textfont": {"size": 10},
+def _markers(G: nx.DiGraph, pos: Mapping[Hashable, tuple], nodes: list, name: str, marker: dict) -> dict[str, Any]:
+    return _scatter(name, [pos[v][0] for v in nodes], [pos[v][1] for v in nodes], "markers", marker=marker) | {
         "customdata": list(nodes),  # node ids in the figure JSON, so a point can be traced back to its node
-        "hovertext": [_hover(v, G.nodes[v]) for v in nodes],
+        "hovertext": [_hover(G, v) for v in nodes],
         "hoverinfo": "text",
     }
 
 
-def _ring_trace(point: Point, name: str, size: int, colour: str) -> dict[str, Any]:
+def _ring_trace(point: tuple, name: str, size: int, colour: str) -> dict[str, Any]:
     return _scatter(name, [point[0]], [point[1]], "markers",
                     marker={"symbol": "circle-open", "size": size, "color": colour, "line": {"width": 3}},
                     hoverinfo="skip")
@@ -210,14 +336,17 @@ def _number(value: float | None) -> str:
     return "—" if value is None else f"{value:.3g}"
 
 
-def _hover(v: Hashable, attrs: Mapping[str, Any]) -> str:
+def _hover(G: nx.DiGraph, v: int) -> str:
+    attrs = G.nodes[v]
     logprob = attrs.get("draft_logprob")
-    q = None if logprob is None else math.exp(logprob)
+    q_edge = None if logprob is None or math.isnan(logprob) else math.exp(logprob)
+    q_path = None if attrs.get("score") is None or math.isnan(attrs["score"]) else math.exp(attrs["score"])
     lines = [
-        f"<b>{_token(attrs['text'])}</b>  id {v}",
-        f"depth {attrs['depth']}",
-        f"draft prob {_number(q)}   p_edge {_number(attrs.get('p_edge'))}",
-        f"P {_number(attrs.get('P'))}   rho {_number(attrs.get('rho'))}   w {_number(attrs.get('w'))}",
+        f"<b>{_token(attrs['text'])}</b>  node {v}, depth {attrs['depth']}",
+        f"<i>{html.escape(verdict_line(G, v), quote=False)}</i>",
+        f"draft: edge prob {_number(q_edge)}, path prob q(v) {_number(q_path)}",
+        f"target: edge prob p {_number(attrs.get('p_edge'))}, flow P {_number(attrs.get('P'))}",
+        f"exit: rho {_number(attrs.get('rho'))}, w {_number(attrs.get('w'))}",
     ]
     if attrs.get("accept") is not None:  # a sampled chain: the speculative verifier accepts with min(1, p/q), not p
         lines.append(f"speculative accept {_number(attrs['accept'])}")
@@ -235,17 +364,18 @@ TITLE = {"x": 0.0, "xanchor": "left", "xref": "paper", "y": 1.0, "yanchor": "top
 LEGEND = {"orientation": "h", "yanchor": "top", "y": -0.02, "x": 0.0}
 
 
-def _layout(pos: Mapping[Hashable, Point], title: str | None) -> dict[str, Any]:
-    xs = [p[0] for p in pos.values()]
-    rows = 1 - min(p[1] for p in pos.values())  # depth levels, bonus row included
+def _layout(plan: TreePlan, width: int, title: str | None) -> dict[str, Any]:
+    rows = 1 - min(p[1] for p in plan.pos.values())  # depth levels, bonus row included
+    plot = max(width - MARGIN["l"] - MARGIN["r"], 100)
     return {
         **({} if title is None else {"title": {"text": title, **TITLE, "pad": dict(TITLE["pad"])}}),
-        "width": WIDTH,
+        "width": round(max(plot, plan.width) + MARGIN["l"] + MARGIN["r"]),
         "height": min(MAX_HEIGHT, 160 + ROW_HEIGHT * rows),
-        "xaxis": {"visible": False, "range": [min(xs) - 1, max(xs) + 1]},
-        "yaxis": {"visible": False, "range": [-rows + 0.4, 0.6]},
+        # The x axis is the plan's px: the labels it spaced keep their distances on screen.
+        "xaxis": {"visible": False, "range": [0, max(plot, plan.width)], "fixedrange": True},
+        "yaxis": {"visible": False, "range": [-rows + 0.4, 0.6], "fixedrange": True},
         "plot_bgcolor": "white",
         "hovermode": "closest",
         "legend": dict(LEGEND),
-        "margin": {"l": 20, "r": 20, "t": 60 if title else 30, "b": 20},
+        "margin": {**MARGIN, "t": 60 if title else 30},
     }
