@@ -106,7 +106,8 @@ def test_eval_reports_tau_and_the_expected_length_per_temperature(tmp_path, caps
     for r in (greedy, sampled):
         assert r["prompts"] == 2 and len(r["per_prompt_tau"]) == len(r["per_prompt_expected_length"]) == 2
         assert 1 <= r["tau"] <= 3 and 1 <= r["expected_length"] <= 3  # a block is at most H + 1 = 3 tokens
-        assert 1 <= len(r["acceptance_by_depth"]) <= 2 and all(0 <= a <= 1 for a in r["acceptance_by_depth"])
+        assert 1 <= len(r["acceptance_marginal"]) <= 2 and all(0 <= a <= 1 for a in r["acceptance_marginal"])
+        assert len(r["acceptance_conditional"]) == len(r["acceptance_marginal"])
     assert greedy["tau"] == pytest.approx(greedy["expected_length"])  # T = 0: every round reaches its E[L]
 
     from tevviz.engine import evaluation
@@ -131,7 +132,7 @@ def test_eval_builds_a_block_drafters_trees_with_ddtree(tmp_path, capsys):
             "--depth", "12", "--max-new-tokens", "4", "--temperatures", "0", "--device", "cpu", "--threads", "1"]
     (greedy,) = run_json([*argv, "--json"], capsys)
     assert greedy["prompts"] == 2 and 1 <= greedy["tau"] <= 5
-    assert 1 <= len(greedy["acceptance_by_depth"]) <= 7  # the block's 7 depths, not --depth 12
+    assert 1 <= len(greedy["acceptance_marginal"]) <= 7  # the block's 7 depths, not --depth 12
 
 
 # --- train: the optimiser's options ----------------------------------------------------------------------------------

@@ -424,10 +424,14 @@ def test_block_length_histogram_counts():
 
 
 def test_acceptance_by_depth_by_hand():
-    bars = acceptance_by_depth_figure(ROUNDS).data[0]
-    # depth 1: all three trees reach it, two paths do; depths 2, 3: only the first two trees, only round 0's path
-    assert list(bars.x) == [1, 2, 3]
-    assert list(bars.y) == pytest.approx([2 / 3, 1 / 2, 1 / 2])
+    fig = acceptance_by_depth_figure(ROUNDS)
+    conditional, marginal = fig.data
+    # Paths reach depths 3, 1 and 0 (L = 4, 2, 1). Conditional: of the rounds at d - 1, those reaching d: 2 of 3, then
+    # 1 of 2, then 1 of 1 (it rises: the one deep round is the easy one). Marginal: of all three rounds, 2, 1, 1.
+    assert list(conditional.x) == list(marginal.x) == [1, 2, 3]
+    assert list(conditional.y) == pytest.approx([2 / 3, 1 / 2, 1])
+    assert list(marginal.y) == pytest.approx([2 / 3, 1 / 3, 1 / 3])
+    assert conditional.name.startswith("conditional") and marginal.name.startswith("marginal")
 
 
 @pytest.mark.parametrize("figure", [stage_times_figure, block_length_histogram, acceptance_by_depth_figure])
@@ -490,7 +494,7 @@ def test_tiled_panel_keeps_every_trace_on_its_own_renumbered_axes():
     # stage x/y, hist x2/y2, mass x3/y3 plus its right axis y4 over y3, coverage x4/y5.
     assert {(t["xaxis"], t["yaxis"]) for t in panel_traces(fig, "mass")} == {("x3", "y3"), ("x3", "y4")}
     assert lay["yaxis4"]["overlaying"] == "y3" and lay["yaxis4"]["side"] == "right" and "domain" not in lay["yaxis4"]
-    assert lay["yaxis4"]["title"]["text"] == "fraction reaching d"
+    assert lay["yaxis4"]["title"]["text"] == "share of rounds reaching d"
     assert {(t["xaxis"], t["yaxis"]) for t in panel_traces(fig, "cov")} == {("x4", "y5")}
     assert lay["xaxis"]["anchor"] == "y" and lay["yaxis5"]["anchor"] == "x4"
     assert lay["xaxis2"]["title"]["text"] == "L (tokens committed)"

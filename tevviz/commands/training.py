@@ -148,11 +148,16 @@ def cmd_eval(args) -> int:
         return 130
     return 0
 
+def _share(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}"
+
+
 def print_eval(pair, args, results: list, counts: list[int], total: int) -> None:
     print(f"draft {pair.draft_name}  target {pair.target_name}  B={args.budget} H={args.depth} K={args.children} "
           f"W={args.width}  {total} prompts")
-    print(f"{'T':>4} {'tau':>13} {'E[L]':>13} {'prompts':>7}  acceptance by depth")
+    print(f"{'T':>4} {'tau':>13} {'E[L]':>13} {'prompts':>7}  acceptance by depth: conditional (of the rounds "
+          "reaching d - 1, the share accepting at d) / marginal (share of all rounds reaching d)")
     for r, n in zip(results, counts):
-        acc = " ".join(f"{a:.2f}" for a in r.acceptance_by_depth)
+        acc = " ".join(f"{_share(c)}/{_share(m)}" for c, m in zip(r.acceptance_conditional, r.acceptance_marginal))
         print(f"{r.temperature:>4g} {r.tau:>6.3f}±{r.tau_se:<6.3f} {r.expected_length:>6.3f}±{r.expected_length_se:<6.3f} {n:>7}  "
               + acc)

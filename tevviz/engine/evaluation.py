@@ -15,7 +15,7 @@ from .models import ModelPair
 from .sampling import SamplingConfig
 from .scan_stats import PairedDiff
 from .session import DecodeConfig, DecodeSession
-from .summary import acceptance_by_depth
+from .summary import acceptance_curves
 
 EVAL_ROUNDS = 2  # decoding rounds per context for tau in drafter_metrics
 
@@ -41,7 +41,10 @@ class EvalResult:
     tau_se: float
     expected_length: float  # mean over prompts of each prompt's mean RoundRecord.expected_length
     expected_length_se: float
-    acceptance_by_depth: list[float]  # fraction of rounds whose block reached depth d (d = 1, 2, ...)
+    # Acceptance at depth d = 1, 2, ... (summary.DepthAcceptance): of the rounds that reached d - 1 the share that
+    # accepted at d, and the share of all rounds that reached d.
+    acceptance_conditional: list[float | None]
+    acceptance_marginal: list[float | None]
     per_prompt_tau: list[float]
     # Each prompt's mean expected block length (exact after the target pass): at T > 0 the same expectation as
     # per_prompt_tau without the draws' noise, so two drafters compare with a smaller paired SE.
@@ -67,8 +70,9 @@ def evaluate(pair: ModelPair, prompts: list[list[int]], temperature: float, buil
             progress(i + 1, len(prompts))
     tau, tau_se = mean_se(taus)
     length, length_se = mean_se(lengths)
-    reach = [reached / present for reached, present in acceptance_by_depth(rounds).values()]
-    return EvalResult(temperature, tau, tau_se, length, length_se, reach, taus, lengths)
+    curves = acceptance_curves(rounds)
+    return EvalResult(temperature, tau, tau_se, length, length_se, [a.conditional for a in curves],
+                      [a.marginal for a in curves], taus, lengths)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from .errors import TevvizError
 from .records import RoundRecord
 from .scan_stats import Estimate
-from .summary import acceptance_by_depth
+from .summary import acceptance_curves
 
 BOTH, A_ONLY, B_ONLY = "both", "A only", "B only"
 MISSING_SHOWN = 10  # missing tokens listed per run and round, largest gain first
@@ -325,11 +325,8 @@ def share(k: int, n: int) -> Estimate:
 
 def depth_curves(rounds: list[RoundRecord], depths: int) -> tuple[list[Estimate], list[Estimate]]:
     """(conditional, marginal) acceptance at depths 1..`depths` of one run's rounds (DepthRow says which is which)."""
-    reached = {d: k for d, (k, _) in acceptance_by_depth(rounds).items()}
-    counts = [len(rounds)] + [reached.get(d, 0) for d in range(1, depths + 1)]
-    conditional = [share(counts[d], counts[d - 1]) for d in range(1, depths + 1)]
-    marginal = [share(counts[d], len(rounds)) for d in range(1, depths + 1)]
-    return conditional, marginal
+    curves = acceptance_curves(rounds, depths)
+    return [share(a.reached, a.prior) for a in curves], [share(a.reached, a.rounds) for a in curves]
 
 
 def depth_table(a: list[RoundRecord], b: list[RoundRecord]) -> DepthTable:

@@ -1,4 +1,5 @@
-"""What a session's rounds add up to: its summary, acceptance by depth and where the exit mass went by depth.
+"""What a session's rounds add up to: its summary, acceptance by depth (both curves) and where the exit mass went
+by depth.
 
 No torch here: the app, the CLI, the report and the figures read the same numbers from the same rounds.
 """
@@ -58,15 +59,40 @@ def bounded_rounds(rounds: list[RoundRecord]) -> int:
     return sum(r.optimal is not None and r.C_p is not None and r.optimal_bounds for r in rounds)
 
 
-def acceptance_by_depth(rounds: list[RoundRecord]) -> dict[int, tuple[int, int]]:
-    """For each depth d >= 1: (rounds whose accepted path reached d, rounds whose tree has a node at d)."""
-    table: dict[int, tuple[int, int]] = {}
+@dataclass(frozen=True)
+class DepthAcceptance:
+    """Acceptance at depth d under its two names (docs/json-schema.md, *acceptance by depth*):
+
+    conditional = reached / prior: of the rounds that reached depth d - 1, the share that accepted a token at d;
+    marginal = reached / rounds: the share of all rounds that reached d. The marginal never rises with d; the
+    conditional can (the rounds that got deep are the easy ones)."""
+
+    depth: int
+    reached: int  # rounds whose accepted path reached depth d
+    prior: int  # rounds whose accepted path reached d - 1 (every round at d = 1)
+    rounds: int
+
+    @property
+    def conditional(self) -> float | None:
+        return self.reached / self.prior if self.prior else None
+
+    @property
+    def marginal(self) -> float | None:
+        return self.reached / self.rounds if self.rounds else None
+
+    def to_dict(self) -> dict:
+        return {"depth": self.depth, "conditional": self.conditional, "marginal": self.marginal,
+                "reached": self.reached, "prior": self.prior, "rounds": self.rounds}
+
+
+def acceptance_curves(rounds: list[RoundRecord], depths: int | None = None) -> list[DepthAcceptance]:
+    """Acceptance at depths 1..`depths` (default: the deepest tree's depth), both curves."""
+    depths = max((max(r.depths) for r in rounds), default=0) if depths is None else depths
+    reach = [0] * (depths + 1)
     for r in rounds:
-        tree_depth, exit_depth = max(r.depths), r.block_length - 1
-        for d in range(1, tree_depth + 1):
-            reached, present = table.get(d, (0, 0))
-            table[d] = (reached + (exit_depth >= d), present + 1)
-    return dict(sorted(table.items()))
+        for d in range(min(r.block_length - 1, depths) + 1):
+            reach[d] += 1
+    return [DepthAcceptance(d, reach[d], reach[d - 1], len(rounds)) for d in range(1, depths + 1)]
 
 
 def exit_by_depth(rounds: list[RoundRecord]) -> dict:

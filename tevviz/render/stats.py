@@ -38,17 +38,28 @@ def block_length_histogram(rounds: Sequence[Round], layout: Layout | None = None
                    "L (tokens committed)", "rounds")
 
 
-def acceptance_by_depth(rounds: Sequence[Round]) -> dict[int, tuple[int, int]]:
-    """engine.summary.acceptance_by_depth of rounds given as records or dicts."""
-    return summary.acceptance_by_depth(records(rounds))
+def acceptance_curves(rounds: Sequence[Round]) -> list[summary.DepthAcceptance]:
+    """engine.summary.acceptance_curves of rounds given as records or dicts."""
+    return summary.acceptance_curves(records(rounds))
+
+
+CONDITIONAL = "conditional: of rounds reaching d - 1, share accepting at d"
+MARGINAL = "marginal: share of all rounds reaching d"
 
 
 def acceptance_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = None, as_dict: bool = False) -> go.Figure | dict:
-    """Bar per depth d: fraction of rounds reaching d, among rounds whose tree reaches d; `layout` overrides."""
-    table = acceptance_by_depth(rounds)
-    bar = _bar("accepted to depth", list(table), [reached / present for reached, present in table.values()],
-               hovertext=[f"{reached}/{present} rounds" for reached, present in table.values()])
-    return _figure(as_dict, [bar], layout, "acceptance by depth", "depth d", "fraction reaching d", yaxis_range=[0, 1])
+    """Per depth d, acceptance under its two names (summary.DepthAcceptance): conditional bars, the marginal line."""
+    rows = acceptance_curves(rounds)
+    depths = [a.depth for a in rows]
+    traces = [
+        _bar(CONDITIONAL, depths, [a.conditional for a in rows],
+             hovertext=[f"depth {a.depth}: {a.reached} of the {a.prior} rounds that reached {a.depth - 1}"
+                        for a in rows], hoverinfo="text"),
+        {"type": "scatter", "mode": "lines+markers", "name": MARGINAL, "x": depths, "y": [a.marginal for a in rows],
+         "hovertext": [f"depth {a.depth}: {a.reached} of all {a.rounds} rounds" for a in rows], "hoverinfo": "text"},
+    ]
+    return _figure(as_dict, traces, layout, "acceptance by depth", "depth d", "share of rounds", yaxis_range=[0, 1.02],
+                   legend={"orientation": "h", "yanchor": "top", "y": -0.3, "x": 0.0})
 
 
 def exit_mass_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = None, as_dict: bool = False) -> go.Figure | dict:
@@ -56,21 +67,21 @@ def exit_mass_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = N
     (depth or budget), stacked, beside acceptance by depth on a second axis."""
     split = exit_by_depth(records(rounds))
     depths = list(range(len(split["width"])))
-    acc = acceptance_by_depth(rounds)
+    acc = acceptance_curves(rounds)
     traces = [
         _bar("width exits (target left among the children)", depths, split["width"],
              hovertemplate="depth %{x}: %{y:.3f} of the exit mass at internal nodes<extra></extra>"),
         _bar("leaf exits (tree ended: depth or budget)", depths, split["leaf"],
              hovertemplate="depth %{x}: %{y:.3f} of the exit mass at leaves<extra></extra>"),
-        {"type": "scatter", "mode": "lines+markers", "name": "acceptance by depth", "x": list(acc),
-         "y": [reached / present for reached, present in acc.values()], "yaxis": "y2"},
+        {"type": "scatter", "mode": "lines+markers", "name": "acceptance, marginal (right axis)",
+         "x": [a.depth for a in acc], "y": [a.marginal for a in acc], "yaxis": "y2"},
     ]
     return _figure(as_dict, traces, layout, f"where the mass went ({split['rounds']} rounds)", "depth of the exit node",
                    "mean exit mass", barmode="stack",
                    # Tick labels inside: outside, they pushed this title into the figure a panel tiles to the right.
                    # Ticks of its own: plotly would put them at the first axis's grid lines (0.209, 0.418, ...).
                    yaxis2={"overlaying": "y", "side": "right", "range": [0, 1], "ticklabelposition": "inside",
-                           "tickmode": "linear", "tick0": 0, "dtick": 0.25, "title": {"text": "fraction reaching d"}},
+                           "tickmode": "linear", "tick0": 0, "dtick": 0.25, "title": {"text": "share of rounds reaching d"}},
                    legend={"orientation": "h", "y": -0.25})
 
 
