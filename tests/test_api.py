@@ -62,3 +62,40 @@ def test_a_record_shows_its_tree_in_ipython():
         assert any("plotly" in k or k == "text/html" for k in bundle), list(bundle)
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_load_takes_the_cli_and_app_thread_policy(monkeypatch):
+    """tevviz.load(threads=N) sets torch's threads; without it, the policy of `tevviz decode` and the app (one fewer
+    than torch's default, or $OMP_NUM_THREADS's) rather than a thread on every core; a bad count is one line."""
+    import torch
+
+    import tevviz
+    from tevviz.engine import threads as policy
+    from tevviz.engine.errors import TevvizError
+
+    before = torch.get_num_threads()
+    try:
+        tevviz.load(threads=2)
+        assert torch.get_num_threads() == 2
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        monkeypatch.setattr(policy, "TORCH_DEFAULT_THREADS", 4)
+        monkeypatch.setattr(policy.thread_count, "__defaults__", (4, policy.os.environ))
+        tevviz.load()
+        assert torch.get_num_threads() == 3
+        with pytest.raises(TevvizError, match="--threads must be at least 1, got 0"):
+            tevviz.load(threads=0)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_decode_scan_and_app_share_one_threads_default():
+    """The --threads help (and so its default) of decode, scan and app is one policy."""
+    from tevviz.cli import build_parser
+
+    parser = build_parser()
+    helps = {}
+    for command in ("decode", "scan", "app", "eval"):
+        sub = parser._subparsers._group_actions[0].choices[command]
+        (action,) = [a for a in sub._actions if "--threads" in a.option_strings]
+        helps[command] = (action.default, action.help)
+    assert len(set(helps.values())) == 1, helps

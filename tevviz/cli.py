@@ -142,10 +142,12 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
                         "trees; the tokens drafted under a node and the verification are unchanged")
 
 
-def add_threads(p: argparse.ArgumentParser) -> None:
+def add_threads(p) -> None:
+    """--threads, one policy for every command, the app and tevviz.load (engine/threads.py)."""
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads for the models (default: $OMP_NUM_THREADS when set, else one fewer than "
-                        "torch's default, at least 1, which leaves a core free for the rest of the machine)")
+                        "torch's default, at least 1, which leaves a core free for the browser and the rest of the "
+                        "machine; docs/app-latency.md)")
 
 
 def add_app(p: argparse.ArgumentParser) -> None:
@@ -160,9 +162,7 @@ def add_app(p: argparse.ArgumentParser) -> None:
                    help="a folder whose models the UI may load as drafts and whose scans the Scan tab may open "
                         "(repeatable; the shipped models, the folders of --target/--draft and the app's own scans "
                         "are always allowed)")
-    g.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads for the models (default: $OMP_NUM_THREADS when set, else one fewer than "
-                        "torch's default, at least 1, leaving a core to the browser and the server; docs/app-latency.md)")
+    add_threads(g)
 
 
 def _sub(sub, name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
@@ -186,10 +186,10 @@ def add_scan(sub) -> None:
     p.add_argument("--worst", type=int, default=10, help="rounds listed among those that lost most")
     p.add_argument("--optimal", action="store_true",
                    help="compute every round's optimal tree (1 + C_p*, the drafter gap; up to H target passes a round)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's, one per core)")
     p.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
                    help="wrap prompts in the chat template (default: a line's own 'chat', else whether the tokenizer "
                         "has a template)")
+    add_threads(p)
     add_models(p)
     add_decoding(p)
 

@@ -7,41 +7,29 @@ measures it). So `launch` keeps the main thread as the model thread: handlers ha
 it and wait. When no model thread is serving (tests, a notebook, an app launched without blocking), a
 call runs where it is made.
 
-The app also leaves a core free by default (`app_threads`): two torch threads that must meet at every op
-stall whenever the browser, on the same machine, takes a core.
+The app also leaves a core free by default (engine/threads.py, the policy of the CLI and the notebook API too):
+two torch threads that must meet at every op stall whenever the browser, on the same machine, takes a core.
 """
 
 from __future__ import annotations
 
 import contextvars
 import functools
-import os
 import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TypeVar
 
-import torch
-
 from ..engine.errors import TevvizError
+from ..engine.threads import TORCH_DEFAULT_THREADS, thread_count
 
 T = TypeVar("T")
 
 
-def app_threads(requested: int | None, default: int, environ=os.environ) -> int | None:
-    """torch's CPU threads for the app: `requested`, else None (keep) when $OMP_NUM_THREADS is set, else one
-    fewer than torch's `default`, at least 1 (a core for the browser and the server's own Python)."""
-    if requested is not None:
-        if requested < 1:
-            raise TevvizError(f"--threads must be at least 1, got {requested}")
-        return requested
-    if environ.get("OMP_NUM_THREADS"):
-        return None
-    return max(default - 1, 1)
-
-
-TORCH_DEFAULT_THREADS = torch.get_num_threads()  # read at import, before any launch changed it
+# The app's thread policy is everyone's (engine/threads.py); the old names stay for the app's callers.
+app_threads = thread_count
+__all__ = ["MODEL_THREAD", "TORCH_DEFAULT_THREADS", "ModelThread", "app_threads"]
 
 
 class ModelThread:

@@ -79,15 +79,11 @@ class UntilStopped:
         return len(self.items)
 
 def set_threads(n: int | None) -> None:
-    """--threads: torch's CPU threads for the models; by default the app's choice, one fewer than torch's own."""
-    import torch
+    """--threads: torch's CPU threads for the models, by the one policy of the CLI, the app and the notebook API
+    (engine/threads.py: by default one fewer than torch's own, leaving a core free)."""
+    from ..engine.threads import use_threads
 
-    from ..app.model_thread import TORCH_DEFAULT_THREADS, app_threads
-
-    # A thread on every core loses to anything else running (README.md, *Use*, has a measured case).
-    n = app_threads(n, TORCH_DEFAULT_THREADS)
-    if n is not None:
-        torch.set_num_threads(n)
+    use_threads(n)
 
 
 def prompt_rows(args) -> list[dict]:
