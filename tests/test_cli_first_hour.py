@@ -235,6 +235,40 @@ def test_decode_interrupted_in_process_returns_130_and_says_so(tmp_path, monkeyp
     assert json.loads(path.read_text())["meta"]["interrupted"] is True
 
 
+def test_a_second_ctrl_c_keeps_the_committed_text_and_writes_the_export(tmp_path, monkeypatch, capsys):
+    """Two Ctrl-Cs in the fourth round, the second arriving after that round has extended the text but before its
+    record is kept: the three finished rounds' text is printed and exported (marked interrupted), the half round
+    dropped, exit 130 (the whole decode was lost: no text, no export)."""
+    from tevviz.engine import sizing
+    from tevviz.engine.io import load
+
+    calls = []
+    real_observe = sizing.FixedSizing.observe
+
+    def observe(self, *args):
+        calls.append(1)
+        if len(calls) == 4:  # inside round 4, after its tokens were appended to the stream
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        return real_observe(self, *args)
+
+    monkeypatch.setattr(sizing.FixedSizing, "observe", observe)
+    path = tmp_path / "s.json"
+    code = main(["decode", "--prompt", PROMPT, "--max-new-tokens", "64", "--threads", "1", "--json", "--export",
+                 str(path)])
+    out, err = capsys.readouterr()
+    assert code == 130 and len(calls) == 4, err
+    data = json.loads(out)
+    assert data["interrupted"] is True and data["rounds"] == 3
+    saved = load(path)
+    assert saved.meta["interrupted"] is True and len(saved.rounds) == 3
+    committed = [t for r in saved.rounds for t in r.committed]
+    assert data["token_ids"] == committed == saved.token_ids and committed
+    assert "interrupted after 3 rounds" in err and "marked interrupted" in err and "Traceback" not in err
+
+
 def test_decode_progress_shows_on_a_terminal_only(monkeypatch, capsys):
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
     assert main(["decode", "--prompt", PROMPT, "--max-new-tokens", "8", "--threads", "1"]) == 0

@@ -96,15 +96,24 @@ def cmd_decode(args) -> int:
     chat = use_chat(args, pair.tokenizer)
     prompt_ids = encode_prompt(pair.tokenizer, prompt, chat=chat)
     args.started = True
+    session, at_once = None, False
     with Interrupt("round") as stop:
         # The clock starts before the session's prefill; the baseline below leaves its prefill out too.
         t0 = time.perf_counter()
-        session = DecodeSession(pair, prompt_ids, cfg)
-        t_prefill = time.perf_counter() - t0
-        _decode_rounds(session, stop, quiet=args.json or not sys.stderr.isatty())
+        try:
+            session = DecodeSession(pair, prompt_ids, cfg)
+            t_prefill = time.perf_counter() - t0
+            _decode_rounds(session, stop, quiet=args.json or not sys.stderr.isatty())
+        except KeyboardInterrupt:
+            # The second Ctrl-C: the round in flight is dropped (step() leaves the session as it found it); what
+            # the finished rounds committed is printed and exported below as after the first.
+            at_once = True
+    if session is None:
+        print("interrupted before the first round: nothing was decoded", file=sys.stderr)
+        return 130
     # The optimal trees are analysis, not decoding: their time is not the decoder's.
     seconds = time.perf_counter() - t0 - t_prefill - sum(r.optimal.ms for r in session.rounds if r.optimal) / 1e3
-    interrupted = stop.requested and not session.done
+    interrupted = at_once or (stop.requested and not session.done)
     out = decode_summary(session, seconds, cfg, args.optimal)
     if args.baseline and not interrupted:
         _timed_baseline(pair, prompt_ids, cfg, out)

@@ -183,14 +183,17 @@ class DecodeSession:
         return max(min(remaining, room) - 1, 0)
 
     def step(self) -> RoundRecord:
-        """Run one round and commit its block; the session is unchanged if the round fails."""
+        """Run one round and commit its block; the session is unchanged if the round fails or is interrupted
+        (a second Ctrl-C: what the finished rounds committed stays, the round in flight goes)."""
         if self.done:
             raise TevvizError("this session has finished; reset it to decode again")
         t_len, mark = self.target_cache.get_seq_length(), self.drafter.mark()
-        n_gen, done, notice = len(self.generated), self.done, self.notice
+        n_gen, done, notice, count = len(self.generated), self.done, self.notice, self.round_count
         try:
             record = self._round()
-        except Exception as e:
+        except BaseException as e:
+            if self.round_count != count:  # interrupted after its record was kept: the round is whole
+                raise
             # Put caches and stream back where the round found them, so that a failed round changes nothing.
             extra = self.target_cache.get_seq_length() - t_len
             if extra > 0:
