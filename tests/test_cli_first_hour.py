@@ -483,3 +483,21 @@ def test_optimal_trees_that_bound_no_round_print_no_gap(tmp_path, capsys):
     assert "mean drafter gap - (no round it bounds)" in capsys.readouterr().err
     assert main(["inspect", str(path)]) == 0
     assert "mean drafter gap - (no round it bounds)" in capsys.readouterr().out
+
+
+def test_a_closed_pipe_ends_inspect_without_a_traceback(tmp_path):
+    """`tevviz inspect FILE | head`: the reader gone, inspect stops quietly with the shell's SIGPIPE status (it
+    ended in a BrokenPipeError traceback, exit 1); --help lists the statuses, 130 and 141 among them."""
+    path = tmp_path / "s.json"
+    assert main(["decode", "--prompt", PROMPT, "--max-new-tokens", "24", "--threads", "1", "--export", str(path)]) == 0
+    read, write = os.pipe()
+    os.close(read)  # no reader at all: the first write meets a closed pipe
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "tevviz", "inspect", str(path)], stdout=write,
+                              stderr=subprocess.PIPE, text=True, env=env, timeout=300, check=False)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141 and proc.stderr == "", proc.stderr
+    helped = build_parser().format_help()
+    assert "130 interrupted" in helped and "141 standard output closed" in helped

@@ -7,6 +7,7 @@ torch and the models when they run, so `tevviz --help` answers at once.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from . import __version__
@@ -27,7 +28,8 @@ EXAMPLES = """examples:
   tevviz eval --draft my-draft                 held-out tau at T = 0 and 1
   tevviz bench verifier_stage                  a benchmark from benchmarks/
 
-exit status: 0 done, 1 the work failed, 2 bad arguments or input."""
+exit status: 0 done, 1 the work failed, 2 bad arguments or input, 130 interrupted (Ctrl-C or SIGTERM: what was
+finished is kept; scan --resume continues), 141 standard output closed by its reader (| head)."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -373,7 +375,14 @@ def main(argv: list[str] | None = None) -> int:
     from . import commands
 
     try:
-        return getattr(commands, "cmd_" + args.command.replace("-", "_"))(args)
+        code = getattr(commands, "cmd_" + args.command.replace("-", "_"))(args)
+        sys.stdout.flush()  # here, so that a reader gone away (`| head`) is met below and not at exit
+        return code
+    except BrokenPipeError:
+        # The reader of standard output closed it (`tevviz inspect FILE | head`): what it wanted, it has. Later
+        # writes, Python's own flush at exit included, go nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a command ended by SIGPIPE
     except TevvizError as e:
         # Errors found while reading the arguments, the input files and the models are the user's (2);
         # errors once the work has started are failures (1).
