@@ -81,9 +81,11 @@ def tree_figure_dict(
     if at_end:
         traces.append(_bonus_edge(pos[exit_node], pos[bonus]))
     traces += _node_traces(G, pos, values, metric, scale)
-    if at_end:
-        traces += [_bonus_trace(G.graph, pos[bonus]), _ring_trace(pos[exit_node], "exit", size=EXIT_RING,
-                                                                  colour=PATH_COLOUR)]
+    # Before the walk's end the exit and bonus traces are there without points: the legend, and so the plot's
+    # height, stay as they are.
+    bonus_trace = _bonus_trace(G.graph, pos[bonus])
+    exit_ring = _ring_trace(pos[exit_node], "exit", size=EXIT_RING, colour=PATH_COLOUR)
+    traces += [bonus_trace, exit_ring] if at_end else [_emptied(bonus_trace), _emptied(exit_ring)]
     if ghosts:
         traces += _ghost_traces(drawn, pos, ghosts, ghost_id, dict_bounds(round_dict))
     if plan.folded:
@@ -94,7 +96,8 @@ def tree_figure_dict(
     traces.append(_label_trace(plan, set(path) | ({bonus} if at_end else set()), set(ghost_id.values()),
                                hide=set() if at_end else {bonus}, rings=rings))
     if highlight is not None and highlight in pos:
-        traces.append(_ring_trace(pos[highlight], "highlight", size=HIGHLIGHT_RING, colour="black"))
+        traces.append(_ring_trace(pos[highlight], "highlight", size=HIGHLIGHT_RING, colour="black")
+                      | {"showlegend": False})
     return {"data": traces, "layout": _layout(plan, width, title)}
 
 
@@ -139,8 +142,6 @@ def _plan(G, drawn, bonus, ghosts, ghost_id, values, highlight, width, expanded)
     exit_node = G.graph["exit_node"]
     must = set(G.graph["accepted"]) | set(G.successors(exit_node)) | {bonus}
     must |= {ghost_id[g["node"]] for g in sorted(ghosts, key=lambda g: -g["P"])[:3]}
-    if highlight is not None:
-        must.add(highlight)
     labels = {v: token_label(G.nodes[v]["text"]) for v in G}
     labels[bonus] = token_label(G.graph["bonus_text"])
     ghost_P = {ghost_id[g["node"]]: g["P"] for g in ghosts}
@@ -149,7 +150,11 @@ def _plan(G, drawn, bonus, ghosts, ghost_id, values, highlight, width, expanded)
     rank = sorted((v for v in G if values[v] is not None), key=lambda v: (-values[v], -mass[v][1]))
     mass |= {v: (p, 0.0) for v, p in ghost_P.items()}
     room = max(width - MARGIN["l"] - MARGIN["r"], 100)
-    return plan_tree(drawn, labels, must, rank, lambda v: mass.get(v, (0.0, 0.0)), room, expanded, TOP_LABELLED)
+    key = lambda v: mass.get(v, (0.0, 0.0))
+    plan = plan_tree(drawn, labels, must, rank, key, room, expanded, TOP_LABELLED)
+    if highlight is None or highlight in plan.pos:
+        return plan  # a selection moves nothing: the tree keeps its layout
+    return plan_tree(drawn, labels, must | {highlight}, rank, key, room, expanded, TOP_LABELLED)
 
 
 def _num(x: float | None, f=float) -> float:
@@ -195,6 +200,11 @@ def _bonus_trace(info: Mapping[str, Any], point: tuple) -> dict[str, Any]:
     return _scatter("bonus", [point[0]], [point[1]], "markers",
                     marker={"size": 14, "color": "white", "line": {"color": PATH_COLOUR, "width": 2}},
                     customdata=[BONUS], hovertext=[hover], hoverinfo="text")
+
+
+def _emptied(trace: dict[str, Any]) -> dict[str, Any]:
+    """A trace with its points taken out (its legend entry stays)."""
+    return trace | {k: [] for k in ("x", "y", "customdata", "hovertext") if k in trace}
 
 
 def _ghost_traces(drawn: nx.DiGraph, pos: Mapping[Hashable, tuple], ghosts: Sequence[Mapping[str, Any]],

@@ -1,0 +1,153 @@
+"""The tree view in a real browser, as a person uses it: labels that never overlap at large budgets, a click that
+selects a node, the keyboard moving every view together, a window of 800 px."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import served, tiny_pair
+from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+
+from tevviz.app import build_demo
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
+                                reason="needs Debian's chromium at /usr/bin/chromium: apt-get install chromium")
+sync_api = pytest.importorskip("playwright.sync_api")
+expect = sync_api.expect
+
+# Every label drawn in the tree, and every pair of them whose boxes meet (a pixel of slack for antialiasing).
+LABEL_CLASHES = """() => {
+  const texts = [...document.querySelectorAll('#tree-plot .scatterlayer .trace text')].filter(t => t.textContent);
+  const boxes = texts.map(t => { const r = t.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; });
+  const clashes = [];
+  boxes.forEach((a, i) => boxes.slice(i + 1).forEach((b, j) => {
+    if (a[0] < b[2] - 1 && b[0] < a[2] - 1 && a[1] < b[3] - 1 && b[1] < a[3] - 1) {
+      clashes.push([texts[i].textContent, texts[i + 1 + j].textContent]);
+    }
+  }));
+  return {labels: texts.length, clashes};
+}"""
+
+# Page coordinates of figure points: the accepted path's, the labels', and one node's by id.
+POINTS = """(name) => {
+  const gd = document.querySelector('#tree-plot .tv-figure');
+  const trace = gd.data.find(t => t.name === name);
+  const svg = gd.querySelector('.main-svg').getBoundingClientRect(), m = gd._fullLayout.margin;
+  const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+  return trace.x.map((x, i) => ({x: svg.left + m.l + xa.l2p(x), y: svg.top + m.t + ya.l2p(trace.y[i]),
+                                 id: trace.customdata ? trace.customdata[i] : null}));
+}"""
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with served(build_demo(tiny_pair("llama"), default_prompt="t1 t2 t3")) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def open_app(browser, url, width=1440):
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.set_default_timeout(60_000)
+    expect.set_options(timeout=60_000)
+    page.goto(url)
+    return page
+
+
+def step(page, k):
+    page.get_by_role("button", name="Step", exact=True).click()
+    expect(page.locator("#tree-plot .gtitle")).to_have_text(re.compile(rf"^round {k}:"))
+    page.wait_for_timeout(300)
+
+
+@pytest.mark.parametrize("budget", [64, 128, 256])
+def test_labels_never_overlap_and_the_accepted_path_is_labelled(browser, app_url, budget):
+    page = open_app(browser, app_url)
+    try:
+        page.get_by_label("B budget").fill(str(budget))
+        page.get_by_label("H depth").fill("8")
+        step(page, 0)
+        step(page, 1)
+        title = page.locator("#tree-plot .gtitle").text_content()
+        assert int(re.search(r"(\d+) nodes", title).group(1)) > budget // 2, title  # a big tree was drawn
+        found = page.evaluate(LABEL_CLASHES)
+        assert found["clashes"] == [] and found["labels"] >= 16, found
+        labelled = {(round(p["x"]), round(p["y"])) for p in page.evaluate(POINTS, "labels")}
+        path = {(round(p["x"]), round(p["y"])) for p in page.evaluate(POINTS, "accepted path")}
+        assert path and path <= labelled
+        # The title is clear of the component's label badge.
+        badge = page.locator("#tree-plot .block-label, #tree-plot label").first.bounding_box()
+        heading = page.locator("#tree-plot .gtitle").bounding_box()
+        assert badge is None or badge["y"] + badge["height"] <= heading["y"] + 1
+        page.screenshot(path=str(_artifact(f"tree_b{budget}.png")))
+    finally:
+        page.close()
+
+
+def test_a_click_selects_a_node_and_the_keys_move_every_view(browser, app_url):
+    page = open_app(browser, app_url)
+    try:
+        page.get_by_label("B budget").fill("32")
+        for k in range(3):
+            step(page, k)
+        nodes = page.evaluate(POINTS, "nodes")
+        target = next(p for p in nodes if p["id"] not in (0, None))
+        page.mouse.click(target["x"], target["y"])
+        details = page.locator("#node-details")
+        expect(details).to_contain_text(f"node {target['id']}")
+        expect(details).to_contain_text(re.compile("accepted|exit node|rejected here|not reached"))
+        ring = page.evaluate(POINTS, "highlight")[0]
+        assert abs(ring["x"] - target["x"]) < 1 and abs(ring["y"] - target["y"]) < 1  # nothing moved
+
+        # The exit node's own centre shows its tooltip (a point without one once lay on it).
+        exit_ring = page.evaluate(POINTS, "exit")[0]
+        page.mouse.move(exit_ring["x"], exit_ring["y"])
+        expect(page.locator("#tree-plot .hoverlayer")).to_contain_text("exit node")
+
+        title, box = page.locator("#tree-plot .gtitle"), page.locator("#round-slider input[type=number]")
+        page.locator("#header").click()  # the keys work wherever the focus is but in a text field
+        page.keyboard.press("ArrowLeft")
+        expect(title).to_have_text(re.compile(r"^round 1:"))
+        expect(box).to_have_value("1")
+        page.keyboard.press("j")
+        expect(details).to_contain_text("Walk, round 1: step 1")
+        page.keyboard.press("Home")
+        expect(title).to_have_text(re.compile(r"^round 0:"))
+        expect(box).to_have_value("0")
+        page.keyboard.press("End")
+        expect(title).to_have_text(re.compile(r"^round 2:"))
+        box.fill("1")
+        box.press("Enter")
+        expect(title).to_have_text(re.compile(r"^round 1:"))
+        page.screenshot(path=str(_artifact("tree_selected.png")))
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("width", [800, 900])
+def test_a_narrow_window_shows_the_tree_first_and_cuts_nothing(browser, app_url, width):
+    page = open_app(browser, app_url, width)
+    try:
+        step(page, 0)
+        tree = page.locator("#tree-plot").bounding_box()
+        settings = page.locator("#settings-col").bounding_box()
+        assert tree["y"] < settings["y"], (tree, settings)
+        figure = page.locator("#tree-plot .main-svg").first.bounding_box()
+        assert figure["x"] >= 0 and figure["x"] + figure["width"] <= width, figure
+        page.screenshot(path=str(_artifact(f"narrow_{width}.png")), full_page=True)
+    finally:
+        page.close()
+
+
+def _artifact(name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS / name
