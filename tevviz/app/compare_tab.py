@@ -40,7 +40,7 @@ def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
         seed = gr.Number(0, precision=0, label="seed")
         compare_btn = gr.Button("Compare verifiers", variant="primary")
         stop_btn = gr.Button("Stop: keep the draws so far", variant="stop")
-    law = gr.Plot(label="exit law")
+    law = gr.Plot(label="exit law", show_label=False)
     law_md = gr.Markdown(label="verifier table")
     gr.Markdown("**(b) Side by side.** Decode the prompt with two configurations (the other settings "
                 "come from the Decode tab).")
@@ -49,7 +49,8 @@ def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
         side_b = _side("B", "predraw", verifiers, drafters)
     side_btn = gr.Button("Decode both", variant="primary")
     with gr.Row():
-        tree_a, tree_b = gr.Plot(label="A: final tree"), gr.Plot(label="B: final tree")
+        tree_a = gr.Plot(label="A: final tree", show_label=False)
+        tree_b = gr.Plot(label="B: final tree", show_label=False)
     with gr.Row():
         md_a, md_b = gr.Markdown(label="A: summary"), gr.Markdown(label="B: summary")
     return Panel(draws=draws, seed=seed, compare_btn=compare_btn, stop_btn=stop_btn, law=law, law_md=law_md,

@@ -44,7 +44,7 @@ def _widgets() -> Panel:
     error = gr.Markdown("", label="error", elem_classes="error-box")
     note = gr.Markdown("Step and Run decode with the original draft.", label="draft in use")
     table = gr.Markdown(NO_TRAINING, label="before and after", elem_classes="stats-table")
-    loss = gr.Plot(loss_plot([]), label="loss")
+    loss = gr.Plot(loss_plot([]), label="loss", show_label=False)
     with gr.Accordion("Where the exit mass moved", open=True):
         gr.Markdown("On the context of the round chosen with the Decode tab's round slider: the tree each drafter "
                     "builds there, coloured by w under the target (T = 1) on one scale, in one layout (a node sits at "
@@ -52,9 +52,9 @@ def _widgets() -> Panel:
                     "changed most.")
         moved_btn = gr.Button("Show for the shown round", min_width=100)
         with gr.Row(equal_height=False):
-            tree_before = gr.Plot(label="original draft's tree")
-            tree_after = gr.Plot(label="trained draft's tree")
-        moved = gr.Plot(label="change of w")
+            tree_before = gr.Plot(label="original draft's tree", show_label=False)
+            tree_after = gr.Plot(label="trained draft's tree", show_label=False)
+        moved = gr.Plot(label="change of w", show_label=False)
         moved_md = gr.Markdown("", label="largest changes of w")
     return Panel(objective=objective, lr=lr, lambda_exit=lambda_exit, batch=batch, steps=steps, train_btn=train_btn,
                  revert_btn=revert_btn, use=use, error=error, note=note, table=table, loss=loss, moved_btn=moved_btn,
