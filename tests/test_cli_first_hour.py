@@ -501,3 +501,50 @@ def test_a_closed_pipe_ends_inspect_without_a_traceback(tmp_path):
     assert proc.returncode == 141 and proc.stderr == "", proc.stderr
     helped = build_parser().format_help()
     assert "130 interrupted" in helped and "141 standard output closed" in helped
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """No route to the hub: a connection fails at once, and nothing may ask transformers to download."""
+    import socket
+
+    import huggingface_hub.constants
+    import transformers
+
+    from tevviz.engine import models
+
+    def unreachable(*args, **kwargs):
+        raise OSError(101, "Network is unreachable")
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("transformers was asked to fetch a hub id with no network (it retries for ~50 s)")
+
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    for key in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(models, "_HUB_PROBE", {}, raising=False)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", no_download)
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", no_download)
+
+
+def test_a_hub_id_without_a_network_is_refused_at_once(no_network, monkeypatch, capsys):
+    """Without a network a hub id not in the local cache is refused in one line before transformers tries (it
+    waited through ~50 s of retries); HF_HUB_OFFLINE says so; a cached one is read from the cache alone."""
+    import huggingface_hub
+    import huggingface_hub.constants
+
+    from tevviz.engine import models
+
+    argv = ["decode", "--target", "no-such-org/no-such-model", "--draft", "no-such-org/no-such-model", "--prompt", "x"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("tevviz decode: error: target model 'no-such-org/no-such-model' is a hub id, but "
+                   "https://huggingface.co cannot be reached (Network is unreachable) and it is not in the local "
+                   "Hugging Face cache: connect to the network, or give a local folder or .gguf file"), err
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    assert main(argv) == 2
+    assert "is a hub id, but HF_HUB_OFFLINE is set and it is not in the local" in capsys.readouterr().err
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda *a, **k: "/cache/config.json")
+    models.check_source("some-org/cached-model", "target")
+    assert models.hf_location("some-org/cached-model")[1] == {"local_files_only": True}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -79,12 +81,14 @@ class ModelPair:
 GGUF_MAGIC = b"GGUF"
 
 
-def check_source(name: str, role: str) -> None:
+def check_source(name: str, role: str, revision: str | None = None) -> None:
     """Refuse a local path that does not exist, a folder without a config or weights, or a file that is not GGUF."""
     p = Path(name).expanduser()
     looks_local = name.startswith((".", "/", "~")) or p.exists() or name.count("/") > 1 or name.endswith(".gguf")
     if looks_local and not p.exists():
         raise TevvizError(f"{role} model path {name!r} does not exist")
+    if not p.exists():
+        check_hub_id(name, role, revision)
     if p.is_file():
         with p.open("rb") as f:
             if f.read(4) != GGUF_MAGIC:
@@ -97,11 +101,60 @@ def check_source(name: str, role: str) -> None:
 
 
 def hf_location(name: str, revision: str | None = None) -> tuple[str, dict]:
-    """What `from_pretrained` takes for `name`: a .gguf file becomes its folder plus `gguf_file`."""
+    """What `from_pretrained` takes for `name`: a .gguf file becomes its folder plus `gguf_file`; a hub id, when the
+    hub cannot be reached, is read from the local cache alone (no retries)."""
     p = Path(name).expanduser()
     if p.is_file():
         return str(p.parent), {"gguf_file": p.name}
-    return name, ({"revision": revision} if revision and not p.exists() else {})
+    if p.exists():
+        return name, {}
+    kw = {"revision": revision} if revision else {}
+    return name, kw | ({"local_files_only": True} if hub_unreachable() else {})
+
+
+HUB_TIMEOUT_S = 3.0  # a connection to the hub's endpoint takes less than this, or the hub counts as unreachable
+HUB_RECHECK_S = 30.0  # how long one probe's answer stands
+_HUB_PROBE: dict[str, tuple[float, str | None]] = {}  # endpoint -> (when probed, why unreachable or None)
+
+
+def hub_unreachable() -> str | None:
+    """Why the Hugging Face hub cannot be reached now (HF_HUB_OFFLINE set, no route or name resolution within
+    HUB_TIMEOUT_S), or None. One TCP connection, not huggingface_hub's retries (about 50 s without a network)."""
+    import socket
+    import time
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE is set"
+    if any(os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return None  # through a proxy: only huggingface_hub knows the way
+    endpoint = constants.ENDPOINT
+    when, why = _HUB_PROBE.get(endpoint, (-math.inf, None))
+    if time.monotonic() - when < HUB_RECHECK_S:
+        return why
+    url = urlparse(endpoint)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)),
+                                 HUB_TIMEOUT_S).close()
+        why = None
+    except OSError as e:
+        why = f"{endpoint} cannot be reached ({e.strerror or e})"
+    _HUB_PROBE[endpoint] = (time.monotonic(), why)
+    return why
+
+
+def check_hub_id(name: str, role: str, revision: str | None = None) -> None:
+    """Refuse at once a hub id that can be neither downloaded (the hub unreachable) nor read from the local cache."""
+    why = hub_unreachable()
+    if why is None:
+        return
+    from huggingface_hub import try_to_load_from_cache
+
+    if not isinstance(try_to_load_from_cache(name, "config.json", revision=revision), str):
+        raise TevvizError(f"{role} model {name!r} is a hub id, but {why} and it is not in the local Hugging Face "
+                          "cache: connect to the network, or give a local folder or .gguf file")
 
 
 def load_tokenizer(name: str, role: str, trust_remote_code: bool = False, revision: str | None = None):
@@ -120,7 +173,7 @@ def load_model(name: str, role: str, dtype: str = "auto", device: str | None = N
     """One causal LM, in eval mode, with clear errors for the usual mistakes."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    check_source(name, role)
+    check_source(name, role, revision)
     if dtype not in DTYPES:
         raise TevvizError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if attn_implementation not in ("sdpa", "eager"):
@@ -237,7 +290,7 @@ def load_pair(target: str | None = None, draft: str | None = None, dtype: str = 
     kw = {"dtype": dtype, "device": resolve_device(device), "device_map": device_map,
           "attn_implementation": attn_implementation, "trust_remote_code": trust_remote_code, "revision": revision}
     for name, role in ((target, "target"), (draft, "draft")):
-        check_source(name, role)
+        check_source(name, role, revision)
     if revision and all(Path(n).expanduser().exists() for n in (target, draft)):
         # from_pretrained ignores a revision for a local folder or file: a wrong one would pass unnoticed.
         raise TevvizError(f"--revision {revision!r} picks a branch, tag or commit of a hub id, but the target "
@@ -312,7 +365,7 @@ def with_draft(base: ModelPair, draft: str, source: ModelSource | None = None) -
     """`base`'s target and tokenizer beside the draft model at `draft`, checked as `load_pair` checks a pair."""
     kw = (source or ModelSource()).load_kwargs()
     kw.update(device=str(base.device), device_map=None)
-    check_source(draft, "draft")
+    check_source(draft, "draft", kw["revision"])
     check_draft_tokenizer(base.tokenizer, draft, base.target_name, kw["trust_remote_code"], kw["revision"])
     model = load_draft(draft, base.target, kw)
     pair = ModelPair(base.target, model, base.tokenizer, base.target_name, draft)
