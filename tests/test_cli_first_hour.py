@@ -548,3 +548,21 @@ def test_a_hub_id_without_a_network_is_refused_at_once(no_network, monkeypatch, 
     monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda *a, **k: "/cache/config.json")
     models.check_source("some-org/cached-model", "target")
     assert models.hf_location("some-org/cached-model")[1] == {"local_files_only": True}
+
+
+def test_decode_says_what_it_ran_and_on_a_terminal_how_to_compare(monkeypatch, capsys):
+    """The builder and verifier that ran are said (and in --json); on a terminal, without --baseline, a line says
+    how to compare with plain decoding (tokens/s alone was printed)."""
+    argv = ["decode", "--prompt", PROMPT, "--max-new-tokens", "8", "--threads", "1", "--verifier", "predraw"]
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "ran: builder best-first (budget 32, depth 6), verifier predraw" in err and "add --baseline" in err
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    assert main([*argv, "--budget", "auto"]) == 0
+    err = capsys.readouterr().err
+    assert "ran: builder best-first (budget auto up to 64, depth 6), verifier predraw" in err  # auto: up to 64 nodes by default
+    assert "--baseline" not in err
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["builder"] == "best-first (budget 32, depth 6)" and out["verifier"] == "predraw"

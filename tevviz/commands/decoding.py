@@ -39,6 +39,8 @@ def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
         "mean_expected_length": s.mean_expected_length,
         "tokens_per_s": len(session.generated) / seconds if seconds > 0 else 0.0,
         "stage_ms": s.stage_ms,
+        "builder": ran_builder(cfg.builder),
+        "verifier": cfg.verifier,
     }
     if cfg.builder.auto and session.rounds:
         sized = [r.sizing for r in session.rounds]
@@ -54,6 +56,12 @@ def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
     if session.notice:
         out["notice"] = session.notice
     return out
+
+def ran_builder(builder) -> str:
+    """The builder a decode ran, as a person reads it: its kind, budget (or auto, up to) and depth."""
+    budget = f"budget auto up to {builder.budget}" if builder.auto else f"budget {builder.budget}"
+    return f"{builder.kind} ({budget}, depth {builder.depth})"
+
 
 def _timed_baseline(pair, prompt_ids, cfg, out: dict) -> None:
     """--baseline: plain decoding's tokens/s and the speed-up; a Ctrl-C there leaves them out, keeping the rest."""
@@ -144,6 +152,10 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
     print(f"rounds {out['rounds']}  tokens {len(out['token_ids'])}  tau {tau}  mean E[L] {expected}  "
           f"{out['tokens_per_s']:.1f} tok/s" + (f"  speed-up {speedup:.2f}x" if speedup else ""), file=sys.stderr)
     print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in out["stage_ms"].items()), file=sys.stderr)
+    print(f"ran: builder {out['builder']}, verifier {out['verifier']}", file=sys.stderr)
+    if speedup is None and sys.stderr.isatty():
+        print("tokens/s alone says little: add --baseline to time plain decoding of the same prompt and see the "
+              "speed-up", file=sys.stderr)
     if "auto_budget" in out:
         from ..engine.round_time import Fit, describe
 
