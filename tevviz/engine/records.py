@@ -91,7 +91,7 @@ class CoverageGap:
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class RoundRecord:
     """One draft-verify round: the tree, its target flow, the decision and the stage times (no tensors)."""
 
@@ -153,6 +153,18 @@ class RoundRecord:
         if self.accept is not None:
             return 1 + expected_accepted(self.parents, self.accept)
         return None if self.C_p is None else 1 + self.C_p
+
+    def __repr__(self) -> str:
+        """One short line (the fields run to thousands of numbers): the tree, the block it committed, the law's
+        numbers; `to_dict()` has everything."""
+        block = "".join(self.texts[v] for v in self.accepted[1:]) + self.bonus_text
+        shown = [f"round {self.index}", self.verifier, f"{self.size} nodes", f"depth {max(self.depths)}",
+                 f"L {self.block_length}", f"block {block[:40]!r}" + ("..." if len(block) > 40 else "")]
+        if self.expected_length is not None:
+            shown.append(f"E[L] {self.expected_length:.3f}")
+        if self.optimal is not None:
+            shown.append(f"1 + C_p* {1 + self.optimal.C_p:.3f}")
+        return f"RoundRecord({', '.join(shown)})"
 
     @property
     def block_length(self) -> int:
