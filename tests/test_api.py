@@ -99,3 +99,19 @@ def test_decode_scan_and_app_share_one_threads_default():
         (action,) = [a for a in sub._actions if "--threads" in a.option_strings]
         helps[command] = (action.default, action.help)
     assert len(set(helps.values())) == 1, helps
+
+
+def test_the_readme_notebook_snippet_prints_what_it_shows(monkeypatch, capsys, tmp_path):
+    """Run as a script, the README's snippet prints its round in one short line (it printed nothing, and in a
+    terminal the record's repr ran to 17,000 characters on one line)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## From a notebook"):]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - the README's snippet, run as written
+    printed = capsys.readouterr().out.strip()
+    record = scope["record"]
+    assert printed == repr(record) and "\n" not in printed and len(printed) < 200
+    assert printed.startswith("RoundRecord(round 0, tev, ") and f"{record.size} nodes" in printed
+    assert "1 + C_p* " in printed and any(t.name == "nodes" for t in scope["fig"].data)

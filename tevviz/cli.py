@@ -18,7 +18,8 @@ EXAMPLES = """examples:
   tevviz                                       the app on the embedded stdlib pair, http://127.0.0.1:7860
   tevviz pair fetch smollm2 && tevviz --pair smollm2
                                                SmolLM2-135M-Instruct with tevviz's drafter, chat prompts
-  tevviz decode --prompt "def fib(n):" --json  tree-decode one prompt on the embedded pair
+  tevviz decode --prompt "def read_lines(path):" --json
+                                               tree-decode one prompt on the embedded pair
   tevviz decode --pair smollm2 --prompt - < question.txt --temperature 1 --baseline
   tevviz app --target Qwen/Qwen3-4B --draft Qwen/Qwen3-0.6B --dtype bfloat16
   tevviz inspect session.json --json           validate a session JSON or a DDTree trace
