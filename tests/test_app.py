@@ -115,10 +115,11 @@ def test_step_run_and_browse(app_url):
     # Back to round 1, colour by w, pick a node.
     tree = named(c.predict(index=1, api_name="/view"), BROWSE_OUTPUTS)["tree"]
     assert figure(tree)["layout"]["title"]["text"].startswith("round 1:")
-    tree = c.predict(metric_name="w", api_name="/metric")
+    tree, url = c.predict(metric_name="w", api_name="/metric")
+    assert json.loads(url)["metric"] == "w"  # the view in the URL follows
     colourbar = next(t for t in figure(tree)["data"] if t.get("name") == "nodes")["marker"]["colorbar"]
     assert "w(v)" in colourbar["title"]["text"]
-    tree, details, node = named(c.predict(node_id=1, api_name="/node"), NODE_OUTPUTS).values()
+    tree, details, node, _ = named(c.predict(node_id=1, api_name="/node"), NODE_OUTPUTS).values()
     assert "**node 1**" in details and "P(v)" in details and node == 1
     assert any(t.get("name") == "highlight" for t in figure(tree)["data"])
 
@@ -271,8 +272,11 @@ def test_session_store_expires_idle_sessions(pair):
     ctl.store.ttl_s = 0.0
     time.sleep(0.01)
     assert ctl.store.get(st.sid) is None
-    st2 = ctl.step(st, prompt, cfg)
-    assert len(st2.rounds) == 1 and "expired" in st2.notice
+    st2 = ctl.step(st, prompt, cfg)  # the run goes on from its last token: nothing is lost
+    assert [r.index for r in st2.rounds] == [0, 1] and "continued run" in st2.notice
+    again = Controller(PairSource(pair=pair))
+    whole = again.step(again.step(AppState(), prompt, cfg), prompt, cfg)
+    assert st2.generated == whole.generated  # greedy: the continued run is the uninterrupted one, token for token
 
 
 def test_history_is_capped_with_a_notice(pair, tmp_path):
@@ -350,7 +354,7 @@ def test_optimal_tree_ghosts_and_where_the_mass_went(app_url):
     assert "optimal 1 + C_p*" in title
     if " 0 ghosts" not in title:
         assert "ghost branches (optimal tree)" in names
-    hidden = figure(c.predict(on=False, api_name="/ghosts"))
+    hidden = figure(c.predict(on=False, api_name="/ghosts")[0])
     assert not any("ghost" in (t.get("name") or "") for t in hidden["data"])
 
     c.predict(on=True, api_name="/optimal_every")

@@ -28,6 +28,8 @@ from ..engine.scoring import check_ids, rescore
 from ..files import atomic_write, atomic_write_json
 from .model_thread import on_model_thread
 from .navigation import step_walk
+from .run_store import RunStore, new_id
+from .runs import continuation, remaining, reopened, run_name, session_of
 from .source import PairSource
 from .state import MAX_HISTORY, AppState, LiveSession, SessionStore, block_text, view_options
 from .training_actions import TrainingActions
@@ -49,9 +51,11 @@ class Decoded:
 class Controller(TrainingActions):
     """Turns user actions into engine calls; holds the model source and the live sessions."""
 
-    def __init__(self, source: PairSource, store: SessionStore | None = None, history: int = MAX_HISTORY):
+    def __init__(self, source: PairSource, store: SessionStore | None = None, history: int = MAX_HISTORY,
+                 runs: RunStore | None = None):
         self.source = source
         self.store = store or SessionStore()
+        self.runs = runs or RunStore()
         self.history = history  # rounds an AppState keeps
         self._compare_stops: dict[str, threading.Event] = {}  # browser session -> its running comparison's stop flag
 
@@ -64,26 +68,15 @@ class Controller(TrainingActions):
 
     @on_model_thread
     def step(self, st: AppState, prompt: str, cfg: DecodeConfig) -> AppState:
-        """One round of the live session, starting a new one when the prompt, settings or draft changed."""
+        """One round of the shown run: its live session goes on; a run without one (imported, reopened, expired)
+        continues where the models allow; a change of prompt, settings or draft starts a new run, and the old one
+        stays in the run picker."""
         pair = self.session_pair(st.sid)
         live = self.store.get(st.sid)
-        notice = ""
-        if (live is None or st.kind != "live" or live.prompt != prompt or live.session.cfg != cfg
-                or live.session.pair is not pair):
-            if st.kind == "live" and st.rounds:
-                if live is None:
-                    notice = "the previous session had expired: started a new session"
-                elif live.session.pair is not pair:
-                    notice = f"the draft changed (now {pair.draft_name}): started a new session"
-                else:
-                    notice = "the settings or the prompt changed: started a new session"
-                logger.info("session %s: %s", st.sid[:8], notice)
-            live = LiveSession(DecodeSession(pair, encode_prompt(pair.tokenizer, prompt, chat=cfg.chat), cfg, keep_rounds=self.history),
-                               prompt)
-            fresh = AppState(sid=st.sid, **view_options(st), kind="live", prompt=prompt, prompt_ids=list(live.session.prompt_ids),
-                             meta=tio.session_meta(live.session), cfg=cfg)
-        else:
-            fresh = st
+        fresh, notice = st, ""
+        if not (live is not None and live.run_id == st.run_id and live.prompt == prompt and live.cfg == cfg
+                and live.session.pair is pair):
+            live, fresh, notice = self._begin(st, live, pair, prompt, cfg)
         t0 = time.perf_counter()
         live.session.step()
         live.seconds += time.perf_counter() - t0  # decoding time only: the optimal tree below is analysis
@@ -91,30 +84,65 @@ class Controller(TrainingActions):
             live.session.optimal()
         self.store.put(st.sid, live)
         s = live.session
-        kept = s.rounds[-self.history:]
-        dropped = s.round_count - len(kept)
+        new = [replace(r, index=r.index + live.offset) for r in s.rounds[-self.history:]]
+        kept = (live.base + new)[-self.history:]
+        dropped = live.offset + s.round_count - len(kept)
         # Each step drops at most the oldest kept round; its text comes from the previous state's records.
         dropped_text = fresh.dropped_text + "".join(block_text(r) for r in fresh.rounds if fresh.dropped <= r.index < dropped)
         capped = f"history capped at {self.history} rounds; older rounds dropped" if dropped else ""
-        return replace(
-            fresh, rounds=kept, generated=list(s.generated), text=s.pair.tokenizer.decode(s.generated),
+        generated = live.before + list(s.generated)
+        out = replace(
+            fresh, rounds=kept, generated=generated, text=s.pair.tokenizer.decode(generated),
             seconds=live.seconds, done=s.done, view=len(kept) - 1, token=None, node=None, expanded=frozenset(),
             notice="; ".join(x for x in (notice, s.notice, capped) if x), dropped=dropped, dropped_text=dropped_text,
         )
+        self.keep(out)
+        return out
+
+    def _begin(self, st: AppState, live: LiveSession | None, pair: ModelPair, prompt: str, cfg: DecodeConfig):
+        """The live session a Step runs on when the shown run has none that fits: the run continued, or a new run."""
+        changed = ("the draft changed" if live is not None and live.run_id == st.run_id and live.session.pair is not pair
+                   else "the settings or the prompt changed")
+        if st.rounds and not (st.kind == "live" and live is not None and live.run_id == st.run_id):
+            try:  # an imported, reopened or expired run: go on from its last token
+                stream, _ = continuation(st, pair, prompt, cfg)
+                session = DecodeSession(pair, stream, remaining(cfg, len(st.generated)), keep_rounds=self.history)
+                live = LiveSession(session, prompt, cfg=cfg, run_id=st.run_id, offset=st.dropped + len(st.rounds),
+                                   base=list(st.rounds), before=list(st.generated), seconds=st.seconds)
+                said = (f"continued run {run_name(st)} from its token {len(st.generated)} with these settings"
+                        + (" (at T > 0 the draws from here are another exact sample than the run's own)"
+                           if cfg.sampling.temperature > 0 else ""))
+                return live, replace(st, kind="live", cfg=cfg, meta={**st.meta, **tio.session_meta(session)}), said
+            except TevvizError as e:
+                changed = f"run {run_name(st)} cannot go on here ({e})"
+        session = DecodeSession(pair, encode_prompt(pair.tokenizer, prompt, chat=cfg.chat), cfg, keep_rounds=self.history)
+        fresh = AppState(sid=st.sid, **view_options(st), kind="live", prompt=prompt,
+                         prompt_ids=list(session.prompt_ids), meta=tio.session_meta(session), cfg=cfg)
+        live = LiveSession(session, prompt, cfg=cfg, run_id=fresh.run_id)
+        notice = ""
+        if st.rounds:
+            notice = f"{changed}: started a new run; {run_name(st)} is kept in the run picker"
+            logger.info("session %s: %s", st.sid[:8], notice)
+        return live, fresh, notice
+
+    def keep(self, st: AppState, wait: bool = False) -> None:
+        """Save the run shown to this browser's runs on the server (in the background unless `wait`)."""
+        if st.user and st.rounds:
+            self.runs.save(st.user, st.run_id, session_of(st), wait=wait)
 
     def step_token(self, st: AppState, prompt: str, cfg: DecodeConfig) -> AppState:
         """Next token of the shown round's block; past its end, the next round (decoding one if needed)."""
         moved = step_walk(st, 1)
         if moved is not st:
             return moved
-        if st.kind not in ("empty", "live"):
-            raise TevvizError("end of the imported rounds; Reset to decode the prompt instead")
         return replace(self.step(st, prompt, cfg), token=0)
 
     def reset(self, st: AppState) -> AppState:
-        """Drop the live session; an ExitTrain trainer (and its "use" choice) stays."""
+        """A new, empty run; the one shown stays in the run picker (an ExitTrain trainer and its "use" stay too)."""
+        self.keep(st)
         self.store.drop(st.sid, keep_training=True)
-        return AppState(sid=st.sid, **view_options(st))
+        said = f"{run_name(st)} is kept in the run picker" if st.rounds else ""
+        return AppState(sid=st.sid, **view_options(st), notice=said)
 
     @on_model_thread
     def baseline(self, st: AppState, prompt: str, cfg: DecodeConfig) -> AppState:
@@ -252,21 +280,34 @@ class Controller(TrainingActions):
     # -- import and export --------------------------------------------------------------------------
 
     def import_file(self, st: AppState, path: str) -> AppState:
+        """The file as a run of its own (Step continues it where the models allow); the run shown stays kept."""
         imported = tio.load(path)
         if not imported.rounds:
             raise TevvizError("the file holds no rounds")
+        self.keep(st)
         self.store.drop(st.sid, keep_training=True)
-        said = f"imported {len(imported.rounds)} round(s) from a {imported.kind} file"
+        said = f"imported {len(imported.rounds)} round(s) from a {imported.kind} file as a run of its own"
         if imported.kind == "ddtree":
             said += "; it has no target scores until you Re-score"
-        dropped = max(len(imported.rounds) - self.history, 0)
-        if dropped:
+        if imported.kind == "session":
+            said += "; Step continues it where the loaded models allow"
+        if len(imported.rounds) > self.history:
             said += f"; history capped at {self.history} rounds; older rounds dropped"
-        return AppState(sid=st.sid, **view_options(st), kind=imported.kind, prompt=imported.prompt,
-                        prompt_ids=list(imported.prompt_token_ids), generated=list(imported.token_ids),
-                        text=imported.text, rounds=list(imported.rounds[dropped:]), meta=dict(imported.meta),
-                        seconds=sum(sum(r.stage_ms.values()) for r in imported.rounds) / 1e3, view=0, notice=said,
-                        dropped=dropped, dropped_text="".join(block_text(r) for r in imported.rounds[:dropped]))
+        if st.rounds:
+            said += f"; {run_name(st)} is kept in the run picker"
+        new = reopened(st, imported, new_id(), self.history, said)
+        self.keep(new)
+        return new
+
+    def reopen(self, st: AppState, run_id: str) -> AppState:
+        """One of this browser's kept runs, shown; the run shown before stays kept."""
+        if run_id == st.run_id:
+            return st
+        imported = self.runs.load(st.user, run_id)
+        self.keep(st)
+        self.store.drop(st.sid, keep_training=True)
+        name = imported.meta.get("run_name", run_id[:8])
+        return reopened(st, imported, run_id, self.history, f"reopened run {name}; Step continues it", kind="run")
 
     def session_json(self, st: AppState) -> dict:
         return tio.session_dict(st.meta, st.prompt, st.prompt_ids, st.generated, st.text, st.rounds)

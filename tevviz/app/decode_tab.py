@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import gradio as gr
 
 from ..engine import TevvizError
@@ -11,30 +9,28 @@ from ..engine.builders import BUILDERS, BuilderConfig
 from ..engine.sampling import SamplingConfig
 from ..engine.session import DecodeConfig
 from ..render import METRICS
-from ..render.tree_figure import SCALES, node_key
+from ..render.tree_figure import SCALES
+from .browsing import wire_browsing
 from .controller import Controller
 from .details import node_details
 from .figure_view import ROUND_BOX, figure_view
-from .navigation import on_key, select, show_round
+from .run_store import MAX_RUNS
 from .state import AppState, decode_settings
+from .updates import BROWSE_OUTPUTS, NODE_OUTPUTS, ROUND_OUTPUTS, VIEW_OUTPUTS, everything, shown
+from .url_view import url_sync
 from .views import (
-    block_rows_plot,
-    node_choices,
-    session_panel,
     stats_markdown,
     text_spans,
     tree_plot,
 )
 from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed, figure_json
 
+# The output names the tests and the other tabs read from here (their home is updates.py).
+__all__ = ["BROWSE_OUTPUTS", "NODE_OUTPUTS", "ROUND_OUTPUTS", "VIEW_OUTPUTS", "decode_tab", "everything", "shown"]
+
 # The settings widgets, by the names `decode_settings` takes (every decoding endpoint accepts them by keyword).
 SETTINGS = ("prompt", "temperature", "top_k", "top_p", "seed", "builder", "budget", "depth", "children", "width",
             "branching", "verifier", "max_new_tokens", "chat", "auto_budget")
-VIEW_OUTPUTS = ("tree", "view", "node", "details", "text", "rows_plot")  # what browsing a round updates
-# Outputs of /step, /step_token, /run, /reset, /import_file and /rescore after the gr.State, in order.
-ROUND_OUTPUTS = ("error", "stats", "session_plot", *VIEW_OUTPUTS)
-BROWSE_OUTPUTS = (*VIEW_OUTPUTS, "error")  # outputs of /view after the gr.State
-NODE_OUTPUTS = ("tree", "details", "node")  # outputs of /node and /click after the gr.State
 BASELINE_OUTPUTS = ("error", "stats")  # outputs of /baseline after the gr.State
 DOWNLOADS = ("round_dl", "session_dl", "html_dl")
 RUN_FIGURES_EVERY = 5  # rounds between session-figure updates during a Run
@@ -55,8 +51,9 @@ def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str
         c["step_btn"] = gr.Button("Step", variant="primary", min_width=100)
         c["token_btn"] = gr.Button("Step token", min_width=100)
     with gr.Row(equal_height=True):
-        c["run_btn"] = gr.Button("Run", min_width=100)
-        c["reset_btn"] = gr.Button("Reset", variant="stop", min_width=100)
+        c["run_btn"] = gr.Button("Run", min_width=70)
+        c["stop_btn"] = gr.Button("Stop", min_width=70)
+        c["reset_btn"] = gr.Button("New run", variant="stop", min_width=90)
     c["run_rounds"] = gr.Number(0, precision=0, label="Run: rounds (0 = to the end)")
     c["error"] = gr.Markdown("", label="error", elem_id="error-box")
     with gr.Accordion("Sampling", open=True):
@@ -81,13 +78,24 @@ def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str
         c["branching"] = gr.Textbox(",".join(map(str, BuilderConfig.branching)), label="static branching per depth")
         c["verifier"] = gr.Radio(verifiers, value=DecodeConfig.verifier, label="verifier")
         c["max_new_tokens"] = gr.Number(DecodeConfig.max_new_tokens, precision=0, label="max new tokens")
-    c["baseline_btn"] = gr.Button("Run baseline")
     return c
 
 
 def _view_column() -> dict:
     """The right column: live statistics, the round slider and colour, the tree with its details beside it, the text."""
-    c = {"stats": gr.Markdown("No rounds yet.", label="live stats", elem_classes="stats-table")}
+    c = {}
+    with gr.Row(equal_height=True, elem_id="runs-row"):
+        c["run_pick"] = gr.Dropdown([], value=None, label=f"run (this browser's, newest first; {MAX_RUNS} kept)",
+                                    scale=4, elem_id="run-pick")
+        c["open_btn"] = gr.Button("Open", min_width=70, scale=0)
+        c["pin_btn"] = gr.Button("Pin as A", min_width=90, scale=0)
+        c["link_btn"] = gr.Button("Copy link", min_width=100, scale=0)
+    c["link"] = gr.Textbox(label="link to this view (opens it on this server)", visible=False, interactive=False,
+                           elem_id="view-link")
+    c["url"], c["user_box"], c["query_box"] = url_sync(), gr.Textbox(visible=False), gr.Textbox(visible=False)
+    with gr.Row(equal_height=False):
+        c["stats"] = gr.Markdown("No rounds yet.", label="live stats", elem_classes="stats-table")
+        c["baseline_btn"] = gr.Button("Run baseline", min_width=120, scale=0)
     with gr.Row():
         c["view"] = gr.Slider(0, 1, value=0, step=1, label="round (← → Home End; ↓ ↑ or j k walk a round's tokens)",
                               interactive=False, scale=3, elem_id=ROUND_BOX)
@@ -120,6 +128,14 @@ def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat:
         with gr.Column(scale=3, min_width=600, elem_id="view-col"):
             right = _view_column()
     c = {}
+    with gr.Accordion("Compare runs: the pinned run A against B, round by round", open=False):
+        with gr.Row(equal_height=True):
+            c["b_pick"] = gr.Dropdown([], value=None, label="B (A is the pinned run)", scale=4)
+            c["cmp_round"] = gr.Number(0, precision=0, label="round", min_width=80, scale=1)
+            c["cmp_btn"] = gr.Button("Compare", variant="primary", min_width=100, scale=0)
+        c["cmp_md"] = gr.Markdown("Pin a run as A, pick a run B, then Compare.", elem_id="compare-text")
+        c["cmp_plot"] = figure_view(label="round k of A and B in one layout (matched by token path)",
+                                    elem_id="compare-plot")
     with gr.Accordion("The drafter's rows (block rounds): they follow the round shown", open=False):
         c["rows_plot"] = figure_view(label="per depth, the drafter's top tokens with their marginal q_d; the token "
                                      "the round committed at each depth is boxed (green: accepted, red: bonus)",
@@ -142,37 +158,6 @@ def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat:
                                   "(≤ 64 MiB)", height=120)
             c["rescore_btn"] = gr.Button("Re-score", scale=0, min_width=120)
     return Panel(**left, **right, **c)
-
-
-def shown(ui: Panel, st: AppState, metric: str) -> dict:
-    """Updates of the state, error box, tree, round slider, node picker, details, text and rows for `st`."""
-    st = with_width(ui, st)
-    return {ui.state: st, **ui.updates(
-        error="",
-        tree=figure_json(tree_plot(st, metric, as_dict=True)),
-        view=gr.Slider(minimum=0, maximum=max(len(st.rounds) - 1, 1), value=max(st.view, 0),
-                       interactive=len(st.rounds) > 1),
-        node=gr.Dropdown(choices=node_choices(st), value=st.highlight if isinstance(st.highlight, int) else None),
-        details=node_details(st),
-        text=text_spans(st) if st.round is not None or st.prompt else [],
-        rows_plot=figure_json(block_rows_plot(st)),
-    )}
-
-
-MAX_WIDTHS = 10_000  # browser sessions whose tree width is remembered
-
-
-def with_width(ui: Panel, st: AppState) -> AppState:
-    """`st` with its browser's latest tree width: reported by the tree view (`apply`), kept by session id, since an
-    event that started before the report returns a state without it."""
-    width = ui.widths.get(st.sid)
-    return st if width is None or width == st.width else replace(st, width=width)
-
-
-def everything(ui: Panel, st: AppState, metric: str) -> dict:
-    """`shown` plus the live statistics and the session figures."""
-    return {**shown(ui, st, metric),
-            **ui.updates(stats=stats_markdown(st), session_plot=figure_json(session_panel(st)))}
 
 
 def on_tree(ui: Panel) -> dict:
@@ -249,76 +234,11 @@ def _wire_decoding(ctl: Controller, ui: Panel, settings: dict) -> None:
     run_event = ui.run_btn.click(run, [*inputs, ui.run_rounds], outputs, inputs_kwargs=settings, api_name="run",
                                  **work)
     ui.reset_btn.click(reset, inputs, outputs, api_name="reset", cancels=[run_event], **LIGHT)
+    # Stop ends a Run after the rounds it has shown: they stay, and so does the run.
+    ui.stop_btn.click(lambda st: ctl.keep(current(st)), [ui.state], None, cancels=[run_event], api_name="stop",
+                      **LIGHT)
     ui.baseline_btn.click(baseline, inputs, [ui.state, *ui.take(BASELINE_OUTPUTS)], inputs_kwargs=settings,
                           api_name="baseline", **MODEL_WORK)
-
-
-def _wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
-    """The round slider, the keys, clicks on the tree, the node colour and scale, the node picker, the prompts."""
-
-    def set_view(st, metric_name, index):
-        return shown(ui, show_round(current(st), index), metric_name)
-
-    def press(st, metric_name, evt: gr.EventData):
-        data = evt._data if isinstance(evt._data, dict) else {}
-        st = current(st)
-        new = on_key(st, str(data.get("key", "")), data.get("value"))
-        return shown(ui, new, metric_name) if new is not st else {}
-
-    def picked(st, metric_name, new):
-        new = with_width(ui, new)
-        return {ui.state: new, **ui.updates(tree=figure_json(tree_plot(new, metric_name, as_dict=True)),
-                                            details=node_details(new),
-                                            node=new.highlight if isinstance(new.highlight, int) else None)}
-
-    def click(st, metric_name, evt: gr.EventData):
-        data = evt._data if isinstance(evt._data, dict) else {}
-        st = current(st)
-        key = node_key(data.get("key"))
-        return picked(st, metric_name, select(st, key)) if key is not None and st.round is not None else {}
-
-    def select_node(st, metric_name, node_id):
-        return picked(st, metric_name, select(current(st), node_id))
-
-    def resize(st, metric_name, evt: gr.EventData):
-        data = evt._data if isinstance(evt._data, dict) else {}
-        width = data.get("width")
-        if not isinstance(width, (int, float)) or not 200 <= width <= 20_000:
-            return {}
-        st = current(st)
-        if len(ui.widths) >= MAX_WIDTHS:
-            ui.widths.clear()
-        ui.widths[st.sid] = int(width)
-        st = with_width(ui, st)
-        return {ui.state: st, ui.tree: figure_json(tree_plot(st, metric_name, as_dict=True))}
-
-    def redraw(st, metric_name, **changes):
-        st = with_width(ui, replace(current(st), **changes))
-        return {ui.state: st, **ui.updates(tree=figure_json(tree_plot(st, metric_name, as_dict=True)))}
-
-    def set_optimal_every(st, on):
-        return replace(current(st), optimal_every=bool(on))
-
-    def pick_prompt(prompt_id):
-        return by_id.get(prompt_id, gr.skip())
-
-    browse = [ui.state, *ui.take(BROWSE_OUTPUTS)]
-    ui.view.release(set_view, [ui.state, ui.metric, ui.view], browse, api_name="view", **LIGHT)
-    ui.tree.key_up(press, [ui.state, ui.metric], browse, api_name="key", show_progress="hidden", **LIGHT)
-    ui.tree.select(click, [ui.state, ui.metric], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="click",
-                   show_progress="hidden", **LIGHT)
-    ui.tree.apply(resize, [ui.state, ui.metric], [ui.state, ui.tree], api_visibility="private",
-                  show_progress="hidden", **LIGHT)
-    ui.metric.change(redraw, [ui.state, ui.metric], [ui.state, ui.tree], api_name="metric", **LIGHT)
-    ui.scale.change(lambda st, m, scale: redraw(st, m, scale=scale), [ui.state, ui.metric, ui.scale],
-                    [ui.state, ui.tree], api_name="scale", **LIGHT)
-    ui.node.select(select_node, [ui.state, ui.metric, ui.node], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="node",
-                   **LIGHT)
-    ui.pick.change(pick_prompt, [ui.pick], [ui.prompt], api_visibility="private", **LIGHT)
-    ui.ghosts.change(lambda st, m, on: redraw(st, m, ghosts=bool(on)), [ui.state, ui.metric, ui.ghosts],
-                     [ui.state, ui.tree], api_name="ghosts", **LIGHT)
-    ui.optimal_every.change(set_optimal_every, [ui.state, ui.optimal_every], [ui.state], api_name="optimal_every",
-                            **LIGHT)
 
 
 def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
@@ -398,6 +318,6 @@ def decode_tab(ctl: Controller, state: gr.State, prompts: list[dict], first_prom
     ui.widths = {}  # session id -> px of its tree view
     ui.settings = dict(zip(SETTINGS, ui.take(SETTINGS)))  # name -> widget, for `inputs_kwargs`
     _wire_decoding(ctl, ui, ui.settings)
-    _wire_browsing(ui, {p["id"]: p["prompt"] for p in prompts})
+    wire_browsing(ui, {p["id"]: p["prompt"] for p in prompts})
     _wire_files(ctl, ui, ui.settings)
     return ui

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from itertools import zip_longest
+from pathlib import Path
 
 import gradio as gr
 import torch
@@ -25,6 +26,8 @@ from .decode_tab import decode_tab
 from .exittrain_tab import exittrain_tab
 from .figure_view import serve_plotly_js
 from .model_thread import MODEL_THREAD, TORCH_DEFAULT_THREADS, app_threads
+from .run_store import RunStore
+from .runs_panel import wire_runs
 from .scan_tab import DECODE_TAB, scan_tab
 from .source import PairSource
 from .state import MAX_HISTORY, AppState, SessionStore
@@ -108,15 +111,15 @@ def pair_source(source: ModelSource | ModelPair | None, model_dirs: tuple[str, .
 
 def build_demo(source: ModelSource | ModelPair | None = None, *, default_prompt: str | None = None,
                store: SessionStore | None = None, history: int = MAX_HISTORY,
-               model_dirs: tuple[str, ...] = ()) -> gr.Blocks:
+               model_dirs: tuple[str, ...] = (), run_dir: str | Path | None = None) -> gr.Blocks:
     """The app's Blocks over `source`: a `ModelSource` (loaded on the first action that needs it), a loaded
     `ModelPair`, or None for the embedded pair.
 
     `history` caps the rounds each browser session keeps; `model_dirs` are further folders the UI may
-    load draft models from.
+    load draft models from; `run_dir` keeps the browsers' runs (default: the cache's `runs/`).
     """
     models = pair_source(source, model_dirs)
-    ctl = Controller(models, store, history)
+    ctl = Controller(models, store, history, RunStore(run_dir) if run_dir is not None else None)
     prompts = with_held_out_examples(example_prompts(models.prompts_path()), models.model.named)
     first_prompt = default_prompt or (prompts[0]["prompt"] if prompts else DEFAULT_PROMPT)
     verifiers = ui_verifiers()
@@ -143,6 +146,7 @@ def build_demo(source: ModelSource | ModelPair | None = None, *, default_prompt:
                 exittrain_tab(ctl, state, decode.settings)
             with gr.Tab("Scan"):
                 scan_tab(ctl, state, decode, tabs)
+        wire_runs(ctl, demo, decode)
     demo.queue(default_concurrency_limit=1)
     return demo
 

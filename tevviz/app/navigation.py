@@ -43,9 +43,9 @@ def step_walk(st: AppState, direction: int) -> AppState:
     return replace(st, token=None)
 
 
-def on_key(st: AppState, key: str, value=None) -> AppState:
-    """A stepping key: left/right the round, up/down (k/j) the walk, Home/End the first/last round, Enter the round
-    typed in the round box. Other keys change nothing."""
+def on_key(st: AppState, key: str) -> AppState:
+    """A stepping key: left/right the round, up/down (k/j) the walk, Home/End the first/last round. Other keys change
+    nothing."""
     if key in ROUND_KEYS:
         return show_round(st, st.view + ROUND_KEYS[key]) if st.rounds else st
     if key in TOKEN_KEYS:
@@ -54,11 +54,6 @@ def on_key(st: AppState, key: str, value=None) -> AppState:
         return show_round(st, 0)
     if key == "End":
         return show_round(st, len(st.rounds) - 1)
-    if key == "Enter" and value is not None:
-        try:
-            return show_round(st, int(value))
-        except (TypeError, ValueError, OverflowError):
-            return st
     return st
 
 

@@ -94,6 +94,9 @@ class AppState:
     """What one browser is looking at: plain values and RoundRecords only (no tensors, no caches)."""
 
     sid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # this run's file on the server (app/run_store.py)
+    user: str = ""  # the browser's id (kept in its localStorage): its folder of runs; "" before the page has loaded
+    pinned: str | None = None  # the run pinned as A for comparisons
     kind: str = "empty"  # "empty", "live", or an import: "session", "round", "ddtree"
     prompt: str = ""
     prompt_ids: list[int] = field(default_factory=list)
@@ -145,8 +148,10 @@ class AppState:
 
 
 def view_options(st: AppState) -> dict:
-    """What a new session keeps of the old one's view: ghosts, the optimal-tree option, the colour scale, the width."""
-    return {"ghosts": st.ghosts, "optimal_every": st.optimal_every, "scale": st.scale, "width": st.width}
+    """What a new run keeps of the old one's view: ghosts, the optimal-tree option, the colour scale, the width, the
+    browser's id and the pinned run."""
+    return {"ghosts": st.ghosts, "optimal_every": st.optimal_every, "scale": st.scale, "width": st.width,
+            "user": st.user, "pinned": st.pinned}
 
 
 def settings_in_force(st: AppState, values: dict) -> DecodeConfig:
@@ -167,10 +172,16 @@ def block_text(r: RoundRecord) -> str:
 
 @dataclass
 class LiveSession:
-    """A DecodeSession and what the app adds to it."""
+    """A DecodeSession and what the app adds to it: the run it decodes and, for a run continued from a file or an
+    earlier session, what came before its first round."""
 
     session: DecodeSession
     prompt: str
+    cfg: DecodeConfig | None = None  # the settings asked for (a continuation's session has fewer tokens left)
+    run_id: str = ""
+    offset: int = 0  # rounds before the session's first
+    base: list[RoundRecord] = field(default_factory=list)  # the run's kept rounds from before
+    before: list[int] = field(default_factory=list)  # the run's generated tokens from before
     seconds: float = 0.0
 
 

@@ -15,6 +15,7 @@ from ..engine.comparison import Comparison
 from ..engine.evaluation import EVAL_ROUNDS
 from ..engine.exit_mass import ExitMassMove
 from ..engine.records import expected_length_text, optimal_label
+from ..engine.speed import ms_per_token, speed_breakdown
 from ..engine.summary import SessionSummary, bounded_rounds, summarize
 from ..render import (
     BONUS,
@@ -164,6 +165,7 @@ def stats_markdown(st: AppState) -> str:
         (f"| {rounds} | {tokens} | {_fmt(tps)} | {_fmt(s.tau)} | {_fmt(s.mean_expected_length)} "
          f"| {_fmt(base['tokens_per_s']) if comparable else '—'} | {'—' if speedup is None else f'{speedup:.2f}x'} |"),
     ]
+    lines += speed_lines(st, base if comparable else None)
     r = st.round
     gap = r.coverage_gap() if r is not None else None
     if gap is not None or s.optimal_rounds:
@@ -183,13 +185,30 @@ def stats_markdown(st: AppState) -> str:
                      f"{describe(z.fit)}.*")
     if st.done:
         lines.append("\n*Finished (end of sequence or token limit).*")
-    if st.kind not in ("live", "empty"):
+    if st.kind not in ("live", "empty", "run"):
         lines.append(f"\n*Imported {st.kind}: browse it, or Re-score a round with the loaded target.*")
     if base is not None and not comparable:
         lines.append("\n*The baseline was timed on another prompt or settings; press Run baseline again.*")
     if st.notice:
         lines.append("\n*" + st.notice.replace("*", "\\*") + "*")  # a notice may say C_p*
     return "\n".join(lines)
+
+
+def speed_lines(st: AppState, base: dict | None) -> list[str]:
+    """Where a generated token's time goes, against plain decoding's, and why the run is faster or slower."""
+    speed = speed_breakdown(st.rounds, ms_per_token(base["seconds"], base["tokens"]) if base else None,
+                            None if st.dropped or st.kind != "live" else st.seconds)
+    if not speed.tokens:
+        return []
+    per = speed.stage_ms_per_token
+    cells = [f"{_fmt(per.get(k), 2)}" for k in ("draft", "target", "verify", "other")]
+    rest = speed.unrecorded_ms_per_token
+    plain = speed.baseline_ms_per_token
+    return ["", "| ms per token | draft | target | verify | other | between rounds | all | plain decoding |",
+            "|---|---|---|---|---|---|---|---|",
+            (f"| this run | {' | '.join(cells)} | {_fmt(rest, 2)} | {_fmt(speed.ms_per_token, 2)} | "
+            f"{'—' if plain is None else _fmt(plain, 2)} |"),
+            "", speed.sentence + ("" if plain is not None else " Press *Run baseline* to time plain decoding.")]
 
 
 def comparison_markdown(c: Comparison) -> str:

@@ -1,0 +1,126 @@
+"""Runs: nothing a user made is lost. A change of settings keeps the old run; an import or a reopened run continues
+where the models allow (token for token the uninterrupted run at T = 0) and says why where they do not; runs live in
+capped folders the links cannot leave; two runs compare, a run with itself showing no difference."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from conftest import tiny_pair
+
+from tevviz.app.controller import Controller
+from tevviz.app.run_store import RunStore, new_id
+from tevviz.app.runs import run_name, session_of
+from tevviz.app.source import PairSource
+from tevviz.app.state import AppState, decode_settings
+from tevviz.engine import TevvizError
+from tevviz.engine import io as tio
+
+PROMPT = "t1 t2 t3"
+USER = "0" * 32
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair("llama")
+
+
+@pytest.fixture
+def ctl(pair, tmp_path):
+    return Controller(PairSource(pair=pair), runs=RunStore(tmp_path / "runs"))
+
+
+def settings(temperature=0, budget=8, max_new_tokens=24):
+    return decode_settings(PROMPT, temperature, 0, 1.0, 0, "best-first", budget, 3, 2, 4, "4,2", "tev",
+                           max_new_tokens)
+
+
+def steps(ctl, st, n, cfg):
+    for _ in range(n):
+        st = ctl.step(st, PROMPT, cfg)
+    return st
+
+
+def test_a_change_of_settings_starts_a_run_and_keeps_the_old_one(ctl):
+    _, cfg = settings()
+    first = steps(ctl, AppState(user=USER), 2, cfg)
+    _, other = settings(budget=16)
+    second = ctl.step(first, PROMPT, other)
+    assert second.run_id != first.run_id and len(second.rounds) == 1
+    assert "started a new run" in second.notice and run_name(first) in second.notice
+    kept = {r.run_id: r.name for r in ctl.runs.runs(USER)}
+    assert first.run_id in kept and kept[first.run_id] == run_name(first)
+    back = ctl.reopen(second, first.run_id)
+    assert [r.index for r in back.rounds] == [0, 1] and back.generated == first.generated
+    # Reopened, the old run continues with its own settings: the same tokens as one never interrupted.
+    again = ctl.step(back, PROMPT, cfg)
+    whole = steps(Controller(PairSource(pair=ctl.source.get()), runs=ctl.runs), AppState(), 3, cfg)
+    assert again.generated == whole.generated and [r.index for r in again.rounds] == [0, 1, 2]
+
+
+def test_an_imported_session_continues_where_it_ended(ctl, tmp_path):
+    _, cfg = settings()
+    run = steps(ctl, AppState(), 2, cfg)
+    path = tmp_path / "session.json"
+    path.write_text(json.dumps(session_of(run)), encoding="utf-8")
+    imported = ctl.import_file(AppState(user=USER), str(path))
+    assert imported.kind == "session" and "Step continues it" in imported.notice
+    st = ctl.step(imported, PROMPT, cfg)
+    assert "continued run" in st.notice and [r.index for r in st.rounds] == [0, 1, 2]
+    assert st.generated[: len(run.generated)] == run.generated
+    assert st.generated == steps(ctl, run, 1, cfg).generated  # T = 0: the same as going on in the first place
+
+
+def test_what_cannot_continue_says_why_and_keeps_the_import(ctl, tmp_path):
+    _, cfg = settings()
+    run = steps(ctl, AppState(), 2, cfg)
+    round_file = tmp_path / "round.json"
+    round_file.write_text(json.dumps(tio.round_dict(run.rounds[1])), encoding="utf-8")
+    imported = ctl.import_file(AppState(user=USER), str(round_file))
+    st = ctl.step(imported, PROMPT, cfg)
+    assert "cannot go on here (a round file holds no token stream" in st.notice
+    assert st.run_id != imported.run_id and imported.run_id in {r.run_id for r in ctl.runs.runs(USER)}
+
+    other = dict(session_of(run), prompt_token_ids=[5, 6, 7])  # not how this tokenizer reads the prompt
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(other), encoding="utf-8")
+    st = ctl.step(ctl.import_file(AppState(user=USER), str(path)), PROMPT, cfg)
+    assert "reads the prompt as other tokens" in st.notice and len(st.rounds) == 1
+
+
+def test_new_run_keeps_the_run_it_leaves(ctl):
+    _, cfg = settings()
+    run = steps(ctl, AppState(user=USER), 2, cfg)
+    empty = ctl.reset(run)
+    assert not empty.rounds and "kept in the run picker" in empty.notice
+    ctl.runs.flush()
+    assert run.run_id in {r.run_id for r in ctl.runs.runs(USER)}
+
+
+def test_the_store_caps_its_runs_and_no_link_leaves_its_folder(tmp_path):
+    store = RunStore(tmp_path / "runs", max_runs=2)
+    session = tio.session_dict({"run_name": "x"}, "p", [1], [2], "t", [])
+    ids = [new_id() for _ in range(3)]
+    for run_id in ids:
+        store.save(USER, run_id, session, wait=True)
+    assert {r.run_id for r in store.runs(USER)} == set(ids[1:]) and store.dropped(USER) == ["x"]
+    for bad_user, bad_run in (("../etc", ids[1]), (USER, "../../passwd"), (USER, ids[1] + "/x"), ("", ids[1])):
+        with pytest.raises(TevvizError, match="names no run"):
+            store.load(bad_user, bad_run)
+    with pytest.raises(TevvizError, match="not on this server"):
+        store.load(USER, ids[0])
+
+
+def test_a_run_compared_with_itself_shows_no_difference(ctl):
+    from tevviz.app.compare_views import comparison_markdown
+    from tevviz.engine.run_compare import Run, compare_runs
+
+    _, cfg = settings(temperature=1.0)
+    run = steps(ctl, AppState(user=USER), 3, cfg)
+    as_run = Run("A", run.prompt, run.generated, run.rounds, run.meta, run.text, run.prompt_ids)
+    cmp = compare_runs(as_run, replace(as_run, name="B"))
+    text = comparison_markdown(cmp, cmp.round(1))
+    assert "no difference" in text and "A only" in text
+    assert all(r.conditional.diff in (0, None) and r.marginal.diff in (0, None) for r in cmp.table.rows)

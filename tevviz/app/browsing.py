@@ -1,0 +1,89 @@
+"""The Decode tab's browsing: the round slider, the keys, clicks on the tree, its width, colour and scale, the node
+picker and the example prompts. None of it touches the models."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import gradio as gr
+
+from ..render.tree_figure import node_key
+from .details import node_details
+from .navigation import on_key, select, show_round
+from .updates import BROWSE_OUTPUTS, MAX_WIDTHS, NODE_OUTPUTS, position_of, shown, view_url, with_width
+from .views import tree_plot
+from .widgets import LIGHT, Panel, current, figure_json
+
+
+def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
+    """The round slider, the keys, clicks on the tree, the node colour and scale, the node picker, the prompts."""
+
+    def set_view(st, metric_name, index):
+        st = current(st)
+        return shown(ui, show_round(st, position_of(st, index)), metric_name)
+
+    def press(st, metric_name, evt: gr.EventData):
+        data = evt._data if isinstance(evt._data, dict) else {}
+        st, key = current(st), str(data.get("key", ""))
+        new = show_round(st, position_of(st, data.get("value"))) if key == "Enter" else on_key(st, key)
+        return shown(ui, new, metric_name) if new is not st else {}
+
+    def picked(st, metric_name, new):
+        new = with_width(ui, new)
+        return {ui.state: new, **ui.updates(tree=figure_json(tree_plot(new, metric_name, as_dict=True)),
+                                            details=node_details(new),
+                                            node=new.highlight if isinstance(new.highlight, int) else None,
+                                            url=view_url(new, metric_name))}
+
+    def click(st, metric_name, evt: gr.EventData):
+        data = evt._data if isinstance(evt._data, dict) else {}
+        st = current(st)
+        key = node_key(data.get("key"))
+        return picked(st, metric_name, select(st, key)) if key is not None and st.round is not None else {}
+
+    def select_node(st, metric_name, node_id):
+        return picked(st, metric_name, select(current(st), node_id))
+
+    def resize(st, metric_name, evt: gr.EventData):
+        data = evt._data if isinstance(evt._data, dict) else {}
+        width = data.get("width")
+        if not isinstance(width, (int, float)) or not 200 <= width <= 20_000:
+            return {}
+        st = current(st)
+        if len(ui.widths) >= MAX_WIDTHS:
+            ui.widths.clear()
+        ui.widths[st.sid] = int(width)
+        st = with_width(ui, st)
+        return {ui.state: st, ui.tree: figure_json(tree_plot(st, metric_name, as_dict=True))}
+
+    def redraw(st, metric_name, **changes):
+        st = with_width(ui, replace(current(st), **changes))
+        return {ui.state: st, **ui.updates(tree=figure_json(tree_plot(st, metric_name, as_dict=True)),
+                                           url=view_url(st, metric_name))}
+
+    def set_optimal_every(st, on):
+        return replace(current(st), optimal_every=bool(on))
+
+    def pick_prompt(prompt_id):
+        return by_id.get(prompt_id, gr.skip())
+
+    browse = [ui.state, *ui.take(BROWSE_OUTPUTS)]
+    ui.view.release(set_view, [ui.state, ui.metric, ui.view], browse, api_name="view", **LIGHT)
+    ui.tree.key_up(press, [ui.state, ui.metric], browse, api_name="key", show_progress="hidden", **LIGHT)
+    ui.tree.select(click, [ui.state, ui.metric], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="click",
+                   show_progress="hidden", **LIGHT)
+    ui.tree.apply(resize, [ui.state, ui.metric], [ui.state, ui.tree], api_visibility="private",
+                  show_progress="hidden", **LIGHT)
+    drawn = [ui.state, ui.tree, ui.url]
+    ui.metric.change(redraw, [ui.state, ui.metric], drawn, api_name="metric", **LIGHT)
+    ui.scale.change(lambda st, m, scale: redraw(st, m, scale=scale), [ui.state, ui.metric, ui.scale], drawn,
+                    api_name="scale", **LIGHT)
+    ui.node.select(select_node, [ui.state, ui.metric, ui.node], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="node",
+                   **LIGHT)
+    ui.pick.change(pick_prompt, [ui.pick], [ui.prompt], api_visibility="private", **LIGHT)
+    ui.ghosts.change(lambda st, m, on: redraw(st, m, ghosts=bool(on)), [ui.state, ui.metric, ui.ghosts], drawn,
+                     api_name="ghosts", **LIGHT)
+    ui.optimal_every.change(set_optimal_every, [ui.state, ui.optimal_every], [ui.state], api_name="optimal_every",
+                            **LIGHT)
+
+

@@ -1,0 +1,78 @@
+"""Runs: every decoding session the app makes or opens, named by its settings, kept on the server (RunStore) so
+that a change of settings, an import, a reload or a link loses nothing; and a run continued where the models allow."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..engine import DecodeConfig, TevvizError, encode_prompt
+from ..engine import io as tio
+from ..engine.scoring import check_ids
+from .state import AppState, block_text, view_options
+
+
+def run_name(st: AppState) -> str:
+    """The run in a line: its prompt's start, drafter, builder, B, H, T, verifier and seed (from the live config, or
+    from the file's settings)."""
+    meta = st.meta or {}
+    if st.cfg is not None:
+        c = st.cfg
+        t, kind, budget, depth, auto = (c.sampling.temperature, c.builder.kind, c.builder.budget, c.builder.depth,
+                                        c.builder.auto)
+        verifier, seed = c.verifier, c.seed
+    else:
+        s, b = meta.get("sampling") or {}, meta.get("builder") or {}
+        t, kind, budget, depth, auto = (s.get("temperature"), b.get("kind"), b.get("budget"), b.get("depth"),
+                                        b.get("auto"))
+        verifier, seed = meta.get("verifier"), meta.get("seed")
+    start = " ".join(st.prompt.split())[:24]
+    if kind is None and verifier is None:
+        return f"“{start}” · a {st.kind} file, {len(st.rounds)} rounds"
+    draft = str(meta.get("draft") or "?").rstrip("/").split("/")[-1]
+    size = f"B auto≤{budget}" if auto else f"B {budget}"
+    temperature = f"T {t:g}" if isinstance(t, (int, float)) else "T ?"
+    return f"“{start}” · {draft} · {kind} {size} H {depth} · {temperature} · {verifier} · seed {seed}"
+
+
+def session_of(st: AppState) -> dict:
+    """A run as the session JSON kept for it (its name in `meta.run_name`, read back by the run picker)."""
+    meta = {"run_name": run_name(st), **{k: v for k, v in (st.meta or {}).items() if k != "run_name"}}
+    return tio.session_dict(meta, st.prompt, st.prompt_ids, st.generated, st.text, st.rounds)
+
+
+def reopened(st: AppState, imported: tio.ImportedSession, run_id: str, history: int, said: str,
+             kind: str | None = None) -> AppState:
+    """A kept run (`kind` "run") or an imported file (its own kind) as the state shown: its rounds, the newest
+    `history` of them."""
+    dropped = max(len(imported.rounds) - history, 0)
+    return AppState(sid=st.sid, **view_options(st), run_id=run_id,
+                    kind=kind or imported.kind, prompt=imported.prompt, prompt_ids=list(imported.prompt_token_ids),
+                    generated=list(imported.token_ids), text=imported.text, rounds=list(imported.rounds[dropped:]),
+                    meta=dict(imported.meta), seconds=sum(sum(r.stage_ms.values()) for r in imported.rounds) / 1e3,
+                    view=0, notice=said, dropped=dropped,
+                    dropped_text="".join(block_text(r) for r in imported.rounds[:dropped]))
+
+
+def continuation(st: AppState, pair, prompt: str, cfg: DecodeConfig) -> tuple[list[int], str]:
+    """The token stream a Step continues `st` from, or TevvizError saying why it cannot (then Step starts a new run
+    from the prompt): the prompt box must still hold the run's prompt, the loaded tokenizer read it as the run did,
+    and every recorded token lie in the loaded target's vocabulary."""
+    if st.kind in ("round", "ddtree"):
+        raise TevvizError(f"a {st.kind} file holds no token stream to continue from")
+    if not st.prompt_ids or not st.rounds:
+        raise TevvizError("the run records no prompt tokens")
+    if prompt != st.prompt:
+        raise TevvizError("the prompt box no longer holds the run's prompt")
+    if encode_prompt(pair.tokenizer, prompt, chat=cfg.chat) != list(st.prompt_ids):
+        raise TevvizError("the loaded tokenizer (with the chat box as it is) reads the prompt as other tokens than "
+                          "the run recorded")
+    stream = list(st.prompt_ids) + list(st.generated)
+    check_ids(pair, stream)
+    if len(st.generated) >= cfg.max_new_tokens:
+        raise TevvizError(f"the run has its {len(st.generated)} tokens already; raise max new tokens to go on")
+    return stream, ""
+
+
+def remaining(cfg: DecodeConfig, generated: int) -> DecodeConfig:
+    """The settings of a continuation: the same, with the tokens left to the limit."""
+    return replace(cfg, max_new_tokens=max(cfg.max_new_tokens - generated, 1))

@@ -1,0 +1,142 @@
+"""The run picker, pinning, links and the comparison of two runs (Decode tab), and the view restored from the URL
+when the page loads."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import gradio as gr
+
+from ..engine import TevvizError
+from ..engine.run_compare import Run, compare_runs
+from ..render.compare_figure import union_figure_dict
+from .compare_views import comparison_markdown
+from .navigation import select, show_round
+from .runs import reopened, run_name
+from .updates import ROUND_OUTPUTS, everything, position_of
+from .url_view import COPY_JS, LOAD_JS, read_query
+from .widgets import LIGHT, Panel, current, failed, figure_json
+
+ID_CHARS = set("0123456789abcdef")
+# The settings widgets a reopened run's recorded settings fill in, by their names in `meta`.
+SETTING_FIELDS = {"temperature": ("sampling", "temperature"), "top_k": ("sampling", "top_k"),
+                  "top_p": ("sampling", "top_p"), "builder": ("builder", "kind"), "budget": ("builder", "budget"),
+                  "depth": ("builder", "depth"), "children": ("builder", "children"), "width": ("builder", "width"),
+                  "auto_budget": ("builder", "auto"), "verifier": ("verifier",), "seed": ("seed",),
+                  "max_new_tokens": ("max_new_tokens",), "chat": ("chat",)}
+
+
+def settings_values(meta: dict) -> dict:
+    """Widget name -> value of the settings a run recorded (those it has)."""
+    out = {}
+    for name, path in SETTING_FIELDS.items():
+        value = meta
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None:
+            out[name] = value
+    branching = (meta.get("builder") or {}).get("branching")
+    if isinstance(branching, list):
+        out["branching"] = ",".join(map(str, branching))
+    return out
+
+
+def run_choices(ctl, st) -> gr.Dropdown:
+    """This browser's runs, newest first, the one shown among them."""
+    choices = [] if not st.rounds else [(f"{run_name(st)} (shown)", st.run_id)]
+    for r in ctl.runs.runs(st.user):
+        if r.run_id != st.run_id:
+            mark = " (pinned as A)" if r.run_id == st.pinned else ""
+            choices.append((f"{r.name} · {time.strftime('%H:%M:%S', time.localtime(r.written))}{mark}", r.run_id))
+    return gr.Dropdown(choices=choices, value=st.run_id if st.rounds else None)
+
+
+def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
+    """Open, pin, link and compare runs; restore the URL's view on load."""
+    ui.run_choices = lambda st: run_choices(ctl, st)
+    settings = ui.take(ui.settings)
+    opened_outputs = [ui.state, *ui.take(ROUND_OUTPUTS), ui.run_pick, ui.b_pick, ui.metric, *settings]
+
+    def opened(st, metric, said_error: str = "") -> dict:
+        """Everything for a run just opened, its recorded settings and prompt in the settings widgets."""
+        values = settings_values(st.meta) | {"prompt": st.prompt}
+        out = {**everything(ui, st, metric), **{ui.settings[k]: v for k, v in values.items() if k in ui.settings},
+               ui.run_pick: run_choices(ctl, st), ui.b_pick: run_choices(ctl, st), ui.metric: metric}
+        if said_error:
+            out[ui.error] = said_error
+        return out
+
+    def restore(st, metric, user, query):
+        st = current(st)
+        if len(user or "") == 32 and set(user) <= ID_CHARS:
+            st = replace(st, user=user)
+        q = read_query(query)
+        if not q["run"]:
+            return {ui.state: st, ui.run_pick: run_choices(ctl, st), ui.b_pick: run_choices(ctl, st)}
+        try:
+            imported = ctl.runs.load(q["user"] or "", q["run"])
+        except TevvizError as e:
+            return {ui.state: st, ui.error: f"Error: the link's run: {e}", ui.run_pick: run_choices(ctl, st)}
+        name = imported.meta.get("run_name", q["run"][:8])
+        new = reopened(st, imported, q["run"], ctl.history, f"opened run {name} from the link; Step continues it",
+                       kind="run")
+        if q["round"] is not None:
+            new = show_round(new, position_of(new, q["round"]))
+        if q["node"] is not None:
+            new = select(new, q["node"])
+        ctl.keep(new)  # a link from another browser: the run joins this browser's runs
+        return opened(new, q["metric"] or metric)
+
+    def open_run(st, metric, run_id):
+        st = current(st)
+        if not run_id:
+            return {}
+        try:
+            return opened(ctl.reopen(st, run_id), metric)
+        except TevvizError as e:
+            return failed(ui.error, e)
+
+    def pin(st):
+        st = current(st)
+        if not st.rounds:
+            return failed(ui.error, TevvizError("no run to pin yet: press Step first"))
+        ctl.keep(st, wait=True)
+        st = replace(st, pinned=st.run_id)
+        return {ui.state: st, ui.cmp_md: f"**A** (pinned): {run_name(st)}. Pick B and press Compare.",
+                ui.b_pick: run_choices(ctl, st), ui.error: ""}
+
+    def compare(st, b_id, index):
+        st = current(st)
+        try:
+            if not st.pinned:
+                raise TevvizError("pin a run as A first (Pin as A), then pick B")
+            a, b = (_run(ctl, st, run_id, name) for run_id, name in ((st.pinned, "A"), (b_id or st.run_id, "B")))
+            cmp = compare_runs(a, b)
+            k = int(index or 0)
+            rc = cmp.round(k)
+            ra = next(r for r in a.rounds if r.index == k)
+            rb = next(r for r in b.rounds if r.index == k)
+        except (TevvizError, ValueError) as e:
+            return failed(ui.error, TevvizError(str(e)))
+        figure = union_figure_dict(ra, rb, ("A", "B"), title=f"round {k}: A and B in one layout")
+        return {ui.cmp_md: comparison_markdown(cmp, rc), ui.cmp_plot: figure_json(figure), ui.error: ""}
+
+    load = demo.load(None, None, [ui.user_box, ui.query_box], js=LOAD_JS)
+    load.then(restore, [ui.state, ui.metric, ui.user_box, ui.query_box], opened_outputs, api_visibility="private",
+              **LIGHT)
+    ui.open_btn.click(open_run, [ui.state, ui.metric, ui.run_pick], opened_outputs, api_name="open_run", **LIGHT)
+    ui.pin_btn.click(pin, [ui.state], [ui.state, ui.cmp_md, ui.b_pick, ui.error], api_name="pin", **LIGHT)
+    ui.cmp_btn.click(compare, [ui.state, ui.b_pick, ui.cmp_round], [ui.cmp_md, ui.cmp_plot, ui.error],
+                     api_name="compare_runs", **LIGHT)
+    ui.link_btn.click(lambda st: ctl.keep(current(st), wait=True), [ui.state], None, api_visibility="private",
+                      **LIGHT).then(None, None, [ui.link], js=COPY_JS).then(
+        lambda: gr.Textbox(visible=True), None, [ui.link], api_visibility="private", **LIGHT)
+
+
+def _run(ctl, st, run_id: str, name: str) -> Run:
+    """A run to compare: the one shown as it is now, or a kept one."""
+    if run_id == st.run_id:
+        return Run(name, st.prompt, list(st.generated), list(st.rounds), dict(st.meta), st.text, list(st.prompt_ids))
+    imported = ctl.runs.load(st.user, run_id)
+    return Run.of(imported, name)

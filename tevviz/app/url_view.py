@@ -1,0 +1,69 @@
+"""The view in the page's URL: `?run=<browser>.<run>&round=R&node=N&metric=M`, written as the view changes and read
+when the page loads, so a reload returns to the same view and a copied link opens it on the same server.
+
+The browser's id lives in its localStorage (`tevviz-user`): its runs' folder on the server (app/run_store.py).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs
+
+import gradio as gr
+
+from ..render import METRICS
+
+# A component that draws nothing: its value (updates.view_url's JSON) goes into the address bar, without a reload.
+_SYNC = """
+const write = () => {
+  if (!props.value) return;
+  let view;
+  try { view = JSON.parse(props.value); } catch (e) { return; }
+  const url = new URL(window.location.href);
+  for (const key of ['run', 'round', 'node', 'metric']) {
+    const value = view[key];
+    if (value === undefined || value === null || value === '') url.searchParams.delete(key);
+    else url.searchParams.set(key, String(value));
+  }
+  if (url.href !== window.location.href) window.history.replaceState(null, '', url.href);
+};
+write();
+watch('value', write);
+"""
+
+# Run on load, before the server restores the view: the browser's id (made once, kept) and the URL's query.
+LOAD_JS = """() => {
+  let user = window.localStorage.getItem('tevviz-user') || '';
+  if (!/^[0-9a-f]{32}$/.test(user)) {
+    const bytes = new Uint8Array(16);
+    window.crypto.getRandomValues(bytes);
+    user = Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+    window.localStorage.setItem('tevviz-user', user);
+  }
+  return [user, window.location.search];
+}"""
+
+COPY_JS = """() => {
+  const link = window.location.href;
+  if (navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {});
+  return link;
+}"""
+
+
+def url_sync() -> gr.HTML:
+    """The component that keeps the address bar in step with the view."""
+    return gr.HTML("", html_template="<span></span>", js_on_load=_SYNC, container=False, show_label=False,
+                   apply_default_css=False, elem_id="url-sync", padding=False)
+
+
+def read_query(query: str) -> dict:
+    """The view a URL's query names: run (browser id, run id), round, node and metric, each None where absent or
+    malformed (a bad link is said, not raised)."""
+    q = {k: v[0] for k, v in parse_qs((query or "").lstrip("?")).items() if v}
+    run = q.get("run", "")
+    user, _, run_id = run.partition(".")
+    node = q.get("node")
+    if node is not None and not (node == "bonus" or node.startswith("ghost:")):
+        node = int(node) if node.isdigit() else None
+    return {"user": user or None, "run": run_id or None,
+            "round": int(q["round"]) if q.get("round", "").isdigit() else None, "node": node,
+            "metric": q.get("metric") if q.get("metric") in METRICS else None}
