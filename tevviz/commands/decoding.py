@@ -152,7 +152,8 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
     print(f"rounds {out['rounds']}  tokens {len(out['token_ids'])}  tau {tau}  mean E[L] {expected}  "
           f"{out['tokens_per_s']:.1f} tok/s" + (f"  speed-up {speedup:.2f}x" if speedup else ""), file=sys.stderr)
     print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in out["stage_ms"].items()), file=sys.stderr)
-    print(f"ran: builder {out['builder']}, verifier {out['verifier']}", file=sys.stderr)
+    if "builder" in out:
+        print(f"ran: builder {out['builder']}, verifier {out['verifier']}", file=sys.stderr)
     if speedup is None and sys.stderr.isatty():
         print("tokens/s alone says little: add --baseline to time plain decoding of the same prompt and see the "
               "speed-up", file=sys.stderr)
