@@ -298,8 +298,9 @@ def test_a_sampled_round_exports_its_acceptances_and_imports_them_back():
 @pytest.mark.parametrize("seed", [2, 22, 36])
 def test_an_auto_sized_sampled_session_learns_from_the_speculative_acceptances(seed):
     """The survival sums are built from each round's min(1, p / q), not from the target edge probabilities, and
-    only from chains that drafted a token: a last round cut to no token (seeds 22 and 36 end on one) measures
-    nothing and does not age what the others measured."""
+    only from chains that drafted a token: a last round cut to no token measures nothing and does not age what the
+    others measured. Whether a session ends on such a round depends on the measured round times (the depths are
+    sized from them): seeds 22 and 36 often do, and 22, 36, 40, 65 and 75 failed this test then."""
     from tevviz.engine import DecodeConfig, DecodeSession
 
     pair = tiny_pair("llama")
@@ -309,8 +310,6 @@ def test_an_auto_sized_sampled_session_learns_from_the_speculative_acceptances(s
     s.run()
     drafted = [r for r in s.rounds if r.size > 1]
     assert drafted and any(r.accept[1] != pytest.approx(r.p_edge[1], abs=1e-3) for r in drafted)
-    if seed != 2:
-        assert any(r.size == 1 and r.sizing.drafted for r in s.rounds), "test setup: a chain cut to no token"
     decay, n, tokens = 1 - 1 / s.auto.chains.prefix_window, 0.0, 0.0
     for r in drafted:
         n, tokens = n * decay + 1, tokens * decay + r.accept[1]
