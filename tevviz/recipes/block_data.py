@@ -201,7 +201,8 @@ class DataStore:
     def put(self, name: str, seqs: Sequences, seconds: float) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self.folder / f"{name}.pt.part"
-        torch.save({**vars(seqs), "seconds": round(seconds, 1)}, tmp)
+        seconds = round(seconds, 1)  # what is kept, so that a rerun that reads the piece sums the same seconds
+        torch.save({**vars(seqs), "seconds": seconds}, tmp)
         tmp.replace(self.folder / f"{name}.pt")  # a killed run leaves no half-written piece
         self.seconds += seconds
 
