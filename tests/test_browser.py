@@ -46,7 +46,8 @@ def test_step_recolour_and_download(app_url, tmp_path):
             nodes_before = page.locator("#tree-plot .scatterlayer .point").count()
             assert nodes_before > 1
 
-            page.get_by_label("w", exact=True).check()
+            page.locator("#metric-pick input").click()
+            page.get_by_role("option", name="w", exact=True).click()
             expect(page.locator("#tree-plot .cbtitle")).to_contain_text("w(v)")
 
             page.get_by_role("button", name="Step token").click()
@@ -141,7 +142,8 @@ def test_a_scan_folder_opens_and_its_worst_round_shows_in_the_tree_view(tmp_path
     subprocess.run([sys.executable, "-m", "tevviz", "scan", str(prompts), "-o", str(folder), "--target",
                     str(tmp_path / "target"), "--draft", str(tmp_path / "draft"), "--max-new-tokens", "8",
                     "--no-chat"], env=env, check=True, capture_output=True)
-    demo = build_demo(load_pair(str(tmp_path / "target"), str(tmp_path / "draft")), default_prompt="t1 t2")
+    demo = build_demo(load_pair(str(tmp_path / "target"), str(tmp_path / "draft")), default_prompt="t1 t2",
+                      model_dirs=(str(tmp_path),))  # the Scan tab opens scans under the folders it may read
     with served(demo) as url, sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:

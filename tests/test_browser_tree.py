@@ -33,6 +33,7 @@ LABEL_CLASHES = """() => {
 # Page coordinates of figure points: the accepted path's, the labels', and one node's by id.
 POINTS = """(name) => {
   const gd = document.querySelector('#tree-plot .tv-figure');
+  gd.scrollIntoView({block: 'center'});  // a point off the screen takes no click
   const trace = gd.data.find(t => t.name === name);
   const svg = gd.querySelector('.main-svg').getBoundingClientRect(), m = gd._fullLayout.margin;
   const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
@@ -61,6 +62,11 @@ def open_app(browser, url, width=1440):
     expect.set_options(timeout=60_000)
     page.goto(url)
     return page
+
+
+def pick_metric(page, metric: str) -> None:
+    page.locator("#metric-pick input").click()
+    page.get_by_role("option", name=metric, exact=True).click()
 
 
 def step(page, k):

@@ -5,6 +5,7 @@ capped folders the links cannot leave; two runs compare, a run with itself showi
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 
 import pytest
@@ -124,3 +125,26 @@ def test_a_run_compared_with_itself_shows_no_difference(ctl):
     text = comparison_markdown(cmp, cmp.round(1))
     assert "no difference" in text and "A only" in text
     assert all(r.conditional.diff in (0, None) and r.marginal.diff in (0, None) for r in cmp.table.rows)
+
+
+def test_run_stopped_keeps_its_rounds_and_the_next_step_goes_on(pair, tmp_path):
+    """Stop (the Run event cancelled) keeps every finished round: the next Step continues the same run."""
+    gradio_client = pytest.importorskip("gradio_client")
+    from conftest import served
+
+    from tevviz.app import build_demo
+    from tevviz.app.updates import ROUND_OUTPUTS
+
+    with served(build_demo(pair, default_prompt=PROMPT, run_dir=tmp_path / "runs")) as url:
+        c = gradio_client.Client(url, verbose=False)
+        job = c.submit(rounds=0, max_new_tokens=400, api_name="/run")
+        while len(job.outputs()) < 3:
+            assert not job.done(), "the run ended before it could be stopped"
+            time.sleep(0.02)
+        seen = dict(zip(ROUND_OUTPUTS, job.outputs()[-1]))
+        job.cancel()
+        shown = json.loads(seen["tree"])["layout"]["title"]["text"]
+        last = int(shown.split()[1].rstrip(":"))
+        out = dict(zip(ROUND_OUTPUTS, c.predict(max_new_tokens=400, api_name="/step")))
+        after = int(json.loads(out["tree"])["layout"]["title"]["text"].split()[1].rstrip(":"))
+        assert out["error"] == "" and after > last and "started a new run" not in out["stats"]

@@ -49,12 +49,16 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
         width = data.get("width")
         if not isinstance(width, (int, float)) or not 200 <= width <= 20_000:
             return {}
-        st = current(st)
+        if st is None:
+            return {}  # the page is still loading its state: the first figure drawn will ask again
         if len(ui.widths) >= MAX_WIDTHS:
             ui.widths.clear()
         ui.widths[st.sid] = int(width)
-        st = with_width(ui, st)
-        return {ui.state: st, ui.tree: figure_json(tree_plot(st, metric_name, as_dict=True))}
+        # The tree alone, and only a drawn one: the state this event read may be older than one a Step or the page's
+        # restore is returning now, which it must not overwrite (the width reaches them through `ui.widths`).
+        if st.round is None:
+            return {}
+        return {ui.tree: figure_json(tree_plot(with_width(ui, st), metric_name, as_dict=True))}
 
     def redraw(st, metric_name, **changes):
         st = with_width(ui, replace(current(st), **changes))
@@ -72,7 +76,7 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
     ui.tree.key_up(press, [ui.state, ui.metric], browse, api_name="key", show_progress="hidden", **LIGHT)
     ui.tree.select(click, [ui.state, ui.metric], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="click",
                    show_progress="hidden", **LIGHT)
-    ui.tree.apply(resize, [ui.state, ui.metric], [ui.state, ui.tree], api_visibility="private",
+    ui.tree.apply(resize, [ui.state, ui.metric], [ui.tree], api_visibility="private",
                   show_progress="hidden", **LIGHT)
     drawn = [ui.state, ui.tree, ui.url]
     ui.metric.change(redraw, [ui.state, ui.metric], drawn, api_name="metric", **LIGHT)

@@ -307,7 +307,8 @@ class Controller(TrainingActions):
         self.keep(st)
         self.store.drop(st.sid, keep_training=True)
         name = imported.meta.get("run_name", run_id[:8])
-        return reopened(st, imported, run_id, self.history, f"reopened run {name}; Step continues it", kind="run")
+        new = reopened(st, imported, run_id, self.history, f"reopened run {name}; Step continues it", kind="run")
+        return replace(new, view=len(new.rounds) - 1)  # where the run had got to
 
     def session_json(self, st: AppState) -> dict:
         return tio.session_dict(st.meta, st.prompt, st.prompt_ids, st.generated, st.text, st.rounds)

@@ -82,7 +82,8 @@ def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str
 
 
 def _view_column() -> dict:
-    """The right column: live statistics, the round slider and colour, the tree with its details beside it, the text."""
+    """The right column: the run picker, the round slider and colour, the tree with its details beside it, the live
+    statistics with the speed panel, the optimal tree, the text."""
     c = {}
     with gr.Row(equal_height=True, elem_id="runs-row"):
         c["run_pick"] = gr.Dropdown([], value=None, label=f"run (this browser's, newest first; {MAX_RUNS} kept)",
@@ -93,19 +94,12 @@ def _view_column() -> dict:
     c["link"] = gr.Textbox(label="link to this view (opens it on this server)", visible=False, interactive=False,
                            elem_id="view-link")
     c["url"], c["user_box"], c["query_box"] = url_sync(), gr.Textbox(visible=False), gr.Textbox(visible=False)
-    with gr.Row(equal_height=False):
-        c["stats"] = gr.Markdown("No rounds yet.", label="live stats", elem_classes="stats-table")
-        c["baseline_btn"] = gr.Button("Run baseline", min_width=120, scale=0)
-    with gr.Row():
+    with gr.Row(equal_height=True):
         c["view"] = gr.Slider(0, 1, value=0, step=1, label="round (← → Home End; ↓ ↑ or j k walk a round's tokens)",
                               interactive=False, scale=3, elem_id=ROUND_BOX)
-        c["metric"] = gr.Radio(list(METRICS), value="P", label="node colour", scale=2)
-        c["scale"] = gr.Radio(list(SCALES), value="auto", label="colour scale", scale=1, min_width=160)
-    with gr.Row(equal_height=True):
-        c["optimal_btn"] = gr.Button("Optimal tree", min_width=120, scale=0)
-        c["ghosts"] = gr.Checkbox(False, label="ghost branches: the optimal tree's nodes this tree lacks", scale=2)
-        c["optimal_every"] = gr.Checkbox(False, label="optimal tree every round (up to H more target passes)",
-                                         scale=2)
+        c["metric"] = gr.Dropdown(list(METRICS), value="P", label="node colour", scale=1, min_width=120,
+                                  elem_id="metric-pick")
+        c["scale"] = gr.Dropdown(list(SCALES), value="auto", label="colour scale", scale=1, min_width=110)
     with gr.Row(equal_height=False, elem_id="tree-row"):
         with gr.Column(scale=4, min_width=480):
             c["tree"] = figure_view(figure_json(tree_plot(AppState(), "P", as_dict=True)),
@@ -114,6 +108,14 @@ def _view_column() -> dict:
         with gr.Column(scale=1, min_width=240, elem_id="details-col"):
             c["details"] = gr.Markdown(node_details(AppState()), label="node details", elem_id="node-details")
             c["node"] = gr.Dropdown([], value=None, label="node (✓ accepted, ⏏ exit, ✗ rejected here)")
+    with gr.Row(equal_height=False):
+        c["stats"] = gr.Markdown("No rounds yet.", label="live stats", elem_classes="stats-table")
+        c["baseline_btn"] = gr.Button("Run baseline", min_width=120, scale=0)
+    with gr.Row(equal_height=True):
+        c["optimal_btn"] = gr.Button("Optimal tree", min_width=120, scale=0)
+        c["ghosts"] = gr.Checkbox(False, label="ghost branches: the optimal tree's nodes this tree lacks", scale=2)
+        c["optimal_every"] = gr.Checkbox(False, label="optimal tree every round (up to H more target passes)",
+                                         scale=2)
     c["text"] = gr.HighlightedText(text_spans(AppState()), label="text (each round's block; bonus tokens marked)",
                                    color_map={"bonus": "#f4a261", "current token": "#e63946"},
                                    show_inline_category=False, combine_adjacent=False)
@@ -128,7 +130,7 @@ def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat:
         with gr.Column(scale=3, min_width=600, elem_id="view-col"):
             right = _view_column()
     c = {}
-    with gr.Accordion("Compare runs: the pinned run A against B, round by round", open=False):
+    with gr.Accordion("Compare runs: the pinned run A against B, round by round", open=False) as c["cmp_acc"]:
         with gr.Row(equal_height=True):
             c["b_pick"] = gr.Dropdown([], value=None, label="B (A is the pinned run)", scale=4)
             c["cmp_round"] = gr.Number(0, precision=0, label="round", min_width=80, scale=1)

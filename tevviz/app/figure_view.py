@@ -8,8 +8,9 @@ plotly.js comes from the plotly package on disk, so the page needs no network.
 Gradio's plot components send no click events, so the view is also the bridge back to the server: a click on a point
 with `customdata` fires the component's `select` event with {"key": customdata} (`clicks=True`); the tree view also
 fires `key_up` with {"key": ...} for the keys that step through rounds and tokens, wherever the focus is but in a text
-field ({"key": "Enter", "value": ...} from the round box), and `apply` with {"width": px} when its width changes, so
-the server lays labels out for the room they really have (`keys=True`).
+field ({"key": "Enter", "value": ...} from the round box), and `apply` with {"width": px} when its width changes or a
+figure comes laid out for another width (its `layout.meta.width`), so the server lays labels out for the room they
+really have (`keys=True`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ const draw = () => {
   if (!text) { Plotly.purge(chart); bound = false; return; }
   const fig = typeof text === 'string' ? JSON.parse(text) : text;
   Plotly.react(chart, fig.data || [], fig.layout || {}, config).then(() => {
+    const planned = fig.layout && fig.layout.meta && fig.layout.meta.width;
+    if (KEYS && planned && Math.abs(planned - element.clientWidth) > 8) {
+      trigger('apply', {width: Math.round(element.clientWidth)});  // laid out for another width: ask again
+    }
     if (bound || !CLICKS) return;
     bound = true;
     chart.on('plotly_click', (event) => {
@@ -94,7 +99,7 @@ def figure_view(value: str | None = None, *, label: str, elem_id: str | None = N
 
     `clicks`: a click on a point fires `select` with its customdata; `keys`: the page's stepping keys fire `key_up`
     and a change of the view's width fires `apply` (one view a page)."""
-    script = _DRAW.replace("CLICKS", "true" if clicks else "false")
+    script = _DRAW.replace("CLICKS", "true" if clicks else "false").replace("KEYS", "true" if keys else "false")
     if keys:
         script += _KEYS.replace("STEP_KEYS", repr(list(STEP_KEYS))).replace("ROUND_BOX", ROUND_BOX)
     return gr.HTML(value, label=label, show_label=True, container=True, html_template=_TEMPLATE,

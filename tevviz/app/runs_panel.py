@@ -104,7 +104,7 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
         ctl.keep(st, wait=True)
         st = replace(st, pinned=st.run_id)
         return {ui.state: st, ui.cmp_md: f"**A** (pinned): {run_name(st)}. Pick B and press Compare.",
-                ui.b_pick: run_choices(ctl, st), ui.error: ""}
+                ui.b_pick: run_choices(ctl, st), ui.error: "", ui.cmp_acc: gr.Accordion(open=True)}
 
     def compare(st, b_id, index):
         st = current(st)
@@ -126,7 +126,7 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
     load.then(restore, [ui.state, ui.metric, ui.user_box, ui.query_box], opened_outputs, api_visibility="private",
               **LIGHT)
     ui.open_btn.click(open_run, [ui.state, ui.metric, ui.run_pick], opened_outputs, api_name="open_run", **LIGHT)
-    ui.pin_btn.click(pin, [ui.state], [ui.state, ui.cmp_md, ui.b_pick, ui.error], api_name="pin", **LIGHT)
+    ui.pin_btn.click(pin, [ui.state], [ui.state, ui.cmp_md, ui.b_pick, ui.error, ui.cmp_acc], api_name="pin", **LIGHT)
     ui.cmp_btn.click(compare, [ui.state, ui.b_pick, ui.cmp_round], [ui.cmp_md, ui.cmp_plot, ui.error],
                      api_name="compare_runs", **LIGHT)
     ui.link_btn.click(lambda st: ctl.keep(current(st), wait=True), [ui.state], None, api_visibility="private",

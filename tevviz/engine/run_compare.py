@@ -386,7 +386,7 @@ class RunComparison:
 def setting_differences(a: dict, b: dict) -> list[tuple[str, object, object]]:
     """The recorded settings (a session's `meta`) that differ, nested ones by dotted name."""
     out = []
-    keys = [k for k in SETTING_KEYS if k in a or k in b] + sorted((set(a) | set(b)) - set(SETTING_KEYS) - {"tevviz"})
+    keys = [k for k in SETTING_KEYS if k in a or k in b] + sorted((set(a) | set(b)) - set(SETTING_KEYS) - {"tevviz", "run_name"})
     for k in keys:
         x, y = a.get(k), b.get(k)
         if isinstance(x, dict) and isinstance(y, dict):

@@ -388,4 +388,5 @@ def _layout(plan: TreePlan, width: int, title: str | None) -> dict[str, Any]:
         "hovermode": "closest",
         "legend": dict(LEGEND),
         "margin": {**MARGIN, "t": 60 if title else 30},
+        "meta": {"width": width},  # the room the labels were planned for: the app's view asks again when it differs
     }

@@ -1,0 +1,117 @@
+"""Runs in a real browser: a reload returns to the same run, round, node and colour; a copied link opens that view in
+a new browser; a change of settings keeps the old run one click away; two runs pinned and compared."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from conftest import served, tiny_pair
+from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from test_browser_tree import POINTS, pick_metric
+
+from tevviz.app import build_demo
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
+                                reason="needs Debian's chromium at /usr/bin/chromium: apt-get install chromium")
+sync_api = pytest.importorskip("playwright.sync_api")
+expect = sync_api.expect
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    with served(build_demo(tiny_pair("llama"), default_prompt="t1 t2 t3", run_dir=runs)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def new_page(browser):
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    expect.set_options(timeout=60_000)
+    return page
+
+
+def step(page, k):
+    page.get_by_role("button", name="Step", exact=True).click()
+    expect(page.locator("#tree-plot .gtitle")).to_have_text(re.compile(rf"^round {k}:"))
+
+
+def query(page) -> dict:
+    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def test_a_reload_and_a_link_return_to_the_same_view(browser, app_url):
+    page = new_page(browser)
+    page.goto(app_url)
+    title, details = page.locator("#tree-plot .gtitle"), page.locator("#node-details")
+    for k in range(3):
+        step(page, k)
+    pick_metric(page, "w")
+    page.locator("#header").click()
+    page.keyboard.press("ArrowLeft")
+    expect(title).to_have_text(re.compile(r"^round 1:"))
+    node = next(p for p in page.evaluate(POINTS, "nodes") if p["id"] not in (0, None))
+    page.mouse.click(node["x"], node["y"])
+    expect(details).to_contain_text(f"node {node['id']}")
+    page.wait_for_function(f"new URL(location.href).searchParams.get('node') === '{node['id']}'")
+    view = query(page)
+    assert view["round"] == "1" and view["metric"] == "w" and re.fullmatch(r"[0-9a-f]{32}\.[0-9a-f]{32}", view["run"])
+
+    page.reload()
+    expect(title).to_have_text(re.compile(r"^round 1:"))
+    expect(details).to_contain_text(f"node {node['id']}")
+    expect(page.locator("#tree-plot .cbtitle")).to_contain_text("w(v)")
+    link = page.url
+
+    other = new_page(browser)  # another browser: no localStorage, no state, the link alone
+    other.goto(link)
+    expect(other.locator("#tree-plot .gtitle")).to_have_text(re.compile(r"^round 1:"))
+    expect(other.locator("#node-details")).to_contain_text(f"node {node['id']}")
+    step(other, 3)  # and the run goes on from its last token there
+    bad = new_page(browser)
+    bad.goto(app_url + "?run=" + "a" * 32 + "." + "b" * 32)
+    expect(bad.locator("#error-box")).to_contain_text("the link's run")
+    for p in (page, other, bad):
+        p.context.close()
+
+
+def test_a_change_of_settings_keeps_the_old_run_one_click_away_and_two_runs_compare(browser, app_url):
+    page = new_page(browser)
+    page.goto(app_url)
+    title = page.locator("#tree-plot .gtitle")
+    for k in range(2):
+        step(page, k)
+    first = query(page)["run"]
+    page.get_by_label("temperature (0 = greedy)").fill("1")
+    step(page, 0)
+    expect(page.locator("body")).to_contain_text("is kept in the run picker")
+    assert query(page)["run"] != first
+
+    # The first run is one click away, and pinned it compares with the second.
+    page.locator("#run-pick input").click()
+    page.get_by_role("option", name=re.compile(r"T 0 ")).first.click()
+    page.get_by_role("button", name="Open", exact=True).click()
+    expect(title).to_have_text(re.compile(r"^round 1:"))
+    assert query(page)["run"] == first
+    page.get_by_role("button", name="Pin as A").click()
+    expect(page.locator("#compare-text")).to_contain_text("pinned")
+    page.get_by_label("B (A is the pinned run)").click()
+    page.get_by_role("option", name=re.compile(r"T 1 ")).first.click()
+    page.get_by_role("button", name="Compare", exact=True).click()
+    expect(page.locator("#compare-text")).to_contain_text("Settings that differ")
+    expect(page.locator("#compare-text")).to_contain_text("conditional A")
+    expect(page.locator("#compare-plot .gtitle")).to_contain_text("round 0")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "runs_compared.png"), full_page=True)
+    page.context.close()
