@@ -195,12 +195,13 @@ def test_aggregates_equal_a_hand_computation_on_a_small_scan(full):
         assert g["expected_length"]["mean"] == pytest.approx(statistics.mean(ceiling))
         if len(ids) > 1:
             assert g["expected_length"]["se"] == pytest.approx(statistics.stdev(ceiling) / math.sqrt(len(ids)))
-        # Acceptance by depth, pooled: of the rounds whose tree reaches d, those whose exit node is at d or deeper.
+        # Acceptance by depth, pooled: rounds whose exit node is at d or deeper, among all rounds (marginal) and among
+        # those at d - 1 or deeper (conditional).
         trees = [r for i in ids for r in rounds[i]]
+        reached = lambda d, trees=trees: [r for r in trees if len(r["graph"]["accepted"]) - 1 >= d]
         for d in (1, 2):
-            present = [r for r in trees if max(n["depth"] for n in r["nodes"]) >= d]
-            reached = [r for r in present if len(r["graph"]["accepted"]) - 1 >= d]
-            assert g["acceptance"][d - 1] == pytest.approx(len(reached) / len(present))
+            assert g["acceptance_marginal"][d - 1] == pytest.approx(len(reached(d)) / len(trees))
+            assert g["acceptance_conditional"][d - 1] == pytest.approx(len(reached(d)) / len(reached(d - 1)))
         tokens = sum(len(p["token_ids"]) for p in prompt_lines if p["id"] in ids)
         assert g["tokens_per_s"] == pytest.approx(tokens / sum(p["seconds"] for p in prompt_lines if p["id"] in ids))
 

@@ -83,9 +83,11 @@ def test_aggregates_equal_a_hand_computation():
         assert group.expected_length.se == (pytest.approx(se) if se is not None else None)
     assert list(s.groups) == ["all", "code", "math"]
     a = s.groups["all"]
-    # Acceptance by depth, pooled over rounds: depths 1 and 2 are in all 6 trees; depth 1 is reached by 5 rounds
-    # (p2's first exits at the root), depth 2 by the three whose exit node is at depth 2 (p0 r0, p1 r0, p2 r2).
-    assert a.acceptance == pytest.approx([5 / 6, 3 / 6])
+    # Acceptance by depth, pooled over the 6 rounds: depth 1 is reached by 5 (p2's first exits at the root), depth 2
+    # by the three whose exit node is at depth 2 (p0 r0, p1 r0, p2 r2). Conditional: 5 of 6, then 3 of those 5;
+    # marginal: 5 of 6, then 3 of 6.
+    assert a.acceptance_conditional == pytest.approx([5 / 6, 3 / 5])
+    assert a.acceptance_marginal == pytest.approx([5 / 6, 3 / 6])
     # Loss by depth: w summed per depth over the 6 rounds, split at internal nodes and leaves, divided by 6.
     width0 = 0.2 + 0.5 + 0.1 + 0.8 + 0.0 + 0.0  # w(root) of each round in order (the root always has children)
     assert a.width[0] == pytest.approx(width0 / 6)
@@ -131,8 +133,8 @@ def test_compare_standard_errors_equal_a_hand_computation():
         code = result.groups["code"].metrics[metric]
         assert code.se == pytest.approx(statistics.stdev(diffs[:2]) / math.sqrt(2))
         assert result.groups["math"].metrics[metric].se is None  # one prompt: no standard error
-    acc = result.groups["all"].acceptance[0]
-    assert acc.mean == pytest.approx(1 / 9) and acc.se == pytest.approx(statistics.stdev(depth1) / math.sqrt(3))
+    for acc in (result.groups["all"].acceptance_conditional[0], result.groups["all"].acceptance_marginal[0]):
+        assert acc.mean == pytest.approx(1 / 9) and acc.se == pytest.approx(statistics.stdev(depth1) / math.sqrt(3))
     one = compare_scans(a, accumulate(other).summary().prompts[:2])
     assert one.only_a == ["p2"] and one.groups["all"].metrics["expected_length"].n == 2
 

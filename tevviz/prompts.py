@@ -19,7 +19,7 @@ DEMO_PROMPTS = (
      "prompt": "    def __eq__(self, other):"},
     {"id": "demo-main", "title": "demo: main(argv) with its docstring", "split": "demo",
      "prompt": "import os\nimport sys\n\n\ndef main(argv=None):"},
-    {"id": "demo-fib", "title": "demo: def fib(n)", "split": "demo", "prompt": "def fib(n):"},
+    {"id": "demo-read", "title": "demo: def read_lines(path)", "split": "demo", "prompt": "def read_lines(path):"},
 )
 
 

@@ -32,7 +32,7 @@ from .scan_tab import DECODE_TAB, scan_tab
 from .source import PairSource
 from .state import MAX_HISTORY, AppState, SessionStore
 
-DEFAULT_PROMPT = "def fibonacci(n):\n"
+DEFAULT_PROMPT = "def read_lines(path):"  # one the embedded target continues with code (tests/test_prompt_quality.py)
 logger = logging.getLogger("tevviz")
 REFERENCE_VERIFIERS = ("predraw-loop",)  # reference code for the tests, not offered in the UI
 CSS = """

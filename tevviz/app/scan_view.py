@@ -90,6 +90,10 @@ def round_key(prompt: str, index: int) -> str:
     return f"{prompt}\t{index}"
 
 
+ACCEPTANCE_NOTE = ("Acceptance by depth, conditional / marginal: of the rounds that reached d - 1, the share that "
+                   "accepted at d / the share of all rounds that reached d:")
+
+
 def shown(data: ScanData) -> ScanShown:
     s = data.summary
     notes = [f"*{n}*" for n in data.problems]
@@ -97,7 +101,7 @@ def shown(data: ScanData) -> ScanShown:
         notes.append(f"*{data.unfinished} rounds of an unfinished prompt at the end are left out.*")
     summary = "\n\n".join([f"**{data.folder}**: {len(data.index)} prompts; {settings_line(data.manifest)}",
                            markdown_table(*category_rows(s.groups)), *notes])
-    depth = "\n\n".join(["Acceptance by depth (share of rounds reaching d):", markdown_table(*depth_rows(s.groups)),
+    depth = "\n\n".join([ACCEPTANCE_NOTE, markdown_table(*depth_rows(s.groups)),
                          "Where the mass went (mean exit mass per round by depth):",
                          markdown_table(*loss_rows(s.groups))])
     missed = ("Target tokens the trees missed most (each round's best missing child):\n\n"

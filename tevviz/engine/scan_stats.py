@@ -64,14 +64,23 @@ class PromptStats:
     scored: int  # rounds with target scores
     lengths: dict[int, int]  # block length L -> rounds
 
-    def acceptance(self, d: int) -> float | None:
-        """The share of this prompt's rounds with a node at depth d whose block reached d."""
-        return self.reach[d - 1] / self.present[d - 1] if d <= len(self.present) and self.present[d - 1] else None
+    def conditional(self, d: int) -> float | None:
+        """Of this prompt's rounds that reached depth d - 1, the share that accepted at d (summary.DepthAcceptance)."""
+        prior = self.rounds if d == 1 else (self.reach[d - 2] if d - 2 < len(self.reach) else 0)
+        return _reached(self.reach, d) / prior if prior else None
+
+    def marginal(self, d: int) -> float | None:
+        """The share of all this prompt's rounds that reached depth d."""
+        return _reached(self.reach, d) / self.rounds if self.rounds else None
 
     def exit_mass(self, kind: str, d: int) -> float | None:
         """Mean width or leaf exit mass per round at depth d (0 where the trees are shallower)."""
         sums = self.width if kind == "width" else self.leaf
         return (sums[d] if d < len(sums) else 0.0) / self.scored if self.scored else None
+
+
+def _reached(reach: list[int], d: int) -> int:
+    return reach[d - 1] if d <= len(reach) else 0
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -126,7 +135,10 @@ class GroupStats:
     expected_length: Estimate
     optimal: Estimate
     gap: Estimate
-    acceptance: list[float | None]  # per depth d = 1, 2, ...: pooled share of rounds reaching d
+    # Per depth d = 1, 2, ..., pooled over rounds (summary.DepthAcceptance): of the rounds that reached d - 1 the share
+    # that accepted at d, and the share of all rounds that reached d.
+    acceptance_conditional: list[float | None]
+    acceptance_marginal: list[float | None]
     width: list[float]  # per depth 0, 1, ...: mean exit mass per scored round at internal nodes
     leaf: list[float]  # per depth 0, 1, ...: mean exit mass per scored round at leaves
     lengths: dict[int, int]  # block-length histogram
@@ -153,13 +165,14 @@ def group_stats(name: str, prompts: list[PromptStats]) -> GroupStats:
         _add(width, p.width)
         _add(leaf, p.leaf)
         lengths.update(p.lengths)
-    scored = sum(p.scored for p in prompts)
+    scored, rounds = sum(p.scored for p in prompts), sum(p.rounds for p in prompts)
     values = {m: [getattr(p, m) for p in prompts if getattr(p, m) is not None] for m in METRICS}
     return GroupStats(
-        name=name, prompts=len(prompts), rounds=sum(p.rounds for p in prompts),
+        name=name, prompts=len(prompts), rounds=rounds,
         tokens=sum(p.tokens for p in prompts), seconds=sum(p.seconds for p in prompts),
         **{m: Estimate.of(values[m]) for m in METRICS},
-        acceptance=[a / n if n else None for a, n in zip(reach, present)],
+        acceptance_conditional=[(a / n if n else None) for a, n in zip(reach, [rounds, *reach[:-1]])],
+        acceptance_marginal=[a / rounds if rounds else None for a in reach],
         width=[x / scored for x in width] if scored else [], leaf=[x / scored for x in leaf] if scored else [],
         lengths=dict(lengths),
     )
@@ -312,7 +325,8 @@ class GroupComparison:
 
     name: str
     metrics: dict[str, PairedDiff]  # tau, expected_length, optimal, gap
-    acceptance: list[PairedDiff]  # depth d = 1, 2, ...
+    acceptance_conditional: list[PairedDiff]  # depth d = 1, 2, ... (summary.DepthAcceptance)
+    acceptance_marginal: list[PairedDiff]
     width: list[PairedDiff]  # depth 0, 1, ...
     leaf: list[PairedDiff]
 
@@ -340,7 +354,8 @@ def compare_group(name: str, pairs: list[tuple[PromptStats, PromptStats]]) -> Gr
     deep = max((max(len(a.width), len(b.width)) for a, b in pairs), default=0)
     return GroupComparison(
         name=name, metrics={m: _paired(pairs, lambda p, m=m: getattr(p, m)) for m in METRICS},
-        acceptance=[_paired(pairs, lambda p, d=d: p.acceptance(d)) for d in range(1, top + 1)],
+        acceptance_conditional=[_paired(pairs, lambda p, d=d: p.conditional(d)) for d in range(1, top + 1)],
+        acceptance_marginal=[_paired(pairs, lambda p, d=d: p.marginal(d)) for d in range(1, top + 1)],
         width=[_paired(pairs, lambda p, d=d: p.exit_mass("width", d)) for d in range(deep)],
         leaf=[_paired(pairs, lambda p, d=d: p.exit_mass("leaf", d)) for d in range(deep)],
     )

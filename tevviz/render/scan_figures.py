@@ -18,10 +18,19 @@ def _colour(i: int) -> str:
     return COLOURS[i % len(COLOURS)]
 
 
+LEGEND_ROW = 22  # px per row of legend entries below the plot
+LEGEND_PER_ROW = 3
+
+
 def _figure(traces: list[dict], title: str, x: str, y: str, layout: Mapping[str, Any] | None = None,
             **extra: Any) -> dict:
+    # The legend sits below the plot in a margin that grows with its rows, so it never squeezes the plot itself.
+    rows = -(-sum(1 for t in traces if t.get("showlegend", True)) // LEGEND_PER_ROW)
+    legend_px = LEGEND_ROW * rows + 40
     base = {"title": {"text": title}, "xaxis": {"title": {"text": x}}, "yaxis": {"title": {"text": y}},
-            "height": HEIGHT, "margin": {"l": 50, "r": 20, "t": 50, "b": 50}, "legend": {"orientation": "h", "y": -0.2}}
+            "height": HEIGHT + legend_px, "margin": {"l": 50, "r": 20, "t": 50, "b": 50 + legend_px},
+            "legend": {"orientation": "h", "yanchor": "top", "y": -0.12, "x": 0, "entrywidth": 1 / LEGEND_PER_ROW,
+                       "entrywidthmode": "fraction"}}
     return {"data": traces, "layout": base | extra | dict(layout or {})}
 
 
@@ -41,12 +50,17 @@ def category_figure(groups: Mapping[str, GroupStats], layout: Mapping[str, Any] 
 
 
 def acceptance_figure(groups: Mapping[str, GroupStats], layout: Mapping[str, Any] | None = None) -> dict:
-    """Per category, the share of rounds whose block reached depth d, among rounds whose tree reaches d."""
-    traces = [{"type": "scatter", "mode": "lines+markers", "name": g.name, "x": list(range(1, len(g.acceptance) + 1)),
-               "y": g.acceptance, "line": {"color": _colour(i), "width": 3 if i == 0 else 2}}
-              for i, g in enumerate(groups.values())]
-    return _figure(traces, "acceptance by depth", "depth d", "share of rounds reaching d", layout,
-                   yaxis={"title": {"text": "share of rounds reaching d"}, "range": [0, 1.02]})
+    """Per category, acceptance by depth under its two names: conditional (solid: of the rounds that reached d - 1,
+    the share that accepted at d) and marginal (dashed: the share of all rounds that reached d)."""
+    traces = []
+    for i, g in enumerate(groups.values()):
+        for kind, values, dash in (("conditional", g.acceptance_conditional, "solid"),
+                                   ("marginal", g.acceptance_marginal, "dash")):
+            traces.append({"type": "scatter", "mode": "lines+markers", "name": f"{g.name}: {kind}",
+                           "legendgroup": g.name, "x": list(range(1, len(values) + 1)), "y": values,
+                           "line": {"color": _colour(i), "dash": dash, "width": 3 if i == 0 else 2}})
+    return _figure(traces, "acceptance by depth: conditional (solid), marginal (dashed)", "depth d",
+                   "share of rounds", layout, yaxis={"title": {"text": "share of rounds"}, "range": [0, 1.02]})
 
 
 def loss_figure(groups: Mapping[str, GroupStats], layout: Mapping[str, Any] | None = None) -> dict:
@@ -95,11 +109,13 @@ def comparison_figure(result: ScanComparison, layout: Mapping[str, Any] | None =
 
 
 def comparison_depth_figure(result: ScanComparison, layout: Mapping[str, Any] | None = None) -> dict:
-    """B - A of acceptance by depth per category, with paired standard errors."""
+    """B - A of acceptance by depth per category, conditional (solid) and marginal (dashed), with paired SEs."""
     traces = []
     for i, g in enumerate(result.groups.values()):
-        traces.append({"type": "scatter", "mode": "lines+markers", "name": g.name,
-                       "x": list(range(1, len(g.acceptance) + 1)), "y": [d.mean for d in g.acceptance],
-                       "error_y": {"type": "data", "array": [d.se or 0.0 for d in g.acceptance], "visible": True},
-                       "line": {"color": _colour(i)}})
+        for kind, diffs, dash in (("conditional", g.acceptance_conditional, "solid"),
+                                  ("marginal", g.acceptance_marginal, "dash")):
+            traces.append({"type": "scatter", "mode": "lines+markers", "name": f"{g.name}: {kind}",
+                           "legendgroup": g.name, "x": list(range(1, len(diffs) + 1)), "y": [d.mean for d in diffs],
+                           "error_y": {"type": "data", "array": [d.se or 0.0 for d in diffs], "visible": True},
+                           "line": {"color": _colour(i), "dash": dash}})
     return _figure(traces, "acceptance by depth, B - A (± paired standard error)", "depth d", "difference", layout)

@@ -29,11 +29,12 @@ def category_rows(groups: dict[str, GroupStats]) -> tuple[list[str], list[list[s
 
 
 def depth_rows(groups: dict[str, GroupStats]) -> tuple[list[str], list[list[str]]]:
-    """Acceptance by depth d = 1, 2, ... per category (pooled over rounds)."""
-    top = min(max((len(g.acceptance) for g in groups.values()), default=0), DEPTHS_SHOWN)
-    head = ["category", *(f"d={d}" for d in range(1, top + 1))]
-    rows = [[g.name, *(_num(g.acceptance[d], 3) if d < len(g.acceptance) else "-" for d in range(top))]
-            for g in groups.values()]
+    """Acceptance by depth d = 1, 2, ... per category (pooled over rounds), each depth as conditional / marginal."""
+    top = min(max((len(g.acceptance_marginal) for g in groups.values()), default=0), DEPTHS_SHOWN)
+    head = ["category", *(f"d={d} cond/marg" for d in range(1, top + 1))]
+    cell = lambda g, d: (f"{_num(g.acceptance_conditional[d], 3)}/{_num(g.acceptance_marginal[d], 3)}"
+                         if d < len(g.acceptance_marginal) else "-")
+    rows = [[g.name, *(cell(g, d) for d in range(top))] for g in groups.values()]
     return head, rows
 
 
@@ -87,7 +88,8 @@ def summary_text(data) -> str:
     """Everything `tevviz scan` and `tevviz scan show` print for a scan folder."""
     s = data.summary
     parts = [f"{data.folder}: {len(data.index)} prompts; {settings_line(data.manifest)}", "",
-             text_table(*category_rows(s.groups)), "", "acceptance by depth (share of rounds reaching d)",
+             text_table(*category_rows(s.groups)), "", ("acceptance by depth, conditional/marginal: of the rounds reaching d - 1 the share accepting at d / the share "
+              "of all rounds reaching d"),
              text_table(*depth_rows(s.groups)), "", "where the mass went: mean exit mass per round by depth",
              text_table(*loss_rows({k: g for k, g in s.groups.items() if k == "all"})), ""]
     lengths = s.groups["all"].lengths
@@ -118,9 +120,10 @@ def comparison_rows(result, metrics: bool = True) -> tuple[list[str], list[list[
     return head, rows
 
 
-def comparison_depth_rows(result, kind: str = "acceptance") -> tuple[list[str], list[list[str]]]:
-    """Per category and depth, B - A of acceptance (or width / leaf exit mass) with its paired standard error."""
-    first = 1 if kind == "acceptance" else 0
+def comparison_depth_rows(result, kind: str = "acceptance_marginal") -> tuple[list[str], list[list[str]]]:
+    """Per category and depth, B - A of acceptance (conditional or marginal) or of the width / leaf exit mass, with
+    its paired standard error."""
+    first = 1 if kind.startswith("acceptance") else 0
     top = min(max((len(getattr(g, kind)) for g in result.groups.values()), default=0), DEPTHS_SHOWN)
     head = ["category", *(f"d={d + first}" for d in range(top))]
     rows = [[g.name, *(est(getattr(g, kind)[d], 3, signed=True) if d < len(getattr(g, kind)) else "-"
@@ -132,8 +135,11 @@ def comparison_text(a, b, result, notes: list[str]) -> str:
     parts = [f"A: {a.folder}  ({settings_line(a.manifest)})", f"B: {b.folder}  ({settings_line(b.manifest)})"]
     parts += [f"differs: {n}" for n in notes]
     parts += ["", "B - A per category, paired over prompts (mean ± standard error of the paired difference)",
-              text_table(*comparison_rows(result)), "", "acceptance by depth, B - A",
-              text_table(*comparison_depth_rows(result)), "", "width exit mass by depth, B - A",
+              text_table(*comparison_rows(result)), "",
+              "acceptance by depth, conditional (of the rounds reaching d - 1, the share accepting at d), B - A",
+              text_table(*comparison_depth_rows(result, "acceptance_conditional")), "",
+              "acceptance by depth, marginal (the share of all rounds reaching d), B - A",
+              text_table(*comparison_depth_rows(result, "acceptance_marginal")), "", "width exit mass by depth, B - A",
               text_table(*comparison_depth_rows(result, "width")), "", "leaf exit mass by depth, B - A",
               text_table(*comparison_depth_rows(result, "leaf"))]
     if result.only_a or result.only_b:
