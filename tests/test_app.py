@@ -119,7 +119,7 @@ def test_step_run_and_browse(app_url):
     assert json.loads(url)["metric"] == "w"  # the view in the URL follows
     colourbar = next(t for t in figure(tree)["data"] if t.get("name") == "nodes")["marker"]["colorbar"]
     assert "w(v)" in colourbar["title"]["text"]
-    tree, details, node, _ = named(c.predict(node_id=1, api_name="/node"), NODE_OUTPUTS).values()
+    tree, details, node, _, _ = named(c.predict(node_id=1, api_name="/node"), NODE_OUTPUTS).values()
     assert "**node 1**" in details and "P(v)" in details and node == 1
     assert any(t.get("name") == "highlight" for t in figure(tree)["data"])
 

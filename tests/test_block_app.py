@@ -11,7 +11,7 @@ from conftest import served, tiny_model, word_tokenizer
 from test_block_drafter import BS, dflash_config, dflash_weights
 
 from tevviz.app import build_demo
-from tevviz.app.decode_tab import BROWSE_OUTPUTS, ROUND_OUTPUTS
+from tevviz.app.decode_tab import BROWSE_OUTPUTS, NODE_OUTPUTS, ROUND_OUTPUTS
 from tevviz.engine.block_model import BlockDraftModel, parse_config
 from tevviz.engine.models import ModelPair
 
@@ -48,6 +48,11 @@ def test_a_block_drafter_starts_on_ddtree_and_shows_its_rows(app_url):
     browse = dict(zip(BROWSE_OUTPUTS, back))
     assert json.loads(browse["rows_plot"])["layout"]["title"]["text"].startswith("round 0:")
     assert json.loads(browse["tree"])["layout"]["title"]["text"].startswith("round 0:")
+    # The rows and the tree point at each other: a node selected boxes its token in its depth's row.
+    tree = json.loads(browse["tree"])
+    node = next(v for t in tree["data"] if t["name"] == "nodes" for v in t["customdata"] if v)
+    picked = dict(zip(NODE_OUTPUTS, c.predict("P", node, api_name="/node")))
+    assert any(t.get("name") == "selected" for t in json.loads(picked["rows_plot"])["data"])
     out = c.predict(builder="best-first", api_name="/step")  # the wrong builder for this drafter: said, not raised
     assert "build its trees with the ddtree builder" in out[OUT["error"]]
 

@@ -541,3 +541,23 @@ def test_tree_title_above_the_tree_and_legend_below_it():
     assert (legend["yanchor"], legend["orientation"]) == ("top", "h") and legend["y"] < 0  # under the plot area
     names = [t["name"] for t in fig.to_plotly_json()["data"]]
     assert "ghost branches (optimal tree)" in names
+
+
+def test_a_rows_cell_rings_its_nodes_and_a_selection_boxes_its_cell():
+    from tevviz.engine.records import RoundRecord
+    from tevviz.render.block_rows import block_rows_figure
+    from tevviz.render.tree_figure import node_key
+
+    record = make_round(SMALL_PARENTS, accepted=[0, 2, 5])
+    fig = tree_figure(record, marked=[3, 4])
+    pos = node_positions(fig)
+    marked = trace(fig, "marked")
+    assert {(x, y) for x, y in zip(marked.x, marked.y)} == {pos[3], pos[4]}
+    rows = [[{"token_id": 100 + v, "text": f"t{v}", "logprob": -1.0} for v in (1, 2)],
+            [{"token_id": 100 + v, "text": f"t{v}", "logprob": -1.0} for v in (3, 4, 5)]]
+    r = RoundRecord.from_dict(record)
+    r = RoundRecord(**{**r.__dict__, "draft_rows": rows})
+    heat = block_rows_figure(r, selected=(2, 104)).data
+    assert heat[0].customdata[1][1] == "cell:2:104" and node_key("cell:2:104") == "cell:2:104"
+    box = next(t for t in heat if t.name == "selected")
+    assert (box.x[0], box.y[0]) == (1, 2)

@@ -11,7 +11,7 @@ from ..render.tree_figure import node_key
 from .details import node_details
 from .navigation import on_key, select, show_round
 from .updates import BROWSE_OUTPUTS, MAX_WIDTHS, NODE_OUTPUTS, position_of, shown, view_url, with_width
-from .views import tree_plot
+from .views import block_rows_plot, tree_plot
 from .widgets import LIGHT, Panel, current, figure_json
 
 
@@ -33,7 +33,8 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
         return {ui.state: new, **ui.updates(tree=figure_json(tree_plot(new, metric_name, as_dict=True)),
                                             details=node_details(new),
                                             node=new.highlight if isinstance(new.highlight, int) else None,
-                                            url=view_url(new, metric_name))}
+                                            url=view_url(new, metric_name),
+                                            rows_plot=figure_json(block_rows_plot(new)))}
 
     def click(st, metric_name, evt: gr.EventData):
         data = evt._data if isinstance(evt._data, dict) else {}
@@ -74,6 +75,9 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
     browse = [ui.state, *ui.take(BROWSE_OUTPUTS)]
     ui.view.release(set_view, [ui.state, ui.metric, ui.view], browse, api_name="view", **LIGHT)
     ui.tree.key_up(press, [ui.state, ui.metric], browse, api_name="key", show_progress="hidden", **LIGHT)
+    # A click on the drafter's rows rings that token's nodes; one on the tree boxes the node's token in the rows.
+    ui.rows_plot.select(click, [ui.state, ui.metric], [ui.state, *ui.take(NODE_OUTPUTS)], api_visibility="private",
+                        show_progress="hidden", **LIGHT)
     ui.tree.select(click, [ui.state, ui.metric], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="click",
                    show_progress="hidden", **LIGHT)
     ui.tree.apply(resize, [ui.state, ui.metric], [ui.tree], api_visibility="private",

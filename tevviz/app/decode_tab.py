@@ -140,8 +140,8 @@ def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat:
                                     elem_id="compare-plot")
     with gr.Accordion("The drafter's rows (block rounds): they follow the round shown", open=False):
         c["rows_plot"] = figure_view(label="per depth, the drafter's top tokens with their marginal q_d; the token "
-                                     "the round committed at each depth is boxed (green: accepted, red: bonus)",
-                                     elem_id="rows-plot")
+                                     "the round committed at each depth is boxed (green: accepted, red: bonus); a "
+                                     "click on a cell rings its nodes in the tree", elem_id="rows-plot", clicks=True)
     with gr.Accordion("Session statistics", open=True):
         # One chart of five subplots, redrawn in place after every round (docs/app-latency.md).
         c["session_plot"] = figure_view(label="stage times, block lengths, acceptance by depth; where the exit mass "

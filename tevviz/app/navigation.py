@@ -16,7 +16,7 @@ def show_round(st: AppState, index) -> AppState:
     if not st.rounds:
         return st
     view = min(max(int(index or 0), 0), len(st.rounds) - 1)
-    return replace(st, view=view, token=None, node=None, expanded=frozenset())
+    return replace(st, view=view, token=None, node=None, expanded=frozenset(), cell=None)
 
 
 def step_walk(st: AppState, direction: int) -> AppState:
@@ -58,15 +58,22 @@ def on_key(st: AppState, key: str) -> AppState:
 
 
 def select(st: AppState, key) -> AppState:
-    """A click on the tree: a node, the bonus or a ghost is selected (the walk ends); a "+N" fold opens."""
+    """A click on the tree or the drafter's rows: a node, the bonus or a ghost is selected (the walk ends); a "+N"
+    fold opens; a rows cell (depth, token) rings that token's nodes at that depth."""
     if isinstance(key, str) and key.startswith("more:"):
         try:
             parent = int(key.split(":", 1)[1])
         except ValueError:
             return st
         return replace(st, expanded=st.expanded | {parent})
+    if isinstance(key, str) and key.startswith("cell:"):
+        try:
+            depth, token = (int(x) for x in key.split(":")[1:3])
+        except ValueError:
+            return st
+        return replace(st, cell=(depth, token), node=None, token=None)
     if key is None or key == "":
-        return replace(st, node=None, token=None)
+        return replace(st, node=None, token=None, cell=None)
     if isinstance(key, str) and not (key == "bonus" or key.startswith("ghost:")):
         key = int(key)
-    return replace(st, node=key, token=None)
+    return replace(st, node=key, token=None, cell=None)

@@ -111,6 +111,7 @@ class AppState:
     token: int | None = None  # position in the shown round's block (Step token), None when not stepping
     node: int | str | None = None  # node selected (a click or the dropdown): an id, "bonus" or "ghost:N"
     expanded: frozenset = frozenset()  # parents whose "+N" fold is open in the shown round
+    cell: tuple[int, int] | None = None  # a drafter's-rows cell clicked: (depth, token id), its nodes ringed
     scale: str = "auto"  # the tree's colour scale: auto, linear or log
     width: int = 1000  # px of the browser's tree view, which the labels are laid out for
     baseline: dict | None = None  # autoregressive timing on the same prompt and settings

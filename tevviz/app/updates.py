@@ -17,7 +17,7 @@ VIEW_OUTPUTS = ("tree", "view", "node", "details", "text", "rows_plot", "url")  
 # Outputs of /step, /step_token, /run, /reset, /import_file and /rescore after the gr.State, in order.
 ROUND_OUTPUTS = ("error", "stats", "session_plot", *VIEW_OUTPUTS, "run_pick")
 BROWSE_OUTPUTS = (*VIEW_OUTPUTS, "error")  # outputs of /view and /key after the gr.State
-NODE_OUTPUTS = ("tree", "details", "node", "url")  # outputs of /node and /click after the gr.State
+NODE_OUTPUTS = ("tree", "details", "node", "url", "rows_plot")  # outputs of /node and /click after the gr.State
 MAX_WIDTHS = 10_000  # browser sessions whose tree width is remembered
 
 

@@ -75,14 +75,24 @@ def _fmt(x, digits: int = 3) -> str:
 
 
 def block_rows_plot(st: AppState) -> dict:
-    """The shown round's drafter side (a block round's per-depth rows), as a plain figure dict."""
+    """The shown round's drafter side (a block round's per-depth rows), as a plain figure dict; the selected node's
+    (or the clicked cell's) token at its depth boxed."""
     from ..render.block_rows import block_rows_figure
 
     r = st.round
     if r is None or not r.draft_rows:
         return empty_figure("a block drafter's rounds show here: per depth, its top tokens with q_d, and where the "
                             "committed token sat among them").to_plotly_json()
-    return block_rows_figure(r).to_plotly_json()
+    v = st.highlight
+    selected = st.cell or ((r.depths[v], r.tokens[v]) if isinstance(v, int) and v > 0 else None)
+    return block_rows_figure(r, selected=selected).to_plotly_json()
+
+
+def cell_nodes(r, cell: tuple[int, int] | None) -> list[int]:
+    """The tree's nodes of a drafter's-rows cell: token `cell[1]` at depth `cell[0]`."""
+    if r is None or cell is None:
+        return []
+    return [v for v in range(1, r.size) if r.depths[v] == cell[0] and r.tokens[v] == cell[1]]
 
 
 def tree_plot(st: AppState, metric: str, as_dict: bool = False) -> go.Figure | dict:
@@ -104,7 +114,8 @@ def tree_plot(st: AppState, metric: str, as_dict: bool = False) -> go.Figure | d
             f"ghost:{g['node']}" == highlight for g in ghosts):
         highlight = None  # a ghost selected while ghost branches were on
     args = (r.to_dict(), metric, BONUS if highlight == "bonus" else highlight, title, ghosts)
-    options = {"width": st.width, "expanded": st.expanded, "walk": st.token, "scale": st.scale}
+    options = {"width": st.width, "expanded": st.expanded, "walk": st.token, "scale": st.scale,
+               "marked": cell_nodes(r, st.cell)}
     return tree_figure_dict(*args, **options) if as_dict else tree_figure(*args, **options)
 
 

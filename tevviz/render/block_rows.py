@@ -47,18 +47,30 @@ def committed_by_depth(record: RoundRecord) -> list[CommittedAtDepth]:
     return out
 
 
-def block_rows_figure(record: RoundRecord, ranks: int = 12, layout: Layout | None = None) -> go.Figure:
-    """Depth-by-rank heat map of q_d with each token's text, and a marker on the committed token of each depth."""
+def block_rows_figure(record: RoundRecord, ranks: int = 12, layout: Layout | None = None,
+                      selected: tuple[int, int] | None = None) -> go.Figure:
+    """Depth-by-rank heat map of q_d with each token's text, a marker on the committed token of each depth, and a
+    black one on the `selected` (depth, token id) cell. Each cell's customdata is "cell:<depth>:<token id>", which
+    the app's click bridge sends back (a click on a cell rings that token's nodes at that depth in the tree)."""
     rows = record.draft_rows or []
     shown = [row[:ranks] for row in rows]
     width = max((len(r) for r in shown), default=0)
     z = [[math.exp(e["logprob"]) for e in row] + [None] * (width - len(row)) for row in shown]
     text = [[e["text"] for e in row] + [""] * (width - len(row)) for row in shown]
+    cells = [[f"cell:{d}:{e['token_id']}" for e in row] + [None] * (width - len(row))
+             for d, row in enumerate(shown, start=1)]
     depths = list(range(1, len(rows) + 1))
     fig = go.Figure(go.Heatmap(
         z=z, x=list(range(width)), y=depths, text=text, texttemplate="%{text}", colorscale="Blues", zmin=0, zmax=1,
-        colorbar={"title": {"text": "q_d"}}, hovertemplate="depth %{y}, rank %{x}: %{text}<br>q_d = %{z:.3f}"
-                                                          "<extra></extra>"))
+        customdata=cells, colorbar={"title": {"text": "q_d"}},
+        hovertemplate="depth %{y}, rank %{x}: %{text}<br>q_d = %{z:.3f}<br>click: its nodes in the tree"
+                      "<extra></extra>"))
+    if selected is not None and 1 <= selected[0] <= len(shown):
+        ids = [e["token_id"] for e in shown[selected[0] - 1]]
+        if selected[1] in ids:
+            fig.add_scatter(x=[ids.index(selected[1])], y=[selected[0]], mode="markers", name="selected",
+                            marker={"symbol": "square-open", "size": 34, "color": "black", "line": {"width": 3}},
+                            hoverinfo="skip")
     marks = [c for c in committed_by_depth(record) if c.rank is not None and c.rank < ranks]
     if marks:
         fig.add_scatter(

@@ -26,6 +26,7 @@ PATH_COLOUR = "crimson"
 NO_VALUE_COLOUR = "lightgrey"
 GHOST_COLOUR = "#8a8a8a"
 LABEL_COLOUR = "#303030"
+MARK_COLOUR = "#1f77b4"  # the nodes of a drafter's-rows cell
 WIDTH = 900
 ROW_HEIGHT = 70
 MAX_HEIGHT = 6000
@@ -49,14 +50,15 @@ def tree_figure(round_dict: Mapping[str, Any], metric: str = "P", highlight_node
 def tree_figure_dict(
     round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None, title: str | None = None,
     ghosts: Sequence[Mapping[str, Any]] = (), *, width: int = WIDTH, expanded: Iterable[int] = (),
-    walk: int | None = None, scale: str = "auto", rank_by: str | None = None,
+    walk: int | None = None, scale: str = "auto", rank_by: str | None = None, marked: Iterable[int] = (),
 ) -> dict[str, Any]:
     """One round's tree as a plain {"data", "layout"} dict: nodes coloured by `metric`, the accepted path, exit and
     bonus token, the optimal tree's `ghosts` (records.Ghost as dicts) dashed and grey, `highlight_node` ringed.
 
     `width`: the figure's px; `expanded`: parents whose "+N" fold is open; `walk`: Step token's position in the block
     (the accepted path is drawn up to it, the exit and bonus only at the end); `scale`: the colour scale; `rank_by`:
-    the metric whose top nodes are labelled first (`metric` by default; one layout for every colour with a fixed one).
+    the metric whose top nodes are labelled first (`metric` by default; one layout for every colour with a fixed one);
+    `marked`: nodes ringed together (a token of the drafter's rows at its depth).
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
@@ -69,7 +71,8 @@ def tree_figure_dict(
         raise ValueError(f"highlight_node {highlight_node!r} is not a node of this round")
     values = {v: node_metric(G.nodes[v], metric) for v in G}
     ranked = values if rank_by in (None, metric) else {v: node_metric(G.nodes[v], rank_by) for v in G}
-    plan = _plan(G, drawn, bonus, ghosts, ghost_id, ranked, highlight, width, set(expanded))
+    marked = [v for v in marked if v in G]
+    plan = _plan(G, drawn, bonus, ghosts, ghost_id, ranked, highlight, width, set(expanded), marked)
     pos = plan.pos
     block = G.graph["accepted"][1:] + [bonus]
     revealed = len(block) if walk is None else min(max(walk, 0), len(block) - 1) + 1
@@ -98,16 +101,22 @@ def tree_figure_dict(
     if highlight is not None and highlight in pos:
         traces.append(_ring_trace(pos[highlight], "highlight", size=HIGHLIGHT_RING, colour="black")
                       | {"showlegend": False})
+    if marked:
+        points = [pos[v] for v in marked if v in pos]
+        traces.append(_scatter("marked", [p[0] for p in points], [p[1] for p in points], "markers", hoverinfo="skip",
+                               showlegend=False, marker={"symbol": "circle-open", "size": HIGHLIGHT_RING,
+                                                         "color": MARK_COLOUR, "line": {"width": 3}}))
     return {"data": traces, "layout": _layout(plan, width, title)}
 
 
 def node_key(key: Any) -> int | str | None:
-    """A clicked point's `customdata` as the app selects it: a node id, "bonus", "ghost:N" or "more:N"."""
+    """A clicked point's `customdata` as the app selects it: a node id, "bonus", "ghost:N", "more:N" or a drafter's
+    rows cell "cell:D:T"."""
     if isinstance(key, bool) or key is None:
         return None
     if isinstance(key, int) or (isinstance(key, float) and key.is_integer()):
         return int(key)
-    if isinstance(key, str) and (key == BONUS or key.startswith(("ghost:", "more:"))):
+    if isinstance(key, str) and (key == BONUS or key.startswith(("ghost:", "more:", "cell:"))):
         return key
     if isinstance(key, str) and key.isdigit():
         return int(key)
@@ -136,7 +145,7 @@ def _drawn_graph(G: nx.DiGraph, ghosts: Sequence[Mapping[str, Any]]) -> tuple[nx
     return H, bonus, ghost_id
 
 
-def _plan(G, drawn, bonus, ghosts, ghost_id, values, highlight, width, expanded) -> TreePlan:
+def _plan(G, drawn, bonus, ghosts, ghost_id, values, highlight, width, expanded, marked=()) -> TreePlan:
     """Which nodes and labels the figure shows: the accepted path, the exit node and its children, the bonus, the
     three likeliest ghosts and the selection first; then the top nodes by the metric."""
     exit_node = G.graph["exit_node"]
@@ -152,9 +161,10 @@ def _plan(G, drawn, bonus, ghosts, ghost_id, values, highlight, width, expanded)
     room = max(width - MARGIN["l"] - MARGIN["r"], 100)
     key = lambda v: mass.get(v, (0.0, 0.0))
     plan = plan_tree(drawn, labels, must, rank, key, room, expanded, TOP_LABELLED)
-    if highlight is None or highlight in plan.pos:
+    wanted = ({highlight} if highlight is not None else set()) | set(marked)
+    if wanted <= set(plan.pos):
         return plan  # a selection moves nothing: the tree keeps its layout
-    return plan_tree(drawn, labels, must | {highlight}, rank, key, room, expanded, TOP_LABELLED)
+    return plan_tree(drawn, labels, must | wanted, rank, key, room, expanded, TOP_LABELLED)
 
 
 def _num(x: float | None, f=float) -> float:
