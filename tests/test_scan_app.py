@@ -85,8 +85,10 @@ def test_a_clicked_round_opens_in_the_tree_view(url):
     prompt_id, index = key.split("\t")
     decoded = c.predict(key=key, api_name="/scan_open_round")
     view = named(decoded, ROUND_OUTPUTS)
-    settings = named(decoded[len(ROUND_OUTPUTS):], SETTINGS)
-    assert view["error"] == ""
+    settings = named(decoded[len(ROUND_OUTPUTS):len(ROUND_OUTPUTS) + len(SETTINGS)], SETTINGS)
+    picker = decoded[len(ROUND_OUTPUTS) + len(SETTINGS)]
+    assert view["error"] == "" and picker is None  # the example-prompt picker no longer names another prompt
+    assert "opened as a run of its own" in view["stats"]
     tree = json.loads(view["tree"])
     assert tree["layout"]["title"]["text"].startswith(f"round {index}:")
     assert "Imported scan" in view["stats"] and prompt_id in view["stats"]

@@ -128,10 +128,11 @@ def _wire_scans(ctl: Controller, ui: Panel, settings: dict, files: dict[str, Pat
 
 def _wire_rounds(ctl: Controller, ui: Panel, decode: Panel, tabs) -> None:
     """A worst round, picked or clicked, shown in the Decode tab with the scan's settings."""
-    decode_outputs = [decode.state, *decode.take(ROUND_OUTPUTS), *decode.take(SETTINGS)]
+    decode_outputs = [decode.state, *decode.take(ROUND_OUTPUTS), *decode.take(SETTINGS), decode.pick]
     switch = [tabs] if tabs is not None else []
 
     def show_round(st, metric_name, scan, key):
+        before = st
         try:
             if not scan:
                 raise TevvizError("open a scan first")
@@ -139,8 +140,10 @@ def _wire_rounds(ctl: Controller, ui: Panel, decode: Panel, tabs) -> None:
             st = round_state(current(st), open_cached(scan["folder"]), key, ctl.history)
         except TevvizError as e:
             return failed(ui.error, e)
+        ctl.keep(current(before))  # the run shown before stays in the run picker
         ctl.store.drop(st.sid, keep_training=True)  # as an import: the live session goes
-        out = {**everything(decode, st, metric_name), ui.error: "",
+        ctl.keep(st)
+        out = {**everything(decode, st, metric_name), ui.error: "", decode.pick: None,
                **{decode.settings[k]: v for k, v in widget_settings(st).items()}}
         return out | ({tabs: gr.Tabs(selected=DECODE_TAB)} if tabs is not None else {})
 

@@ -37,7 +37,7 @@ from ..render.scan_tables import (
 )
 from .controller import Controller
 from .model_thread import MODEL_THREAD
-from .state import AppState, block_text
+from .state import AppState, block_text, view_options
 
 OPEN_CACHE = 8  # scans kept open (their summaries and where each prompt lies), by folder
 WORST = 20  # rounds listed among those that lost most
@@ -141,8 +141,9 @@ def round_state(st: AppState, data: ScanData, key: str, history: int) -> AppStat
     lost = next((w.lost for w in data.summary.worst if w.prompt == prompt_id and w.round == r.index), None)
     said = (f"scan {data.folder}: prompt {prompt_id} ({line.get('category', '?')}), round {r.index}"
             + (f", lost {lost:.3f}" if lost is not None else "")
-            + "; the Decode tab's settings are the scan's, so Re-score and Optimal tree use its sampling")
-    return AppState(sid=st.sid, ghosts=st.ghosts, optimal_every=st.optimal_every, kind="scan",
+            + f"; opened as a run of its own; the Decode tab's settings are the scan's (seed {line.get('seed')} is this "
+            "prompt's own in the scan), so Re-score, Optimal tree and Step use them")
+    return AppState(sid=st.sid, **view_options(st), kind="scan",
                     prompt=line.get("prompt", ""), prompt_ids=list(line.get("prompt_token_ids", [])),
                     generated=generated, text=text, rounds=list(rounds[start:end]),
                     meta=_settings_meta(data.manifest, line), seconds=float(line.get("seconds", 0.0)),
