@@ -7,9 +7,14 @@ from pathlib import Path
 import gradio as gr
 
 from ..engine import TevvizError
+from ..engine import io as tio
 from ..engine.builders import BUILDERS, BuilderConfig
-from ..render import tree_figure, verifier_law_figure
+from ..engine.run_compare import Run, compare_runs
+from ..render import verifier_law_figure
+from ..render.compare_figure import pair_figures
+from .compare_views import comparison_markdown as runs_markdown
 from .controller import Controller
+from .run_store import new_id
 from .state import decode_settings, settings_in_force
 from .views import comparison_markdown, decoded_markdown
 from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed
@@ -43,7 +48,8 @@ def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
     law = gr.Plot(label="exit law", show_label=False)
     law_md = gr.Markdown(label="verifier table")
     gr.Markdown("**(b) Side by side.** Decode the prompt with two configurations (the other settings "
-                "come from the Decode tab).")
+                "come from the Decode tab), keep both as runs and compare them: where the texts part, acceptance by "
+                "depth with standard errors, and a round both decoded in the same context, its trees in one layout.")
     with gr.Row():
         side_a = _side("A", "tev", verifiers, drafters)
         side_b = _side("B", "predraw", verifiers, drafters)
@@ -56,6 +62,28 @@ def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
     return Panel(draws=draws, seed=seed, compare_btn=compare_btn, stop_btn=stop_btn, law=law, law_md=law_md,
                  side_btn=side_btn, tree_a=tree_a, tree_b=tree_b, md_a=md_a, md_b=md_b,
                  **{f"{k}_{s}": c for s, side in (("a", side_a), ("b", side_b)) for k, c in side.items()})
+
+
+def side_runs(ctl: Controller, ui: Panel, st, out: list) -> dict:
+    """Both decodes kept as runs (the Decode tab's run picker has them) and compared as runs are: where the texts
+    part, acceptance by depth with standard errors, and the last round both decoded in the same context, its two
+    trees in one layout."""
+    runs = []
+    for d in out:
+        run = Run(d.label, d.prompt, d.generated, d.rounds, {**d.meta, "run_name": d.label}, d.text, d.prompt_ids)
+        if st.user:
+            ctl.runs.save(st.user, new_id(), tio.session_dict(run.meta, run.prompt, run.prompt_token_ids,
+                                                               run.token_ids, run.text, run.rounds))
+        runs.append(run)
+    cmp = compare_runs(*runs)
+    same = [k for k in cmp.round_indices if cmp.round(k).same_context]
+    k = same[-1] if same else cmp.round_indices[0]
+    ra, rb = (next(r for r in run.rounds if r.index == k) for run in runs)
+    fig_a, fig_b = pair_figures(ra, rb, ("A", "B"), "P", titles=(f"A, round {k}", f"B, round {k}"))
+    kept = " Both are in the Decode tab's run picker: pin one and compare any round." if st.user else ""
+    return ui.updates(error="", tree_a=fig_a, tree_b=fig_b,
+                      md_a=decoded_markdown(out[0]) + "\n\n" + decoded_markdown(out[1]) + kept,
+                      md_b=runs_markdown(cmp, cmp.round(k)))
 
 
 def compare_tab(ctl: Controller, state: gr.State, error, settings: dict, verifiers: list[str],
@@ -87,11 +115,7 @@ def compare_tab(ctl: Controller, state: gr.State, error, settings: dict, verifie
                 out.append(ctl.decode_all(prompt, cfg, (draft_path or "").strip(), name, progress, sid=current(st).sid))
         except TevvizError as e:
             return failed(error, e)
-        figs = [tree_figure(d.rounds[-1].to_dict(), "P", title=f"{d.label} — last round") for d in out]
-        for fig in figs:  # half-width columns: let plotly fit the figure to its column
-            fig.update_layout(width=None, autosize=True)
-        return ui.updates(error="", tree_a=figs[0], tree_b=figs[1], md_a=decoded_markdown(out[0]),
-                          md_b=decoded_markdown(out[1]))
+        return side_runs(ctl, ui, current(st), out)
 
     def stop(st):
         ctl.stop_compare(current(st))

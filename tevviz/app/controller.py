@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..engine import (
@@ -46,6 +46,10 @@ class Decoded:
     tokens: int
     seconds: float
     text: str
+    prompt: str = ""
+    prompt_ids: list[int] = field(default_factory=list)
+    generated: list[int] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
 
 
 class Controller(TrainingActions):
@@ -169,7 +173,8 @@ class Controller(TrainingActions):
                 progress(len(session.generated) / cfg.max_new_tokens, desc=f"decoding {label}")
         seconds = time.perf_counter() - t0
         return Decoded(label, list(session.rounds), len(session.generated), seconds,
-                       pair.tokenizer.decode(session.generated))
+                       pair.tokenizer.decode(session.generated), prompt, list(session.prompt_ids),
+                       list(session.generated), tio.session_meta(session))
 
     # -- re-scoring and comparison ----------------------------------------------------------------
 
