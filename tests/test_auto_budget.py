@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
 
 import pytest
@@ -10,8 +11,8 @@ import torch
 from conftest import assert_caches_in_line, greedy_generate, losing_cost_model, random_prompts, tiny_pair
 from test_exactness import assert_greedy, greedy_cfg
 
-from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, TevvizError
-from tevviz.engine.auto_budget import MAX_WAIT, WARMUP_FRACTIONS, AutoBudget, Plan
+from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, TevvizError, auto_budget
+from tevviz.engine.auto_budget import MAX_WAIT, PROBE_SHARE, WARMUP_CAP, WARMUP_FRACTIONS, AutoBudget, Plan
 from tevviz.engine.builders import build_tree
 from tevviz.engine.io import loads, session_dict
 from tevviz.engine.kv import new_cache
@@ -214,27 +215,61 @@ def test_greedy_exact_with_a_compiled_draft():
     assert_greedy(pair, random_prompts(2, seed=901), greedy_cfg(BuilderConfig(budget=16, depth=5)))
 
 
+def paying_warmup(auto: AutoBudget) -> None:
+    """Three warm-up trees and a sized one that pays: a target line 10 + 0.5 ms a token, 2 ms a draft level."""
+    for n in (9, 3, 5, 7):
+        auto.observe(n, 2, {"draft": 2.0, "target": 10.0 + 0.5 * n, "verify": 1.0, "other": 1.0}, C_p=2.0, predicted=2.0)
+
+
 def test_rounds_without_a_draft_back_off_while_trees_lose_and_stop_when_one_wins():
     auto = AutoBudget(8, 4)
     lose = {"draft": 50.0, "target": 10.0, "verify": 1.0, "other": 1.0}
-    for n in (9, 3, 5, 7):
-        auto.observe(n, 2, {"draft": 2.0, "target": 10.0 + 0.5 * n, "verify": 1.0, "other": 1.0}, C_p=2.0, predicted=2.0)
+    paying_warmup(auto)
     assert not auto.plan().skip_draft, "trees that pay are drafted"
-    waits = []
-    for _ in range(7):  # a losing tree, then the rounds without a draft that it earns
+    plain = {"draft": 0.0, "target": 9.0, "verify": 0.5, "other": 0.5}
+
+    def probes(n_probes: int, round_ms: dict, worth: float) -> list[int]:
+        """Rounds without a draft after each of `n_probes` losing trees expected to commit 1 + `worth` tokens."""
+        waits = []
+        for _ in range(n_probes):
+            auto.observe(5, 2, round_ms, C_p=worth, predicted=worth)
+            n = 0
+            while auto.plan().skip_draft:
+                auto.observe(1, 0, plain, C_p=0.0, predicted=0.0)
+                n += 1
+            waits.append(n)
+        return waits
+
+    # A 5-node tree costs 16.5 ms against 10 for a plain step: expected 1.63 tokens, it loses 0.02 of a step,
+    # so the rounds without a draft just double.
+    small = {"draft": 2.0, "target": 12.5, "verify": 1.0, "other": 1.0}
+    auto.observe(1, 0, plain, C_p=0.0, predicted=0.0)
+    assert probes(8, small, 0.63) == [1, 2, 4, 8, 16, 32, MAX_WAIT, MAX_WAIT]
+    # A tree expected to lose more waits until its probes cost PROBE_SHARE of the plain steps between them.
+    auto = AutoBudget(8, 4)
+    paying_warmup(auto)
+    auto.observe(1, 0, plain, C_p=0.0, predicted=0.0)
+    fit = auto.fit()
+    loss = (2.0 + 2.0 + fit.target_fixed + fit.target_per_token * 5) / fit.plain - 1.0
+    assert loss > 0.5 and probes(1, small, 0.0) == [math.ceil(loss / PROBE_SHARE)]
+    assert probes(2, lose | {"draft": 5000.0}, 0.1) == [MAX_WAIT, MAX_WAIT], "never more than MAX_WAIT"
+    # Decided on the tree's expected worth, not on this round's draws: a tree whose first token missed (C_p 0, as
+    # at T = 0) but whose like have paid is drafted again at once.
+    auto = AutoBudget(8, 4)
+    paying_warmup(auto)
+    auto.observe(7, 2, {"draft": 2.0, "target": 13.5, "verify": 1.0, "other": 1.0}, C_p=0.0, predicted=2.0)
+    assert not auto.plan().skip_draft
+    auto = AutoBudget(8, 4)
+    paying_warmup(auto)
+    for _ in range(7):
         auto.observe(5, 3, lose | {"draft": 5000.0}, C_p=0.1, predicted=2.0)
-        n = 0
         while auto.plan().skip_draft:
-            auto.observe(1, 0, {"draft": 0.0, "target": 9.0, "verify": 0.5, "other": 0.5}, C_p=0.0, predicted=0.0)
-            n += 1
-        waits.append(n)
-    assert waits == [1, 2, 4, 8, 16, MAX_WAIT, MAX_WAIT]
+            auto.observe(1, 0, plain, C_p=0.0, predicted=0.0)
     fit = auto.fit()
     assert plain_rate(fit) == pytest.approx(1 / 10.0), "a plain step is priced by its own time"
     # Undrafted rounds leave the draft cost alone: it is what the drafted rounds alone give.
     drafted_only = AutoBudget(8, 4)
-    for n in (9, 3, 5, 7):
-        drafted_only.observe(n, 2, {"draft": 2.0, "target": 10.0 + 0.5 * n, "verify": 1.0, "other": 1.0}, 2.0, 2.0)
+    paying_warmup(drafted_only)
     for _ in range(7):
         drafted_only.observe(5, 3, lose | {"draft": 5000.0}, C_p=0.1, predicted=2.0)
     alone = drafted_only.fit()
@@ -242,20 +277,20 @@ def test_rounds_without_a_draft_back_off_while_trees_lose_and_stop_when_one_wins
     assert fit.draft_level == pytest.approx(4998.0), "draft ms is a line in levels: 2 ms at 2 levels, 5000 at 3"
     # A tree that wins (here: cheap levels, good coverage) ends the back-off.
     auto = AutoBudget(8, 4)
-    for n in (9, 3, 5):
-        auto.observe(n, 2, {"draft": 2.0, "target": 10.0 + 0.5 * n, "verify": 1.0, "other": 1.0}, C_p=2.0, predicted=2.0)
+    paying_warmup(auto)
     auto.wait = 8
     auto.observe(5, 2, {"draft": 2.0, "target": 12.5, "verify": 1.0, "other": 1.0}, C_p=2.0, predicted=2.0)
     assert not auto.plan().skip_draft and auto.wait == 1
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_rounds_without_a_draft_keep_caches_in_line_and_greedy_output_exact(pair, temperature):
+def test_rounds_without_a_draft_keep_caches_in_line_and_greedy_output_exact(pair, temperature, monkeypatch):
     """Undrafted rounds commit one target token and leave the draft cache behind; the next draft catches up."""
     prompt = random_prompts(1, 6)[0]
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), max_new_tokens=48, seed=2, stop_on_eos=False,
                        missing_top=0, builder=BuilderConfig(budget=8, depth=3, auto=True))
     s = DecodeSession(pair, prompt, cfg, cost_model=losing_cost_model(8, 3))
+    monkeypatch.setattr(auto_budget, "MAX_WAIT", 4)  # probes often enough to catch the draft up several times
     while not s.done:
         r = s.step()
         assert_caches_in_line(pair, s)
@@ -265,3 +300,19 @@ def test_rounds_without_a_draft_keep_caches_in_line_and_greedy_output_exact(pair
     assert drafted[:2] == [False, True] and drafted.count(False) >= 10 and drafted.count(True) >= 3
     if temperature == 0.0:
         assert s.generated == greedy_generate(pair.target, prompt, 48)
+
+
+def test_a_trees_warm_up_stays_small_and_a_chains_takes_its_whole_depth():
+    """A tree's warm-up tries its shares of the limit up to WARMUP_CAP nodes (a tree of 64 cost three plain steps at
+    T = 1 for 1.5 tokens); a sampled chain's warm-up takes its shares of the whole depth."""
+    tree, chain = AutoBudget(64, 6), AutoBudget(8, 8, chain=True)
+    for model, size in ((tree, WARMUP_CAP), (chain, 8)):
+        plans = []
+        for _ in WARMUP_FRACTIONS:
+            p = model.plan()
+            plans.append(p)
+            model.observe(1 + (p.forced_budget or 0), 0 if p.skip_draft else 2,
+                          {"draft": 2.0, "target": 10.0, "verify": 1.0, "other": 1.0}, C_p=0.0, predicted=0.0)
+        assert all(p.warmup for p in plans) and plans[-1].skip_draft
+        assert [p.forced_budget for p in plans] == [max(1, round(size * f)) if f else 0 for f in WARMUP_FRACTIONS]
+    assert WARMUP_CAP < 64

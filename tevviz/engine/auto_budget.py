@@ -5,7 +5,8 @@ acceptance table learnt in the session (tree_cost.py).
 A round costs `overhead + draft_fixed + H * draft_level + target(n)`, each term measured online (docs/auto-budget.md);
 a plain target step (one token, no draft) is timed on its own, since on a CPU a pass over two tokens
 already costs half a step more than one. When drafted trees have lately been worth less than a plain
-step, rounds go without a draft (the tree is the root alone), probing again after 1, 2, 4 ... such rounds.
+step, rounds go without a draft (the tree is the root alone), probing again after 1, 2, 4 ... such rounds, and after
+enough of them that a losing probe costs at most PROBE_SHARE of the plain steps it waits for.
 The verifier still sees one fixed tree, so exactness is untouched.
 A sampled chain (the speculative verifier's) is sized by its own model (chain_cost.py); the mixed builder's choice
 between a tree and a chain each round is arm_choice.py's.
@@ -13,6 +14,7 @@ between a tree and a chain each round is arm_choice.py's.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import torch
@@ -24,7 +26,14 @@ from .tree_cost import PRIOR_TABLE, Q_EDGES, RANKS, AcceptanceTable, q_bins
 # The first rounds try these shares of the budget, to give the fit a slope; the 0 is a round without a draft,
 # which times a plain step.
 WARMUP_FRACTIONS = (1.0, 0.25, 0.5, 0.0)
-MAX_WAIT = 16  # most rounds without a draft before drafting is tried again
+# A tree's warm-up takes its shares of the limit up to WARMUP_CAP nodes: at T = 1 a warm-up tree of the CLI's limit
+# (64) cost the stdlib pair three plain steps for 1.5 tokens, and the small trees' line prices a large tree high, not
+# low, where a pass's time is concave in its tokens (a CPU); where it is flat (a GPU), the line is flat too.
+WARMUP_CAP = 16
+MAX_WAIT = 64  # most rounds without a draft before drafting is tried again
+# A losing probe waits long enough that such probes cost at most this share of the plain steps between them: a probe
+# expected to lose one plain step's worth waits 25 rounds, one that loses a tenth of a step only the doubling's.
+PROBE_SHARE = 0.04
 
 
 @dataclass(frozen=True)
@@ -93,12 +102,17 @@ class AutoBudget:
         self.skip_left = 0  # rounds still to go without a draft
         self.wait = 1  # rounds without a draft after the next drafted round that loses to a plain step
 
+    def warming_up(self) -> bool:
+        """Whether the next round is one of the warm-up's (forced sizes)."""
+        return self.rounds < len(WARMUP_FRACTIONS)
+
     def plan(self) -> Plan:
         fit = self.fit()
-        forced, skip, warmup = None, self.skip_left > 0, self.rounds < len(WARMUP_FRACTIONS)
+        forced, skip, warmup = None, self.skip_left > 0, self.warming_up()
         if warmup:
             share = WARMUP_FRACTIONS[self.rounds]
-            forced, skip = (max(1, round(self.max_budget * share)), False) if share > 0 else (0, True)
+            size = self.max_budget if self.chain else min(self.max_budget, WARMUP_CAP)  # a chain's depth: no cap
+            forced, skip = (max(1, round(size * share)), False) if share > 0 else (0, True)
         elif self.chain:
             depth = self.chains.depth(fit, self.max_depth, self.rounds)
             forced, skip = (depth, False) if depth > 0 else (0, True)
@@ -117,7 +131,7 @@ class AutoBudget:
         """
         rest = stage_ms.get("verify", 0.0) + stage_ms.get("other", 0.0)
         if self.chain:
-            fitted = self.fit() if self.rounds >= len(WARMUP_FRACTIONS) else None  # before that: no line yet
+            fitted = None if self.warming_up() else self.fit()  # before that: no line yet
             self.chains.time_round(min(tokens - 1, MAX_CHAIN) if levels else 0, sum(stage_ms.values()), fitted)
         self._fit = None
         self.rounds += 1
@@ -135,14 +149,26 @@ class AutoBudget:
             return self.fit()  # each round picks its depth against a plain step itself: no back-off
         if ranks is not None and len(ranks) > 1:
             self.table.learn(ranks[1:], logq[1:], p_edge[1:])
-        # Was this tree worth its round? Both rates from the cost model, so that one slow round does not decide.
         fit = self.fit()
-        drafted = (1 + C_p) / max(round_cost(fit, tokens - 1, levels), 1e-9)
-        if drafted >= plain_rate(fit):
-            self.skip_left, self.wait = 0, 1
-        else:  # back off: each losing probe doubles the rounds without a draft before the next one
-            self.skip_left, self.wait = self.wait, min(2 * self.wait, MAX_WAIT)
+        if self.rounds <= len(WARMUP_FRACTIONS):
+            return fit  # a warm-up tree's size was forced: it says nothing of the best size's worth
+        self.back_off(fit, tokens, levels, predicted)
         return fit
+
+    def back_off(self, fit: Fit, tokens: int, levels: int, predicted: float) -> None:
+        """Was a tree like this round's worth its round? Its expected worth, not what this round's draws realised
+        (at T = 0 one missed first token gives C_p 0 among trees that pay; at T = 1 one lucky round kept a weak
+        drafter drafting), and both rates from the cost model, so that one slow round does not decide. When it
+        loses, the next rounds go without a draft: twice as many as after the last losing probe, and at least so
+        many that such a probe costs PROBE_SHARE of the plain steps it waits for."""
+        worth = 1 + predicted * fit.calibration  # the table's reach, scaled by what such trees realised lately
+        cost = max(round_cost(fit, tokens - 1, levels), 1e-9)
+        if worth / cost >= plain_rate(fit):
+            self.skip_left, self.wait = 0, 1
+            return
+        loss = cost / max(fit.plain, 1e-9) - worth  # plain steps' worth of time this probe lost, expected
+        self.skip_left = min(max(self.wait, math.ceil(loss / PROBE_SHARE)), MAX_WAIT)
+        self.wait = min(2 * self.skip_left, MAX_WAIT)
 
     def fit(self) -> Fit:
         """Least squares of target ms on tree tokens and of draft ms on levels; mean overhead; C_p / predicted;
