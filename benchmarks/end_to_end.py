@@ -1,9 +1,10 @@
 """End to end on the eval prompts: tokens/s, tau and 1 + C_p of each decoder, speed-up over autoregressive.
 
-Decoders: plain autoregressive (`target.generate`, and tevviz's own token loop), HF assisted generation
-(`target.generate(assistant_model=draft)`), chain speculative decoding, best-first + predraw (the
+Decoders: plain autoregressive (`target.generate`, also at each of --generate-threads, and tevviz's own token
+loop), HF assisted generation (`target.generate(assistant_model=draft)`), (--prompt-lookup) HF prompt lookup, chain speculative decoding, best-first + predraw (the
 DDTree configuration), best-first + TEV at each budget of --budgets, best-first + TEV with the
-exit-trained drafter, (--sampled-depths) sampled chains with the speculative verifier, (--mixed) the mixed
+exit-trained drafter, (--trees) best-first + TEV at given B and H, (--fresh-auto) --budget auto with a new
+cost model per prompt as `tevviz decode` runs it, (--sampled-depths) sampled chains with the speculative verifier, (--mixed) the mixed
 builder, a tree or a chain each round, and (--block) a block drafter with DDTree's builder under TEV and under
 predraw (DDTree itself) at each budget. Runs are interleaved prompt by prompt and temperature by temperature (each
 decoder once per prompt in turn) after one warm-up pass. Every time includes the prompt's prefill
@@ -25,16 +26,30 @@ from tevviz.engine.models import ModelPair, load_model
 from tevviz.engine.pairs import named_pair
 
 
-def hf_generate(pair: ModelPair, ids, n: int, temperature: float, assistant=None):
+def hf_generate(pair: ModelPair, ids, n: int, temperature: float, assistant=None, prompt_lookup: int = 0):
     kw = {"max_new_tokens": n, "min_new_tokens": n, "do_sample": temperature > 0,
           "pad_token_id": pair.tokenizer.eos_token_id}
     if temperature > 0:
         kw.update(temperature=temperature, top_k=0, top_p=1.0)
     if assistant is not None:
         kw["assistant_model"] = assistant
+    if prompt_lookup:  # transformers' drafter-free baseline: draft tokens copied from the prompt's n-grams
+        kw["prompt_lookup_num_tokens"] = prompt_lookup
     x = torch.tensor([ids], device=pair.device)
     out = pair.target.generate(x, **kw)
     return out.shape[1] - len(ids), None
+
+
+def at_threads(threads: int, fn):
+    """`fn` run with torch at `threads` intra-op threads (the others' count restored after)."""
+    def run(*a):
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return fn(*a)
+        finally:
+            torch.set_num_threads(before)
+    return run
 
 
 def own_autoregressive(pair: ModelPair, ids, n: int, temperature: float, seed: int):
@@ -93,6 +108,20 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None, 
         "chain+tev": lambda ids, i: tree_run(pair, ids, n, temp, chain, "tev", i),
         "best-first+predraw": lambda ids, i: tree_run(pair, ids, n, temp, tree(args.budget), "predraw", i),
     }
+    for k in args.generate_threads:  # `generate` at each thread count: the best of them is the baseline to beat
+        out[f"autoregressive threads={k}"] = at_threads(k, lambda ids, i: hf_generate(pair, ids, n, temp))
+    if args.prompt_lookup:
+        out[f"prompt-lookup N={args.prompt_lookup}"] = lambda ids, i: hf_generate(pair, ids, n, temp,
+                                                                                  prompt_lookup=args.prompt_lookup)
+    if args.lean:
+        del out["chain+tev"], out["best-first+predraw"]
+    for b, h in args.trees:
+        fixed = best_first(b, h, args.children)
+        out[f"best-first+tev B={b} H={h}"] = lambda ids, i, t=fixed: tree_run(pair, ids, n, temp, t, "tev", i)
+    if args.fresh_auto:  # as `tevviz decode --budget auto` runs: a new cost model for each prompt
+        limit = max({args.budget, *args.budgets})
+        fresh = replace(tree(limit), auto=True)
+        out[f"best-first+tev auto fresh (B<={limit})"] = lambda ids, i: tree_run(pair, ids, n, temp, fresh, "tev", i)
     if not args.no_own_loop:
         # tevviz's own token-by-token loop (same sampler, inference mode): the speculative gain net of loop overhead.
         out["autoregressive (tevviz loop)"] = lambda ids, i: own_autoregressive(pair, ids, n, temp, i)
@@ -124,7 +153,7 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None, 
         mixed_model = MIXED_MODELS[temp] = MixedBudget(limit, args.depth)
         out[f"mixed auto (B<={limit}, H<={args.depth})"] = lambda ids, i: tree_run(pair, ids, n, temp, mixed, "tev", i,
                                                                                    mixed_model)
-    if trained is not None:
+    if trained is not None and not args.lean:
         out["best-first+tev+exittrain"] = lambda ids, i: tree_run(trained, ids, n, temp, tree(args.budget), "tev", i)
     if block is not None:
         out |= block_decoders(block, args, temp)
@@ -149,7 +178,20 @@ def parse_args():
                          "sampled chain (speculative), by the rates measured so far (one model per temperature)")
     ap.add_argument("--block", default=None, help="a block drafter folder (DFlash layout): DDTree rows under TEV and "
                     "predraw; 'shipped' takes the pair's shipped block drafter")
+    ap.add_argument("--generate-threads", default="",
+                    help="also `generate` at each of these thread counts, comma-separated (speed-ups are also given "
+                         "against the fastest of them and the main row)")
+    ap.add_argument("--prompt-lookup", type=int, default=0,
+                    help="also HF prompt lookup decoding (`prompt_lookup_num_tokens`) with this many tokens")
+    ap.add_argument("--trees", default="",
+                    help="further best-first + TEV rows at B:H settings, comma-separated (e.g. 8:4,16:6)")
+    ap.add_argument("--fresh-auto", action="store_true",
+                    help="also best-first + TEV --budget auto with a new cost model for each prompt, as `tevviz "
+                         "decode` runs it")
+    ap.add_argument("--lean", action="store_true", help="leave out the chain + TEV, best-first + predraw and exit-trained rows")
     args = ap.parse_args()
+    args.generate_threads = [int(k) for k in args.generate_threads.split(",") if k]
+    args.trees = [tuple(int(x) for x in bh.split(":")) for bh in args.trees.split(",") if bh]
     args.budgets = [int(b) for b in args.budgets.split(",") if b]
     args.sampled_depths = [int(h) for h in args.sampled_depths.split(",") if h]
     return args
@@ -208,13 +250,14 @@ def result_rows(runs: dict, seconds: dict, tokens: dict, taus: dict, ceilings: d
     for t, decoders in runs.items():
         ar = tokens[t, "autoregressive"] / seconds[t, "autoregressive"]
         assisted = tokens[t, "hf-assisted"] / seconds[t, "hf-assisted"]
+        best = max(tokens[t, k] / seconds[t, k] for k in decoders if k.startswith("autoregressive") and "tevviz" not in k)
         for name in decoders:
             tps = tokens[t, name] / seconds[t, name]
             tau, tau_se = mean_se(taus[t, name])
             ceil, ceil_se = mean_se(ceilings[t, name])
             rows.append({"T": t, "decoder": name, "tau": tau, "tau_se": tau_se, "ceiling": ceil, "ceiling_se": ceil_se,
                          "tokens": tokens[t, name], "seconds": seconds[t, name], "tokens_per_s": tps,
-                         "speedup": tps / ar, "vs_assisted": tps / assisted})
+                         "speedup": tps / ar, "vs_best_generate": tps / best, "vs_assisted": tps / assisted})
     return rows
 
 
@@ -228,7 +271,7 @@ def main() -> None:
     print(f"B={args.budget} (sweep {args.budgets})  H={args.depth}  {len(prompts)} prompts x {args.max_new_tokens} "
           f"tokens  device {pair.device}  pair {pair.target_name} / {pair.draft_name}")
     print(table(rows, ["T", "decoder", "tau", "tau_se", "ceiling", "ceiling_se", "tokens_per_s", "speedup",
-                       "vs_assisted"]))
+                       "vs_best_generate", "vs_assisted"]))
     mixed = {f"T{t:g}": {"sized_rounds": dict(m.sized), **m.summary()} for t, m in MIXED_MODELS.items()}
     for t, m in mixed.items():
         print(f"mixed at {t}: sized rounds by arm {m['sized_rounds']}, expected tokens per ms: trees "
