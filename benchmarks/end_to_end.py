@@ -122,6 +122,11 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None, 
         limit = max({args.budget, *args.budgets})
         fresh = replace(tree(limit), auto=True)
         out[f"best-first+tev auto fresh (B<={limit})"] = lambda ids, i: tree_run(pair, ids, n, temp, fresh, "tev", i)
+        if args.sampled_depths:
+            h = max(args.sampled_depths)
+            chain = BuilderConfig(kind="sampled", depth=h, auto=True)
+            out[f"sampled+speculative auto fresh (H<={h})"] = lambda ids, i: tree_run(pair, ids, n, temp, chain,
+                                                                                      "speculative", i)
     if not args.no_own_loop:
         # tevviz's own token-by-token loop (same sampler, inference mode): the speculative gain net of loop overhead.
         out["autoregressive (tevviz loop)"] = lambda ids, i: own_autoregressive(pair, ids, n, temp, i)
@@ -186,8 +191,8 @@ def parse_args():
     ap.add_argument("--trees", default="",
                     help="further best-first + TEV rows at B:H settings, comma-separated (e.g. 8:4,16:6)")
     ap.add_argument("--fresh-auto", action="store_true",
-                    help="also best-first + TEV --budget auto with a new cost model for each prompt, as `tevviz "
-                         "decode` runs it")
+                    help="also best-first + TEV --budget auto (and with --sampled-depths, the sampled chain's) with a "
+                         "new cost model for each prompt, as `tevviz decode` runs it")
     ap.add_argument("--lean", action="store_true", help="leave out the chain + TEV, best-first + predraw and exit-trained rows")
     args = ap.parse_args()
     args.generate_threads = [int(k) for k in args.generate_threads.split(",") if k]
