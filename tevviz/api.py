@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 
 from .engine import io as tio
 from .engine.builders import BuilderConfig
+from .engine.drafters import pair_defaults
 from .engine.models import ModelPair, ModelSource
 from .engine.records import RoundRecord
 from .engine.sampling import SamplingConfig
@@ -44,9 +45,8 @@ def session(pair: ModelPair, prompt: str, *, temperature: float = 0.0, top_k: in
     otherwise); `chat` to whether the tokenizer has a chat template; `optimal=True` computes each round's optimal
     tree (see `DecodeSession.optimal` to compute it for one round only).
     """
-    block = pair.draft_kind == "block"
-    builder = builder or ("ddtree" if block else "best-first")
-    depth = depth or (pair.draft.block.max_depth if block and builder == "ddtree" else 6)
+    builder, own_depth = pair_defaults(pair, builder)
+    depth = depth or own_depth or BuilderConfig.depth
     chat = has_chat_template(pair.tokenizer) if chat is None else chat
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p),
                        builder=BuilderConfig(kind=builder, budget=budget, depth=depth, **builder_options),

@@ -19,36 +19,29 @@ def source_from_args(args):
 
 
 def drafter_tree(args, depth: int) -> tuple[str, int]:
-    """The builder the chosen drafter's trees take (DDTree for a block drafter, best-first otherwise) and `depth`,
-    capped at the block's depths for a block drafter. Read from the draft folder's config, before anything loads."""
-    from .engine.models import drafter_defaults
+    """The builder the chosen drafter's trees take (its kind's own: DDTree for a block drafter, best-first for a
+    causal LM) and `depth`, capped at the drafter's natural depth. Read from the draft folder, before anything loads."""
+    from .engine.drafters import folder_defaults
 
-    kind, own_depth = drafter_defaults(source_from_args(args).resolved()[1])
-    return kind, min(depth, own_depth) if kind == "ddtree" and own_depth else depth
+    kind, own_depth = folder_defaults(source_from_args(args).resolved()[1])
+    return kind, min(depth, own_depth) if own_depth else depth
 
 
 def decode_config_from_args(args):
     """A DecodeConfig from the sampling and tree flags (raises TevvizError on bad values)."""
     from .engine import BuilderConfig, DecodeConfig, SamplingConfig
-    from .engine.builder_kinds import builder_kind
-    from .engine.drafters import mismatch
-    from .engine.models import drafter_defaults
+    from .engine.drafters import check_builder, folder_defaults, folder_kind
 
     try:
         branching = tuple(int(x) for x in args.branching.split(","))
     except ValueError:
         raise TevvizError(f"--branching must be comma-separated integers, got {args.branching!r}") from None
     auto = args.budget == "auto"
-    kind, depth = args.builder, args.depth
-    # By default the drafter's own builder: DDTree as deep as its block for a block drafter.
+    # By default the drafter's own builder and depth: DDTree as deep as its block for a block drafter.
     draft = source_from_args(args).resolved()[1]
-    own_kind, own_depth = drafter_defaults(draft)
-    kind = kind or own_kind
-    if depth is None:
-        depth = own_depth if kind == "ddtree" and own_depth else BuilderConfig.depth
-    wanted, have = builder_kind(kind).drafter, builder_kind(own_kind).drafter
-    if wanted != have:  # said before anything loads
-        raise TevvizError(mismatch(kind, wanted, draft, have, own_kind))
+    kind, own_depth = folder_defaults(draft, args.builder)
+    depth = args.depth if args.depth is not None else own_depth or BuilderConfig.depth
+    check_builder(kind, folder_kind(draft), draft)  # said before anything loads
     return DecodeConfig(
         sampling=SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
         builder=BuilderConfig(kind=kind, budget=args.budget_limit if auto else args.budget, depth=depth,

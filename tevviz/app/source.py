@@ -72,12 +72,9 @@ class PairSource:
     def builder_default(self) -> tuple[str, int]:
         """The builder and depth the Decode tab starts on: the drafter's own (DDTree for a block drafter)."""
         from ..engine.builders import BuilderConfig
-        from ..engine.models import drafter_defaults
+        from ..engine.drafters import folder_defaults, pair_defaults
 
-        if self.pair is not None:
-            block = self.pair.draft_kind == "block"
-            return ("ddtree", self.pair.draft.block.max_depth) if block else (BuilderConfig.kind, BuilderConfig.depth)
-        kind, depth = drafter_defaults(self.model.resolved()[1])
+        kind, depth = pair_defaults(self.pair) if self.pair is not None else folder_defaults(self.model.resolved()[1])
         return kind, depth or BuilderConfig.depth
 
     def chat_default(self) -> bool:

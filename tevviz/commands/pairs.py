@@ -55,26 +55,27 @@ def pair_train_target(args) -> int:
 
 
 def pair_train_drafter(args) -> int:
-    """NAME [--kind autoregressive|block] [recipe flags]: a drafter for a pair's target."""
+    """NAME [--kind KIND] [recipe flags]: a drafter of a registered kind (autoregressive by default) for a pair's
+    target, made by that kind's recipe."""
+    import importlib
+
+    from ..engine.drafters import article, drafter_kind, drafter_kinds
+
     rest = [a for a in args.args if a != "--"]
-    kind = "autoregressive"
+    kind = next(iter(drafter_kinds()))
     if "--kind" in rest:
         i = rest.index("--kind")
         kind = rest[i + 1] if i + 1 < len(rest) else ""
         del rest[i : i + 2]
-    if kind == "block":
-        from ..recipes.block import RECIPES
-        from ..recipes.block import main as block_recipe
-
-        if rest[:1] not in ([n] for n in RECIPES):
-            raise TevvizError(f"a block drafter's recipe exists for the pairs {', '.join(sorted(RECIPES))}: "
-                              "tevviz pair train-drafter NAME --kind block")
-        return block_recipe(rest)
-    if kind != "autoregressive":
-        raise TevvizError(f"--kind must be autoregressive or block, got {kind!r}")
-    from ..recipes.drafter import main as recipe
-
-    return recipe(rest)
+    with_recipe = [k.name for k in drafter_kinds().values() if k.recipe]
+    if kind not in with_recipe:
+        raise TevvizError(f"--kind must be {' or '.join(with_recipe)}, got {kind!r}")
+    recipe = importlib.import_module(f"{__package__.rsplit('.', 1)[0]}.recipes.{drafter_kind(kind).recipe}")
+    pairs = getattr(recipe, "RECIPES", None)  # a recipe made for named pairs only lists them
+    if pairs is not None and rest[:1] not in ([n] for n in pairs):
+        raise TevvizError(f"{article(kind)} {kind} drafter's recipe exists for the pairs {', '.join(sorted(pairs))}: "
+                          f"tevviz pair train-drafter NAME --kind {kind}")
+    return recipe.main(rest)
 
 
 def benchmarks_dir() -> Path:

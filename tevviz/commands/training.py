@@ -40,12 +40,18 @@ def distill_stream(spec: str | None, tokenizer, streams: list[tuple[list[int], l
     sep = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
     return [t for prompt, cont in streams for t in list(prompt) + list(cont) + sep]
 
+def distilled_kinds() -> str:
+    """The drafter kinds the distillation warm start applies to, as words."""
+    from ..engine.drafters import drafter_kinds
+
+    return " and ".join(k.name for k in drafter_kinds().values() if k.distills)
+
 def cmd_train(args) -> int:
     from tqdm.auto import tqdm
 
-    from ..engine.block_exittrain import make_trainer, save_trained
     from ..engine.builders import BuilderConfig
     from ..engine.distillation import DistillConfig, warm_start
+    from ..engine.drafters import article, folder_kind, make_trainer, save_drafter
     from ..engine.exittrain import TrainConfig, contexts_from_streams, mixed_temperatures
     from ..engine.streams import collect_mixed_streams
     from ..files import atomic_folder, check_folder_writable
@@ -53,11 +59,13 @@ def cmd_train(args) -> int:
     defaults, dd = TrainConfig(), DistillConfig()
     dcfg = DistillConfig(steps=args.distill_steps, lr=dd.lr if args.distill_lr is None else args.distill_lr,
                          window=args.distill_window or dd.window, seed=args.seed, top_k=args.distill_top_k)
-    # A block drafter trains on the trees it decodes with: DDTree's, as deep as its block allows.
+    # A drafter trains on the trees it decodes with (a block drafter: DDTree's, as deep as its block allows).
     own_kind, depth = drafter_tree(args, args.depth)
-    if own_kind == "ddtree" and dcfg.steps:
-        raise TevvizError("--distill-steps warms up autoregressive drafters; a block drafter's warm start is its own "
-                          "recipe (tevviz pair train-drafter NAME --kind block)")
+    drafter = folder_kind(source_from_args(args).resolved()[1])
+    if dcfg.steps and not drafter.distills:
+        raise TevvizError(f"--distill-steps warms up {distilled_kinds()} drafters; {article(drafter.name)} "
+                          f"{drafter.name} drafter's warm start is its own recipe (tevviz pair train-drafter NAME "
+                          f"--kind {drafter.name})")
     cfg = TrainConfig(objective=args.objective, lambda_exit=defaults.lambda_exit if args.lambda_exit is None
                       else args.lambda_exit, lr=defaults.lr if args.lr is None else args.lr, steps=args.steps,
                       batch=args.batch, builder=BuilderConfig(kind=own_kind, budget=args.budget, depth=depth),
@@ -104,7 +112,7 @@ def cmd_train(args) -> int:
     if done < cfg.steps:
         log |= {"interrupted": True, "steps_done": done}
     with atomic_folder(out) as tmp:
-        save_trained(trainer.trained_draft(), pair.tokenizer, tmp)
+        save_drafter(trainer.trained_draft(), pair.tokenizer, tmp)
         (tmp / "exittrain_log.json").write_text(json.dumps(log, indent=1))
     if done < cfg.steps:
         print(f"interrupted after {done} of {cfg.steps} ExitTrain steps: wrote {out} with the steps done "

@@ -12,7 +12,7 @@ import torch
 from .block_model import BlockDraftModel, ContextKV
 from .builders import DraftResult, root_only
 from .ddtree import ddtree_tree
-from .drafters import DrafterKind, DraftRequest, register
+from .drafters import DraftRequest
 
 
 def block_rows(model: BlockDraftModel, target, root: int, start: int, depth: int, cache: ContextKV,
@@ -103,5 +103,3 @@ def _first(tree, n: int):
 
     return DraftTree(tree.tokens[:n], tree.parents[:n], tree.depths[:n], tree.draft_logprobs[:n], tree.scores[:n])
 
-
-register(DrafterKind("block", lambda model: isinstance(model, BlockDraftModel), BlockDrafter, "ddtree"))

@@ -23,15 +23,17 @@ from .block_drafting import block_rows
 from .block_model import ContextKV
 from .block_training import block_logits, block_loss, padded_blocks
 from .ddtree import ddtree_tree
-from .drafters import layer_outputs
+
+# make_trainer, tree_for and save_trained lived here before the drafter kinds' registry: the app and the
+# benchmarks still import them from this module.
+from .drafters import check_trainer, layer_outputs, make_trainer, tree_for  # noqa: F401
+from .drafters import save_drafter as save_trained  # noqa: F401
 from .errors import TevvizError
 from .exittrain import (
     Context,
     DraftTrainer,
-    ExitTrainer,
     StepLog,
     TrainConfig,
-    build_training_tree,
     node_weights,
     target_weights,
 )
@@ -61,12 +63,7 @@ class BlockExitTrainer(DraftTrainer):
     `ExitTrainer`: `step()`, `log`, `set_contexts`, `trained_draft()`)."""
 
     def __init__(self, pair: ModelPair, contexts: list[Context], cfg: TrainConfig, draft=None):
-        if pair.draft_kind != "block":
-            raise TevvizError(f"BlockExitTrainer trains block drafters; {pair.draft_name!r} is a {pair.draft_kind} "
-                              "drafter")
-        if cfg.builder.kind != "ddtree":
-            raise TevvizError(f"a block drafter builds ddtree trees; ExitTrain on them takes --builder ddtree, not "
-                              f"{cfg.builder.kind}")
+        check_trainer(self, pair, cfg.builder.kind)
         if cfg.objective == "residual":
             raise TevvizError("the residual objective needs each node's law given its own path; a block drafter's "
                               "rows are per depth (choose exit, prefix or token)")
@@ -115,32 +112,11 @@ class BlockExitTrainer(DraftTrainer):
 
 
 @torch.no_grad()
-def tree_for(pair: ModelPair, context: list[int], builder) -> DraftTree:
-    """The tree the pair's drafter builds below `context` at inference, from a fresh state (either kind)."""
-    if pair.draft_kind != "block":
-        return build_training_tree(pair.draft, context, builder)
+def block_tree(pair: ModelPair, context: list[int], builder) -> DraftTree:
+    """The DDTree a block drafter builds below `context` at inference, from a fresh state."""
     model = pair.draft
     ids = torch.tensor(context, device=pair.device)
     feats = target_features(pair.target, ids[:-1], tuple(model.block.target_layer_ids)) if len(context) > 1 else None
     depth = min(builder.max_depth, model.block.max_depth)
     rows = block_rows(model, pair.target, context[-1], len(context) - 1, depth, ContextKV(len(model.layers)), feats)
     return ddtree_tree(context[-1], rows, builder.budget)[0]
-
-
-def make_trainer(pair: ModelPair, contexts: list[Context], cfg: TrainConfig, draft=None):
-    """The ExitTrain trainer for the pair's kind of drafter (autoregressive or block)."""
-    if pair.draft_kind == "block":
-        return BlockExitTrainer(pair, contexts, cfg, draft)
-    return ExitTrainer(pair, contexts, cfg, draft)
-
-
-def save_trained(draft, tokenizer, folder) -> None:
-    """Write a trained drafter where `--draft` can load it: a block drafter's DFlash folder (its target brings the
-    tokenizer), or a causal LM with the pair's tokenizer."""
-    from .block_model import BlockDraftModel, save_block_drafter
-
-    if isinstance(draft, BlockDraftModel):
-        save_block_drafter(draft, folder)
-    else:
-        draft.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)

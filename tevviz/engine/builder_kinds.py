@@ -1,4 +1,4 @@
-"""The registry of draft-tree builder kinds: what each needs (a drafter kind) and supports (verifiers, sizing, training).
+"""The registry of draft-tree builder kinds: what each needs (drafter kinds) and supports (verifiers, sizing, training).
 
 A builder module registers its kinds when it is imported; `MODULES` lists the modules that hold builders, so a new
 builder is one module (and its name here). Nothing here imports torch.
@@ -17,10 +17,12 @@ FIXED_TREE_VERIFIERS = ("tev", "predraw", "residual")  # exact on any determinis
 
 @dataclass(frozen=True)
 class BuilderKind:
-    """One builder: the drafter kind it drafts with and what it supports, each said in a user's words."""
+    """One builder: the drafter kinds it drafts with and what it supports, each said in a user's words."""
 
     name: str
-    drafter: str  # "autoregressive" or "block": the drafter kind whose output it builds from
+    # The drafter kinds it was written for; a drafter kind may name more builders it works with (DrafterKind.builders),
+    # and drafters.accepts() is the one test of a pairing.
+    drafters: frozenset[str]
     summary: str  # one line for help texts
     verifiers: tuple[str, ...] | None = FIXED_TREE_VERIFIERS  # exact on its trees; None: every registered verifier
     why_not_verifier: str = ""  # why the others are refused
@@ -71,8 +73,3 @@ def builder_kind(name: str) -> BuilderKind:
         raise TevvizError(f"unknown builder {name!r}; choose one of {', '.join(_KINDS)}")
     return _KINDS[name]
 
-
-def builders_for(drafter: str) -> tuple[str, ...]:
-    """The builder kinds that draft with a drafter of kind `drafter`."""
-    _load()
-    return tuple(k.name for k in _KINDS.values() if k.drafter == drafter)

@@ -1,15 +1,16 @@
-"""Draft-tree builders of autoregressive drafters (docs/math.md, *Draft trees*): best-first, static, chain and
+"""Draft-tree builders of level-by-level drafters (docs/math.md, *Draft trees*): best-first, static, chain and
 sampled, drafted level by level, and the mixed builder over two of them. `BuilderConfig` is every builder's settings.
 
-Each depth costs one batched draft forward over the frontier under tree attention on the
-draft's own KV cache. The tree is deterministic given the draft model and the context, except
-for `sampled`: a chain whose tokens are drawn from the draft's own processed law (the decoding's
+Each depth costs one batched draft step over the frontier under tree attention, supplied by the drafter (`LevelStep`;
+a causal LM's is `ModelStep`, one forward on its own KV cache). The tree is deterministic given the draft model and
+the context, except for `sampled`: a chain whose tokens are drawn from the draft's own processed law (the decoding's
 temperature, top-k and top-p), for the speculative verifier (docs/math.md, *Sampled chains*).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import torch
 
@@ -28,15 +29,17 @@ MIN_DRAFT_T, MAX_DRAFT_T = 0.05, 20.0
 
 _SAMPLED_NOT_TRAINED = ("its chains are drawn at random each round, and ExitTrain's weights are for fixed trees "
                         "built as at inference; train on best-first, static or chain trees")
+# The kinds the level-by-level builders were written for; another kind that supplies a LevelStep names them itself.
+LEVEL = frozenset({"autoregressive"})
 for _kind in (
     # speculative on a deterministic tree falls back to the residual verifier (exact), so every verifier is taken
-    BuilderKind("best-first", "autoregressive", "the B best nodes by draft path score, level by level (default)",
+    BuilderKind("best-first", LEVEL, "the B best nodes by draft path score, level by level (default)",
                 verifiers=None, auto=True),
-    BuilderKind("static", "autoregressive", "a fixed branching per depth", verifiers=None),
-    BuilderKind("chain", "autoregressive", "the draft's greedy path (plain speculative decoding)", verifiers=None),
-    BuilderKind("sampled", "autoregressive", "a chain drawn from the draft's law, for speculative sampling",
+    BuilderKind("static", LEVEL, "a fixed branching per depth", verifiers=None),
+    BuilderKind("chain", LEVEL, "the draft's greedy path (plain speculative decoding)", verifiers=None),
+    BuilderKind("sampled", LEVEL, "a chain drawn from the draft's law, for speculative sampling",
                 verifiers=None, auto=True, trainable=False, why_not_trained=_SAMPLED_NOT_TRAINED),
-    BuilderKind("mixed", "autoregressive", "each round a best-first tree or a sampled chain, whichever the session "
+    BuilderKind("mixed", LEVEL, "each round a best-first tree or a sampled chain, whichever the session "
                 "measures faster (auto-sized only)", verifiers=None, auto=True, trainable=False, auto_only=True,
                 why_not_trained="its rounds are best-first trees or sampled chains chosen by measured speed; "
                                 "train on best-first trees"),
@@ -142,48 +145,77 @@ class DraftResult:
     rows: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
-def _forward(model, cache, tokens: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
-    out = model(
-        input_ids=tokens.unsqueeze(0),
-        attention_mask=additive_mask(visible, model.dtype),
-        position_ids=positions.unsqueeze(0),
-        cache=cache,
-        use_cache=True,
-    )
-    return out.logits[0]  # (q, V)
+class LevelStep(Protocol):
+    """One level of drafting, supplied by the drafter: its rows for new tokens under tree attention, its state grown
+    by them (a causal LM's KV cache; a drafter that feeds back its own hidden state keeps those rows too)."""
+
+    device: torch.device
+
+    def length(self) -> int:
+        """Positions the drafter's state holds before this round (its cache length)."""
+
+    def __call__(self, tokens: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor,
+                 sources: torch.Tensor | None) -> torch.Tensor:
+        """(q, V) rows for `tokens` (q,) at `positions` seeing `visible` (q, state + q) slots; `sources[i]` is the row
+        of the previous call that drafted tokens[i] (None: committed tokens, read in order after the state; the last
+        of their rows is the root's)."""
+
+
+class ModelStep:
+    """A causal LM's level step: one forward on its own KV cache."""
+
+    def __init__(self, model, cache):
+        self.model, self.cache, self.device = model, cache, model.device
+
+    def length(self) -> int:
+        return self.cache.get_seq_length()
+
+    def __call__(self, tokens, positions, visible, sources=None) -> torch.Tensor:
+        model = self.model
+        out = model(input_ids=tokens.unsqueeze(0), attention_mask=additive_mask(visible, model.dtype),
+                    position_ids=positions.unsqueeze(0), cache=self.cache, use_cache=True)
+        return out.logits[0]  # (q, V)
 
 
 @torch.no_grad()
 def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: int | None = None,
                plan: Plan | None = None, sampling: SamplingConfig | None = None,
                gen: torch.Generator | None = None, width: int | None = None) -> DraftResult:
-    """Draft a tree below the last pending token (the root); `pending` are committed tokens not yet in `cache`.
+    """`draft_levels` with a causal LM `model` on its KV `cache`."""
+    return draft_levels(ModelStep(model, cache), pending, cfg, max_depth, plan, sampling, gen, width)
 
-    `max_depth` caps the depth for this round (context length); the cache grows by the forwarded nodes.
+
+def draft_levels(step: LevelStep, pending: list[int], cfg: BuilderConfig, max_depth: int | None = None,
+                 plan: Plan | None = None, sampling: SamplingConfig | None = None,
+                 gen: torch.Generator | None = None, width: int | None = None) -> DraftResult:
+    """Draft a tree below the last pending token (the root) through the drafter's `step`; `pending` are committed
+    tokens not yet in its state.
+
+    `max_depth` caps the depth for this round (context length); the drafter's state grows by the forwarded nodes.
     With a `plan` (auto budget), nodes are ranked by their predicted reach (the plan's acceptance table)
     instead of the draft's path score; drafting stops at the first level that does not raise the expected
     tokens per ms, and the tree keeps the top-k nodes by reach with the best rate.
     The `sampled` builder draws its chain with `sampling` (the decoding's settings) and `gen` (on the draft's device),
     among the first `width` ids (the target's output width, when the output layers are padded differently).
     """
-    device = model.device
-    past = cache.get_seq_length()
+    device = step.device
+    past = step.length()
     ids = torch.tensor(pending, dtype=torch.long, device=device)
-    logits = _forward(model, cache, ids, torch.arange(past, past + len(pending), device=device),
-                      causal_visibility(len(pending), past, device))[-1:]  # (1, V): the root's row
+    logits = step(ids, torch.arange(past, past + len(pending), device=device),
+                  causal_visibility(len(pending), past, device), None)[-1:]  # (1, V): the root's row
     base = past + len(pending)
     root_pos = base - 1
     H = cfg.max_depth if max_depth is None else min(cfg.max_depth, max_depth)
     if cfg.kind == "sampled":
         if sampling is None or gen is None:
             raise TevvizError("a sampled chain needs the sampling settings and a generator")
-        return _sampled_chain(model, cache, ids[-1:], logits, base, H, plan, sampling, gen, width)
+        return _sampled_chain(step, ids[-1:], logits, base, H, plan, sampling, gen, width, len(pending) - 1)
     # A kept tree of B nodes is at most B deep (scores fall along paths, ties keep ancestors first),
     # so levels below that would be drafted for nothing.
     H = min(H, cfg.keep)
     if plan is not None:
         plan = plan.to(device)
-    grown = _Growth(ids[-1:])
+    grown = _Growth(ids[-1:], len(pending) - 1)
     levels, best_rate = 1, 0.0
     for d in range(1, H + 1):
         k, frontier_width = cfg.level(d)
@@ -196,7 +228,7 @@ def build_tree(model, cache, pending: list[int], cfg: BuilderConfig, max_depth: 
             best_rate = rate
         if d == H:
             break
-        logits = grown.expand(model, cache, k, frontier_width, base, root_pos + d)
+        logits = grown.expand(step, k, frontier_width, base, root_pos + d)
         levels += 1
     return grown.result(cfg.keep, plan, levels, base)
 
@@ -205,8 +237,9 @@ class _Growth:
     """A best-first tree as it grows, one level at a time: every drafted node's tensors, level by level (node ids
     run in creation order across levels), and the frontier being expanded with its visibility rows."""
 
-    def __init__(self, root: torch.Tensor):
+    def __init__(self, root: torch.Tensor, root_row: int):
         device = self.device = root.device
+        self.root_row = root_row  # the root's row in the step's first output (the pending tokens' last)
         self.tokens = [root]
         self.parents = [torch.full((1,), -1, dtype=torch.long, device=device)]
         self.depths = [torch.zeros(1, dtype=torch.long, device=device)]
@@ -243,7 +276,7 @@ class _Growth:
         self.ranks.append(rank)
         self.reach.append(new_reach)
 
-    def expand(self, model, cache, k: int, width: int, base: int, position: int) -> torch.Tensor:
+    def expand(self, step: LevelStep, k: int, width: int, base: int, position: int) -> torch.Tensor:
         """Forward the next frontier, the `width` best nodes of the last level, through the draft; its rows (m, V).
 
         The `width` best by path score (by reach, auto), in creation order, ties broken as the kept set breaks them,
@@ -258,7 +291,9 @@ class _Growth:
         rows[:, self.n_slots:] = torch.eye(m, dtype=torch.bool, device=device)
         visible = torch.cat([torch.ones(m, base, dtype=torch.bool, device=device), rows], dim=1)
         self.slots[-1][chosen] = torch.arange(self.n_slots, self.n_slots + m, device=device)
-        logits = _forward(model, cache, self.tokens[-1][chosen], torch.full((m,), position, device=device), visible)
+        sources = chosen // k + self.root_row  # the frontier row each chosen node was drafted from
+        logits = step(self.tokens[-1][chosen], torch.full((m,), position, device=device), visible, sources)
+        self.root_row = 0
         self.frontier, self.vis = chosen + self.n, rows
         self.frontier_scores, self.frontier_reach = self.scores[-1][chosen], self.reach[-1][chosen]
         self.n += level
@@ -277,15 +312,15 @@ class _Growth:
         return DraftResult(tree, slot, base, levels, rank, log_reach)
 
 
-def _sampled_chain(model, cache, root: torch.Tensor, logits: torch.Tensor, base: int, H: int, plan: Plan | None,
-                   sampling: SamplingConfig, gen: torch.Generator, width: int | None) -> DraftResult:
+def _sampled_chain(step: LevelStep, root: torch.Tensor, logits: torch.Tensor, base: int, H: int, plan: Plan | None,
+                   sampling: SamplingConfig, gen: torch.Generator, width: int | None, root_row: int) -> DraftResult:
     """A chain of H tokens, each drawn from the draft's processed law below the previous one.
 
     The laws drawn from travel with the tree (`draft_probs`): the speculative verifier accepts node v with
     probability min(1, p(x_v) / q(x_v)) and needs q. The depth is fixed before the first draw (a plan's forced
     depth): keeping or dropping a token by its own q would draw the kept ones from another law than q.
     """
-    device = model.device
+    device = step.device
     if plan is not None:  # it gives the depth; the chain's reach stays the draft's own (its table is for trees)
         if plan.forced_budget is None:
             raise TevvizError("a sampled chain's depth must be fixed before it is drawn (the plan's forced budget)")
@@ -305,8 +340,9 @@ def _sampled_chain(model, cache, root: torch.Tensor, logits: torch.Tensor, base:
         if d == H:
             break
         # A chain node sees the whole cache and every earlier chain slot: a causal row.
-        logits = _forward(model, cache, x, torch.full((1,), base - 1 + d, device=device),
-                          torch.ones(1, base + d, dtype=torch.bool, device=device))
+        source = torch.full((1,), root_row if d == 1 else 0, dtype=torch.long, device=device)  # the row that drew x
+        logits = step(x, torch.full((1,), base - 1 + d, device=device),
+                      torch.ones(1, base + d, dtype=torch.bool, device=device), source)
         levels += 1
     n = len(tokens)
     lq = torch.cat(logq)

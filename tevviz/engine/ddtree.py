@@ -14,7 +14,7 @@ from .draft_rows import ddtree_heap
 from .tree import DraftTree
 
 register(BuilderKind(
-    "ddtree", "block", "DDTree's heap over a block drafter's per-depth marginals (one draft pass a round)",
+    "ddtree", frozenset({"block"}), "DDTree's heap over a block drafter's per-depth marginals (one draft pass a round)",
     why_not_verifier="speculative sampling needs each token drawn from the law it carries, and a DDTree node's "
                      "row is its depth's marginal, shared by every node of that depth whatever its parent",
     auto=True))

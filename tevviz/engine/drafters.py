@@ -1,8 +1,10 @@
-"""The drafting seam: a drafter owns its state (caches, pending tokens, the target features it has read), drafts a
-round's tree and commits what the verifier accepted together with what the target pass returned.
+"""The drafting seam and the registry of drafter kinds (docs/drafter-kinds.md).
 
-Drafter kinds register here by name with the test that recognises their model; `MODULES` lists the modules that
-hold drafter kinds, so a new kind is one module (and its name here).
+A drafter owns its state (caches, pending tokens, the target features it has read), drafts a round's tree and commits
+what the verifier accepted together with what the target pass returned. A drafter kind owns everything else about
+itself: recognising its folder, loading and saving, its default builder and depth, the builders it works with, how
+ExitTrain trains it and its fresh-state tree. `MODULES` lists the modules that register kinds, so a new kind is its
+own module(s) plus its name there; nothing outside those modules tests a kind by name.
 """
 
 from __future__ import annotations
@@ -10,17 +12,18 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import torch
 
 from .auto_budget import Plan
-from .builders import BuilderConfig, DraftResult, build_tree, root_only
+from .builder_kinds import builder_kind, builder_names
+from .builders import BuilderConfig, DraftResult
 from .errors import TevvizError
-from .kv import keep_entries, new_cache
 from .sampling import SamplingConfig
 
-MODULES = ("drafters", "block_drafting")  # engine modules that register drafter kinds when imported
+MODULES = ("autoregressive_kind", "block_kind")  # engine modules that register drafter kinds, in precedence order
 
 
 @dataclass(frozen=True)
@@ -57,14 +60,33 @@ class Drafter(Protocol):
         """Put the state back where `mark` was taken (a failed round changes nothing)."""
 
 
+
+def _none(*_) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class DrafterKind:
-    """A drafter kind: whether a loaded draft model is one, and the session state that drafts with it."""
+    """A drafter kind: every question about a drafter that depends on its kind is answered here."""
 
     name: str
-    matches: Callable[[torch.nn.Module], bool]
-    make: Callable[..., Drafter]  # (pair, seed) -> Drafter
+    summary: str  # one line: what the drafter is, for help texts and the app
+    recognises: Callable[[Path], bool]  # a local folder holds one (read from its config alone, before anything loads)
+    matches: Callable[[torch.nn.Module], bool]  # a loaded draft model is one
+    load: Callable[..., torch.nn.Module]  # (path, target, load kwargs) -> the model, beside the loaded target
+    save: Callable[..., None]  # (model, tokenizer, folder): where --draft loads it from
+    make: Callable[..., Drafter]  # (pair, seed) -> a session's drafting state
+    fresh_tree: Callable[..., object]  # (pair, context, builder) -> the DraftTree it builds from a fresh state
     default_builder: str
+    folder_depth: Callable[[Path], int | None] = _none  # its natural depth, read from its folder (None: the builder's)
+    model_depth: Callable[[torch.nn.Module], int | None] = _none  # the same, of a loaded model
+    check_folder: Callable[..., None] = _none  # (path, target config thunk): refuse a bad folder before loading
+    own_tokenizer: Callable[[Path], bool] = lambda folder: True  # its folder carries a tokenizer to check
+    builders: tuple[str, ...] = ()  # builders it works with beyond those that name it (a LevelStep reuses best-first)
+    trainer: type | None = None  # ExitTrain's trainer class (pair, contexts, cfg, draft); None: not trained
+    why_not_trained: str = ""
+    distills: bool = False  # tevviz train's distillation warm start applies
+    recipe: str = ""  # module of tevviz.recipes whose main(argv) trains one (tevviz pair train-drafter --kind)
 
 
 _KINDS: dict[str, DrafterKind] = {}
@@ -77,6 +99,7 @@ def register(kind: DrafterKind) -> DrafterKind:
 
 
 def drafter_kinds() -> dict[str, DrafterKind]:
+    """Every registered drafter kind by name, in registration order (the first is the fallback)."""
     global _loaded
     if not _loaded:
         _loaded = True
@@ -85,77 +108,118 @@ def drafter_kinds() -> dict[str, DrafterKind]:
     return _KINDS
 
 
+def drafter_kind(name: str) -> DrafterKind:
+    """The drafter kind `name`, or a one-line error listing them."""
+    kinds = drafter_kinds()
+    if name not in kinds:
+        raise TevvizError(f"unknown drafter kind {name!r}; choose one of {', '.join(kinds)}")
+    return kinds[name]
+
+
 def drafter_kind_of(model: torch.nn.Module) -> DrafterKind:
-    """The kind of a loaded draft model (the last registered kind that recognises it; autoregressive otherwise)."""
+    """The kind of a loaded draft model (the last registered kind that recognises it)."""
     kinds = list(drafter_kinds().values())
-    return next((k for k in reversed(kinds) if k.matches(model)), _KINDS["autoregressive"])
+    return next((k for k in reversed(kinds) if k.matches(model)), kinds[0])
 
 
-class AutoregressiveDrafter:
-    """An ordinary causal LM drafted level by level: its KV cache, and the committed tokens it has not read yet."""
-
-    kind = "autoregressive"
-    target_layers: tuple[int, ...] = ()
-
-    def __init__(self, pair, seed: int):
-        self.model = pair.drafting
-        self.cache = new_cache(pair.draft)
-        self.pending: list[int] = []  # committed tokens not yet in the draft cache; the last is the root
-        self.device = pair.target.device
-        # A sampled chain's draws: their own stream on the draft's device (a sharded pair may put it elsewhere).
-        self.gen = torch.Generator(device=pair.draft.device).manual_seed(seed)
-
-    def prefill(self, prompt_ids: list[int], features: torch.Tensor | None) -> None:
-        self.pending = list(prompt_ids)
-
-    def draft(self, request: DraftRequest) -> DraftResult:
-        plan = request.plan
-        if plan is not None and plan.skip_draft:
-            return root_only(self.pending[-1], self.cache.get_seq_length(), self.device)
-        return build_tree(self.model, self.cache, self.pending, request.builder, request.max_depth, plan,
-                          request.sampling, self.gen, request.width)
-
-    def commit(self, drafted: DraftResult, accepted: list[int], bonus: int, features: torch.Tensor | None) -> None:
-        slots = drafted.slots[accepted[1:]].tolist()
-        forwarded = [s for s in slots if s >= 0]  # a forwarded node's ancestors were forwarded too: a prefix
-        keep_entries(self.cache, drafted.base, forwarded, self.cache.get_seq_length())
-        rest = accepted[1 + len(forwarded):]  # accepted nodes the draft never forwarded: read next round
-        tokens = drafted.tree.tokens[rest].tolist() if rest else []
-        carried = self.pending if drafted.levels == 0 else []  # an undrafted round left the draft cache behind
-        self.pending = carried + tokens + [bonus]
-
-    def mark(self) -> object:
-        return self.cache.get_seq_length(), self.pending
-
-    def rollback(self, mark: object) -> None:
-        length, self.pending = mark
-        extra = self.cache.get_seq_length() - length
-        if extra > 0:
-            self.cache.crop(-extra)
+def folder_kind(path: str | Path) -> DrafterKind:
+    """The kind of the drafter at `path` (a hub id or a GGUF file is the first kind's), read before anything loads."""
+    kinds = list(drafter_kinds().values())
+    p = Path(str(path)).expanduser()
+    if not p.is_dir():
+        return kinds[0]
+    return next((k for k in reversed(kinds) if k.recognises(p)), kinds[0])
 
 
-register(DrafterKind("autoregressive", lambda model: True, AutoregressiveDrafter, "best-first"))
+def accepts(builder: str, kind: DrafterKind) -> bool:
+    """Whether `builder` drafts with a drafter of `kind`: the builder names the kind, or the kind names the builder."""
+    return kind.name in builder_kind(builder).drafters or builder in kind.builders
+
+
+def builders_for(kind: DrafterKind) -> tuple[str, ...]:
+    """The builder kinds that draft with a drafter of `kind`, in registration order."""
+    return tuple(b for b in builder_names() if accepts(b, kind))
+
+
+def article(word: str) -> str:
+    """The indefinite article before `word` (a kind's name) in a message."""
+    return "an" if word[0] in "aeiou" else "a"
+
+
+def check_builder(builder: str, kind: DrafterKind, draft_name: str) -> None:
+    """Refuse a builder that does not draft with `kind`, naming the ones that do."""
+    if not accepts(builder, kind):
+        raise TevvizError(mismatch(builder, draft_name, kind))
+
+
+def mismatch(builder: str, draft_name: str, kind: DrafterKind) -> str:
+    """The message for a builder that drafts with other kinds of drafter than the one given."""
+    wanted = " or ".join(f"{article(k)} {k}" for k in sorted(builder_kind(builder).drafters))
+    return (f"the {builder} builder drafts with {wanted} drafter, but {draft_name!r} is {article(kind.name)} "
+            f"{kind.name} drafter; build its trees with the {kind.default_builder} builder (it takes "
+            f"{', '.join(builders_for(kind))})")
+
+
+def default_tree(kind: DrafterKind, depth: int | None, builder: str | None = None) -> tuple[str, int | None]:
+    """The builder a drafter's trees take (`builder`, else the kind's own) and their depth: the kind's natural
+    `depth` when the builder is its own, else None (the builder's default)."""
+    builder = builder or kind.default_builder
+    return builder, depth if builder == kind.default_builder else None
+
+
+def folder_defaults(path: str | Path, builder: str | None = None) -> tuple[str, int | None]:
+    """The builder the drafter at `path` takes (`builder` if given, else its own) and its depth (None: the
+    builder's default), read from the folder alone."""
+    kind = folder_kind(path)
+    return default_tree(kind, kind.folder_depth(Path(str(path)).expanduser()), builder)
+
+
+def pair_defaults(pair, builder: str | None = None) -> tuple[str, int | None]:
+    """The builder a loaded pair's drafter takes (`builder` if given) and its depth (None: the builder's)."""
+    kind = drafter_kind_of(pair.draft)
+    return default_tree(kind, kind.model_depth(pair.draft), builder)
+
+
+def make_drafter(pair, builder: BuilderConfig, seed: int) -> Drafter:
+    """The session state of `pair`'s drafter, refusing a builder that drafts with another kind of drafter."""
+    kind = drafter_kind_of(pair.draft)
+    check_builder(builder.kind, kind, pair.draft_name)
+    return kind.make(pair, seed)
+
+
+def make_trainer(pair, contexts, cfg, draft=None):
+    """The ExitTrain trainer for the pair's kind of drafter, or an error saying why it is not trained."""
+    kind = drafter_kind_of(pair.draft)
+    if kind.trainer is None:
+        raise TevvizError(f"ExitTrain does not train {kind.name} drafters: {kind.why_not_trained}")
+    return kind.trainer(pair, contexts, cfg, draft)
+
+
+def check_trainer(trainer, pair, builder: str) -> DrafterKind:
+    """Refuse a trainer built for another kind of drafter than the pair's, or a builder that kind does not take."""
+    kind = drafter_kind_of(pair.draft)
+    if kind.trainer is not type(trainer):
+        trains = " and ".join(k.name for k in drafter_kinds().values() if k.trainer is type(trainer)) or "no"
+        raise TevvizError(f"{type(trainer).__name__} trains {trains} drafters; {pair.draft_name!r} is "
+                          f"{article(kind.name)} {kind.name} drafter (drafters.make_trainer picks the trainer)")
+    if not accepts(builder, kind):
+        own = builders_for(kind)
+        raise TevvizError(f"{article(kind.name)} {kind.name} drafter builds {', '.join(own)} trees; ExitTrain on "
+                          f"them takes --builder {' or '.join(own)}, not {builder}")
+    return kind
+
+
+def tree_for(pair, context: list[int], builder: BuilderConfig):
+    """The tree the pair's drafter builds below `context` at inference, from a fresh state."""
+    return drafter_kind_of(pair.draft).fresh_tree(pair, context, builder)
+
+
+def save_drafter(draft: torch.nn.Module, tokenizer, folder) -> None:
+    """Write a drafter where `--draft` loads it from (its kind's own layout)."""
+    drafter_kind_of(draft).save(draft, tokenizer, Path(folder))
 
 
 def layer_outputs(hidden_states, layer_ids, device=None) -> torch.Tensor:
     """The outputs of the target's decoder layers `layer_ids` (hidden_states[l + 1]) joined on the last axis, on
     `device` when given: the features a drafter that reads the target takes."""
     return torch.cat([hidden_states[i + 1].to(device) for i in layer_ids], dim=-1)
-
-
-def mismatch(builder: str, wanted: str, draft_name: str, kind: str, default_builder: str) -> str:
-    """The message for a builder that drafts with another kind of drafter than the one given."""
-    article = lambda w: "an" if w[0] in "aeiou" else "a"
-    return (f"the {builder} builder drafts with {article(wanted)} {wanted} drafter, but {draft_name!r} is "
-            f"{article(kind)} {kind} drafter; build its trees with the {default_builder} builder")
-
-
-def make_drafter(pair, builder: BuilderConfig, seed: int) -> Drafter:
-    """The session state of `pair`'s drafter, refusing a builder that drafts with another kind of drafter."""
-    from .builder_kinds import builder_kind
-
-    kind = drafter_kind_of(pair.draft)
-    wanted = builder_kind(builder.kind).drafter
-    if wanted != kind.name:
-        raise TevvizError(mismatch(builder.kind, wanted, pair.draft_name, kind.name, kind.default_builder))
-    return kind.make(pair, seed)

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .block_exittrain import tree_for
 from .builders import BuilderConfig
+from .drafters import tree_for
 from .exittrain import Context, target_weights
 from .models import ModelPair
 from .sampling import SamplingConfig

@@ -6,8 +6,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .block_exittrain import tree_for
 from .builders import BuilderConfig
+from .drafters import tree_for
 from .models import ModelPair
 from .records import RoundRecord
 from .sampling import SamplingConfig

@@ -28,6 +28,7 @@ import torch
 from . import exit_law as law
 from .builder_kinds import builder_kind
 from .builders import BuilderConfig, build_tree
+from .drafters import check_trainer
 from .errors import TevvizError
 from .kv import new_cache
 from .models import ModelPair
@@ -233,12 +234,7 @@ class ExitTrainer(DraftTrainer):
     def __init__(self, pair: ModelPair, contexts: list[Context], cfg: TrainConfig, draft=None):
         if not contexts:
             raise TevvizError("no training contexts")
-        if pair.draft_kind != "autoregressive":
-            raise TevvizError(f"ExitTrainer trains autoregressive drafters; {pair.draft_name!r} is a {pair.draft_kind} "
-                              "drafter (block_exittrain.make_trainer picks the trainer for a pair)")
-        if builder_kind(cfg.builder.kind).drafter != "autoregressive":
-            raise TevvizError(f"an autoregressive drafter does not build {cfg.builder.kind} trees; ExitTrain takes "
-                              "the builders it decodes with")
+        check_trainer(self, pair, cfg.builder.kind)
         super().__init__(pair, contexts, cfg, draft)
 
     def step(self) -> StepLog:

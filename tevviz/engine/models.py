@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from .block_model import is_block_drafter, load_block_drafter, parse_config, read_config
+from .drafters import folder_defaults, folder_kind
 from .errors import TevvizError
 from .kv import check_gatherable, new_cache
 from .pairs import DEFAULT_PAIR, NamedPair, assets_dir, named_pair
@@ -66,7 +66,7 @@ class ModelPair:
 
     @property
     def draft_kind(self) -> str:
-        """The drafter's kind: "autoregressive" (a causal LM) or "block" (DFlash layout)."""
+        """The name of the drafter's kind (drafters.drafter_kinds())."""
         from .drafters import drafter_kind_of
 
         return drafter_kind_of(self.draft).name
@@ -298,9 +298,8 @@ def load_pair(target: str | None = None, draft: str | None = None, dtype: str = 
                           "--revision out")
     tok_t = load_tokenizer(target, "target", trust_remote_code, revision)
     check_draft_tokenizer(tok_t, draft, target, trust_remote_code, revision)
-    if is_block_drafter(draft):  # checked against the target's config first: a bad field loads nothing
-        parse_config(read_config(Path(draft).expanduser()), f"block drafter {draft!r}",
-                     target_config(target, trust_remote_code, revision))
+    # The drafter's own checks against the target's config first (a block drafter's fields): a bad one loads nothing.
+    folder_kind(draft).check_folder(draft, lambda: target_config(target, trust_remote_code, revision))
     t_model = load_model(target, "target", **kw)
     # A sharded target spreads itself; the small draft sits on the target's input device.
     d_kw = dict(kw, device_map=None, device=str(t_model.device)) if device_map is not None else kw
@@ -310,16 +309,9 @@ def load_pair(target: str | None = None, draft: str | None = None, dtype: str = 
 
 
 def drafter_defaults(draft: str) -> tuple[str, int | None]:
-    """The builder a draft path's trees take by default, and its natural depth (None: the builders' default).
-
-    Read from the folder's config alone, before anything loads: a block drafter builds DDTree trees as deep as its
-    block allows; any other drafter best-first trees."""
-    if not is_block_drafter(draft):
-        return "best-first", None
-    raw = read_config(Path(draft).expanduser())
-    dcfg = raw.get("dflash_config")
-    bs = raw.get("block_size", dcfg.get("block_size") if isinstance(dcfg, dict) else None)
-    return "ddtree", bs - 1 if isinstance(bs, int) and bs >= 2 else None
+    """The builder a draft path's trees take by default, and its natural depth (None: the builders' default), read
+    from the folder's config alone, before anything loads (the drafter kind's own)."""
+    return folder_defaults(draft)
 
 
 def target_config(name: str, trust_remote_code: bool = False, revision: str | None = None):
@@ -335,22 +327,18 @@ def target_config(name: str, trust_remote_code: bool = False, revision: str | No
 
 def check_draft_tokenizer(tok_target, draft: str, target_name: str, trust_remote_code: bool = False,
                           revision: str | None = None) -> None:
-    """Refuse a draft whose tokenizer disagrees with the target's; a block drafter reads the target's tokens, and
-    its folder may carry no tokenizer at all."""
+    """Refuse a draft whose tokenizer disagrees with the target's; a drafter that reads the target's tokens (a block
+    drafter) may carry no tokenizer at all."""
     p = Path(draft).expanduser()
-    if is_block_drafter(draft) and not any((p / f).exists() for f in ("tokenizer.json", "tokenizer_config.json")):
+    if p.is_dir() and not folder_kind(draft).own_tokenizer(p):
         return
     tok = load_tokenizer(draft, "draft", trust_remote_code, revision)
     check_vocabularies(tok_target, tok, target_name, draft)
 
 
 def load_draft(draft: str, target, kw: dict):
-    """The draft model at `draft` beside a loaded `target`: a block drafter (DFlash layout) or a causal LM."""
-    if is_block_drafter(draft):
-        return load_block_drafter(draft, target)
-    model = load_model(draft, "draft", **kw)
-    check_cache(model, "draft")
-    return model
+    """The draft model at `draft` beside a loaded `target`, loaded by its drafter kind."""
+    return folder_kind(draft).load(draft, target, kw)
 
 
 def compiled_draft(pair: ModelPair) -> ModelPair:
