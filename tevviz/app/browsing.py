@@ -74,12 +74,15 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
 
     browse = [ui.state, *ui.take(BROWSE_OUTPUTS)]
     ui.view.release(set_view, [ui.state, ui.metric, ui.view], browse, api_name="view", **LIGHT)
-    ui.tree.key_up(press, [ui.state, ui.metric], browse, api_name="key", show_progress="hidden", **LIGHT)
+    # A key pressed while the last one is answered waits for it and runs once (the newest): none is lost to a
+    # pending event, and two never read the same state.
+    ui.tree.key_up(press, [ui.state, ui.metric], browse, api_name="key", show_progress="hidden",
+                   trigger_mode="always_last", **LIGHT)
     # A click on the drafter's rows rings that token's nodes; one on the tree boxes the node's token in the rows.
     ui.rows_plot.select(click, [ui.state, ui.metric], [ui.state, *ui.take(NODE_OUTPUTS)], api_visibility="private",
                         show_progress="hidden", **LIGHT)
     ui.tree.select(click, [ui.state, ui.metric], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="click",
-                   show_progress="hidden", **LIGHT)
+                   show_progress="hidden", trigger_mode="always_last", **LIGHT)
     ui.tree.apply(resize, [ui.state, ui.metric], [ui.tree], api_visibility="private",
                   show_progress="hidden", **LIGHT)
     drawn = [ui.state, ui.tree, ui.url]
