@@ -14,11 +14,10 @@ from tevviz.engine.run_compare import (
     BOTH,
     Run,
     compare_runs,
-    depth_curves,
     match_nodes,
     missing_tokens,
-    share,
 )
+from tevviz.engine.run_depths import depth_curves, share
 
 
 def rec(index: int, tokens: list[int], parents: list[int], exit_node: int, bonus: int, C_p: float | None = None,

@@ -118,11 +118,11 @@ def _prepare(args):
 
 def run(args) -> int:
     """Scan a prompt file into -o DIR (or continue it with --resume)."""
-    from .commands.common import set_threads
     from .engine.scan_files import done_ids
     from .engine.scan_run import run_scan
+    from .engine.threads import use_threads
 
-    set_threads(args.threads)  # the one policy of decode, the app and the notebook API
+    use_threads(args.threads)  # the one policy of decode, the app and the notebook API
     pair, planned, cfg, folder = _prepare(args)
     args.started = True
     before = len(done_ids(folder) & {p.prompt.id for p in planned})

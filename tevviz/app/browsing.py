@@ -23,8 +23,8 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
         return shown(ui, show_round(st, position_of(st, index)), metric_name)
 
     def press(st, metric_name, evt: gr.EventData):
-        data = evt._data if isinstance(evt._data, dict) else {}
-        st, key = current(st), str(data.get("key", ""))
+        st, data = current(st), _data(evt)
+        key = str(data.get("key", ""))
         new = show_round(st, position_of(st, data.get("value"))) if key == "Enter" else on_key(st, key)
         return shown(ui, new, metric_name) if new is not st else {}
 
@@ -37,17 +37,14 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
                                             rows_plot=figure_json(block_rows_plot(new)))}
 
     def click(st, metric_name, evt: gr.EventData):
-        data = evt._data if isinstance(evt._data, dict) else {}
-        st = current(st)
-        key = node_key(data.get("key"))
+        st, key = current(st), node_key(_data(evt).get("key"))
         return picked(st, metric_name, select(st, key)) if key is not None and st.round is not None else {}
 
     def select_node(st, metric_name, node_id):
         return picked(st, metric_name, select(current(st), node_id))
 
     def resize(st, metric_name, evt: gr.EventData):
-        data = evt._data if isinstance(evt._data, dict) else {}
-        width = data.get("width")
+        width = _data(evt).get("width")
         if not isinstance(width, (int, float)) or not 200 <= width <= 20_000:
             return {}
         if st is None:
@@ -98,3 +95,6 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
                             **LIGHT)
 
 
+def _data(evt: gr.EventData) -> dict:
+    """What the page's script sent with the event (figure_view.py)."""
+    return evt._data if isinstance(evt._data, dict) else {}

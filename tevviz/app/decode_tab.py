@@ -9,7 +9,7 @@ from ..engine.builders import BUILDERS, BuilderConfig
 from ..engine.sampling import SamplingConfig
 from ..engine.session import DecodeConfig
 from ..render import METRICS
-from ..render.tree_figure import SCALES
+from ..render.colours import SCALES
 from .browsing import wire_browsing
 from .controller import Controller
 from .details import node_details

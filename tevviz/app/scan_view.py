@@ -3,10 +3,7 @@ plain values, and a scanned round turned into the AppState the Decode tab shows.
 
 from __future__ import annotations
 
-import atexit
 import datetime
-import shutil
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -37,13 +34,14 @@ from ..render.scan_tables import (
 )
 from .controller import Controller
 from .model_thread import MODEL_THREAD
+from .scan_root import scan_root
 from .state import AppState, block_text, view_options
 
 OPEN_CACHE = 8  # scans kept open (their summaries and where each prompt lies), by folder
 WORST = 20  # rounds listed among those that lost most
 _OPENED: OrderedDict[Path, tuple[tuple, ScanData]] = OrderedDict()
 _LOCK = threading.Lock()
-_ROOT: Path | None = None
+
 
 
 def scan_prompt_files() -> dict[str, Path]:
@@ -161,17 +159,6 @@ def widget_settings(st: AppState) -> dict:
             "width": builder.get("width"), "branching": ",".join(map(str, builder.get("branching") or [])),
             "verifier": meta.get("verifier"), "max_new_tokens": meta.get("max_new_tokens"),
             "chat": bool(meta.get("chat")), "auto_budget": bool(builder.get("auto"))}
-
-
-def scan_root() -> Path:
-    """Where the app writes its scans: one temporary folder per process, removed at exit. Not the session's export
-    folder, which an import or an opened round empties."""
-    global _ROOT
-    with _LOCK:
-        if _ROOT is None:
-            _ROOT = Path(tempfile.mkdtemp(prefix="tevviz-scans-"))
-            atexit.register(shutil.rmtree, _ROOT, True)
-        return _ROOT
 
 
 @dataclass

@@ -42,7 +42,7 @@ class PairSource:
 
     def scan_roots(self) -> list[Path]:
         """Folders the Scan tab may open scans from: the app's own scans and the --model-dir folders."""
-        from .scan_view import scan_root
+        from .scan_root import scan_root
 
         return [scan_root().resolve(), *(Path(d).expanduser().resolve() for d in self.model_dirs)]
 

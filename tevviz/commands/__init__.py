@@ -6,9 +6,9 @@ exits 2."""
 
 from __future__ import annotations
 
-from .common import Interrupt, UntilStopped, prompt_ids, prompt_rows, read_prompt, set_threads, use_chat
+from .common import Interrupt, UntilStopped, load_input, prompt_ids, prompt_rows, read_prompt, set_threads, use_chat
 from .compare import cmd_compare
-from .decoding import cmd_decode, cmd_inspect, cmd_report, cmd_scan, decode_summary, load_input, print_decoded
+from .decoding import cmd_decode, cmd_inspect, cmd_report, cmd_scan, decode_summary, print_decoded
 from .pairs import benchmarks_dir, cmd_bench, cmd_pair
 from .serving import check_server, cmd_app, server_settings
 from .training import cmd_eval, cmd_train, distill_files, distill_stream, print_eval

@@ -101,3 +101,16 @@ def prompt_ids(rows: list[dict], pair) -> list[list[int]]:
     from ..engine.session import encode_prompt
 
     return [encode_prompt(pair.tokenizer, r["prompt"], chat=bool(r.get("chat"))) for r in rows]
+
+
+def load_input(path: str):
+    """A session/round JSON or DDTree trace, its errors naming the file rather than "file" or a bare field."""
+    from ..engine.io import load
+
+    try:
+        return load(path)
+    except TevvizError as e:
+        text = str(e)
+        if text.startswith(f"{path}:"):
+            raise
+        raise TevvizError(f"{path}: {text.removeprefix('file: ')}") from None

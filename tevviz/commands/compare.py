@@ -12,7 +12,7 @@ from ..engine.errors import TevvizError
 def load_runs(path_a: str, path_b: str):
     """Both files as runs named A and B, each error naming its file (decoding.load_input)."""
     from ..engine.run_compare import Run
-    from .decoding import load_input
+    from .common import load_input
 
     return Run.of(load_input(path_a), "A"), Run.of(load_input(path_b), "B")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..engine.errors import TevvizError
 from ..options import decode_config_from_args, source_from_args
-from .common import Interrupt, read_prompt, set_threads, use_chat
+from .common import Interrupt, load_input, read_prompt, set_threads, use_chat
 
 
 def _decode_rounds(session, stop, quiet: bool) -> None:
@@ -176,18 +176,6 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
               f"{out['optimal_ms']:.0f} ms a round to compute", file=sys.stderr)
     if session.notice:
         print("note: " + session.notice, file=sys.stderr)
-
-def load_input(path: str):
-    """A session/round JSON or DDTree trace, its errors naming the file rather than "file" or a bare field."""
-    from ..engine.io import load
-
-    try:
-        return load(path)
-    except TevvizError as e:
-        text = str(e)
-        if text.startswith(f"{path}:"):
-            raise
-        raise TevvizError(f"{path}: {text.removeprefix('file: ')}") from None
 
 def cmd_inspect(args) -> int:
     from ..engine.summary import summarize

@@ -29,6 +29,7 @@ from tevviz.engine.io import ImportedSession
 from tevviz.engine.records import CoverageGap, RoundRecord, expected_length_text
 from tevviz.engine.summary import bounded_rounds, summarize
 from tevviz.files import atomic_write
+from tevviz.render.colours import colour_bar
 from tevviz.render.graph import METRICS, node_metric, round_graph
 from tevviz.render.stats import (
     acceptance_by_depth_figure,
@@ -36,7 +37,7 @@ from tevviz.render.stats import (
     coverage_figure,
     exit_mass_by_depth_figure,
 )
-from tevviz.render.tree_figure import NO_VALUE_COLOUR, colour_bar, tree_figure_dict
+from tevviz.render.tree_figure import NO_VALUE_COLOUR, tree_figure_dict
 
 DEFAULT_METRIC = "P"
 NODE_TRACES = ("nodes", "no value")  # the traces of tree_figure_dict that depend on the metric

@@ -6,7 +6,6 @@ What is drawn and labelled in the room given is `tree_plan.plan_tree`'s choice; 
 
 from __future__ import annotations
 
-import functools
 import html
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -16,6 +15,7 @@ import networkx as nx
 import plotly.graph_objects as go
 
 from tevviz.engine.records import dict_bounds
+from tevviz.render.colours import SCALES, colorscale_of, colour_bar
 from tevviz.render.graph import METRICS, node_metric, round_graph
 from tevviz.render.labels import FONT_FAMILY, FONT_SIZE, markup, token_label
 from tevviz.render.tree_plan import TreePlan, more_node, plan_tree
@@ -35,9 +35,6 @@ NODE_SIZE = 12
 EXIT_RING = 24
 HIGHLIGHT_RING = 34
 TOP_LABELLED = 16  # nodes labelled before the rest, by the colour metric
-LOG_METRICS = ("P", "w", "rho", "q", "missing")
-LOG_SPAN = 100.0  # "auto" scale: log where the positive values span two decades or more
-SCALES = ("auto", "linear", "log")
 
 
 def tree_figure(round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None,
@@ -284,7 +281,7 @@ def _node_traces(G: nx.DiGraph, pos: Mapping[Hashable, tuple], values: Mapping, 
     marker = {
         "size": NODE_SIZE,
         "color": colours,
-        "colorscale": _colorscale(spec.colorscale),
+        "colorscale": colorscale_of(spec.colorscale),
         "cmin": min(colours, default=0.0),
         "cmax": max(colours, default=1.0),
         "showscale": bool(valued),
@@ -296,41 +293,6 @@ def _node_traces(G: nx.DiGraph, pos: Mapping[Hashable, tuple], values: Mapping, 
         grey = {"size": NODE_SIZE, "color": NO_VALUE_COLOUR, "line": dict(marker["line"])}
         traces.append(_markers(G, pos, unvalued, "no value", grey))
     return traces
-
-
-def colour_bar(values: list[float], metric: str, scale: str = "auto") -> tuple[list[float], dict[str, Any]]:
-    """The colours of `values` and the colour bar that reads them (`colour_scale`), as the node trace draws them."""
-    colours, bar = colour_scale(values, metric, scale)
-    title = bar.pop("title", METRICS[metric].label)
-    return colours, {"title": {"text": title, "side": "right"}, "thickness": 12, "xpad": 4, **bar}
-
-
-def colour_scale(values: list[float], metric: str, scale: str = "auto") -> tuple[list[float], dict[str, Any]]:
-    """The colours of `values` and the colour bar's ticks and title: log10 of the value (zeros at the floor, a decade
-    below the smallest positive value) where `scale` is "log", or "auto" and they span two decades."""
-    positive = [x for x in values if x > 0]
-    spread = max(positive) / min(positive) if positive else 1.0
-    log = metric in LOG_METRICS and positive and (scale == "log" or (scale == "auto" and spread >= LOG_SPAN))
-    if not log:
-        return list(values), {}
-    floor = min(positive) / 10 if len(positive) < len(values) else min(positive)
-    colours = [math.log10(max(x, floor)) for x in values]
-    lo, hi = math.floor(min(colours)), math.ceil(max(colours))
-    step = max(1, math.ceil((hi - lo) / 6))
-    ticks = list(range(hi, lo - 1, -step))[::-1]
-    text = [("≤" if len(positive) < len(values) and t <= math.log10(floor) else "") + f"1e{t}" if t else "1"
-            for t in ticks]
-    return colours, {"tickvals": ticks, "ticktext": text, "title": f"{METRICS[metric].label}, log scale"}
-
-
-def _colorscale(name: str) -> list[list]:
-    """A named colourscale as the [[position, colour], ...] stops plotly's validator expands it to."""
-    return [list(stop) for stop in _validated_colorscale(name)]
-
-
-@functools.cache
-def _validated_colorscale(name: str) -> tuple[tuple, ...]:
-    return tuple(map(tuple, go.scatter.Marker(colorscale=name).to_plotly_json()["colorscale"]))
 
 
 def _markers(G: nx.DiGraph, pos: Mapping[Hashable, tuple], nodes: list, name: str, marker: dict) -> dict[str, Any]:
