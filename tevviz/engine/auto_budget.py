@@ -5,8 +5,7 @@ acceptance table learnt in the session (tree_cost.py).
 A round costs `overhead + draft_fixed + H * draft_level + target(n)`, each term measured online (docs/auto-budget.md);
 a plain target step (one token, no draft) is timed on its own, since on a CPU a pass over two tokens
 already costs half a step more than one. When drafted trees have lately been worth less than a plain
-step, rounds go without a draft (the tree is the root alone), probing again after 1, 2, 4 ... such rounds, and after
-enough of them that a losing probe costs at most PROBE_SHARE of the plain steps it waits for.
+step, rounds go without a draft (the tree is the root alone), probing again after 1, 2, 4 ... 64 such rounds.
 The verifier still sees one fixed tree, so exactness is untouched.
 A sampled chain (the speculative verifier's) is sized by its own model (chain_cost.py); the mixed builder's choice
 between a tree and a chain each round is arm_choice.py's.
@@ -14,7 +13,6 @@ between a tree and a chain each round is arm_choice.py's.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import torch
@@ -31,9 +29,6 @@ WARMUP_FRACTIONS = (1.0, 0.25, 0.5, 0.0)
 # low, where a pass's time is concave in its tokens (a CPU); where it is flat (a GPU), the line is flat too.
 WARMUP_CAP = 16
 MAX_WAIT = 64  # most rounds without a draft before drafting is tried again
-# A losing probe waits long enough that such probes cost at most this share of the plain steps between them: a probe
-# expected to lose one plain step's worth waits 25 rounds, one that loses a tenth of a step only the doubling's.
-PROBE_SHARE = 0.04
 
 
 @dataclass(frozen=True)
@@ -159,16 +154,13 @@ class AutoBudget:
         """Was a tree like this round's worth its round? Its expected worth, not what this round's draws realised
         (at T = 0 one missed first token gives C_p 0 among trees that pay; at T = 1 one lucky round kept a weak
         drafter drafting), and both rates from the cost model, so that one slow round does not decide. When it
-        loses, the next rounds go without a draft: twice as many as after the last losing probe, and at least so
-        many that such a probe costs PROBE_SHARE of the plain steps it waits for."""
+        loses, the next rounds go without a draft: twice as many as after the last losing probe, up to MAX_WAIT."""
         worth = 1 + predicted * fit.calibration  # the table's reach, scaled by what such trees realised lately
         cost = max(round_cost(fit, tokens - 1, levels), 1e-9)
         if worth / cost >= plain_rate(fit):
             self.skip_left, self.wait = 0, 1
             return
-        loss = cost / max(fit.plain, 1e-9) - worth  # plain steps' worth of time this probe lost, expected
-        self.skip_left = min(max(self.wait, math.ceil(loss / PROBE_SHARE)), MAX_WAIT)
-        self.wait = min(2 * self.skip_left, MAX_WAIT)
+        self.skip_left, self.wait = self.wait, min(2 * self.wait, MAX_WAIT)
 
     def fit(self) -> Fit:
         """Least squares of target ms on tree tokens and of draft ms on levels; mean overhead; C_p / predicted;
