@@ -18,6 +18,8 @@ AXIS = re.compile(r"^([xy])axis(\d*)$")
 # (shapes, annotations, ...) would need its references remapped, so it is refused rather than dropped.
 SIZING = {"height", "width", "margin", "legend", "template", "showlegend", "autosize"}
 ROW_HEIGHT = 330
+LEGEND_HEIGHT = 150  # px below the subplots for the legend's rows
+LEGEND_GAP = 0.12  # paper units per row between the last subplot's axis title and the legend
 H_GAP, V_GAP = 0.07, 0.16
 
 
@@ -31,8 +33,11 @@ def tile(figures: Mapping[str, Figure], rows: Sequence[Sequence[str]]) -> dict[s
     if sorted(names) != sorted(figures) or len(set(names)) != len(names):
         raise ValueError(f"rows {rows} must name each of {sorted(figures)} once")
     data: list[dict] = []
-    layout: dict[str, Any] = {"height": ROW_HEIGHT * len(rows), "annotations": [],
-                              "margin": {"l": 50, "r": 20, "t": 30, "b": 40}, "legend": {"groupclick": "toggleitem"}}
+    # The legend below the subplots: beside them it took half a narrow window's width and squeezed them together.
+    layout: dict[str, Any] = {"height": ROW_HEIGHT * len(rows) + LEGEND_HEIGHT, "annotations": [],
+                              "margin": {"l": 50, "r": 20, "t": 30, "b": 40 + LEGEND_HEIGHT},
+                              "legend": {"groupclick": "toggleitem", "orientation": "h", "yanchor": "top",
+                                         "y": -LEGEND_GAP / len(rows), "x": 0}}
     barmodes = set()
     used = {"x": 0, "y": 0}
     for r, row in enumerate(rows):

@@ -81,7 +81,8 @@ def exit_mass_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = N
                    # Tick labels inside: outside, they pushed this title into the figure a panel tiles to the right.
                    # Ticks of its own: plotly would put them at the first axis's grid lines (0.209, 0.418, ...).
                    yaxis2={"overlaying": "y", "side": "right", "range": [0, 1], "ticklabelposition": "inside",
-                           "tickmode": "linear", "tick0": 0, "dtick": 0.25, "title": {"text": "share of rounds reaching d"}},
+                           "tickmode": "linear", "tick0": 0, "dtick": 0.25},
+                   # No title on the right axis: the legend names its line, and a title ran into the next subplot.
                    legend={"orientation": "h", "y": -0.25})
 
 
