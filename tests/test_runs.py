@@ -106,7 +106,14 @@ def test_the_store_caps_its_runs_and_no_link_leaves_its_folder(tmp_path):
     ids = [new_id() for _ in range(3)]
     for run_id in ids:
         store.save(USER, run_id, session, wait=True)
-    assert {r.run_id for r in store.runs(USER)} == set(ids[1:]) and store.dropped(USER) == ["x"]
+    assert {r.run_id for r in store.runs(USER)} == set(ids[1:])
+    from tevviz.app.runs_panel import run_choices
+
+    class Ctl:
+        runs = store
+
+    picker = run_choices(Ctl, AppState(user=USER))  # the run the cap removed is named where runs are picked
+    assert "removed the oldest: x" in picker.info and store.dropped(USER) == []
     for bad_user, bad_run in (("../etc", ids[1]), (USER, "../../passwd"), (USER, ids[1] + "/x"), ("", ids[1])):
         with pytest.raises(TevvizError, match="names no run"):
             store.load(bad_user, bad_run)

@@ -49,7 +49,9 @@ def run_choices(ctl, st) -> gr.Dropdown:
         if r.run_id != st.run_id:
             mark = " (pinned as A)" if r.run_id == st.pinned else ""
             choices.append((f"{r.name} · {time.strftime('%H:%M:%S', time.localtime(r.written))}{mark}", r.run_id))
-    return gr.Dropdown(choices=choices, value=st.run_id if st.rounds else None)
+    gone = ctl.runs.dropped(st.user)
+    info = (f"the cap of {ctl.runs.max_runs} runs per browser removed the oldest: " + "; ".join(gone)) if gone else None
+    return gr.Dropdown(choices=choices, value=st.run_id if st.rounds else None, info=info)
 
 
 def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
