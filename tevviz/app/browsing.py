@@ -56,10 +56,15 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
         # restore is returning now, which it must not overwrite (the width reaches them through `ui.widths`).
         if st.round is None:
             return {}
-        return {ui.tree: figure_json(tree_plot(with_width(ui, st), metric_name, as_dict=True))}
+        return {ui.tree: figure_json(tree_plot(with_width(ui, st), st.metric, as_dict=True))}
 
     def redraw(st, metric_name, **changes):
-        st = with_width(ui, replace(current(st), **changes))
+        if current(st).round is None:
+            # Nothing drawn to recolour. (A view restored on load sets the colour too, and the change event it fires
+            # may read the state from before the restore: redrawn, it would blank the restored tree.) A scale or the
+            # ghost box set before the first Step is kept for it.
+            return {ui.state: replace(current(st), **changes)} if changes else {}
+        st = with_width(ui, replace(current(st), metric=metric_name, **changes))
         return {ui.state: st, **ui.updates(tree=figure_json(tree_plot(st, metric_name, as_dict=True)),
                                            url=view_url(st, metric_name))}
 

@@ -88,7 +88,8 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
         if q["node"] is not None:
             new = select(new, q["node"])
         ctl.keep(new)  # a link from another browser: the run joins this browser's runs
-        return opened(new, q["metric"] or metric)
+        metric = q["metric"] or metric
+        return opened(replace(new, metric=metric), metric)
 
     def open_run(st, metric, run_id):
         st = current(st)

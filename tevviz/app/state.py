@@ -113,6 +113,7 @@ class AppState:
     expanded: frozenset = frozenset()  # parents whose "+N" fold is open in the shown round
     cell: tuple[int, int] | None = None  # a drafter's-rows cell clicked: (depth, token id), its nodes ringed
     scale: str = "auto"  # the tree's colour scale: auto, linear or log
+    metric: str = "P"  # the tree's colour, as last chosen (what a width report redraws with)
     width: int = 1000  # px of the browser's tree view, which the labels are laid out for
     baseline: dict | None = None  # autoregressive timing on the same prompt and settings
     notice: str = ""
@@ -152,7 +153,7 @@ def view_options(st: AppState) -> dict:
     """What a new run keeps of the old one's view: ghosts, the optimal-tree option, the colour scale, the width, the
     browser's id and the pinned run."""
     return {"ghosts": st.ghosts, "optimal_every": st.optimal_every, "scale": st.scale, "width": st.width,
-            "user": st.user, "pinned": st.pinned}
+            "user": st.user, "pinned": st.pinned, "metric": st.metric}
 
 
 def settings_in_force(st: AppState, values: dict) -> DecodeConfig:
