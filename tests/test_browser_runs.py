@@ -42,6 +42,15 @@ def new_page(browser):
     return page
 
 
+def load(page, url):
+    """Open the app and let its load finish (the browser's id made and the URL's view restored) before acting: a Step
+    sent before that would run with a state that has no browser id yet, and its run would have no link."""
+    page.goto(url)
+    page.wait_for_function("window.localStorage.getItem('tevviz-user')")
+    page.get_by_role("button", name="Step", exact=True).wait_for()
+    page.wait_for_timeout(1500)
+
+
 def step(page, k):
     page.get_by_role("button", name="Step", exact=True).click()
     expect(page.locator("#tree-plot .gtitle")).to_have_text(re.compile(rf"^round {k}:"))
@@ -53,7 +62,7 @@ def query(page) -> dict:
 
 def test_a_reload_and_a_link_return_to_the_same_view(browser, app_url):
     page = new_page(browser)
-    page.goto(app_url)
+    load(page, app_url)
     title, details = page.locator("#tree-plot .gtitle"), page.locator("#node-details")
     for k in range(3):
         step(page, k)
@@ -88,7 +97,7 @@ def test_a_reload_and_a_link_return_to_the_same_view(browser, app_url):
 
 def test_a_change_of_settings_keeps_the_old_run_one_click_away_and_two_runs_compare(browser, app_url):
     page = new_page(browser)
-    page.goto(app_url)
+    load(page, app_url)
     title = page.locator("#tree-plot .gtitle")
     for k in range(2):
         step(page, k)
