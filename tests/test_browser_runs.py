@@ -7,8 +7,9 @@ import re
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+import test_browser_tree
 from conftest import served, tiny_pair
-from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from test_browser import ARTIFACTS, CHROMIUM
 from test_browser_tree import POINTS, pick_metric
 
 from tevviz.app import build_demo
@@ -17,6 +18,7 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
                                 reason="needs Debian's chromium at /usr/bin/chromium: apt-get install chromium")
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
+browser = test_browser_tree.browser  # the one headless Chromium fixture of the tree tests
 
 
 @pytest.fixture(scope="module")
@@ -24,14 +26,6 @@ def app_url(tmp_path_factory):
     runs = tmp_path_factory.mktemp("runs")
     with served(build_demo(tiny_pair("llama"), default_prompt="t1 t2 t3", run_dir=runs)) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def new_page(browser):
