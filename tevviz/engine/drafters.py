@@ -66,6 +66,21 @@ def _none(*_) -> None:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """One way to read a drafter's target states (and its norms), as the doctor tries them."""
+
+    name: str  # in the user's words: "as given", "ids - 1", "ids + 1", "EAGLE default", "norm_before_fc off"
+    layer_ids: tuple[int, ...]  # target states read, as hidden_states indices (0: the embedding output)
+    options: tuple[tuple[str, object], ...] = ()  # other settings this reading changes (e.g. ("norm_before_fc", False))
+    own: bool = False  # the reading the checkpoint's own config gives
+    why: str = ""  # where the reading comes from (the dialect, the first-id rule, an override)
+
+
+def _no_readings(model, n_layers: int) -> list[Reading]:
+    return []
+
+
+@dataclass(frozen=True)
 class DrafterKind:
     """A drafter kind: every question about a drafter that depends on its kind is answered here."""
 
@@ -87,6 +102,11 @@ class DrafterKind:
     why_not_trained: str = ""
     distills: bool = False  # tevviz train's distillation warm start applies
     recipe: str = ""  # module of tevviz.recipes whose main(argv) trains one (tevviz pair train-drafter --kind)
+    # The doctor: the plausible readings of a loaded drafter beside a target of `n_layers` decoder layers (the own
+    # one first; [] when nothing is ambiguous), and how to put one in place on the model (in place, undone by
+    # applying the own reading again).
+    readings: Callable[..., list[Reading]] = _no_readings  # (model, n_layers) -> readings
+    apply_reading: Callable[..., None] = _none  # (model, reading)
 
 
 _KINDS: dict[str, DrafterKind] = {}
