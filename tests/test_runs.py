@@ -155,3 +155,19 @@ def test_run_stopped_keeps_its_rounds_and_the_next_step_goes_on(pair, tmp_path):
         out = dict(zip(ROUND_OUTPUTS, c.predict(max_new_tokens=400, api_name="/step")))
         after = int(json.loads(out["tree"])["layout"]["title"]["text"].split()[1].rstrip(":"))
         assert out["error"] == "" and after > last and "started a new run" not in out["stats"]
+
+
+def test_a_step_before_the_page_load_finished_is_kept_when_the_browser_id_arrives(pair, tmp_path):
+    """A Step that ran before the load's restore had no browser id: the restore keeps its run and puts it in the URL."""
+    from tevviz.app import build_demo
+
+    demo = build_demo(pair, default_prompt=PROMPT, run_dir=tmp_path / "runs")
+    restore = next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "restore")
+    st = Controller(PairSource(pair=pair)).step(AppState(), PROMPT, settings()[1])
+    assert st.rounds and not st.user
+    out = restore(st, "P", USER, "")
+    kept = next(v for v in out.values() if isinstance(v, AppState))
+    assert kept.user == USER
+    assert (tmp_path / "runs" / USER / f"{st.run_id}.json").exists()
+    url = next(v for v in out.values() if isinstance(v, str) and '"run"' in v)
+    assert json.loads(url)["run"] == f"{USER}.{st.run_id}"

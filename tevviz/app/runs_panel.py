@@ -74,6 +74,11 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
         if len(user or "") == 32 and set(user) <= ID_CHARS:
             st = replace(st, user=user)
         q = read_query(query)
+        if not q["run"] and st.rounds:
+            # A Step pressed before the page's load finished ran without the browser's id: keep its run now, and
+            # redraw so the URL names it (a reload or a link then finds it).
+            ctl.keep(st)
+            return {**everything(ui, st, metric), ui.run_pick: run_choices(ctl, st), ui.b_pick: run_choices(ctl, st)}
         if not q["run"]:
             return {ui.state: st, ui.run_pick: run_choices(ctl, st), ui.b_pick: run_choices(ctl, st)}
         try:
