@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tevviz.engine.records import RoundRecord
+from tevviz.engine.round_numbers import NUMBERS, SUM
 from tevviz.engine.summary import SessionSummary, summarize
 from tevviz.render import (
     BONUS,
@@ -406,7 +407,9 @@ def test_summary_by_hand():
     assert summarize([]) == SessionSummary()
     assert {k: v for k, v in summarize([]).to_dict().items() if k != "stage_ms"} == {
         "rounds": 0, "tau": None, "mean_expected_length": None, "tokens": 0, "mean_optimal": None, "mean_gap": None,
-        "optimal_rounds": 0}
+        "optimal_rounds": 0, "bounded_rounds": 0,
+        # no round: a sum is 0, a mean or a ratio of sums undefined
+        "numbers": {n.name: 0 if n.over_rounds == SUM else None for n in NUMBERS.values()}}
 
 
 def test_stage_times_stacked():

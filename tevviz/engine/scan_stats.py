@@ -13,10 +13,12 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from .records import RoundRecord
+from .round_numbers import NUMBERS, SCAN
 
 ALL = "all"  # the group of every prompt, first in every table
-METRICS = ("tau", "expected_length", "optimal", "gap")  # the per-prompt means a scan estimates (and a compare pairs)
-METRIC_LABELS = {"tau": "tau", "expected_length": "E[L]", "optimal": "1 + C_p*", "gap": "drafter gap"}
+# The per-prompt means a scan estimates (and a compare pairs): the per-round numbers with a scan key.
+METRICS = tuple(n.scan for n in SCAN)
+METRIC_LABELS = {n.scan: n.heading for n in SCAN}
 
 
 def mean_se(xs: list[float]) -> tuple[float | None, float | None]:
@@ -43,8 +45,23 @@ class Estimate:
         return cls(*mean_se(xs), len(xs))
 
 
+class _Metrics:
+    """`stats.tau`, `stats.gap`...: the scan metrics (METRICS) held in `metrics`, read as attributes."""
+
+    def __getattr__(self, key: str):
+        metrics = self.__dict__.get("metrics")
+        if metrics is None or key not in metrics:
+            raise AttributeError(key)
+        return metrics[key]
+
+    def to_dict(self) -> dict:
+        """Plain values, the metrics beside the other fields (as the scan's JSON has them)."""
+        d = asdict(self)
+        return {**{k: v for k, v in d.items() if k != "metrics"}, **d["metrics"]}
+
+
 @dataclass(frozen=True)
-class PromptStats:
+class PromptStats(_Metrics):
     """One prompt's rounds reduced to means and per-depth counts (what aggregation and pairing need)."""
 
     id: str
@@ -53,10 +70,9 @@ class PromptStats:
     rounds: int
     tokens: int
     seconds: float  # decoding wall time (optimal trees left out)
-    tau: float  # mean block length L
-    expected_length: float | None  # mean expected block length (RoundRecord.expected_length)
-    optimal: float | None  # mean 1 + C_p* over rounds with an optimal tree
-    gap: float | None  # mean drafter gap C_p* - C_p
+    # Per scan metric, its aggregate over this prompt's rounds (round_numbers.SCAN): tau (the mean block length L),
+    # expected_length, optimal (1 + C_p*), gap (the drafter gap, over the rounds whose C_p* bounds them).
+    metrics: dict[str, float | None]
     reach: list[int]  # per depth d = 1, 2, ...: rounds whose accepted path reached d
     present: list[int]  # per depth d = 1, 2, ...: rounds whose tree has a node at d
     width: list[float]  # per depth 0, 1, ...: exit mass at internal nodes, summed over scored rounds
@@ -109,21 +125,15 @@ def prompt_stats(id: str, category: str, position: int, rounds: list[RoundRecord
             scored += 1
             _add(width, w)
             _add(leaf, lf)
-    # Only rounds whose optimal tree bounds them have a drafter gap (a sampled chain's speculative round has none).
-    gaps = [g.gap for g in map(RoundRecord.coverage_gap, rounds) if g is not None and g.bounds]
     return PromptStats(
-        id=id, category=category, position=position, rounds=len(rounds),
-        tokens=sum(r.tokens_committed for r in rounds), seconds=seconds,
-        tau=_mean([r.block_length for r in rounds]) or 0.0,
-        expected_length=_mean([r.expected_length for r in rounds if r.expected_length is not None]),
-        optimal=_mean([1 + r.optimal.C_p for r in rounds if r.optimal is not None]), gap=_mean(gaps),
-        reach=reach, present=present, width=width, leaf=leaf, scored=scored,
+        id=id, category=category, position=position, rounds=len(rounds), tokens=NUMBERS["tokens"].over(rounds),
+        seconds=seconds, metrics={n.scan: n.over(rounds) for n in SCAN}, reach=reach, present=present, width=width, leaf=leaf, scored=scored,
         lengths=dict(Counter(r.block_length for r in rounds)),
     )
 
 
 @dataclass(frozen=True)
-class GroupStats:
+class GroupStats(_Metrics):
     """A category's (or every prompt's) numbers: estimates over prompts, the rest pooled over rounds."""
 
     name: str
@@ -131,10 +141,7 @@ class GroupStats:
     rounds: int
     tokens: int
     seconds: float
-    tau: Estimate
-    expected_length: Estimate
-    optimal: Estimate
-    gap: Estimate
+    metrics: dict[str, Estimate]  # per scan metric (METRICS), its mean over prompts and standard error
     # Per depth d = 1, 2, ..., pooled over rounds (summary.DepthAcceptance): of the rounds that reached d - 1 the share
     # that accepted at d, and the share of all rounds that reached d.
     acceptance_conditional: list[float | None]
@@ -148,7 +155,7 @@ class GroupStats:
         return self.tokens / self.seconds if self.seconds > 0 else None
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "tokens_per_s": self.tokens_per_s,
+        return {**super().to_dict(), "tokens_per_s": self.tokens_per_s,
                 "lengths": {str(k): v for k, v in sorted(self.lengths.items())}}
 
 
@@ -166,11 +173,12 @@ def group_stats(name: str, prompts: list[PromptStats]) -> GroupStats:
         _add(leaf, p.leaf)
         lengths.update(p.lengths)
     scored, rounds = sum(p.scored for p in prompts), sum(p.rounds for p in prompts)
-    values = {m: [getattr(p, m) for p in prompts if getattr(p, m) is not None] for m in METRICS}
+    # Every scan metric adds up over prompts as a mean of the values defined (checked in round_numbers' tests).
+    values = {m: [p.metrics[m] for p in prompts if p.metrics[m] is not None] for m in METRICS}
     return GroupStats(
         name=name, prompts=len(prompts), rounds=rounds,
         tokens=sum(p.tokens for p in prompts), seconds=sum(p.seconds for p in prompts),
-        **{m: Estimate.of(values[m]) for m in METRICS},
+        metrics={m: Estimate.of(values[m]) for m in METRICS},
         acceptance_conditional=[(a / n if n else None) for a, n in zip(reach, [rounds, *reach[:-1]])],
         acceptance_marginal=[a / rounds if rounds else None for a in reach],
         width=[x / scored for x in width] if scored else [], leaf=[x / scored for x in leaf] if scored else [],
@@ -208,23 +216,23 @@ class RoundLoss:
     prompt: str
     category: str
     round: int
-    lost: float  # the drafter gap C_p* - C_p with an optimal tree, else (tree depth) - C_p
+    lost: float  # the drafter gap C_p* - C_p where the optimal tree bounds the round, else H - C_p
     C_p: float
     C_p_star: float | None
     L: int
     size: int
     line: int  # line number in the records file
+    lost_as: str = "gap"  # the per-round number `lost` is (round_numbers.NUMBERS): "gap" or "shortfall"
 
 
-def round_loss(r: RoundRecord) -> tuple[float, float | None] | None:
-    """(lost, C_p*) of a scored round: the drafter gap where the optimal tree bounds it, else the expected depth the
-    target's continuation falls short of the tree's own depth, sum_v w(v) (H_tree - d(v)) = H_tree - C_p."""
-    if r.C_p is None:
-        return None
-    gap = r.coverage_gap()
-    if gap is not None and gap.bounds:
-        return gap.gap, gap.C_p_star
-    return max(r.depths) - r.C_p, None
+def round_loss(r: RoundRecord) -> tuple[float, float | None, str] | None:
+    """(lost, C_p*, the number lost is) of a scored round: the drafter gap where the optimal tree bounds it, else
+    the shortfall H - C_p, the expected depth the target's continuation falls short of the tree's own depth."""
+    for name in ("gap", "shortfall"):
+        lost = NUMBERS[name].value(r)
+        if lost is not None:
+            return lost, NUMBERS["C_p_star"].value(r) if name == "gap" else None, name
+    return None
 
 
 def best_missing(r: RoundRecord) -> dict | None:
@@ -261,7 +269,7 @@ class ScanAccumulator:
             loss = round_loss(r)
             if loss is not None and self.worst_k > 0:
                 item = RoundLoss(id, category, r.index, loss[0], r.C_p, loss[1], r.block_length, r.size,
-                                 lines[k] if lines else 0)
+                                 lines[k] if lines else 0, loss[2])
                 # The tie-breaker keeps the first of equal losses; the running count makes every key distinct, so
                 # RoundLoss objects are never compared (a repeated round or position would reach them).
                 self._added += 1
@@ -297,7 +305,7 @@ class ScanSummary:
     def to_dict(self) -> dict:
         return {"groups": {k: g.to_dict() for k, g in self.groups.items()},
                 "missed_tokens": [asdict(m) for m in self.missed], "worst_rounds": [asdict(w) for w in self.worst],
-                "prompts": [asdict(p) | {"lengths": {str(k): v for k, v in p.lengths.items()}} for p in self.prompts]}
+                "prompts": [p.to_dict() | {"lengths": {str(k): v for k, v in p.lengths.items()}} for p in self.prompts]}
 
 
 # --- two scans, paired by prompt ------------------------------------------------------------------------------------
@@ -353,7 +361,7 @@ def compare_group(name: str, pairs: list[tuple[PromptStats, PromptStats]]) -> Gr
     top = max((max(len(a.present), len(b.present)) for a, b in pairs), default=0)
     deep = max((max(len(a.width), len(b.width)) for a, b in pairs), default=0)
     return GroupComparison(
-        name=name, metrics={m: _paired(pairs, lambda p, m=m: getattr(p, m)) for m in METRICS},
+        name=name, metrics={m: _paired(pairs, lambda p, m=m: p.metrics[m]) for m in METRICS},
         acceptance_conditional=[_paired(pairs, lambda p, d=d: p.conditional(d)) for d in range(1, top + 1)],
         acceptance_marginal=[_paired(pairs, lambda p, d=d: p.marginal(d)) for d in range(1, top + 1)],
         width=[_paired(pairs, lambda p, d=d: p.exit_mass("width", d)) for d in range(deep)],

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .records import STAGES, RoundRecord
+from .round_numbers import NUMBERS, SESSION, numbers_over
 
 
 @dataclass(frozen=True)
@@ -17,8 +18,9 @@ class SessionSummary:
     undefined). `expected_length` is each round's under its verifier (RoundRecord.expected_length): 1 + C_p for an
     exact path verifier on a fixed tree, more or less than that for speculative sampling on a sampled chain.
 
-    `mean_optimal` averages C_p* over the rounds with an optimal tree; `mean_gap` the drafter gap over those whose
-    C_p* bounds them (bounded_rounds counts them): a sampled chain's round has no drafter gap."""
+    `mean_optimal` averages C_p* over the `optimal_rounds` with an optimal tree; `mean_gap` the drafter gap over the
+    `bounded_rounds` whose C_p* bounds them: a sampled chain's round has no drafter gap. `numbers` holds every
+    per-round number's aggregate (round_numbers.NUMBERS), by name; the named fields are read from it."""
 
     rounds: int = 0
     tau: float | None = None
@@ -28,9 +30,15 @@ class SessionSummary:
     mean_optimal: float | None = None
     mean_gap: float | None = None
     optimal_rounds: int = 0
+    bounded_rounds: int = 0
+    numbers: dict[str, float | int | None] = field(default_factory=lambda: numbers_over([]))
 
     def to_dict(self) -> dict:
-        return {**self.__dict__, "stage_ms": dict(self.stage_ms)}
+        return {**self.__dict__, "stage_ms": dict(self.stage_ms), "numbers": dict(self.numbers)}
+
+    def session_values(self) -> dict[str, float | None]:
+        """The means the session's summary shows (round_numbers.SESSION), by their keys there."""
+        return {n.session: self.numbers[n.name] for n in SESSION}
 
     def __getitem__(self, key: str):
         """`summary["tau"]`: the field, as notebooks written when summarize() returned a dict read it."""
@@ -40,23 +48,19 @@ class SessionSummary:
 
 
 def summarize(rounds: list[RoundRecord]) -> SessionSummary:
-    """The session summary of `rounds`."""
-    lengths = [r.expected_length for r in rounds if r.expected_length is not None]
+    """The session summary of `rounds`: each number aggregated as round_numbers declares it."""
+    numbers = numbers_over(rounds)
     return SessionSummary(
-        rounds=len(rounds),
-        tau=_mean([r.block_length for r in rounds]),
-        mean_expected_length=_mean(lengths),
-        stage_ms={s: sum(r.stage_ms.get(s, 0.0) for r in rounds) for s in STAGES},
-        tokens=sum(r.tokens_committed for r in rounds),
-        mean_optimal=_mean([r.optimal.C_p for r in rounds if r.optimal is not None]),
-        mean_gap=_mean([g.gap for g in map(RoundRecord.coverage_gap, rounds) if g is not None and g.bounds]),
-        optimal_rounds=sum(r.optimal is not None for r in rounds),
+        rounds=len(rounds), tau=numbers["L"], mean_expected_length=numbers["expected_length"],
+        stage_ms={s: numbers[f"{s}_ms"] for s in STAGES}, tokens=numbers["tokens"],
+        mean_optimal=numbers["C_p_star"], mean_gap=numbers["gap"],
+        optimal_rounds=NUMBERS["C_p_star"].defined(rounds), bounded_rounds=bounded_rounds(rounds), numbers=numbers,
     )
 
 
 def bounded_rounds(rounds: list[RoundRecord]) -> int:
     """Rounds with an optimal tree that bounds them: those that summarize's mean drafter gap is taken over."""
-    return sum(r.optimal is not None and r.C_p is not None and r.optimal_bounds for r in rounds)
+    return NUMBERS["gap"].defined(rounds)
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,3 @@ def exit_by_depth(rounds: list[RoundRecord]) -> dict:
     mean = lambda k, d: sum(s[k][d] for s in splits if d < len(s[k])) / n
     return {"width": [mean(0, d) for d in range(top)], "leaf": [mean(1, d) for d in range(top)], "rounds": n}
 
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None

@@ -26,7 +26,15 @@ from tevviz.render.report import (
     _tree_controls,
 )
 from tevviz.render.scan_figures import scan_figures
-from tevviz.render.scan_tables import category_rows, depth_rows, html_table, loss_rows, missed_rows, worst_rows
+from tevviz.render.scan_tables import (
+    category_rows,
+    depth_rows,
+    html_table,
+    loss_rows,
+    missed_rows,
+    worst_heading,
+    worst_rows,
+)
 
 FIGURE_IDS = {"categories": "scan-categories", "acceptance": "scan-acceptance", "loss": "scan-loss",
               "lengths": "scan-lengths"}
@@ -93,7 +101,8 @@ def scan_report_html(data: ScanData, title: str | None = None) -> str:
                  "(the token whose addition would have raised C_p most), counted by token.</p>"),
                  html_table(*missed_rows(s, 20), "missed")]
     if s.worst:
-        body += ["<h2>Rounds that lost most</h2>", html_table(*worst_rows(s, len(s.worst)), "worst"),
+        body += ["<h2>Rounds that lost most</h2>", f'<p class="note">{esc(worst_heading(s.worst))}</p>',
+                 html_table(*worst_rows(s, len(s.worst)), "worst"),
                  _tree_controls(len(trees), trees[0]["caption"] if trees else "")]
     if data.problems or data.unfinished:
         notes = data.problems + ([f"{data.unfinished} rounds of an unfinished prompt left out"] if data.unfinished

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tevviz.engine.round_numbers import NUMBERS
 from tevviz.engine.scan_stats import METRIC_LABELS, METRICS, Estimate, GroupStats, PairedDiff
 
 DEPTHS_SHOWN = 10  # depth columns in the by-depth tables
@@ -69,10 +70,20 @@ def missed_rows(summary, top: int = 10) -> tuple[list[str], list[list[str]]]:
 
 
 def worst_rows(summary, top: int = 10) -> tuple[list[str], list[list[str]]]:
-    head = ["prompt", "category", "round", "lost", "1 + C_p", "1 + C_p*", "L", "nodes"]
-    return head, [[w.prompt, w.category, str(w.round), f"{w.lost:.3f}", f"{1 + w.C_p:.3f}",
+    """The rounds that lost most, each with the number its loss is (the drafter gap, or H - C_p)."""
+    head = ["prompt", "category", "round", "lost", "lost is", "1 + C_p", "1 + C_p*", "L", "nodes"]
+    return head, [[w.prompt, w.category, str(w.round), f"{w.lost:.3f}", NUMBERS[w.lost_as].label, f"{1 + w.C_p:.3f}",
                    "-" if w.C_p_star is None else f"{1 + w.C_p_star:.3f}", str(w.L), str(w.size)]
                   for w in summary.worst[:top]]
+
+
+def worst_heading(worst) -> str:
+    """What the worst rounds are ranked by: the drafter gap where the optimal tree bounds a round, else H - C_p."""
+    kinds = [n for n in ("gap", "shortfall") if any(w.lost_as == n for w in worst)]
+    said = {"gap": "the drafter gap C_p* - C_p", "shortfall": "H - C_p, the tree's depth less its coverage"}
+    if len(kinds) == 2:
+        return f"lost: {said['gap']} where the optimal tree bounds the round, else {said['shortfall']}"
+    return f"lost: {said[kinds[0]]}" if kinds else "lost"
 
 
 def settings_line(manifest: dict) -> str:
@@ -98,8 +109,7 @@ def summary_text(data) -> str:
         parts += ["target tokens the trees missed most (each round's best missing child)",
                   text_table(*missed_rows(s)), ""]
     if s.worst:
-        lost = "the drafter gap C_p* - C_p" if any(w.C_p_star is not None for w in s.worst) else "H_tree - C_p"
-        parts += [f"rounds that lost most (lost: {lost})", text_table(*worst_rows(s, len(s.worst))), ""]
+        parts += [f"rounds that lost most ({worst_heading(s.worst)})", text_table(*worst_rows(s, len(s.worst))), ""]
     if data.unfinished:
         parts.append(f"note: {data.unfinished} rounds of an unfinished prompt at the end are left out")
     parts += [f"note: {p}" for p in data.problems]
