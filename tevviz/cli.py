@@ -7,6 +7,7 @@ torch and the models when they run, so `tevviz --help` answers at once.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
@@ -326,6 +327,25 @@ def add_eval(sub) -> None:
     add_models(e)
 
 
+def add_doctor(sub) -> None:
+    """`tevviz doctor` (commands/doctor.py, docs/doctor.md)."""
+    d = _sub(sub, "doctor", "which reading of the target's states the drafter was trained with (exit 1: not its own)",
+             "Checks the drafter's layout, then decodes held-out prompts greedily under each plausible reading of the "
+             "target's states (its layer ids as given, one lower, one higher, ...) and reports depth-1 and depth-2 "
+             "acceptance of the drafter's top-1 chain with standard errors over prompts. Exit status 1 when another "
+             "reading beats the checkpoint's own by a clear margin (docs/doctor.md); 0 otherwise, and for a drafter "
+             "that reads no target states.")
+    d.add_argument("--prompts", default=None, help="prompt JSONL (default: the named pair's held-out eval prompts, "
+                   "else built-in ones)")
+    d.add_argument("--split", default=None, help="only this split of the prompts (default: all of --prompts; eval "
+                   "of a named pair)")
+    d.add_argument("--limit", type=int, default=8, help="prompts decoded, spread over the set")
+    d.add_argument("--max-new-tokens", type=int, default=64, help="the most tokens each prompt generates")
+    d.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    add_threads(d)
+    add_models(d)
+
+
 def add_pair(sub) -> None:
     """`tevviz pair`: the one door to a pair's models (list, fetch, train-target, train-drafter)."""
     pr = _sub(sub, "pair", "list the named model pairs, fetch a pretrained target, train a target or a drafter")
@@ -356,7 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"tevviz {__version__}")
     sub = ap.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
     add_app(_sub(sub, "app", "open the debugger in the browser (the default command)"))
-    for add in (add_decode, add_inspect, add_report, add_compare, add_train, add_eval, add_scan, add_pair, add_bench):
+    for add in (add_decode, add_inspect, add_report, add_compare, add_train, add_eval, add_doctor, add_scan, add_pair,
+                add_bench):
         add(sub)
     return ap
 
@@ -376,7 +397,10 @@ def main(argv: list[str] | None = None) -> int:
     from . import commands
 
     try:
-        code = getattr(commands, "cmd_" + args.command.replace("-", "_"))(args)
+        name = "cmd_" + args.command.replace("-", "_")  # in commands/__init__.py, or in the command's own module
+        handler = getattr(commands, name, None) or getattr(importlib.import_module(f".commands.{args.command}",
+                                                                                   __package__), name)
+        code = handler(args)
         sys.stdout.flush()  # here, so that a reader gone away (`| head`) is met below and not at exit
         return code
     except BrokenPipeError:
