@@ -3,6 +3,7 @@ fields, loaded beside its target, drafted one pass a round into DDTree's builder
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from .block_drafting import BlockDrafter
@@ -15,7 +16,8 @@ from .block_model import (
     read_config,
     save_block_drafter,
 )
-from .drafters import DrafterKind, register
+from .drafters import DrafterKind, Reading, register
+from .errors import TevvizError
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
@@ -33,6 +35,39 @@ def check_folder(path: str, target_config) -> None:
     parse_config(read_config(Path(path).expanduser()), f"block drafter {path!r}", target_config())
 
 
+def readings(model: BlockDraftModel, n_layers: int) -> list[Reading]:
+    """The doctor's readings of `dflash_config.target_layer_ids` (decoder layers: hidden_states index = id + 1): as
+    given, then every id one lower (the ids taken as hidden_states indices) and one higher, where all stay within the
+    target's hidden states 0..n_layers."""
+    given = tuple(i + 1 for i in model.block.target_layer_ids)
+    why = "dflash_config.target_layer_ids are decoder layers whose outputs are read: hidden_states index = id + 1"
+    out = [Reading("as given", given, own=True, why=why)]
+    for name, step, said in (("ids - 1", -1, "the ids read as hidden_states indices (one layer earlier)"),
+                             ("ids + 1", 1, "every id one layer later")):
+        ids = tuple(i + step for i in given)
+        if all(0 <= i <= n_layers for i in ids):
+            out.append(Reading(name, ids, why=said))
+    return out
+
+
+def apply_reading(model: BlockDraftModel, reading: Reading) -> None:
+    """Make the drafter read `reading.layer_ids` (hidden_states indices): its config's decoder-layer ids become
+    those minus one (-1 reads the embedding output); `fc`'s width is unchanged, as the count of ids is. The config
+    it loaded with is kept, so that applying its own reading puts back that very config."""
+    block = model.block
+    if len(reading.layer_ids) != len(block.target_layer_ids):
+        raise TevvizError(f"reading {reading.name!r}: {len(block.target_layer_ids)} layer ids are needed (fc's width), "
+                          f"got {list(reading.layer_ids)}")
+    own = model.__dict__.setdefault("own_block", block)
+    ids = tuple(i - 1 for i in reading.layer_ids)
+    if ids == own.target_layer_ids:
+        model.block = own
+        return
+    raw = dict(own.raw)
+    raw["dflash_config"] = {**(raw.get("dflash_config") or {}), "target_layer_ids": list(ids)}
+    model.block = dataclasses.replace(own, target_layer_ids=ids, raw=raw)
+
+
 register(DrafterKind(
     "block", "a block drafter (DFlash layout): one pass drafts a block's per-depth rows",
     recognises=lambda folder: is_block_config(read_config(folder)),
@@ -42,4 +77,4 @@ register(DrafterKind(
     make=BlockDrafter, fresh_tree=block_tree, default_builder="ddtree", folder_depth=folder_depth,
     model_depth=lambda model: model.block.max_depth, check_folder=check_folder,
     own_tokenizer=lambda folder: any((folder / f).exists() for f in TOKENIZER_FILES),
-    trainer=BlockExitTrainer, recipe="block"))
+    trainer=BlockExitTrainer, recipe="block", readings=readings, apply_reading=apply_reading))
