@@ -10,6 +10,7 @@ import torch
 from .builders import DraftResult, ModelStep, draft_levels, root_only
 from .drafters import DrafterKind, DraftRequest, register
 from .exittrain import ExitTrainer, build_training_tree
+from .fast_draft import fast_step
 from .kv import keep_entries, new_cache
 from .models import check_cache, load_model
 
@@ -21,8 +22,10 @@ class AutoregressiveDrafter:
     target_layers: tuple[int, ...] = ()
 
     def __init__(self, pair, seed: int):
-        self.model = pair.drafting
-        self.cache = new_cache(pair.draft)
+        # The written-out forward where the draft's family takes it (fast_draft.py); a compiled twin keeps its own.
+        fast = fast_step(pair.draft) if pair.draft_call is None else None
+        self.step = fast or ModelStep(pair.drafting, new_cache(pair.draft))
+        self.cache = self.step.cache
         self.pending: list[int] = []  # committed tokens not yet in the draft cache; the last is the root
         self.device = pair.target.device
         # A sampled chain's draws: their own stream on the draft's device (a sharded pair may put it elsewhere).
@@ -35,7 +38,7 @@ class AutoregressiveDrafter:
         plan = request.plan
         if plan is not None and plan.skip_draft:
             return root_only(self.pending[-1], self.cache.get_seq_length(), self.device)
-        return draft_levels(ModelStep(self.model, self.cache), self.pending, request.builder, request.max_depth, plan,
+        return draft_levels(self.step, self.pending, request.builder, request.max_depth, plan,
                             request.sampling, self.gen, request.width)
 
     def commit(self, drafted: DraftResult, accepted: list[int], bonus: int, features: torch.Tensor | None) -> None:
