@@ -74,9 +74,11 @@ class StaticKV:
             grown.v[..., : self.length, :] = layer.values
             layer.k, layer.v = grown.k, grown.v
 
-    def crop(self, max_length: int) -> None:
-        """As DynamicCache.crop: keep the first `max_length` entries, or drop the last -`max_length`."""
-        self.length = max(0, max_length if max_length >= 0 else self.length + max_length)
+    def crop(self, tokens_to_remove: int) -> None:
+        """As DynamicCache.crop: drop the last -`tokens_to_remove` entries (a negative count, as it takes)."""
+        if tokens_to_remove > 0:
+            raise ValueError(f"crop takes the negative count of entries to drop, not {tokens_to_remove}")
+        self.length = max(0, self.length + tokens_to_remove)
 
 
 def unsupported(model) -> str | None:
