@@ -16,6 +16,7 @@ import tevviz
 from tevviz import commands
 from tevviz.cli import main
 from tevviz.engine.errors import TevvizError
+from tevviz.engine.round_numbers import COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "def fib(n):\n"
@@ -143,8 +144,11 @@ def test_inspect_json(exported, capsys):
     assert n > 0 and doc["summary"]["rounds"] == n
     assert [r["round"] for r in doc["rounds"]] == [r["graph"]["round"] for r in data["rounds"]]
     for row, r in zip(doc["rounds"], data["rounds"]):
-        assert set(row) == {"round", "nodes", "depth", "exit", "L", "expected_length", "optimal_ceiling"}
-        assert row["optimal_ceiling"] is None  # this session ran without --optimal
+        # the round and its exit node, then every per-round table's number (round_numbers.COLUMNS)
+        assert set(row) == {"round", "exit", *(c.name for c in COLUMNS)}
+        assert {"nodes", "depth", "L", "expected_length", "optimal_ceiling"} <= set(row)  # the keys it always had
+        assert row["optimal_ceiling"] is None and row["gap"] is None  # this session ran without --optimal
+        assert row["ms"] == pytest.approx(sum(r["graph"]["stage_ms"].values()))
         assert row["nodes"] == len(r["nodes"])
         assert row["exit"] == r["graph"]["exit_node"]
         assert row["depth"] == max(node["depth"] for node in r["nodes"])
@@ -162,7 +166,7 @@ def test_inspect_session_with_zero_rounds(tmp_path, capsys):
     assert doc["summary"]["rounds"] == 0 and doc["summary"]["tau"] is None and doc["summary"]["mean_expected_length"] is None
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"{path}: session, 0 rounds, tau -, no target scores"
+    assert out[0] == f"{path}: session, 0 rounds, tau -, mean E[L] - (no target scores)"
     assert len(out) == 2  # the header row alone
 
 

@@ -78,9 +78,10 @@ def test_inspect_reads_the_layout(tmp_path, capsys):
     path = write(tmp_path, {"round_trees": ROUND_TREES})
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"{path}: ddtree, 2 rounds, tau 3.000, no target scores"
+    assert out[0] == f"{path}: ddtree, 2 rounds, tau 3.000, mean E[L] - (no target scores)"
     assert len(out) == 4  # the line above, the header, two rounds
-    assert out[2].split() == ["0", "6", "3", "5", "4", "-", "-"]  # no C_p, no C_p*
+    # round, exit, nodes, depth, L; no C_p, no C_p*, no gap, no stage times
+    assert out[2].split() == ["0", "5", "6", "3", "4", "-", "-", "-", "-"]
     assert main(["inspect", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["kind"] == "ddtree" and doc["summary"]["rounds"] == 2 and doc["summary"]["tau"] == pytest.approx(3.0)

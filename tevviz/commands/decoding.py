@@ -26,33 +26,32 @@ def _decode_rounds(session, stop, quiet: bool) -> None:
         bar.close()
 
 def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
-    """What `tevviz decode` prints (and --json holds): text, tokens, tau, the mean expected block length, tokens/s,
-    stage times."""
-    from ..engine.summary import bounded_rounds, summarize
+    """What `tevviz decode` prints (and --json holds): text, tokens, tokens/s, stage times and the session's means
+    of the per-round numbers (round_numbers.SESSION: tau, the mean expected block length, with --optimal 1 + C_p*,
+    the drafter gap and the optimal trees' time)."""
+    from ..engine.round_numbers import NUMBERS, SESSION
+    from ..engine.summary import summarize
 
     s = summarize(session.rounds)
+    means = {n.session: s.numbers[n.name] for n in SESSION if not n.needs_optimal}
     out = {
         "text": session.pair.tokenizer.decode(session.generated),
         "token_ids": session.generated,
         "rounds": s.rounds,
-        "tau": s.tau,
-        "mean_expected_length": s.mean_expected_length,
+        **means,
         "tokens_per_s": len(session.generated) / seconds if seconds > 0 else 0.0,
         "stage_ms": s.stage_ms,
         "builder": ran_builder(cfg.builder),
         "verifier": cfg.verifier,
     }
     if cfg.builder.auto and session.rounds:
-        sized = [r.sizing for r in session.rounds]
-        out["auto_budget"] = {"mean_B": sum(z.B for z in sized) / len(sized),
-                              "mean_H": sum(z.H for z in sized) / len(sized),
-                              "undrafted_rounds": sum(not z.drafted for z in sized), "last": sized[-1].to_dict()}
-        if cfg.builder.kind == "mixed":
-            out["auto_budget"]["chain_rounds"] = sum(bool(z.chain) for z in sized)
+        n = s.numbers
+        out["auto_budget"] = {"mean_B": n["sized_B"], "mean_H": n["sized_H"], "undrafted_rounds": n["undrafted"],
+                              "last": session.rounds[-1].sizing.to_dict()}
+        if NUMBERS["chain"].defined(session.rounds):  # the mixed builder
+            out["auto_budget"]["chain_rounds"] = n["chain"]
     if optimal and session.rounds:
-        out |= {"mean_optimal_ceiling": 1 + s.mean_optimal, "mean_gap": s.mean_gap,
-                "bounded_rounds": bounded_rounds(session.rounds),
-                "optimal_ms": sum(r.optimal.ms for r in session.rounds) / len(session.rounds)}
+        out |= {n.session: s.numbers[n.name] for n in SESSION if n.needs_optimal} | {"bounded_rounds": s.bounded_rounds}
     if session.notice:
         out["notice"] = session.notice
     return out
@@ -145,11 +144,14 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
     """The text on standard output; statistics, sizing and notes on standard error."""
     # A chat answer is a message of its own, not a continuation of the prompt.
     print(prompt.rstrip() + "\n\n" + out["text"] if chat else prompt + out["text"])
+    from ..engine.round_numbers import SESSION, mean_text
+
     print("-" * 60, file=sys.stderr)
-    tau = "-" if out["tau"] is None else f"{out['tau']:.2f}"
-    expected = "-" if out["mean_expected_length"] is None else f"{out['mean_expected_length']:.2f}"
     speedup = out.get("speedup")
-    print(f"rounds {out['rounds']}  tokens {len(out['token_ids'])}  tau {tau}  mean E[L] {expected}  "
+    # The rounds a mean is over, where the JSON holds them (the drafter gap's: those their optimal tree bounds).
+    over = lambda n: (out["bounded_rounds"], out["rounds"]) if n.name == "gap" else (out["rounds"], out["rounds"])
+    means = "  ".join(mean_text(n, out[n.session], *over(n)) for n in SESSION if not n.needs_optimal)
+    print(f"rounds {out['rounds']}  tokens {len(out['token_ids'])}  {means}  "
           f"{out['tokens_per_s']:.1f} tok/s" + (f"  speed-up {speedup:.2f}x" if speedup else ""), file=sys.stderr)
     print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in out["stage_ms"].items()), file=sys.stderr)
     if "builder" in out:
@@ -169,39 +171,41 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
                   f"{out['rounds'] - a['chain_rounds']} best-first trees ({session.cfg.verifier}); measured expected "
                   f"tokens per ms: chains {a['last']['chain_rate']:.3f}, trees {a['last']['tree_rate']:.3f}",
                   file=sys.stderr)
-    if "mean_optimal_ceiling" in out:
-        gap = ("- (no round it bounds)" if out["mean_gap"] is None
-               else f"{out['mean_gap']:.2f} over the {out['bounded_rounds']} rounds it bounds")
-        print(f"optimal tree: mean 1+C_p* {out['mean_optimal_ceiling']:.2f}  mean drafter gap {gap}  "
-              f"{out['optimal_ms']:.0f} ms a round to compute", file=sys.stderr)
+    if "bounded_rounds" in out:
+        print("optimal tree: " + "  ".join(mean_text(n, out[n.session], *over(n)) for n in SESSION if n.needs_optimal),
+              file=sys.stderr)
     if session.notice:
         print("note: " + session.notice, file=sys.stderr)
 
+def _defined(rounds, n) -> tuple[int, int]:
+    """(rounds that have the number `n`, rounds): what round_numbers.mean_text says a mean is over."""
+    return n.defined(rounds), len(rounds)
+
+
 def cmd_inspect(args) -> int:
+    from ..engine.round_numbers import COLUMNS, SESSION, mean_text, round_row
     from ..engine.summary import summarize
 
     imported = load_input(args.file)
-    s = summarize(imported.rounds)
-    rows = [{"round": r.index, "nodes": r.size, "depth": max(r.depths), "exit": r.exit_node, "L": r.block_length,
-             "expected_length": r.expected_length,
-             "optimal_ceiling": None if r.optimal is None else 1 + r.optimal.C_p} for r in imported.rounds]
+    rounds = imported.rounds
+    s = summarize(rounds)
+    rows = [round_row(r) for r in rounds]
     if args.json:
         print(json.dumps({"file": args.file, "kind": imported.kind, "summary": s.to_dict(), "rounds": rows}))
         return 0
-    tau = "-" if s.tau is None else f"{s.tau:.3f}"
-    print(f"{args.file}: {imported.kind}, {s.rounds} rounds, tau {tau}, "
-          + (f"mean E[L] {s.mean_expected_length:.3f}" if s.mean_expected_length is not None else "no target scores"))
+    means = (mean_text(n, s.numbers[n.name], *_defined(rounds, n)) for n in SESSION if not n.needs_optimal)
+    print(f"{args.file}: {imported.kind}, {s.rounds} rounds, " + ", ".join(means))
     if s.optimal_rounds:
-        gap = "- (no round it bounds)" if s.mean_gap is None else f"{s.mean_gap:.3f}"
-        print(f"optimal trees in {s.optimal_rounds} rounds: mean 1+C_p* {1 + s.mean_optimal:.3f}, "
-              f"mean drafter gap {gap}")
-    print(f"{'round':>5} {'nodes':>6} {'depth':>5} {'exit':>5} {'L':>3} {'E[L]':>7} {'1+C_p*':>7}")
-    cell = lambda x: "      -" if x is None else f"{x:7.3f}"
-    for r, rec in zip(rows, imported.rounds):
+        print(f"optimal trees in {s.optimal_rounds} rounds: " + ", ".join(
+            mean_text(n, s.numbers[n.name], *_defined(rounds, n)) for n in SESSION if n.needs_optimal))
+    heads = ["round", "exit", *(n.label for n in COLUMNS)]
+    widths = [max(len(h), 5) for h in heads]
+    print(" ".join(h.rjust(w) for h, w in zip(heads, widths)))
+    for row, rec in zip(rows, rounds):
+        cells = [str(row["round"]), str(row["exit"]), *(n.text(row[n.name]) for n in COLUMNS)]
         # a sampled chain under speculative sampling: 1 + C_p* is the best fixed tree of its budget, no ceiling
         mark = "" if rec.optimal is None or rec.optimal_bounds else " (best fixed tree, not a ceiling)"
-        print(f"{r['round']:>5} {r['nodes']:>6} {r['depth']:>5} {r['exit']:>5} {r['L']:>3} {cell(r['expected_length'])} "
-              f"{cell(r['optimal_ceiling'])}{mark}")
+        print(" ".join(c.rjust(w) for c, w in zip(cells, widths)) + mark)
     return 0
 
 def cmd_scan(args) -> int:

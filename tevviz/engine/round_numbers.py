@@ -43,6 +43,7 @@ class RoundNumber:
     over_prompts: str = MEAN
     needs_optimal: bool = False  # undefined on a round without its optimal tree (tevviz decode --optimal)
     digits: int = 3  # decimals a surface shows
+    whole: bool = False  # a count: a round's value is a whole number (its means are not)
     mean_label: str = ""  # the heading of its mean where it has a name of its own (tau, the mean of L)
     undefined: str = ""  # what a surface says where no round has it
     session: str | None = None  # its key in the session's summary (decode --json, the report); None: not shown there
@@ -60,7 +61,8 @@ class RoundNumber:
     def value(self, r: RoundRecord) -> float | None:
         """Its value on round `r`; None where undefined."""
         if self.ratio is None:
-            return self.read(r)
+            x = self.read(r)
+            return x if x is None or self.whole else float(x)
         num, den, scale = self.ratio
         top, bottom = NUMBERS[num].value(r), NUMBERS[den].value(r)
         return None if top is None or not bottom else top / bottom * scale
@@ -75,7 +77,7 @@ class RoundNumber:
             return self._ratio(rounds)
         values = [x for x in map(self.value, rounds) if x is not None]
         if self.over_rounds == SUM:
-            return sum(values)
+            return sum(values) if self.whole else float(sum(values))
         return sum(values) / len(values) if values else None
 
     def over_prompt_rounds(self, prompts: Sequence[Sequence[RoundRecord]]) -> float | None:
@@ -88,7 +90,7 @@ class RoundNumber:
         """`x` as every surface writes this number: its decimals, whole numbers as they are, `none` where undefined."""
         if x is None:
             return none
-        return str(x) if isinstance(x, int) else f"{x:.{self.digits}f}"
+        return str(x) if isinstance(x, int) and not isinstance(x, bool) else f"{x:.{self.digits}f}"
 
     def _ratio(self, rounds: Sequence[RoundRecord]) -> float | None:
         num, den, scale = self.ratio
@@ -133,13 +135,13 @@ def _stage(stage: str) -> RoundNumber:
 
 _NUMBERS = (
     RoundNumber("nodes", "nodes", "the tree's nodes, its root included", "nodes", lambda r: r.size, digits=1,
-                column=True),
+                whole=True, column=True),
     RoundNumber("depth", "depth", "the tree's depth H: its deepest node's depth", "tokens", lambda r: max(r.depths),
-                digits=1, column=True),
+                digits=1, whole=True, column=True),
     RoundNumber("L", "L", "block length: accepted draft tokens plus the bonus token, d(exit) + 1", "tokens",
-                lambda r: r.block_length, mean_label="tau", session="tau", scan="tau", column=True),
+                lambda r: r.block_length, whole=True, mean_label="tau", session="tau", scan="tau", column=True),
     RoundNumber("tokens", "tokens", "tokens the round appended to the stream: its block, cut at EOS or the token "
-                "limit", "tokens", lambda r: r.tokens_committed, over_rounds=SUM, over_prompts=SUM),
+                "limit", "tokens", lambda r: r.tokens_committed, over_rounds=SUM, over_prompts=SUM, whole=True),
     RoundNumber("expected_length", "E[L]", "expected block length under the round's verifier: 1 + C_p for an exact "
                 "path verifier on a fixed tree, 1 + the reach of `accept` on a speculative chain", "tokens",
                 lambda r: r.expected_length, undefined="no target scores", session="mean_expected_length",
@@ -179,15 +181,16 @@ _NUMBERS = (
     RoundNumber("tokens_per_s", "tokens/s", "tokens committed per second of recorded stage time", "tokens/s", None,
                 over_rounds=RATIO, over_prompts=RATIO, digits=1, ratio=("tokens", "ms", 1e3)),
     RoundNumber("sized_B", "B", "--budget auto: the non-root nodes the round was sized to", "nodes", _sized("B"),
-                digits=1, undefined="no auto budget"),
+                digits=1, whole=True, undefined="no auto budget"),
     RoundNumber("sized_H", "H", "--budget auto: the depth the round was sized to", "tokens", _sized("H"), digits=1,
-                undefined="no auto budget"),
+                whole=True, undefined="no auto budget"),
     RoundNumber("undrafted", "undrafted rounds", "--budget auto: 1 where the round drafted nothing (a plain target "
                 "step was priced above any tree)", "rounds",
-                lambda r: None if r.sizing is None else int(not r.sizing.drafted), over_rounds=SUM, over_prompts=SUM),
+                lambda r: None if r.sizing is None else int(not r.sizing.drafted), over_rounds=SUM, over_prompts=SUM,
+                whole=True),
     RoundNumber("chain", "chain rounds", "the mixed builder: 1 where a sampled chain drafted the round, 0 where a "
                 "tree did", "rounds", lambda r: None if r.sizing is None or r.sizing.chain is None
-                else int(r.sizing.chain), over_rounds=SUM, over_prompts=SUM),
+                else int(r.sizing.chain), over_rounds=SUM, over_prompts=SUM, whole=True),
 )
 
 NUMBERS: dict[str, RoundNumber] = {n.name: n for n in _NUMBERS}
