@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .errors import TevvizError
 
-MODULES = ("builders", "ddtree")  # engine modules that register builder kinds when imported
+MODULES = ("builders", "ddtree", "eagle_tree")  # engine modules that register builder kinds when imported
 FIXED_TREE_VERIFIERS = ("tev", "predraw", "residual")  # exact on any deterministic tree
 
 

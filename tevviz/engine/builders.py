@@ -81,7 +81,7 @@ class BuilderConfig:
             raise TevvizError(f"the {self.kind} builder sizes every round itself: use it with an automatic budget "
                               "(--budget auto, or the app's auto box; budget and depth are then its limits)")
         checks = [("budget", self.budget, MAX_BUDGET), ("depth", self.depth, MAX_DEPTH)]
-        if self.kind in ("best-first", "mixed"):
+        if self.kind in ("best-first", "mixed", "eagle"):
             checks += [("children K", self.children, MAX_CHILDREN), ("width", self.width, MAX_WIDTH)]
         for name, value, top in checks:
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
@@ -115,14 +115,14 @@ class BuilderConfig:
             raise TevvizError("a mixed builder drafts through its arms (arm()), not by itself")
         if self.kind == "static":
             return self.branching[d - 1], 1 << 62
-        return self.children, self.width
+        return (self.children, self.children) if self.kind == "eagle" else (self.children, self.width)  # eagle_tree.py
 
     @property
     def keep(self) -> int:
         """Non-root nodes kept at the end."""
         if self.kind in ("chain", "sampled"):
             return self.depth
-        return self.budget if self.kind in ("best-first", "mixed", "ddtree") else 1 << 62
+        return self.budget if self.kind in ("best-first", "mixed", "ddtree", "eagle") else 1 << 62
 
     def arm(self, kind: str) -> BuilderConfig:
         """A mixed builder's round as `kind` (best-first or sampled), with the same limits and shape (a draft
