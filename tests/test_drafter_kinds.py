@@ -13,6 +13,7 @@ import pytest
 import torch
 from conftest import greedy_generate, perturbed, tiny_model, word_tokenizer
 from test_block_drafter import dflash_config, write_drafter
+from test_eagle3_loading import head_config, head_tensors, write_head
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
 from tevviz.engine.builder_kinds import builder_kind, builder_names
@@ -49,8 +50,12 @@ def write_block(target, folder: Path) -> None:
     write_drafter(folder, dflash_config())
 
 
+def write_eagle3(target, folder: Path) -> None:
+    write_head(folder, head_config("vllm", ids=(1, 2, 3)), head_tensors())
+
+
 # How the tests make a tiny drafter of each kind beside a 3-layer target: a new kind adds its maker here.
-MAKERS = {"autoregressive": write_autoregressive, "block": write_block}
+MAKERS = {"autoregressive": write_autoregressive, "block": write_block, "eagle3": write_eagle3}
 KINDS = tuple(drafter_kinds())
 
 

@@ -23,7 +23,7 @@ from .builders import BuilderConfig, DraftResult
 from .errors import TevvizError
 from .sampling import SamplingConfig
 
-MODULES = ("autoregressive_kind", "block_kind")  # engine modules that register drafter kinds, in precedence order
+MODULES = ("autoregressive_kind", "block_kind", "eagle3_kind")  # engine modules that register drafter kinds, in precedence order
 
 
 @dataclass(frozen=True)
