@@ -239,6 +239,35 @@ def save_drafter(draft: torch.nn.Module, tokenizer, folder) -> None:
     drafter_kind_of(draft).save(draft, tokenizer, Path(folder))
 
 
+def target_depth(pair) -> int:
+    """The target's decoder layers (hidden_states holds one more: the embedding output first)."""
+    return pair.target.config.get_text_config().num_hidden_layers
+
+
+def reading_of(pair) -> Reading | None:
+    """The target states the pair's drafter reads now and why (None: it reads none, as a plain causal LM)."""
+    found = drafter_kind_of(pair.draft).readings(pair.draft, target_depth(pair))
+    return found[0] if found else None
+
+
+def override_reading(pair, layer_ids) -> Reading:
+    """Make the pair's drafter read the target's hidden_states `layer_ids` (--layer-ids), refusing ids out of range
+    or a drafter that reads no target states; the reading in place after it."""
+    ids = tuple(int(i) for i in layer_ids)
+    now, n = reading_of(pair), target_depth(pair)
+    if now is None:
+        raise TevvizError(f"--layer-ids: {pair.draft_name!r} reads no target states (it is "
+                          f"{article(drafter_kind_of(pair.draft).name)} {drafter_kind_of(pair.draft).name} drafter)")
+    if len(ids) != len(now.layer_ids):
+        raise TevvizError(f"--layer-ids: the drafter reads {len(now.layer_ids)} target states, got {len(ids)} ids")
+    if not all(0 <= i <= n for i in ids):
+        raise TevvizError(f"--layer-ids: hidden_states indices run from 0 (the embedding output) to {n} (the last of "
+                          f"the target's {n} layers), got {list(ids)}")
+    why = f"--layer-ids {','.join(map(str, ids))} (the checkpoint's own: {list(now.layer_ids)})"
+    drafter_kind_of(pair.draft).apply_reading(pair.draft, Reading("--layer-ids", ids, now.options, why=why))
+    return reading_of(pair)
+
+
 def layer_outputs(hidden_states, layer_ids, device=None) -> torch.Tensor:
     """The outputs of the target's decoder layers `layer_ids` (hidden_states[l + 1]) joined on the last axis, on
     `device` when given: the features a drafter that reads the target takes."""

@@ -251,6 +251,7 @@ class ModelSource:
     trust_remote_code: bool = False
     revision: str | None = None  # for hub ids
     compile_draft: bool = False  # draft forwards through torch.compile (about a minute of compiling first)
+    layer_ids: tuple[int, ...] | None = None  # --layer-ids: the target states the drafter reads (hidden_states indices)
 
     def resolved(self) -> tuple[str, str]:
         """The target and draft to load, with the named pair filled in."""
@@ -275,6 +276,10 @@ class ModelSource:
         """Load and check the pair."""
         target, draft = self.resolved()
         pair = load_pair(target, draft, **self.load_kwargs())
+        if self.layer_ids is not None:
+            from .drafters import override_reading
+
+            override_reading(pair, self.layer_ids)
         return compiled_draft(pair) if self.compile_draft else pair
 
 

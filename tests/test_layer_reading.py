@@ -1,0 +1,50 @@
+"""Which target states a drafter reads: said for every drafter that reads any, overridden by --layer-ids (the model
+source's `layer_ids`), and a bad override refused in words with nothing changed."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import tiny_model, tiny_pair, word_tokenizer
+from test_block_drafter import dflash_config, write_drafter
+
+from tevviz.engine.drafters import override_reading, reading_of
+from tevviz.engine.errors import TevvizError
+from tevviz.engine.models import ModelSource
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reading")
+    target = tiny_model("llama", 1, layers=3)
+    target.save_pretrained(root / "target")
+    word_tokenizer().save_pretrained(root / "target")
+    write_drafter(root / "draft", dflash_config(layer_ids=(0, 2)))
+    return str(root / "target"), str(root / "draft")
+
+
+def test_a_block_drafter_says_which_states_it_reads_and_an_override_changes_them(folders):
+    target, draft = folders
+    pair = ModelSource(target=target, draft=draft).load()
+    own = reading_of(pair)
+    assert own.layer_ids == (1, 3) and "id + 1" in own.why  # decoder layers 0 and 2: hidden_states 1 and 3
+    assert pair.draft.block.target_layer_ids == (0, 2)
+    moved = ModelSource(target=target, draft=draft, layer_ids=(0, 2)).load()
+    assert reading_of(moved).layer_ids == (0, 2) and moved.draft.block.target_layer_ids == (-1, 1)
+
+
+@pytest.mark.parametrize("ids,said", [((1, 2, 3), "reads 2 target states, got 3"),
+                                      ((1, 4), "from 0 (the embedding output) to 3"),
+                                      ((-1, 2), "from 0")])
+def test_a_bad_override_is_refused_in_words_and_changes_nothing(folders, ids, said):
+    target, draft = folders
+    pair = ModelSource(target=target, draft=draft).load()
+    with pytest.raises(TevvizError, match=said.replace("(", r"\(").replace(")", r"\)")):
+        override_reading(pair, ids)
+    assert reading_of(pair).layer_ids == (1, 3)
+
+
+def test_a_plain_causal_lm_reads_no_target_states():
+    pair = tiny_pair("llama")
+    assert reading_of(pair) is None
+    with pytest.raises(TevvizError, match="reads no target states"):
+        override_reading(pair, (1,))
