@@ -142,7 +142,8 @@ def test_round_table_rows(report_file, session_file):
     for row, r in zip(rows, rounds):
         cells = re.findall(r"<td>([^<]*)</td>", row)
         gap = r.coverage_gap()
-        assert [int(c) for c in cells[:5]] == [r.index, r.size, max(r.depths), r.exit_node, r.block_length]
+        # round, exit node, then round_numbers.COLUMNS: nodes, depth, L, E[L], 1 + C_p*, drafter gap, stage ms
+        assert [int(c) for c in cells[:5]] == [r.index, r.exit_node, r.size, max(r.depths), r.block_length]
         assert float(cells[5]) == pytest.approx(1 + r.C_p, abs=5e-4)
         assert float(cells[6]) == pytest.approx(1 + gap.C_p_star, abs=5e-4)
         assert float(cells[7]) == pytest.approx(gap.gap, abs=5e-4)

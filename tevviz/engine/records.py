@@ -60,7 +60,8 @@ class OptimalTree:
 
 @dataclass(frozen=True)
 class Ghost:
-    """A node of the optimal tree that the draft tree lacks; it hangs under `anchor`, the deepest draft node on its path."""
+    """A node of the optimal tree that the draft tree lacks; it hangs under `anchor`, the deepest draft node on its
+    path."""
 
     node: int  # id in the optimal tree
     token: int
@@ -242,7 +243,8 @@ class RoundRecord:
             draft_logprobs=[0.0 if x is None else x for x in col("draft_logprob")],
             scores=[0.0 if x is None else x for x in col("score", 0.0)],
             p_edge=col("p_edge"), P=col("P"), rho=col("rho"), w=col("w"), missing=col("missing", []),
-            exit_node=g["exit_node"], bonus_token=-1 if g.get("bonus_token_id") is None else g["bonus_token_id"], bonus_text=g.get("bonus_text", ""),
+            exit_node=g["exit_node"], bonus_token=-1 if g.get("bonus_token_id") is None else g["bonus_token_id"],
+            bonus_text=g.get("bonus_text", ""),
             accepted=list(g["accepted"]), committed=list(g.get("committed", [])), C_p=g.get("C_p"),
             stage_ms=dict(g.get("stage_ms", {})),
             optimal=OptimalTree.from_dict(g["optimal"]) if g.get("optimal") is not None else None,

@@ -178,7 +178,7 @@ _NUMBERS = (
     RoundNumber("ms", "stage ms", "the round's recorded stage times together", "ms",
                 lambda r: sum(r.stage_ms.values()) if r.stage_ms else None, over_rounds=SUM, over_prompts=SUM,
                 digits=1, column=True),
-    RoundNumber("tokens_per_s", "tokens/s", "tokens committed per second of recorded stage time", "tokens/s", None,
+    RoundNumber("tokens_per_s", "tokens/s", "tokens committed per second, from the recorded stage times", "tokens/s", None,
                 over_rounds=RATIO, over_prompts=RATIO, digits=1, ratio=("tokens", "ms", 1e3)),
     RoundNumber("sized_B", "B", "--budget auto: the non-root nodes the round was sized to", "nodes", _sized("B"),
                 digits=1, whole=True, undefined="no auto budget"),

@@ -122,7 +122,8 @@ def read_manifest(folder: str | Path) -> dict:
     try:
         m = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:  # what went wrong, never what the file holds
-        why = e.strerror if isinstance(e, OSError) else "not JSON" if isinstance(e, json.JSONDecodeError) else "not text"
+        why = (e.strerror if isinstance(e, OSError) else "not JSON" if isinstance(e, json.JSONDecodeError)
+               else "not text")
         raise TevvizError(f"{path}: cannot read the manifest ({why})") from None
     if not isinstance(m, dict) or not str(m.get("schema", "")).startswith("tevviz.scan/"):
         raise TevvizError(f"{path}: not a tevviz scan manifest (its schema is not tevviz.scan/N)")

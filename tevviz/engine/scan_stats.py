@@ -127,7 +127,8 @@ def prompt_stats(id: str, category: str, position: int, rounds: list[RoundRecord
             _add(leaf, lf)
     return PromptStats(
         id=id, category=category, position=position, rounds=len(rounds), tokens=NUMBERS["tokens"].over(rounds),
-        seconds=seconds, metrics={n.scan: n.over(rounds) for n in SCAN}, reach=reach, present=present, width=width, leaf=leaf, scored=scored,
+        seconds=seconds, metrics={n.scan: n.over(rounds) for n in SCAN}, reach=reach, present=present, width=width,
+        leaf=leaf, scored=scored,
         lengths=dict(Counter(r.block_length for r in rounds)),
     )
 

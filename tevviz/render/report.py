@@ -27,7 +27,8 @@ from plotly.offline import get_plotlyjs
 
 from tevviz.engine.io import ImportedSession
 from tevviz.engine.records import CoverageGap, RoundRecord, expected_length_text
-from tevviz.engine.summary import bounded_rounds, summarize
+from tevviz.engine.round_numbers import COLUMNS, MEAN, NUMBERS, SESSION, RoundNumber
+from tevviz.engine.summary import summarize
 from tevviz.files import atomic_write
 from tevviz.render.colours import colour_bar
 from tevviz.render.graph import METRICS, node_metric, round_graph
@@ -67,7 +68,7 @@ def report_html(imported: ImportedSession, title: str | None = None) -> str:
         STATUS,
         _figure_divs(figures),
         _tree_controls(len(rounds), payload["trees"][0]["caption"] if rounds else ""),
-        _round_table(rounds, gaps),
+        _round_table(rounds),
     ]
     data = json.dumps(payload, separators=(",", ":"), allow_nan=False)
     return PAGE.format(title=_esc(title), style=STYLE, body="\n".join(b for b in body if b), plotlyjs=_plotly_blob(),
@@ -162,10 +163,11 @@ def _caption(r: RoundRecord, gap: CoverageGap | None) -> str:
              f"L = {r.block_length}"]
     if r.expected_length is not None:
         parts.append(expected_length_text(r))
+    star, lost = NUMBERS["optimal_ceiling"], NUMBERS["gap"]
     if gap is not None and gap.gap is not None:
-        parts.append(f"1 + C_p* = {1 + gap.C_p_star:.3f}, gap {gap.gap:.3f}")
+        parts.append(f"{star.label} = {star.text(star.value(r))}, gap {lost.text(lost.value(r))}")
     elif gap is not None:  # a round the optimal tree does not bound (a sampled chain under speculative sampling)
-        parts.append(f"best fixed tree: 1 + C_p* = {1 + gap.C_p_star:.3f}, not a ceiling here")
+        parts.append(f"best fixed tree: {star.label} = {star.text(star.value(r))}, not a ceiling here")
     return ", ".join(parts)
 
 
@@ -208,25 +210,27 @@ def _texts(imported: ImportedSession) -> str:
             f'<h2>Generated text</h2>\n<pre id="text">{_esc(imported.text)}</pre>')
 
 
-def _number(value: float | None, digits: int = 3) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
-
-
 def _summary(rounds: list[RoundRecord]) -> str:
+    """The session's means of the per-round numbers (round_numbers.SESSION), each with its definition."""
     s = summarize(rounds)
-    seconds = sum(s.stage_ms.values()) / 1e3
-    rows = [("rounds", "rounds", str(s.rounds)), ("tokens", "tokens committed", str(s.tokens)),
-            ("tau", "tau (mean block length L)", _number(s.tau)),
-            ("mean_expected_length", "mean expected block length E[L]", _number(s.mean_expected_length))]
-    if s.optimal_rounds:
-        star = f"mean 1 + C_p* ({s.optimal_rounds} rounds)"
-        rows += [("mean_optimal_ceiling", star, _number(1 + s.mean_optimal)),
-                 ("mean_gap", f"mean drafter gap C_p* - C_p (the {bounded_rounds(rounds)} rounds it bounds)",
-                  _number(s.mean_gap))]
-    if seconds > 0:
-        rows.append(("tokens_per_s", "tokens/s, from the recorded stage times", _number(s.tokens / seconds, 1)))
-    cells = "".join(f'<tr><th>{label}</th><td data-key="{key}">{value}</td></tr>' for key, label, value in rows)
+    rows = [("rounds", "rounds", str(s.rounds), ""), ("tokens", "tokens committed", str(s.tokens), "")]
+    for n in SESSION:
+        if not n.needs_optimal or s.optimal_rounds:
+            rows.append((n.session, _over(n, rounds), n.text(s.numbers[n.name], "–"), n.definition))
+    speed = NUMBERS["tokens_per_s"]
+    if s.numbers[speed.name] is not None:
+        rows.append((speed.name, speed.label, speed.text(s.numbers[speed.name]), speed.definition))
+    cells = "".join(f'<tr><th>{_esc(label)}</th><td data-key="{key}">{value}</td><td class="note">{_esc(what)}</td>'
+                    "</tr>" for key, label, value, what in rows)
     return f'<h2>Summary</h2>\n<table class="kv" id="summary">{cells}</table>'
+
+
+def _over(n: RoundNumber, rounds: list[RoundRecord]) -> str:
+    """A mean's heading, with the rounds it is over where some lack the number (`mean drafter gap (3 of 5 rounds)`)."""
+    k = n.defined(rounds)
+    if n.over_rounds != MEAN or k == len(rounds):
+        return n.heading
+    return f"{n.heading} ({n.undefined})" if k == 0 else f"{n.heading} ({k} of {len(rounds)} rounds)"
 
 
 def _figure_divs(figures: Mapping[str, dict]) -> str:
@@ -246,16 +250,15 @@ def _tree_controls(n: int, caption: str) -> str:
             f'<span id="caption">{_esc(caption)}</span></div>\n<div class="plot" id="tree"></div>')
 
 
-def _round_table(rounds: list[RoundRecord], gaps: list[CoverageGap | None]) -> str:
+def _round_table(rounds: list[RoundRecord]) -> str:
     if not rounds:
         return ""
-    head = "".join(f"<th>{h}</th>" for h in ("round", "nodes", "depth", "exit node", "L", "E[L]", "1 + C_p*", "gap",
-                                             "stage ms"))
+    head = "".join(f'<th title="{_esc(what)}">{_esc(h)}</th>' for h, what in
+                   (("round", ""), ("exit node", "the node where verification stopped"),
+                    *((n.label, n.definition) for n in COLUMNS)))
     rows = []
-    for r, gap in zip(rounds, gaps):
-        cells = [r.index, r.size, max(r.depths), r.exit_node, r.block_length,
-                 _number(r.expected_length), _number(None if gap is None else 1 + gap.C_p_star),
-                 _number(None if gap is None else gap.gap), _number(sum(r.stage_ms.values()), 1)]
+    for r in rounds:
+        cells = [r.index, r.exit_node, *(n.text(n.value(r), "–") for n in COLUMNS)]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return f'<h2>Rounds</h2>\n<table class="rounds" id="rounds"><tr>{head}</tr>{"".join(rows)}</table>'
 

@@ -88,8 +88,8 @@ def scan_report_html(data: ScanData, title: str | None = None) -> str:
         ("<h2>By category</h2>\n<p class=\"note\">Means over prompts ± their standard error; tokens/s from the "
         "decoding wall time.</p>"), html_table(*category_rows(s.groups), "categories"),
         "<h2>Acceptance by depth</h2>",
-        ("<p>Each cell is conditional / marginal: of the rounds that reached depth d - 1, the share that accepted at d; "
-        "and the share of all rounds that reached d (docs/math.md).</p>"),
+        ("<p>Each cell is conditional / marginal: of the rounds that reached depth d - 1, the share that accepted at "
+         "d; and the share of all rounds that reached d (docs/math.md).</p>"),
         html_table(*depth_rows(s.groups), "acceptance-table"),
         ("<h2>Where the mass went</h2>\n<p class=\"note\">Mean exit mass per round by depth: width exits (the "
         "target's token was not among the children) and leaf exits (the tree ended).</p>"),

@@ -99,8 +99,9 @@ def summary_text(data) -> str:
     """Everything `tevviz scan` and `tevviz scan show` print for a scan folder."""
     s = data.summary
     parts = [f"{data.folder}: {len(data.index)} prompts; {settings_line(data.manifest)}", "",
-             text_table(*category_rows(s.groups)), "", ("acceptance by depth, conditional/marginal: of the rounds reaching d - 1 the share accepting at d / the share "
-              "of all rounds reaching d"),
+             text_table(*category_rows(s.groups)), "",
+             ("acceptance by depth, conditional/marginal: of the rounds reaching d - 1 the share accepting at d / the "
+              "share of all rounds reaching d"),
              text_table(*depth_rows(s.groups)), "", "where the mass went: mean exit mass per round by depth",
              text_table(*loss_rows({k: g for k, g in s.groups.items() if k == "all"})), ""]
     lengths = s.groups["all"].lengths

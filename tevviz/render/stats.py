@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 
 from tevviz.engine import summary
 from tevviz.engine.records import STAGES, RoundRecord
+from tevviz.engine.round_numbers import NUMBERS
 from tevviz.engine.summary import exit_by_depth
 
 Round = RoundRecord | Mapping[str, Any]
@@ -22,17 +23,20 @@ def records(rounds: Sequence[Round]) -> list[RoundRecord]:
     return [r if isinstance(r, RoundRecord) else RoundRecord.from_dict(r) for r in rounds]
 
 
-def stage_times_figure(rounds: Sequence[Round], layout: Layout | None = None, as_dict: bool = False) -> go.Figure | dict:
+def stage_times_figure(rounds: Sequence[Round], layout: Layout | None = None,
+                       as_dict: bool = False) -> go.Figure | dict:
     """Stacked bar per round of the milliseconds spent in each stage; `layout` entries override the figure's."""
     rs = records(rounds)
     x = [r.index for r in rs]
-    bars = [_bar(s, x, [r.stage_ms.get(s, 0.0) for r in rs]) for s in STAGES]
+    stage = lambda s, r: NUMBERS[f"{s}_ms"].value(r) or 0.0  # a stage not timed drew nothing
+    bars = [_bar(s, x, [stage(s, r) for r in rs]) for s in STAGES]
     return _figure(as_dict, bars, layout, "time per round by stage", "round", "ms", barmode="stack")
 
 
-def block_length_histogram(rounds: Sequence[Round], layout: Layout | None = None, as_dict: bool = False) -> go.Figure | dict:
+def block_length_histogram(rounds: Sequence[Round], layout: Layout | None = None,
+                           as_dict: bool = False) -> go.Figure | dict:
     """Number of rounds per block length L; `layout` entries override the figure's."""
-    counts = Counter(r.block_length for r in records(rounds))
+    counts = Counter(map(NUMBERS["L"].value, records(rounds)))
     lengths = list(range(1, max(counts, default=1) + 1))
     return _figure(as_dict, [_bar("rounds", lengths, [counts[n] for n in lengths])], layout, "block length L per round",
                    "L (tokens committed)", "rounds")
@@ -47,7 +51,8 @@ CONDITIONAL = "conditional: of rounds reaching d - 1, share accepting at d"
 MARGINAL = "marginal: share of all rounds reaching d"
 
 
-def acceptance_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = None, as_dict: bool = False) -> go.Figure | dict:
+def acceptance_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = None,
+                               as_dict: bool = False) -> go.Figure | dict:
     """Per depth d, acceptance under its two names (summary.DepthAcceptance): conditional bars, the marginal line."""
     rows = acceptance_curves(rounds)
     depths = [a.depth for a in rows]
@@ -62,7 +67,8 @@ def acceptance_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = 
                    legend={"orientation": "h", "yanchor": "top", "y": -0.3, "x": 0.0})
 
 
-def exit_mass_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = None, as_dict: bool = False) -> go.Figure | dict:
+def exit_mass_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = None,
+                              as_dict: bool = False) -> go.Figure | dict:
     """Where the mass went: per depth, the session's mean exit mass at internal nodes (width) and at leaves
     (depth or budget), stacked, beside acceptance by depth on a second axis."""
     split = exit_by_depth(records(rounds))
@@ -90,10 +96,12 @@ def coverage_figure(rounds: Sequence[Round], layout: Layout | None = None, as_di
     """C_p per round and, where computed, C_p* (the optimal tree of the same budget) with the gap between them."""
     rs = records(rounds)
     x = [r.index for r in rs]
-    star = [r.optimal.C_p if r.optimal is not None else None for r in rs]
+    mine, star = NUMBERS["C_p"], NUMBERS["C_p_star"]
     traces = [
-        {"type": "scatter", "mode": "lines+markers", "name": "C_p (draft tree)", "x": x, "y": [r.C_p for r in rs]},
-        {"type": "scatter", "mode": "lines+markers", "name": "C_p* (optimal tree)", "x": x, "y": star,
+        {"type": "scatter", "mode": "lines+markers", "name": f"{mine.label} (draft tree)", "x": x,
+         "y": [mine.value(r) for r in rs]},
+        {"type": "scatter", "mode": "lines+markers", "name": f"{star.label} (optimal tree)", "x": x,
+         "y": [star.value(r) for r in rs],
          "line": {"dash": "dash"}, "fill": "tonexty", "fillcolor": "rgba(150,150,150,0.25)"},
     ]
     # The y axis on the right: the panel tiles this figure to the right of where the mass went, whose second axis's
