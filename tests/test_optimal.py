@@ -286,7 +286,7 @@ def test_the_optimal_tree_is_no_ceiling_for_a_sampled_chain_and_says_so():
     assert s.rounds[view].coverage_gap().ghosts, "test setup: the chain misses some of the fixed tree's nodes"
     assert "ghost branches (best fixed tree, not a ceiling here)" in names and "ghost branches (optimal tree)" not in names
     table = stats_markdown(st)
-    assert f"1 + C_p* (best fixed tree of B = {B}, not a ceiling)" in table and "mean gap (0 rounds)" in table
+    assert f"1 + C_p* (best fixed tree of B = {B}, not a ceiling)" in table and "mean drafter gap (0 rounds)" in table
 
     tev = DecodeSession(pair, [5, 6, 7], DecodeConfig(builder=BuilderConfig(budget=4, depth=4), max_new_tokens=8,
                                                       **common))

@@ -15,8 +15,9 @@ from ..engine.comparison import Comparison
 from ..engine.evaluation import EVAL_ROUNDS
 from ..engine.exit_mass import ExitMassMove
 from ..engine.records import expected_length_text, optimal_label
+from ..engine.round_numbers import NUMBERS, SESSION
 from ..engine.speed import ms_per_token, speed_breakdown
-from ..engine.summary import SessionSummary, bounded_rounds, summarize
+from ..engine.summary import SessionSummary, summarize
 from ..render import (
     BONUS,
     acceptance_by_depth_figure,
@@ -147,17 +148,17 @@ def node_choices(st: AppState) -> list[tuple[str, int]]:
     return [(f"{mark.get(v, '')}{v}: {r.texts[v]!r} (depth {r.depths[v]})", v) for v in range(r.size)]
 
 
-def _optimal_table(r, gap, s: SessionSummary, bounded: int) -> list[str]:
+def _optimal_table(r, gap, s: SessionSummary) -> list[str]:
     """The shown round against its optimal tree, and the session's means. A sampled chain's round is not held to
     1 + C_p* (speculative sampling accepts with min(1, p / q)): its C_p* is the best fixed tree's, with no gap."""
+    ceiling, lost, held = NUMBERS["optimal_ceiling"], NUMBERS["gap"], NUMBERS["held"]
     star = "optimal tree" if gap is None or gap.bounds else f"best fixed tree of B = {r.optimal.budget}, not a ceiling"
     shown = ("| — | — | — | — |" if gap is None else
-             f"| {1 + gap.C_p:.3f} | {1 + gap.C_p_star:.3f} | {_fmt(gap.gap)} | {gap.held:.1%} |")
-    mean_star = None if s.mean_optimal is None else 1 + s.mean_optimal
-    return [(f"| round {r.index if r else '—'}: 1 + C_p | 1 + C_p* ({star}) | drafter gap | optimal mass held "
-             f"| session: mean 1 + C_p* | mean gap ({bounded} rounds) |"),
+             f"| {1 + gap.C_p:.3f} | {_fmt(ceiling.value(r))} | {_fmt(lost.value(r))} | {held.value(r):.1%} |")
+    return [(f"| round {r.index if r else '—'}: 1 + C_p | {ceiling.label} ({star}) | {lost.label} | {held.label} "
+             f"| session: {ceiling.heading} | {lost.heading} ({s.bounded_rounds} rounds) |"),
             "|---|---|---|---|---|---|",
-            shown[:-1] + f"| {_fmt(mean_star, 4)} | {_fmt(s.mean_gap)} |"]
+            shown[:-1] + f"| {_fmt(s.numbers[ceiling.name], 4)} | {_fmt(s.numbers[lost.name])} |"]
 
 
 def stats_markdown(st: AppState) -> str:
@@ -170,17 +171,20 @@ def stats_markdown(st: AppState) -> str:
     comparable = base is not None and base["prompt"] == st.prompt and base["cfg"] == st.cfg
     speedup = tps / base["tokens_per_s"] if comparable and tps and base["tokens_per_s"] else None
     kept = f" (last {s.rounds} rounds)" if st.dropped else ""
+    means = [n for n in SESSION if not n.needs_optimal]  # tau, mean E[L]: with the optimal tree, the table below
+    heads = "".join(f"{n.heading}{kept} | " for n in means)
+    cells = "".join(f"{_fmt(s.numbers[n.name], n.digits)} | " for n in means)
     lines = [
-        f"| rounds | tokens | tokens/s | tau{kept} | mean E[L]{kept} | baseline tokens/s | speed-up |",
-        "|---|---|---|---|---|---|---|",
-        (f"| {rounds} | {tokens} | {_fmt(tps)} | {_fmt(s.tau)} | {_fmt(s.mean_expected_length)} "
-         f"| {_fmt(base['tokens_per_s']) if comparable else '—'} | {'—' if speedup is None else f'{speedup:.2f}x'} |"),
+        f"| rounds | tokens | tokens/s | {heads}baseline tokens/s | speed-up |",
+        "|---|---|---|" + "---|" * len(means) + "---|---|",
+        (f"| {rounds} | {tokens} | {_fmt(tps)} | {cells}"
+         f"{_fmt(base['tokens_per_s']) if comparable else '—'} | {'—' if speedup is None else f'{speedup:.2f}x'} |"),
     ]
     lines += speed_lines(st, base if comparable else None)
     r = st.round
     gap = r.coverage_gap() if r is not None else None
     if gap is not None or s.optimal_rounds:
-        lines += ["", *_optimal_table(r, gap, s, bounded_rounds(st.rounds))]
+        lines += ["", *_optimal_table(r, gap, s)]
     if r is not None and r.sizing is not None:
         from ..engine.round_time import describe
 
@@ -240,8 +244,8 @@ def decoded_markdown(d: Decoded) -> str:
     s = summarize(d.rounds)
     tps = d.tokens / d.seconds if d.seconds > 0 else 0.0
     ms = "  ".join(f"{k} {v:.0f}" for k, v in s.stage_ms.items())
-    return (f"**{d.label}**: {s.rounds} rounds, {d.tokens} tokens, tau {_fmt(s.tau)}, "
-            f"mean E[L] {_fmt(s.mean_expected_length)}, {tps:.1f} tokens/s\n\nstage ms: {ms}\n\n"
+    means = "".join(f"{n.heading} {_fmt(s.numbers[n.name], n.digits)}, " for n in SESSION if not n.needs_optimal)
+    return (f"**{d.label}**: {s.rounds} rounds, {d.tokens} tokens, {means}{tps:.1f} tokens/s\n\nstage ms: {ms}\n\n"
             f"```\n{d.text}\n```")
 
 
