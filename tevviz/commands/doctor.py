@@ -35,12 +35,13 @@ def doctor_rows(args, source) -> tuple[list[dict], str]:
 
 def cmd_doctor(args) -> int:
     """Decode held-out prompts under each reading of the drafter's target states; print the table and the verdict."""
-    from ..engine.doctor import encode_rows, run_doctor
+    from ..engine.doctor import check_max_new_tokens, encode_rows, run_doctor
     from ..render.doctor import doctor_text
 
     set_threads(args.threads)
     source = source_from_args(args)
     rows, where = doctor_rows(args, source)
+    check_max_new_tokens(args.max_new_tokens)
     pair = source.load()
     ids = encode_rows(pair.tokenizer, rows)
     args.started = True

@@ -89,7 +89,7 @@ class DoctorReport:
     layout: str  # what was checked before decoding
     readings: tuple[ReadingResult, ...]  # empty: nothing to doctor
     best: str | None  # the name of the reading with the highest depth-1 acceptance
-    margin: float | None  # best minus own depth-1 acceptance
+    margin: float | None  # the strongest other reading's depth-1 acceptance minus the own's (None: no other)
     threshold: float | None  # what the margin must exceed to be clear: max(Z x its SE, FLOOR)
     ok: bool  # no reading beats the own one by a clear margin
     verdict: str
@@ -97,7 +97,8 @@ class DoctorReport:
     max_new_tokens: int = 0
     builder: str = ""
     measure: str = MEASURE
-    margin_rule: str = f"best minus own depth-1 acceptance > max({Z:g} x the SE of that difference, {FLOOR:g})"
+    margin_rule: str = (f"the best other reading's depth-1 acceptance minus the own's > max({Z:g} x the SE of that "
+                        f"difference, {FLOOR:g})")
 
     @property
     def own(self) -> ReadingResult | None:
@@ -190,17 +191,17 @@ def difference_se(a: DepthRate, b: DepthRate) -> float:
     return max(_cluster_se(terms), math.hypot(a.binomial_se or 0.0, b.binomial_se or 0.0))
 
 
-def clear_margin(best: ReadingResult, own: ReadingResult) -> tuple[float, float, bool]:
-    """(margin, threshold, clear): best minus own depth-1 acceptance, and whether it exceeds max(Z x its SE, FLOOR).
+def clear_margin(other: ReadingResult, own: ReadingResult) -> tuple[float, float, bool]:
+    """(margin, threshold, clear): other minus own depth-1 acceptance, and whether it exceeds max(Z x its SE, FLOOR).
 
     Both readings decode the same prompts, so the SE is that of the paired difference over prompts; Z = 2 makes a
     two-sided test near 5% for one comparison (with two or three other readings, a false alarm stays rare). The floor
     keeps a statistically clear but small difference (many prompts) from being called a misconfiguration: the wrong
     readings seen in practice cost most of the depth-1 acceptance (vLLM PR 43671: about 0.45 down to 0.10)."""
-    a, b = best.rate(1), own.rate(1)
+    a, b = other.rate(1), own.rate(1)
     margin = a.rate - b.rate
     threshold = max(Z * difference_se(a, b), FLOOR)
-    return margin, threshold, best is not own and margin > threshold
+    return margin, threshold, other is not own and margin > threshold
 
 
 def measure_builder(kind: DrafterKind) -> BuilderConfig:
@@ -240,6 +241,12 @@ def decode_reading(pair, prompts: list[list[int]], max_new_tokens: int, builder:
     return per_prompt, rounds
 
 
+def check_max_new_tokens(n) -> None:
+    """Refuse fewer than 2 new tokens: a round that may commit one token drafts nothing."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+        raise TevvizError(f"max new tokens must be an integer of at least 2 (with one, no round drafts), got {n!r}")
+
+
 def run_doctor(pair, prompts: list[list[int]], max_new_tokens: int = 64, draft_path: str | None = None,
                progress: Callable[[int, int, str], None] | None = None) -> DoctorReport:
     """Check the layout, decode `prompts` (token ids) under each reading of the pair's drafter, and judge the own
@@ -254,9 +261,7 @@ def run_doctor(pair, prompts: list[list[int]], max_new_tokens: int = 64, draft_p
         return DoctorReport(kind.name, pair.draft_name, layout, (), None, None, None, True, said)
     if not prompts:
         raise TevvizError("prompts: give at least one prompt to decode")
-    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 2:
-        raise TevvizError(f"max new tokens must be an integer of at least 2 (a round drafts below the last token "
-                          f"committed), got {max_new_tokens!r}")
+    check_max_new_tokens(max_new_tokens)
     own = next((r for r in readings if r.own), readings[0])
     builder = measure_builder(kind)
     total, done = len(readings) * len(prompts), [0]
@@ -285,16 +290,23 @@ def _result(reading: Reading, per_prompt, rounds: int) -> ReadingResult:
 
 def judge(kind: str, draft_name: str, layout: str, results: list[ReadingResult], prompts: int, max_new_tokens: int,
           builder: str) -> DoctorReport:
-    """The best reading (highest depth-1 acceptance; the own one on a tie) and the verdict on the own reading."""
+    """The best reading (highest depth-1 acceptance; the own one on a tie) and the verdict on the own reading, which
+    is measured against its strongest challenger: `margin` is that reading's depth-1 acceptance minus the own's."""
     own = next((r for r in results if r.own), results[0])
     if own.rate(1).rate is None:
         raise TevvizError("no round drafted a token under the checkpoint's own reading: give longer outputs "
                           "(--max-new-tokens) or more prompts")
-    measured = [r for r in results if r.rate(1).rate is not None]
-    best = max(measured, key=lambda r: (r.rate(1).rate, r.own))
-    margin, threshold, clear = clear_margin(best, own)
-    args = (kind, draft_name, layout, tuple(results), best.name, margin, threshold, not clear)
-    return DoctorReport(*args, verdict(best, own, margin, threshold, clear), prompts, max_new_tokens, builder)
+    others = [r for r in results if r is not own and r.rate(1).rate is not None]
+    head = (kind, draft_name, layout, tuple(results))
+    tail = (prompts, max_new_tokens, builder)
+    if not others:
+        said = f"no other reading to compare with {describe(own)}: the others lie beyond the target's layers"
+        return DoctorReport(*head, own.name, None, None, True, said, *tail)
+    challenger = max(others, key=lambda r: r.rate(1).rate)
+    margin, threshold, clear = clear_margin(challenger, own)
+    best = challenger if margin > 0 else own
+    return DoctorReport(*head, best.name, margin, threshold, not clear,
+                        verdict(challenger, own, margin, threshold, clear), *tail)
 
 
 def describe(r: ReadingResult) -> str:
@@ -303,16 +315,16 @@ def describe(r: ReadingResult) -> str:
     return f"{r.name} (hidden_states {list(r.layer_ids)}{opts})"
 
 
-def verdict(best: ReadingResult, own: ReadingResult, margin: float, threshold: float, clear: bool) -> str:
+def verdict(challenger: ReadingResult, own: ReadingResult, margin: float, threshold: float, clear: bool) -> str:
     """The verdict in words, the margin rule included."""
     rule = f"a clear margin exceeds max({Z:g} x the SE of the difference, {FLOOR:g}) = {threshold:.3f}"
-    o, b = own.rate(1), best.rate(1)
+    o, c = own.rate(1), challenger.rate(1)
     if clear:
-        return (f"the checkpoint's own reading looks wrong: {describe(best)} accepts {b.rate:.3f} ± {b.se:.3f} at "
-                f"depth 1 against {o.rate:.3f} ± {o.se:.3f} for {describe(own)}, a margin of {margin:.3f} ({rule}); "
-                f"the drafter was most likely trained with {best.name}")
-    if best is own:
-        return (f"the checkpoint's own reading, {describe(own)}, is the best: {o.rate:.3f} ± {o.se:.3f} at depth 1 "
-                f"({rule} for another reading to replace it)")
-    return (f"no reading beats the checkpoint's own by a clear margin: {describe(best)} is {margin:+.3f} at depth 1 "
-            f"against {describe(own)}, and {rule}")
+        return (f"the checkpoint's own reading looks wrong: {describe(challenger)} accepts {c.rate:.3f} ± {c.se:.3f} "
+                f"at depth 1 against {o.rate:.3f} ± {o.se:.3f} for {describe(own)}, a margin of {margin:.3f} ({rule}); "
+                f"the drafter was most likely trained with {challenger.name}")
+    if margin <= 0:
+        return (f"the checkpoint's own reading, {describe(own)}, is the best: {o.rate:.3f} ± {o.se:.3f} at depth 1, "
+                f"{-margin:.3f} above the next, {challenger.name} ({rule} for another reading to replace it)")
+    return (f"no reading beats the checkpoint's own by a clear margin: {describe(challenger)} is {margin:+.3f} at "
+            f"depth 1 against {describe(own)}, and {rule}")

@@ -33,7 +33,7 @@ def _lines(report: DoctorReport) -> dict[str, str]:
     if not report.readings:
         return out | {"verdict": f"verdict: {status}: {report.verdict}"}
     margin = ("" if report.margin is None else
-              f" (margin over the own reading {report.margin:+.3f}, clear above {report.threshold:.3f})")
+              f" (the best other reading minus the own one: {report.margin:+.3f}; clear above {report.threshold:.3f})")
     measured = (f"measured: {report.measure}; {report.prompts} prompts, up to {report.max_new_tokens} new tokens "
                 f"each, {report.builder} trees")
     key = (f"{OWN_MARK} the checkpoint's own reading; hidden_states 0 is the embedding output, i the output of "
