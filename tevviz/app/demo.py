@@ -23,6 +23,7 @@ from ..prompts import load_prompts, with_demo_prompts
 from .compare_tab import compare_tab
 from .controller import Controller
 from .decode_tab import decode_tab
+from .doctor_panel import doctor_panel
 from .exittrain_tab import exittrain_tab
 from .figure_view import serve_plotly_js
 from .model_thread import MODEL_THREAD, TORCH_DEFAULT_THREADS, app_threads
@@ -146,6 +147,8 @@ def build_demo(source: ModelSource | ModelPair | None = None, *, default_prompt:
                 exittrain_tab(ctl, state, decode.settings)
             with gr.Tab("Scan"):
                 scan_tab(ctl, state, decode, tabs)
+            with gr.Tab("Doctor"):
+                doctor_panel(ctl, state, models.drafters())
         wire_runs(ctl, demo, decode)
     demo.queue(default_concurrency_limit=1)
     return demo
