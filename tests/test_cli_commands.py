@@ -345,7 +345,7 @@ def test_decode_budget_auto_reports_its_sizing(reference_ids, capsys):
 
 
 def test_decode_mixed_reports_its_arms_and_needs_budget_auto(reference_ids, capsys):
-    """--builder mixed: the target's greedy ids, and how many rounds each arm drafted; without --budget auto, exit 2."""
+    """--builder mixed: the target's greedy ids, and how many rounds each arm drafted; with a fixed --budget, exit 2."""
     capsys.readouterr()
     assert main([*DECODE, "--max-new-tokens", "24", "--prompt", PROMPT, "--builder", "mixed", "--budget", "auto",
                  "--budget-limit", "8", "--depth", "3"]) == 0
@@ -354,7 +354,7 @@ def test_decode_mixed_reports_its_arms_and_needs_budget_auto(reference_ids, caps
     a = out["auto_budget"]
     assert 0 < a["chain_rounds"] < out["rounds"]  # the warm-up drafts both arms
     assert {"chain", "tree_rate", "chain_rate"} <= set(a["last"])
-    assert main([*DECODE, "--prompt", PROMPT, "--builder", "mixed"]) == 2
+    assert main([*DECODE, "--prompt", PROMPT, "--builder", "mixed", "--budget", "32"]) == 2
     assert "use it with an automatic budget (--budget auto" in message(capsys.readouterr().err)
 
 
@@ -370,16 +370,23 @@ def test_cli_tree_shape_defaults_are_the_engines():
 
 def test_cli_decoding_and_training_defaults_are_the_engines():
     """The other defaults the CLI spells out for the same reason: decode's are DecodeConfig's, SamplingConfig's and
-    BuilderConfig's (temperature aside: the CLI decodes greedily by default); train's are TrainConfig's where the
-    command does not choose its own (steps, schedule)."""
+    BuilderConfig's (temperature aside: the CLI decodes greedily by default; the tree and the verifier aside: the
+    pair's measured best, test_decode_defaults); train's are TrainConfig's where the command does not choose its own
+    (steps, schedule)."""
     from tevviz.cli import build_parser
+    from tevviz.engine.builders import BuilderConfig
     from tevviz.engine.exittrain import TrainConfig
+    from tevviz.engine.pairs import AUTO_LIMIT, NAMED_PAIRS, decode_defaults
     from tevviz.engine.sampling import SamplingConfig
     from tevviz.engine.session import DecodeConfig
     from tevviz.options import decode_config_from_args
 
     args = build_parser().parse_args(["decode", "--prompt", "x"])
-    assert decode_config_from_args(args) == DecodeConfig(sampling=SamplingConfig(temperature=0.0))
+    best = decode_defaults(NAMED_PAIRS["stdlib"], 0.0)
+    auto = best.budget == "auto"
+    tree = BuilderConfig(kind=best.builder, budget=AUTO_LIMIT if auto else best.budget, depth=best.depth, auto=auto)
+    assert decode_config_from_args(args) == DecodeConfig(sampling=SamplingConfig(temperature=0.0), builder=tree,
+                                                         verifier=best.verifier)
     args = build_parser().parse_args(["train", "--out", "x"])
     cfg = TrainConfig()
     assert (args.objective, args.batch, args.seed, args.budget, args.depth) == (

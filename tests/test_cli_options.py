@@ -16,6 +16,8 @@ from tevviz.engine.summary import summarize
 
 PROMPT = "def fib(n):\n"
 DECODE = ["decode", "--prompt", PROMPT, "--json", "--max-new-tokens", "6", "--device", "cpu", "--threads", "1"]
+# The best-first tree these tests were written for (the pair's own defaults are a sampled chain, test_decode_defaults).
+TREE = ["--builder", "best-first", "--verifier", "tev", "--budget", "32", "--depth", "6"]
 
 
 def run_json(argv: list[str], capsys):
@@ -63,7 +65,7 @@ def test_draft_temperature_sharpens_the_draft_scores(tmp_path, capsys):
     T = 1) and the output (every verifier is exact) are unchanged."""
     seen = {}
     for t in (1.0, 0.5):
-        out, doc = exported(["--draft-temperature", str(t)], tmp_path, capsys, f"d{t}.json")
+        out, doc = exported([*TREE, "--draft-temperature", str(t)], tmp_path, capsys, f"d{t}.json")
         assert doc["meta"]["builder"]["draft_temperature"] == t
         first = [n for n in doc["rounds"][0]["nodes"] if n["depth"] == 1]
         seen[t] = (out["token_ids"], {n["token_id"]: n["draft_logprob"] for n in first}, max(n["score"] for n in first))

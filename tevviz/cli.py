@@ -13,7 +13,7 @@ import sys
 
 from . import __version__
 from .engine.errors import TevvizError
-from .engine.pairs import DEFAULT_PAIR, NAMED_PAIRS
+from .engine.pairs import AUTO_LIMIT, DEFAULT_PAIR, FIXED_BUDGET, NAMED_PAIRS
 
 EXAMPLES = """examples:
   tevviz                                       the app on the embedded stdlib pair, http://127.0.0.1:7860
@@ -115,6 +115,14 @@ def tree_shape_flags(g) -> None:
     g.add_argument("--width", type=int, default=8, help="W: frontier width per depth (best-first)")
 
 
+DEFAULTS_NOTE = ("Flags left out take the setting measured fastest for the loaded named pair at the temperature "
+                 "given (its builder, verifier, budget and depth, recorded with the benchmark that measured them); "
+                 "any other pair, or a drafter that setting does not fit, starts at --budget auto on the drafter's "
+                 "own builder, whose floor is plain decoding. Flags given always win; naming another builder or "
+                 "verifier, or a fixed --budget where the setting sizes itself, leaves the rest at those general "
+                 "defaults.")
+
+
 def add_decoding(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sampling")
     g.add_argument("--max-new-tokens", type=int, default=64, help="the most tokens to generate")
@@ -122,23 +130,29 @@ def add_decoding(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-k", type=int, default=0, help="0 = off")
     g.add_argument("--top-p", type=float, default=1.0, help="1 = off")
     g.add_argument("--seed", type=int, default=0, help="seeds the verifier's draws (and a sampled chain's)")
-    g = p.add_argument_group("draft tree")
-    g.add_argument("--verifier", default="tev", metavar="NAME", choices=LazyChoices("tevviz.engine.verifiers", "VERIFIERS"),
+    g = p.add_argument_group("draft tree", DEFAULTS_NOTE)
+    g.add_argument("--verifier", default=None, metavar="NAME",
+                   choices=LazyChoices("tevviz.engine.verifiers", "VERIFIERS"),
                    help="a registered verifier: tev, predraw, residual, speculative (speculative sampling, for "
-                        "--builder sampled; on other trees it is residual), and the reference predraw-loop")
+                        "--builder sampled; on other trees it is residual), and the reference predraw-loop "
+                        "(default: the pair's measured best, else tev)")
     g.add_argument("--builder", default=None, metavar="NAME",
                    choices=LazyChoices("tevviz.engine.builders", "BUILDERS"),
-                   help="best-first (the default for autoregressive drafters), static, chain, sampled (a chain drawn "
-                        "from the draft's own law, for --verifier speculative; docs/math.md), mixed (with --budget "
-                        "auto: each round a best-first tree or a sampled chain, whichever the session measures "
-                        "faster; docs/auto-budget.md), or ddtree (DDTree's heap over a block drafter's per-depth "
-                        "rows; the default for block drafters)")
-    g.add_argument("--budget", type=budget_value, default=32,
+                   help="best-first, static, chain, sampled (a chain drawn from the draft's own law, for --verifier "
+                        "speculative; docs/math.md), mixed (with --budget auto: each round a best-first tree or a "
+                        "sampled chain, whichever the session measures faster; docs/auto-budget.md), or ddtree "
+                        "(DDTree's heap over a block drafter's per-depth rows); default: the pair's measured best, "
+                        "else the drafter's own (best-first for autoregressive drafters, ddtree for block drafters)")
+    g.add_argument("--budget", type=budget_value, default=None,
                    help="B: nodes kept (best-first); auto: each round's B and H chosen for expected tokens per second "
-                        "from a cost model measured as the session runs, up to --budget-limit and --depth")
-    g.add_argument("--budget-limit", type=int, default=64, help="with --budget auto: the most nodes a tree may keep")
+                        "from a cost model measured as the session runs, up to --budget-limit and --depth, a plain "
+                        f"target step when no tree pays (default: the pair's measured best, else auto; {FIXED_BUDGET} "
+                        "for a builder that does not size itself)")
+    g.add_argument("--budget-limit", type=int, default=AUTO_LIMIT,
+                   help="with --budget auto: the most nodes a tree may keep")
     g.add_argument("--depth", type=int, default=None,
-                   help="H: maximum depth (default: 6; for ddtree, the block drafter's block size - 1)")
+                   help="H: maximum depth (default: the pair's measured best, else 6; for ddtree, the block "
+                        "drafter's block size - 1)")
     tree_shape_flags(g)
     g.add_argument("--branching", default="4,2,2,1,1", help="children per node at each depth (static)")
     g.add_argument("--draft-temperature", type=float, default=1.0,

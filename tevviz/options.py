@@ -5,6 +5,8 @@ Shared by the commands (tevviz.commands) and `tevviz scan` (tevviz.scan); the fl
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .engine.errors import TevvizError
 
 
@@ -27,26 +29,37 @@ def drafter_tree(args, depth: int) -> tuple[str, int]:
     return kind, min(depth, own_depth) if own_depth else depth
 
 
+def start_from_args(args):
+    """The builder, verifier, budget and depth a decode runs with: the flags given, the rest the loaded pair's
+    measured best at --temperature (engine/pairs.py), or --budget auto on the drafter's own builder for another pair."""
+    from .engine.drafters import folder_kind
+    from .engine.pairs import decode_start, pair_of_target
+
+    target, draft = source_from_args(args).resolved()
+    kind = folder_kind(draft)
+    own_depth = kind.folder_depth(Path(draft).expanduser())
+    return decode_start(pair_of_target(target), args.temperature, kind, own_depth, builder=args.builder,
+                        verifier=args.verifier, budget=args.budget, depth=args.depth)
+
+
 def decode_config_from_args(args):
     """A DecodeConfig from the sampling and tree flags (raises TevvizError on bad values)."""
     from .engine import BuilderConfig, DecodeConfig, SamplingConfig
-    from .engine.drafters import check_builder, folder_defaults, folder_kind
+    from .engine.drafters import check_builder, folder_kind
 
     try:
         branching = tuple(int(x) for x in args.branching.split(","))
     except ValueError:
         raise TevvizError(f"--branching must be comma-separated integers, got {args.branching!r}") from None
-    auto = args.budget == "auto"
-    # By default the drafter's own builder and depth: DDTree as deep as its block for a block drafter.
+    start = start_from_args(args)
+    auto = start.budget == "auto"
     draft = source_from_args(args).resolved()[1]
-    kind, own_depth = folder_defaults(draft, args.builder)
-    depth = args.depth if args.depth is not None else own_depth or BuilderConfig.depth
-    check_builder(kind, folder_kind(draft), draft)  # said before anything loads
+    check_builder(start.builder, folder_kind(draft), draft)  # said before anything loads
     return DecodeConfig(
         sampling=SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
-        builder=BuilderConfig(kind=kind, budget=args.budget_limit if auto else args.budget, depth=depth,
-                              children=args.children, width=args.width, branching=branching, auto=auto,
-                              draft_temperature=args.draft_temperature),
-        verifier=args.verifier, max_new_tokens=args.max_new_tokens, seed=args.seed,
+        builder=BuilderConfig(kind=start.builder, budget=args.budget_limit if auto else start.budget,
+                              depth=start.depth, children=args.children, width=args.width, branching=branching,
+                              auto=auto, draft_temperature=args.draft_temperature),
+        verifier=start.verifier, max_new_tokens=args.max_new_tokens, seed=args.seed,
         optimal=getattr(args, "optimal", False),
     )

@@ -45,6 +45,8 @@ class DecodeDefaults:
 
 # Any pair but a named one: --budget auto, whose floor is plain decoding (docs/auto-budget.md).
 OTHER_PAIR_DEFAULTS = DecodeDefaults()
+AUTO_LIMIT = 64  # --budget auto's largest tree (--budget-limit, the app's B box when auto is on)
+FIXED_BUDGET = 32  # B where the builder does not size itself (BuilderConfig's default; said here for --help)
 
 
 @dataclass(frozen=True)
@@ -164,3 +166,37 @@ def pair_of_target(target: str | os.PathLike | None) -> NamedPair | None:
     except OSError:
         return None
     return next((p for p in NAMED_PAIRS.values() if p.target_path().resolve() == resolved), None)
+
+
+def decode_start(named: NamedPair | None, temperature: float, kind, own_depth: int | None = None, *,
+                 builder: str | None = None, verifier: str | None = None, budget: int | str | None = None,
+                 depth: int | None = None) -> DecodeDefaults:
+    """The settings a decode runs with: the user's (`builder` ... `depth`, None where not given) and for the rest the
+    named pair's measured best at `temperature`, or, for another pair or where those do not apply, --budget auto on
+    the drafter's own builder (B = FIXED_BUDGET where that builder does not size itself) under TEV.
+
+    The measured best is one setting: it applies when the drafter (of `kind`, a DrafterKind; `own_depth` its natural
+    depth) takes its builder and the user names no other builder or verifier, nor a fixed B where it sizes itself."""
+    from .builder_kinds import builder_kind
+    from .drafters import default_tree
+
+    best = decode_defaults(named, temperature) if named is not None else None
+    if best is not None and _applies(best, kind, builder, verifier, budget):
+        base = best
+    else:
+        name, natural = default_tree(kind, own_depth, builder)
+        base = DecodeDefaults(builder=name, verifier=OTHER_PAIR_DEFAULTS.verifier,
+                              budget=OTHER_PAIR_DEFAULTS.budget if builder_kind(name).auto else FIXED_BUDGET,
+                              depth=natural or OTHER_PAIR_DEFAULTS.depth)
+    return DecodeDefaults(builder=builder or base.builder, verifier=verifier or base.verifier,
+                          budget=base.budget if budget is None else budget,
+                          depth=base.depth if depth is None else depth)
+
+
+def _applies(best: DecodeDefaults, kind, builder, verifier, budget) -> bool:
+    """Whether a pair's measured best setting applies to this drafter and these user flags."""
+    from .drafters import accepts
+
+    fixed_size = budget is not None and budget != "auto" and best.budget == "auto"
+    return (accepts(best.builder, kind) and builder in (None, best.builder) and verifier in (None, best.verifier)
+            and not fixed_size)
