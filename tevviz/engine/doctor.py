@@ -218,7 +218,7 @@ def check_layout(pair, kind: DrafterKind, draft_path: str | None) -> str:
     if folder is None or not folder.is_dir():
         return f"{kind.name} drafter checked when it loaded beside the target"
     kind.check_folder(str(folder), lambda: pair.target.config)
-    return f"{folder.name}: its {kind.name} layout checked against the target's config"
+    return f"{folder.name}: its {kind.name} drafter's layout checked against the target's config"
 
 
 def decode_reading(pair, prompts: list[list[int]], max_new_tokens: int, builder: BuilderConfig,
@@ -252,13 +252,13 @@ def run_doctor(pair, prompts: list[list[int]], max_new_tokens: int = 64, draft_p
     """Check the layout, decode `prompts` (token ids) under each reading of the pair's drafter, and judge the own
     reading; the drafter is left on its own reading, whatever happens."""
     kind = drafter_kind_of(pair.draft)
-    layout = check_layout(pair, kind, draft_path)
     n_layers = pair.target.config.get_text_config().num_hidden_layers
     readings = kind.readings(pair.draft, n_layers)
     if not readings:
-        said = (f"{article(kind.name).capitalize()} {kind.name} drafter reads none of the target's states: nothing "
-                "to doctor")
-        return DoctorReport(kind.name, pair.draft_name, layout, (), None, None, None, True, said)
+        said = f"{article(kind.name)} {kind.name} drafter reads none of the target's states: nothing to doctor"
+        return DoctorReport(kind.name, pair.draft_name, "no layout read from the target to check", (), None, None,
+                            None, True, said)
+    layout = check_layout(pair, kind, draft_path)
     if not prompts:
         raise TevvizError("prompts: give at least one prompt to decode")
     check_max_new_tokens(max_new_tokens)

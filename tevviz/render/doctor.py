@@ -21,7 +21,7 @@ def reading_rows(report: DoctorReport) -> tuple[list[str], list[list[str]]]:
     rows = []
     for r in report.readings:
         opts = ", ".join(f"{k}={v}" for k, v in r.options) or "-"
-        rows.append([r.name + (OWN_MARK if r.own else ""), ",".join(map(str, r.layer_ids)), opts,
+        rows.append([r.name + (OWN_MARK if r.own else ""), ", ".join(map(str, r.layer_ids)), opts,
                      *(rate_cell(d) for d in r.depths), str(r.rounds)])
     return head, rows
 
@@ -56,5 +56,6 @@ def doctor_markdown(report: DoctorReport) -> str:
     said = _lines(report)
     if not report.readings:
         return f"**{said['verdict']}**\n\n{said['layout']}"
-    return "\n\n".join([f"**{said['verdict']}**", said["best"], markdown_table(*reading_rows(report)), said["key"],
+    key = "\\" + said["key"]  # the own mark, not a list bullet
+    return "\n\n".join([f"**{said['verdict']}**", said["best"], markdown_table(*reading_rows(report)), key,
                          said["measured"], said["layout"]])
