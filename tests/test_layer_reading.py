@@ -48,3 +48,21 @@ def test_a_plain_causal_lm_reads_no_target_states():
     assert reading_of(pair) is None
     with pytest.raises(TevvizError, match="reads no target states"):
         override_reading(pair, (1,))
+
+
+def test_decode_says_which_states_the_drafter_read_in_its_output_and_json(folders, capsys):
+    from tevviz.cli import main
+
+    target, draft = folders
+    argv = ["decode", "--target", target, "--draft", draft, "--prompt", "t1 t2 t3", "--max-new-tokens", "6",
+            "--layer-ids", "0,2"]
+    assert main(argv + ["--json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert out["drafter_reading"]["layer_ids"] == [0, 2] and "--layer-ids 0,2" in out["drafter_reading"]["why"]
+    assert main(argv) == 0
+    assert "drafter reads the target's hidden_states [0, 2]: --layer-ids 0,2" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(argv[:-2] + ["--layer-ids", "0,x"])
+    assert "comma-separated whole numbers" in capsys.readouterr().err

@@ -88,6 +88,16 @@ def add_models(p: argparse.ArgumentParser) -> None:
     g.add_argument("--compile-draft", action="store_true",
                    help="run the draft's forwards through torch.compile: about a minute of compiling at the start, "
                         "then cheaper draft levels (the target is never compiled)")
+    g.add_argument("--layer-ids", type=_layer_ids, default=None, metavar="I,J,K",
+                   help="the target states a drafter that reads them (EAGLE-3, block) takes, as hidden_states "
+                        "indices (0: the embedding output, i: layer i's output), in place of its config's reading")
+
+
+def _layer_ids(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--layer-ids takes comma-separated whole numbers, got {text!r}") from None
 
 
 def add_prompt(p: argparse.ArgumentParser, required: bool = True) -> None:

@@ -17,7 +17,8 @@ def source_from_args(args):
     return ModelSource(target=args.target, draft=args.draft, pair=args.pair, dtype=args.dtype, device=args.device,
                        device_map=args.device_map, attn_implementation=args.attn,
                        trust_remote_code=args.trust_remote_code, revision=args.revision,
-                       compile_draft=getattr(args, "compile_draft", False))
+                       compile_draft=getattr(args, "compile_draft", False),
+                       layer_ids=getattr(args, "layer_ids", None))
 
 
 def drafter_tree(args, depth: int) -> tuple[str, int]:

@@ -52,6 +52,11 @@ def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
             out["auto_budget"]["chain_rounds"] = n["chain"]
     if optimal and session.rounds:
         out |= {n.session: s.numbers[n.name] for n in SESSION if n.needs_optimal} | {"bounded_rounds": s.bounded_rounds}
+    from ..engine.drafters import reading_of
+
+    reading = reading_of(session.pair)
+    if reading is not None:  # which target states the drafter read, and why (its config's dialect, --layer-ids)
+        out["drafter_reading"] = {"layer_ids": list(reading.layer_ids), "why": reading.why}
     if session.notice:
         out["notice"] = session.notice
     return out
@@ -156,6 +161,9 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
     print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in out["stage_ms"].items()), file=sys.stderr)
     if "builder" in out:
         print(f"ran: builder {out['builder']}, verifier {out['verifier']}", file=sys.stderr)
+    if "drafter_reading" in out:
+        r = out["drafter_reading"]
+        print(f"drafter reads the target's hidden_states {r['layer_ids']}: {r['why']}", file=sys.stderr)
     if speedup is None and sys.stderr.isatty():
         print("tokens/s alone says little: add --baseline to time plain decoding of the same prompt and see the "
               "speed-up", file=sys.stderr)

@@ -41,6 +41,9 @@ def readings(model: BlockDraftModel, n_layers: int) -> list[Reading]:
     target's hidden states 0..n_layers."""
     given = tuple(i + 1 for i in model.block.target_layer_ids)
     why = "dflash_config.target_layer_ids are decoder layers whose outputs are read: hidden_states index = id + 1"
+    own = model.__dict__.get("own_block")
+    if own is not None and own is not model.block:  # another reading is in place (--layer-ids, the doctor)
+        why = model.__dict__.get("reading_why") or why
     out = [Reading("as given", given, own=True, why=why)]
     for name, step, said in (("ids - 1", -1, "the ids read as hidden_states indices (one layer earlier)"),
                              ("ids + 1", 1, "every id one layer later")):
@@ -66,6 +69,7 @@ def apply_reading(model: BlockDraftModel, reading: Reading) -> None:
     raw = dict(own.raw)
     raw["dflash_config"] = {**(raw.get("dflash_config") or {}), "target_layer_ids": list(ids)}
     model.block = dataclasses.replace(own, target_layer_ids=ids, raw=raw)
+    model.__dict__["reading_why"] = reading.why
 
 
 register(DrafterKind(
