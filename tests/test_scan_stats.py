@@ -306,3 +306,30 @@ def test_prompt_lines_are_checked_by_line_number(tmp_path):
                                                                          ("5", "uncategorised", 3, 5)]
     assert [s.split(": ", 1)[0][-1] for s in skipped] == ["3", "4", "6"]
     assert "used by an earlier line" in skipped[2]
+
+
+@pytest.mark.parametrize("lines, line, words", [
+    (['{"id": "a", "prompt": "x"}', '{"id": "b", "prompt": ""}'], 2, "non-empty string field 'prompt'"),
+    (['{"id": "a", "prompt": "x"}', '{"id": "b", "prompt": " \\n "}'], 2, "non-empty string field 'prompt'"),
+    (['{"id": "a", "prompt": "x"}', '', '{"id": "a", "prompt": "y"}'], 3, "used by an earlier line (line 1)"),
+    (['{"id": 5, "prompt": "x"}', '{"id": "5", "prompt": "y"}'], 2, "used by an earlier line (line 1)"),
+])
+def test_every_prompt_file_reader_refuses_empty_prompts_and_repeated_ids(tmp_path, capsys, lines, line, words):
+    """One rule for a prompt file, whoever reads it: the scan, decode/eval/train --prompts and the app's examples
+    (tevviz.prompts.load_prompts) refuse an empty prompt and a repeated id by line, or leave the line out alike."""
+    from tevviz.cli import main
+    from tevviz.prompts import load_prompts
+
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    for read in (read_prompts, load_prompts):
+        with pytest.raises(TevvizError, match=rf"p\.jsonl:{line}: ") as e:
+            read(path)
+        assert words in str(e.value)
+    scanned, skipped = read_prompts(path, skip_bad=True)
+    loaded = load_prompts(path, skip_bad=True)
+    assert [(p.id, p.text) for p in scanned] == [(str(r["id"]), r["prompt"]) for r in loaded] and len(loaded) == 1
+    assert len(skipped) == 1 and skipped[0].startswith(f"{path}:{line}: ") and words in skipped[0]
+    # Through the command line, before any model loads: exit 2 and the line named.
+    assert main(["eval", "--prompts", str(path), "--device", "cpu"]) == 2
+    assert f"p.jsonl:{line}: " in capsys.readouterr().err

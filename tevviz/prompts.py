@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .engine.errors import TevvizError
 from .engine.models import assets_dir
+from .engine.scan_files import read_prompt_rows
 
 # The embedded pair's first examples in the app: each ends where a line would go on, at a colon, since its tokenizer
 # makes a newline and the next line's indentation one token. A prompt that ends with the newline (as the held-out
@@ -36,25 +36,15 @@ def with_demo_prompts(path: str | Path | None, rows: list[dict]) -> list[dict]:
 def load_prompts(path: str | Path | None = None, split: str | None = None, skip_bad: bool = False) -> list[dict]:
     """Prompts of a JSONL file (the shipped one by default), optionally only one split.
 
-    A line that is not an object with a string 'prompt' is an error, or is left out with `skip_bad`.
+    The lines are read by the one prompt-file reader (engine.scan_files.read_prompt_rows, the scan's): a line that
+    is not an object with a non-empty string 'prompt', or repeats an earlier line's id, is an error naming it, or
+    is left out with `skip_bad`.
     """
     p = Path(path) if path is not None else default_prompts_path()
-    if not p.is_file():
-        raise TevvizError(f"prompt file {str(p)!r} does not exist")
     rows = []
-    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError:
-            row = None
-        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
-            if skip_bad:
-                continue
-            raise TevvizError(f"{p}:{i}: not a JSON object" if row is None else
-                              f"{p}:{i}: each line needs a string field 'prompt'")
-        row.setdefault("id", f"line{i}")
+    for read in read_prompt_rows(p, skip_bad)[0]:
+        row = dict(read.row)
+        row.setdefault("id", f"line{read.line}")
         row.setdefault("title", row["id"])
         if split is None or row.get("split") == split:
             rows.append(row)
