@@ -113,5 +113,5 @@ def test_the_readme_notebook_snippet_prints_what_it_shows(monkeypatch, capsys, t
     printed = capsys.readouterr().out.strip()
     record = scope["record"]
     assert printed == repr(record) and "\n" not in printed and len(printed) < 200
-    assert printed.startswith("RoundRecord(round 0, tev, ") and f"{record.size} nodes" in printed
+    assert printed.startswith(f"RoundRecord(round 0, {record.verifier}, ") and f"{record.size} nodes" in printed
     assert "1 + C_p* " in printed and any(t.name == "nodes" for t in scope["fig"].data)

@@ -25,6 +25,7 @@ from tevviz.engine import ModelSource, TevvizError
 from tevviz.engine import io as tio
 from tevviz.engine.comparison import chi_square_p
 from tevviz.engine.contexts import training_contexts
+from tevviz.engine.pairs import AUTO_LIMIT
 
 PROMPT = "t1 t2 t3"
 # Outputs of the decoding endpoints by name (the gr.State is not part of the API).
@@ -148,7 +149,9 @@ def test_export_and_import(app_url, tmp_path):
         text = f.read()
     session = tio.loads(text)
     assert session.kind == "session" and len(session.rounds) == 3 and session.prompt == PROMPT
-    assert session.meta["verifier"] == "tev" and session.meta["builder"]["budget"] == 32
+    # The tab's start (a pair that is not a named one: --budget auto up to its limit, TEV), kept in the export.
+    assert session.meta["verifier"] == "tev" and session.meta["builder"]["budget"] == AUTO_LIMIT
+    assert session.meta["builder"]["auto"] is True
     with open(round_path, encoding="utf-8") as f:
         assert tio.loads(f.read()).rounds[0].index == 2
     with open(html_path, encoding="utf-8") as f:

@@ -256,8 +256,9 @@ def test_a_second_ctrl_c_keeps_the_committed_text_and_writes_the_export(tmp_path
 
     monkeypatch.setattr(sizing.FixedSizing, "observe", observe)
     path = tmp_path / "s.json"
+    # A fixed tree (the pair's own default sizes its rounds: another sizing policy than the one patched here).
     code = main(["decode", "--prompt", PROMPT, "--max-new-tokens", "64", "--threads", "1", "--json", "--export",
-                 str(path)])
+                 str(path), "--builder", "best-first", "--verifier", "tev", "--budget", "32", "--depth", "6"])
     out, err = capsys.readouterr()
     assert code == 130 and len(calls) == 4, err
     data = json.loads(out)
@@ -475,10 +476,11 @@ def test_the_start_page_names_the_real_pair(tmp_path, monkeypatch):
 
 
 def test_optimal_trees_that_bound_no_round_print_no_gap(tmp_path, capsys):
-    """Speculative sampling on sampled chains with --optimal: decode and inspect say there is no drafter gap."""
+    """Speculative sampling on sampled chains of a fixed depth with --optimal: decode and inspect say there is no
+    drafter gap."""
     path = tmp_path / "s.json"
     argv = ["decode", "--prompt", PROMPT, "--max-new-tokens", "8", "--temperature", "1", "--builder", "sampled",
-            "--verifier", "speculative", "--depth", "3", "--optimal", "--export", str(path)]
+            "--verifier", "speculative", "--budget", "32", "--depth", "3", "--optimal", "--export", str(path)]
     assert main(argv) == 0
     assert "mean drafter gap - (no round it bounds)" in capsys.readouterr().err
     assert main(["inspect", str(path)]) == 0
@@ -553,7 +555,8 @@ def test_a_hub_id_without_a_network_is_refused_at_once(no_network, monkeypatch, 
 def test_decode_says_what_it_ran_and_on_a_terminal_how_to_compare(monkeypatch, capsys):
     """The builder and verifier that ran are said (and in --json); on a terminal, without --baseline, a line says
     how to compare with plain decoding (tokens/s alone was printed)."""
-    argv = ["decode", "--prompt", PROMPT, "--max-new-tokens", "8", "--threads", "1", "--verifier", "predraw"]
+    argv = ["decode", "--prompt", PROMPT, "--max-new-tokens", "8", "--threads", "1", "--verifier", "predraw",
+            "--budget", "32"]
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
     assert main(argv) == 0
     err = capsys.readouterr().err

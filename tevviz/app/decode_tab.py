@@ -6,6 +6,7 @@ import gradio as gr
 
 from ..engine import TevvizError
 from ..engine.builders import BUILDERS, BuilderConfig
+from ..engine.pairs import AUTO_LIMIT, OTHER_PAIR_DEFAULTS, DecodeDefaults
 from ..engine.sampling import SamplingConfig
 from ..engine.session import DecodeConfig
 from ..render import METRICS
@@ -39,8 +40,10 @@ REPORT_OUTPUTS = ("error", "report_dl")  # outputs of /report
 
 
 def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str], chat: bool,
-                     builder: tuple[str, int] = (BuilderConfig.kind, BuilderConfig.depth)) -> dict:
-    """The left column: example prompts, the prompt, the action buttons, the error box and the settings."""
+                     start: DecodeDefaults) -> dict:
+    """The left column: example prompts, the prompt, the action buttons, the error box and the settings (the tree's
+    and the verifier's from `start`)."""
+    auto = start.budget == "auto"
     c = {"pick": gr.Dropdown([(f"{p['title']} [{p.get('split', '')}]", p["id"]) for p in prompts], value=None,
                              label="Example prompt", info=None if prompts else "no example prompt file for this pair",
                              interactive=bool(prompts)),
@@ -64,19 +67,19 @@ def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str
             c["top_k"] = gr.Number(SamplingConfig.top_k, precision=0, label="top-k (0 = off)", min_width=90)
             c["top_p"] = gr.Number(SamplingConfig.top_p, label="top-p (1 = off)", min_width=90)
     with gr.Accordion("Draft tree and verifier", open=True):
-        c["builder"] = gr.Radio(list(BUILDERS), value=builder[0], label="builder",
+        c["builder"] = gr.Radio(list(BUILDERS), value=start.builder, label="builder",
                                 info="ddtree: DDTree's heap over a block drafter's rows (block drafters only)")
         with gr.Row():
-            c["budget"] = gr.Number(BuilderConfig.budget, precision=0, label="B budget", min_width=70)
-            c["depth"] = gr.Number(builder[1], precision=0, label="H depth", min_width=70)
-        c["auto_budget"] = gr.Checkbox(False, label="auto: size each tree for tokens/s (B and H become limits)",
+            c["budget"] = gr.Number(AUTO_LIMIT if auto else start.budget, precision=0, label="B budget", min_width=70)
+            c["depth"] = gr.Number(start.depth, precision=0, label="H depth", min_width=70)
+        c["auto_budget"] = gr.Checkbox(auto, label="auto: size each tree for tokens/s (B and H become limits)",
                                        info="a cost model measured as the session runs (docs/auto-budget.md); "
                                             "the mixed builder (a tree or a sampled chain each round) needs it")
         with gr.Row():
             c["children"] = gr.Number(BuilderConfig.children, precision=0, label="K children", min_width=70)
             c["width"] = gr.Number(BuilderConfig.width, precision=0, label="W width", min_width=70)
         c["branching"] = gr.Textbox(",".join(map(str, BuilderConfig.branching)), label="static branching per depth")
-        c["verifier"] = gr.Radio(verifiers, value=DecodeConfig.verifier, label="verifier")
+        c["verifier"] = gr.Radio(verifiers, value=start.verifier, label="verifier")
         c["max_new_tokens"] = gr.Number(DecodeConfig.max_new_tokens, precision=0, label="max new tokens")
     return c
 
@@ -123,10 +126,10 @@ def _view_column() -> dict:
 
 
 def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat: bool,
-             builder: tuple[str, int]) -> Panel:
+             start: DecodeDefaults) -> Panel:
     with gr.Row(equal_height=False, elem_id="decode-row"):
         with gr.Column(scale=1, min_width=320, elem_id="settings-col"):
-            left = _settings_column(prompts, first_prompt, verifiers, chat, builder)
+            left = _settings_column(prompts, first_prompt, verifiers, chat, start)
         with gr.Column(scale=3, min_width=600, elem_id="view-col"):
             right = _view_column()
     c = {}
@@ -311,11 +314,12 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
 
 
 def decode_tab(ctl: Controller, state: gr.State, prompts: list[dict], first_prompt: str,
-               verifiers: list[str], chat: bool = False, builder: tuple[str, int] = ("best-first", 6)) -> Panel:
+               verifiers: list[str], chat: bool = False, start: DecodeDefaults = OTHER_PAIR_DEFAULTS) -> Panel:
     """The Decode tab (inside its gr.Tab); returns its components, whose `settings` the other tabs read.
 
-    `builder` is the builder and depth it starts on (the drafter's own)."""
-    ui = _widgets(prompts, first_prompt, verifiers, chat, builder)
+    `start` is the tree and verifier it starts on (PairSource.builder_default: the pair's measured best, else
+    --budget auto on the drafter's own builder)."""
+    ui = _widgets(prompts, first_prompt, verifiers, chat, start)
     ui.state = state
     ui.widths = {}  # session id -> px of its tree view
     ui.settings = dict(zip(SETTINGS, ui.take(SETTINGS)))  # name -> widget, for `inputs_kwargs`

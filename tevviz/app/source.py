@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine import ModelPair, ModelSource, TevvizError, with_draft
-from ..engine.pairs import assets_dir, named_pair
+from ..engine.pairs import DecodeDefaults, assets_dir, decode_start, named_pair, pair_of_target
 
 _PAIRS: dict[tuple, ModelPair] = {}
 _PAIRS_LOCK = threading.Lock()
@@ -69,13 +69,19 @@ class PairSource:
         named = self.model.named if self.pair is None else None
         return named.drafter_paths() if named is not None else {}
 
-    def builder_default(self) -> tuple[str, int]:
-        """The builder and depth the Decode tab starts on: the drafter's own (DDTree for a block drafter)."""
-        from ..engine.builders import BuilderConfig
-        from ..engine.drafters import folder_defaults, pair_defaults
+    def builder_default(self, temperature: float = 0.0) -> DecodeDefaults:
+        """The builder, verifier, budget and depth the Decode tab starts on at `temperature` (its box starts at 0):
+        a named pair's measured best, else --budget auto on the drafter's own builder (DDTree for a block drafter)."""
+        from ..engine.drafters import drafter_kind_of, folder_kind
 
-        kind, depth = pair_defaults(self.pair) if self.pair is not None else folder_defaults(self.model.resolved()[1])
-        return kind, depth or BuilderConfig.depth
+        if self.pair is not None:
+            kind = drafter_kind_of(self.pair.draft)
+            target, depth = self.pair.target_name, kind.model_depth(self.pair.draft)
+        else:
+            target, draft = self.model.resolved()
+            kind = folder_kind(draft)
+            depth = kind.folder_depth(Path(draft).expanduser())
+        return decode_start(pair_of_target(target), temperature, kind, depth)
 
     def chat_default(self) -> bool:
         """Whether the chat checkbox starts on: the pair's tokenizer has a chat template."""
