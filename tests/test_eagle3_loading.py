@@ -43,8 +43,9 @@ def head_config(dialect: str, ids=DEFAULT_IDS, vd: int = VD, dec: dict | None = 
         assert tuple(ids) == DEFAULT_IDS
         return {**dec, "architectures": ["LlamaForCausalLM"], "draft_vocab_size": vd, **extra}
     if dialect == "specforge":  # SpecForge writes outputs of layers: hidden_states index - 1
+        ecfg = {"eagle_aux_hidden_state_layer_ids": [i - 1 for i in ids], "use_aux_hidden_state": True}
         return {**dec, "architectures": ["LlamaForCausalLMEagle3"], "draft_vocab_size": vd, **extra,
-                "eagle_config": {"eagle_aux_hidden_state_layer_ids": [i - 1 for i in ids], "use_aux_hidden_state": True}}
+                "eagle_config": ecfg}
     if dialect == "vllm":
         return {**dec, "architectures": ["Eagle3LlamaForCausalLM"], "draft_vocab_size": vd, **extra,
                 "eagle_aux_hidden_state_layer_ids": list(ids)}
@@ -68,14 +69,14 @@ def head_tensors(seed: int = 0, hidden: int = HIDDEN, target_hidden: int = HIDDE
     g = torch.Generator().manual_seed(seed)
     rnd = lambda *shape: torch.randn(*shape, generator=g) / shape[-1] ** 0.5
     norm = lambda n: 1 + 0.3 * torch.randn(n, generator=g)
-    hd = hidden // 4
+    hd, two = hidden // 4, 2 * hidden
     w = {"fc.weight": rnd(hidden, n_aux * target_hidden), "norm.weight": norm(hidden),
          "lm_head.weight": 4 * rnd(vd, hidden)}
     p = prefix
     w |= {p + "hidden_norm.weight": norm(hidden), p + "input_layernorm.weight": norm(hidden),
           p + "post_attention_layernorm.weight": norm(hidden),
-          p + "self_attn.q_proj.weight": rnd(4 * hd, 2 * hidden), p + "self_attn.k_proj.weight": rnd(2 * hd, 2 * hidden),
-          p + "self_attn.v_proj.weight": rnd(2 * hd, 2 * hidden), p + "self_attn.o_proj.weight": rnd(hidden, 4 * hd),
+          p + "self_attn.q_proj.weight": rnd(4 * hd, two), p + "self_attn.o_proj.weight": rnd(hidden, 4 * hd),
+          p + "self_attn.k_proj.weight": rnd(2 * hd, two), p + "self_attn.v_proj.weight": rnd(2 * hd, two),
           p + "mlp.gate_proj.weight": rnd(64, hidden), p + "mlp.up_proj.weight": rnd(64, hidden),
           p + "mlp.down_proj.weight": rnd(hidden, 64)}
     ids = draft_targets(vd, vocab, seed)

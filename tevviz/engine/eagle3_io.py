@@ -20,7 +20,7 @@ from .eagle3_config import (
     looks_like_head,
     parse_head_config,
 )
-from .eagle3_model import Eagle3Head, LayerReading, check_layer_ids
+from .eagle3_model import Eagle3Head, LayerReading
 from .errors import TevvizError
 
 WEIGHTS = "model.safetensors"
@@ -53,8 +53,12 @@ def check_target(cfg: HeadConfig, target, where: str) -> LayerReading:
         raise TevvizError(f"{where}: target_hidden_size {cfg.target_hidden_size} does not match the target's "
                           f"hidden size {hidden}")
     ids, why = layer_reading(cfg, n_layers)
-    field = _ids_field(cfg) if cfg.ids is not None else "layer ids (EAGLE's default)"
-    check_layer_ids(ids, len(ids), n_layers, f"{where}: {field}")
+    field = f"{_ids_field(cfg)} {list(cfg.ids)}" if cfg.ids is not None else "EAGLE's default layers"
+    bad = [i for i in ids if not 0 <= i <= n_layers]
+    if bad:
+        read = f", read as hidden_states {list(ids)}," if cfg.ids != ids else ""
+        raise TevvizError(f"{where}: {field}{read} name {bad}, beyond the target's {n_layers} layers (hidden_states "
+                          f"indices run from 0, the embedding output, to {n_layers}, the last layer's output)")
     return LayerReading(ids, why, cfg.flag("norm_before_fc"))
 
 

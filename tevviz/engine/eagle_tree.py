@@ -23,7 +23,8 @@ register(BuilderKind(
     auto=False))
 
 
-def eagle_builder(total_tokens: int = TOTAL_TOKENS, depth: int = DEPTH, top_k: int = TOP_K, **settings) -> BuilderConfig:
+def eagle_builder(total_tokens: int = TOTAL_TOKENS, depth: int = DEPTH, top_k: int = TOP_K,
+                  **settings) -> BuilderConfig:
     """The `eagle` builder with EAGLE's own parameters: `total_tokens` counts the root, `depth` the draft forwards
     after the root's (the tree reaches depth + 1), `top_k` the children per node and the frontier's width."""
     return BuilderConfig(kind="eagle", budget=total_tokens - 1, depth=depth + 1, children=top_k, width=top_k,
