@@ -58,6 +58,7 @@ def _diff(c) -> str:
 
 def compare_text(cmp, rounds: list, detail, files: tuple[str, str]) -> list[str]:
     """What `tevviz compare` prints: the runs, where their texts part, the per-depth table, the rounds."""
+    from ..engine.round_numbers import NUMBERS
     from ..engine.run_compare import A_ONLY, B_ONLY, BOTH
 
     a, b = cmp.a, cmp.b
@@ -75,7 +76,8 @@ def compare_text(cmp, rounds: list, detail, files: tuple[str, str]) -> list[str]
         c, m = r.conditional, r.marginal
         lines.append(f"{r.depth:>5}  {_est(c.a):>15} {_est(c.b):>15} {_diff(c):>16}  "
                      f"{_est(m.a):>15} {_est(m.b):>15} {_diff(m):>16}")
-    for label, c in (("tau", cmp.table.tau), ("mean E[L]", cmp.table.expected_length)):
+    for label, c in ((NUMBERS["L"].heading, cmp.table.tau), (NUMBERS["expected_length"].heading,
+                                                             cmp.table.expected_length)):
         lines.append(f"{label}: A {_est(c.a)} ({c.a.n} rounds), B {_est(c.b)} ({c.b.n} rounds), B - A {_diff(c)}")
     lines += ["", (f"{'round':>5} {'context':>8} {'both':>5} {'A only':>6} {'B only':>6} {'C_p A':>7} {'C_p B':>7} "
               f"{'B - A':>7} {'E[L] B-A':>8} {'L A':>4} {'L B':>4}")]
@@ -91,15 +93,17 @@ def compare_text(cmp, rounds: list, detail, files: tuple[str, str]) -> list[str]
 
 def round_text(c) -> list[str]:
     """One round of both runs in detail: nodes, numbers, accepted blocks and missing tokens."""
+    from ..engine.round_numbers import NUMBERS
     from ..engine.run_compare import A_ONLY, B_ONLY, BOTH
 
+    label = {k: NUMBERS[k].label for k in ("C_p", "expected_length", "L")}
     context = {True: "the same context", False: "different contexts", None: "contexts not known to be the same"}
     lines = [(f"round {c.index} ({context[c.same_context]}): {c.count(BOTH)} nodes in both trees, "
              f"{c.count(A_ONLY)} in A only, {c.count(B_ONLY)} in B only"),
-             f"  C_p: A {_num(c.C_p.a)}, B {_num(c.C_p.b)}, B - A {_num(c.C_p.diff, sign=True)}",
-             (f"  E[L]: A {_num(c.expected_length.a)}, B {_num(c.expected_length.b)}, "
+             f"  {label['C_p']}: A {_num(c.C_p.a)}, B {_num(c.C_p.b)}, B - A {_num(c.C_p.diff, sign=True)}",
+             (f"  {label['expected_length']}: A {_num(c.expected_length.a)}, B {_num(c.expected_length.b)}, "
              f"B - A {_num(c.expected_length.diff, sign=True)}"),
-             f"  L: A {c.block_length.a} ({c.accepted_a!r}), B {c.block_length.b} ({c.accepted_b!r})"]
+             f"  {label['L']}: A {c.block_length.a} ({c.accepted_a!r}), B {c.block_length.b} ({c.accepted_b!r})"]
     for name, other, missing in (("A", "B", c.missing_a), ("B", "A", c.missing_b)):
         if missing:
             lines.append(f"  missing from {name}'s tree (target tokens it lacks, by coverage gain):")
