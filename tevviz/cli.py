@@ -127,41 +127,43 @@ def tree_shape_flags(g) -> None:
 
 DEFAULTS_NOTE = ("Flags left out take the setting measured fastest for the loaded named pair at the temperature "
                  "given (its builder, verifier, budget and depth, recorded with the benchmark that measured them); "
-                 "any other pair, or a drafter that setting does not fit, starts at --budget auto on the drafter's "
-                 "own builder, whose floor is plain decoding. Flags given always win; naming another builder or "
-                 "verifier, or a fixed --budget where the setting sizes itself, leaves the rest at those general "
-                 "defaults.")
+                 "any other pair, or a drafter that setting does not fit, starts at --budget auto (whose floor is "
+                 f"plain decoding; B = {FIXED_BUDGET} for a builder that does not size itself) on the drafter's own "
+                 "builder (best-first; ddtree for a block drafter) under TEV. Flags given always win; naming "
+                 "another builder or verifier, or a fixed --budget where the setting sizes itself, leaves the rest "
+                 "at those general defaults.")
+SCAN_NOTE = ("Flags left out take the drafter's own builder (best-first; ddtree for a block drafter) at B = "
+             f"{FIXED_BUDGET}, H = 6 (a block drafter's block size - 1) under TEV: fixed trees, so that a scan's "
+             "records do not depend on the machine's timings (--budget auto sizes each round by them).")
 
 
-def add_decoding(p: argparse.ArgumentParser) -> None:
+def add_decoding(p: argparse.ArgumentParser, note: str = DEFAULTS_NOTE) -> None:
     g = p.add_argument_group("sampling")
     g.add_argument("--max-new-tokens", type=int, default=64, help="the most tokens to generate")
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     g.add_argument("--top-k", type=int, default=0, help="0 = off")
     g.add_argument("--top-p", type=float, default=1.0, help="1 = off")
     g.add_argument("--seed", type=int, default=0, help="seeds the verifier's draws (and a sampled chain's)")
-    g = p.add_argument_group("draft tree", DEFAULTS_NOTE)
+    g = p.add_argument_group("draft tree", note)
     g.add_argument("--verifier", default=None, metavar="NAME",
                    choices=LazyChoices("tevviz.engine.verifiers", "VERIFIERS"),
                    help="a registered verifier: tev, predraw, residual, speculative (speculative sampling, for "
                         "--builder sampled; on other trees it is residual), and the reference predraw-loop "
-                        "(default: the pair's measured best, else tev)")
+                        "(default: as said above)")
     g.add_argument("--builder", default=None, metavar="NAME",
                    choices=LazyChoices("tevviz.engine.builders", "BUILDERS"),
                    help="best-first, static, chain, sampled (a chain drawn from the draft's own law, for --verifier "
                         "speculative; docs/math.md), mixed (with --budget auto: each round a best-first tree or a "
                         "sampled chain, whichever the session measures faster; docs/auto-budget.md), or ddtree "
-                        "(DDTree's heap over a block drafter's per-depth rows); default: the pair's measured best, "
-                        "else the drafter's own (best-first for autoregressive drafters, ddtree for block drafters)")
+                        "(DDTree's heap over a block drafter's per-depth rows); default: as said above")
     g.add_argument("--budget", type=budget_value, default=None,
                    help="B: nodes kept (best-first); auto: each round's B and H chosen for expected tokens per second "
                         "from a cost model measured as the session runs, up to --budget-limit and --depth, a plain "
-                        f"target step when no tree pays (default: the pair's measured best, else auto; {FIXED_BUDGET} "
-                        "for a builder that does not size itself)")
+                        "target step when no tree pays (default: as said above)")
     g.add_argument("--budget-limit", type=int, default=AUTO_LIMIT,
                    help="with --budget auto: the most nodes a tree may keep")
     g.add_argument("--depth", type=int, default=None,
-                   help="H: maximum depth (default: the pair's measured best, else 6; for ddtree, the block "
+                   help="H: maximum depth (default: as said above; 6 where nothing sets it, for ddtree the block "
                         "drafter's block size - 1)")
     tree_shape_flags(g)
     g.add_argument("--branching", default="4,2,2,1,1", help="children per node at each depth (static)")
@@ -219,7 +221,7 @@ def add_scan(sub) -> None:
                         "has a template)")
     add_threads(p)
     add_models(p)
-    add_decoding(p)
+    add_decoding(p, SCAN_NOTE)
 
 
 def add_decode(sub) -> None:

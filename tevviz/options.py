@@ -32,15 +32,18 @@ def drafter_tree(args, depth: int) -> tuple[str, int]:
 
 def start_from_args(args):
     """The builder, verifier, budget and depth a decode runs with: the flags given, the rest the loaded pair's
-    measured best at --temperature (engine/pairs.py), or --budget auto on the drafter's own builder for another pair."""
+    measured best at --temperature (engine/pairs.py), or --budget auto on the drafter's own builder for another pair.
+    A scan starts at the drafter's own builder at a fixed B: its records must not depend on the machine's timings."""
     from .engine.drafters import folder_kind
-    from .engine.pairs import decode_start, pair_of_target
+    from .engine.pairs import FIXED_BUDGET, decode_start, pair_of_target
 
     target, draft = source_from_args(args).resolved()
     kind = folder_kind(draft)
     own_depth = kind.folder_depth(Path(draft).expanduser())
-    return decode_start(pair_of_target(target), args.temperature, kind, own_depth, builder=args.builder,
-                        verifier=args.verifier, budget=args.budget, depth=args.depth)
+    scan = getattr(args, "command", None) == "scan"
+    budget = FIXED_BUDGET if scan and args.budget is None else args.budget
+    return decode_start(None if scan else pair_of_target(target), args.temperature, kind, own_depth,
+                        builder=args.builder, verifier=args.verifier, budget=budget, depth=args.depth)
 
 
 def decode_config_from_args(args):
