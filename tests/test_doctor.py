@@ -6,7 +6,8 @@ Faults each test was checked against once (planted by hand, then removed):
 - apply_reading doing nothing (every reading decodes the own one): the relabelled drafter passes, and its test fails;
 - the margin rule's test reversed (own minus best): the relabelled drafter passes;
 - chain_trials reading the tree's lowest-q child as its top one: the hand-made rounds' outcomes differ;
-- the own reading not put back after a failed or interrupted decode: the restore test sees the shifted ids.
+- the own reading not put back after a failed or interrupted decode: the restore test sees the shifted ids;
+- the EAGLE-3 kind's norm_before_fc reading dropped from its readings: the ignored-norm head's test fails.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 import torch
 from conftest import VOCAB, perturbed, random_prompts, tiny_model, word_tokenizer
 from test_block_drafter import dflash_config
+from test_eagle3_loading import head_config, head_tensors, write_head
 
 from tevviz.cli import main
 from tevviz.engine.block_model import BlockDraftModel, parse_config, save_block_drafter
@@ -33,6 +35,8 @@ from tevviz.engine.doctor import (
     spread,
 )
 from tevviz.engine.drafters import drafter_kind_of
+from tevviz.engine.eagle3_io import save_head
+from tevviz.engine.eagle3_model import HeadKV
 from tevviz.engine.errors import TevvizError
 from tevviz.engine.models import ModelPair, load_pair
 
@@ -109,6 +113,7 @@ def folders(tmp_path_factory):
 
 
 def doctor_json(folders, draft: str, capsys, *extra: str) -> tuple[int, dict]:
+    """`tevviz doctor --json` on the drafter `draft` (a folder under `folders`, or a path) and its exit status."""
     capsys.readouterr()
     code = main(["doctor", "--target", str(folders / "target"), "--draft", str(folders / draft), "--prompts",
                  str(folders / "prompts.jsonl"), "--limit", str(PROMPTS), "--max-new-tokens", "40", "--device", "cpu",
@@ -245,6 +250,74 @@ def test_prompts_are_spread_over_the_set():
     assert spread(list(range(10)), 4) == [0, 2, 5, 7] and spread([1, 2], 8) == [1, 2]
     with pytest.raises(TevvizError, match="prompt limit"):
         spread([1], 0)
+
+
+# ---------------------------------------------------------------------------------------------- EAGLE-3 heads
+
+EAGLE_IDS = (1, 2, 3)  # the hidden_states the head is trained on
+EAGLE = ("--limit", "8", "--max-new-tokens", "24")  # the head's readings differ by far more than the block drafter's
+
+
+def trained_head(pair, starts: torch.Tensor):
+    """The pair's EAGLE-3 head (input_norm before fc) trained briefly at depth 1 on the target's greedy continuations
+    of `starts`: the pair (state at t, token t + 1) predicts token t + 2, every sequence in one causal pass."""
+    head, target = pair.draft, pair.target
+    with torch.no_grad():
+        seqs = target.generate(starts, attention_mask=torch.ones_like(starts), max_new_tokens=28, do_sample=False,
+                               pad_token_id=0, eos_token_id=None)
+        hs = target(seqs, output_hidden_states=True).hidden_states
+    s, n = seqs.shape[0], seqs.shape[1] - 2
+    feats = torch.cat([hs[i] for i in EAGLE_IDS], -1)[:, :n].reshape(s * n, -1)
+    tokens, labels = seqs[:, 1:-1].reshape(-1), seqs[:, 2:].reshape(-1)
+    pos, row = torch.arange(n).repeat(s), torch.arange(s).repeat_interleave(n)
+    visible = (row[:, None] == row[None, :]) & (pos[:, None] >= pos[None, :])
+    head.requires_grad_(True)
+    opt = torch.optim.AdamW(head.parameters(), lr=3e-3)
+    for _ in range(150):
+        h = head.layer(head.fuse(feats), tokens, pos, visible, HeadKV())
+        loss = torch.nn.functional.cross_entropy(head.target_logits(h).float(), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return head.requires_grad_(False)
+
+
+@pytest.fixture(scope="module")
+def heads(folders):
+    """The head as trained (vLLM's dialect: ids are hidden_states indices), the same with its ids one layer later, and
+    the same with its norm_before_fc flag dropped (SGLang PR 32334's fault: input_norm ignored)."""
+    random = write_head(folders / "eagle-random", head_config("vllm", ids=EAGLE_IDS, vd=VOCAB, norm_before_fc=True),
+                        head_tensors(vd=VOCAB, input_norm=True))
+    pair = load_pair(str(folders / "target"), str(random), device="cpu")
+    g = torch.Generator().manual_seed(3)
+    head = trained_head(pair, torch.randint(0, VOCAB - 1, (64, 4), generator=g)[:32])  # the block drafter's starts
+    for name, change in (("eagle-trained", {}), ("eagle-late", {"eagle_aux_hidden_state_layer_ids": [2, 3, 4]}),
+                         ("eagle-no-norm", {"norm_before_fc": False})):
+        save_head(head, folders / name, "vllm")
+        cfg = json.loads((folders / name / "config.json").read_text())
+        (folders / name / "config.json").write_text(json.dumps(cfg | change))
+    return folders
+
+
+def test_an_eagle3_head_read_one_layer_late_is_caught(heads, capsys):
+    code, out = doctor_json(heads, "eagle-late", capsys, *EAGLE)
+    best = next(r for r in out["readings"] if r["name"] == out["best"])
+    assert code == 1 and out["best"] == "ids - 1" and best["layer_ids"] == list(EAGLE_IDS)
+    assert best["options"] == {"norm_before_fc": True} and out["margin"] > out["threshold"]
+
+
+def test_an_eagle3_head_whose_norm_before_fc_is_ignored_is_caught(heads, capsys):
+    code, out = doctor_json(heads, "eagle-no-norm", capsys, *EAGLE)
+    own = next(r for r in out["readings"] if r["own"])
+    assert code == 1 and own["options"] == {"norm_before_fc": False} and out["best"] == "norm_before_fc on"
+    assert out["margin"] > out["threshold"]
+
+
+def test_the_eagle3_head_as_trained_passes(heads, capsys):
+    code, out = doctor_json(heads, "eagle-trained", capsys, *EAGLE)
+    names = [r["name"] for r in out["readings"]]
+    assert code == 0 and out["best"] == "as given" and -out["margin"] > out["threshold"]
+    assert names == ["as given", "ids - 1", "ids + 1", "EAGLE default", "norm_before_fc off"]
 
 
 # ------------------------------------------------------------------------------------ nothing to doctor, bad input
