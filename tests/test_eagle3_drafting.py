@@ -91,6 +91,16 @@ def test_greedy_decoding_is_the_targets_generate(pairs, builder, verifier):
     assert 0 in accepted and max(accepted) >= 3, accepted  # rounds that accept nothing, and deep ones
 
 
+def test_an_automatic_budget_sizes_best_first_trees_on_the_head_and_stays_exact(pairs):
+    pair = pairs["trained"]
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), max_new_tokens=N, stop_on_eos=False,
+                       builder=BuilderConfig(kind="best-first", budget=16, depth=5, auto=True))
+    s = DecodeSession(pair, TRAIN[5], cfg)
+    s.run()
+    assert s.generated == greedy_generate(pair.target, TRAIN[5], N)
+    assert s.auto is not None and len({r.size for r in s.rounds}) > 1  # rounds sized apart
+
+
 # ------------------------------------------------------------------------------ the published step, by hand
 
 
