@@ -27,7 +27,7 @@ from plotly.offline import get_plotlyjs
 
 from tevviz.engine.io import ImportedSession
 from tevviz.engine.records import CoverageGap, RoundRecord, expected_length_text
-from tevviz.engine.round_numbers import COLUMNS, MEAN, NUMBERS, SESSION, RoundNumber
+from tevviz.engine.round_numbers import AGGREGATIONS, COLUMNS, MEAN, NUMBERS, SESSION, RoundNumber
 from tevviz.engine.summary import summarize
 from tevviz.files import atomic_write
 from tevviz.render.colours import colour_bar
@@ -216,13 +216,18 @@ def _summary(rounds: list[RoundRecord]) -> str:
     rows = [("rounds", "rounds", str(s.rounds), ""), ("tokens", "tokens committed", str(s.tokens), "")]
     for n in SESSION:
         if not n.needs_optimal or s.optimal_rounds:
-            rows.append((n.session, _over(n, rounds), n.text(s.numbers[n.name], "–"), n.definition))
+            rows.append((n.session, _over(n, rounds), n.text(s.numbers[n.name], "–"), _what(n)))
     speed = NUMBERS["tokens_per_s"]
     if s.numbers[speed.name] is not None:
-        rows.append((speed.name, speed.label, speed.text(s.numbers[speed.name]), speed.definition))
+        rows.append((speed.name, speed.label, speed.text(s.numbers[speed.name]), _what(speed)))
     cells = "".join(f'<tr><th>{_esc(label)}</th><td data-key="{key}">{value}</td><td class="note">{_esc(what)}</td>'
                     "</tr>" for key, label, value, what in rows)
     return f'<h2>Summary</h2>\n<table class="kv" id="summary">{cells}</table>'
+
+
+def _what(n: RoundNumber) -> str:
+    """A number's definition and how the summary adds it up over the rounds."""
+    return f"{n.label}: {n.definition} ({AGGREGATIONS[n.over_rounds]} over the rounds)"
 
 
 def _over(n: RoundNumber, rounds: list[RoundRecord]) -> str:
