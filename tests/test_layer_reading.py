@@ -66,3 +66,17 @@ def test_decode_says_which_states_the_drafter_read_in_its_output_and_json(folder
     with pytest.raises(SystemExit):
         main(argv[:-2] + ["--layer-ids", "0,x"])
     assert "comma-separated whole numbers" in capsys.readouterr().err
+
+
+def test_the_app_and_an_export_say_which_states_the_drafter_read(folders):
+    from tevviz.app.controller import Controller
+    from tevviz.app.source import PairSource
+    from tevviz.app.state import AppState, decode_settings
+    from tevviz.app.views import stats_markdown
+
+    target, draft = folders
+    pair = ModelSource(target=target, draft=draft, layer_ids=(0, 2)).load()
+    _, cfg = decode_settings("t1 t2 t3", 0, 0, 1.0, 0, "ddtree", 8, 3, 2, 4, "4,2", "tev", 6)
+    st = Controller(PairSource(pair=pair)).step(AppState(), "t1 t2 t3", cfg)
+    assert st.meta["drafter_reading"]["layer_ids"] == [0, 2]
+    assert "The drafter reads the target's hidden_states [0, 2]: --layer-ids 0,2" in stats_markdown(st)

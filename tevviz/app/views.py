@@ -198,6 +198,9 @@ def stats_markdown(st: AppState) -> str:
                    f"measured expected tokens per ms: trees {z.tree_rate:.3f}, chains {z.chain_rate:.3f}.")
         lines.append(f"\n*Auto budget, round {r.index}: B = {z.B:.0f}, H = {z.H:.0f} ({how}).{arm} Cost model: "
                      f"{describe(z.fit)}.*")
+    reading = st.meta.get("drafter_reading") if isinstance(st.meta, dict) else None
+    if reading:
+        lines.append(f"\n*The drafter reads the target's hidden_states {reading['layer_ids']}: {reading['why']}.*")
     if st.done:
         lines.append("\n*Finished (end of sequence or token limit).*")
     if st.kind not in ("live", "empty", "run"):

@@ -223,7 +223,16 @@ def session_meta(session) -> dict:
         "max_new_tokens": cfg.max_new_tokens,
         "chat": cfg.chat,
         "tevviz": __version__,
+        **_reading(pair),
     }
+
+
+def _reading(pair) -> dict:
+    """Which target states the drafter read and why, for a drafter that reads any (EAGLE-3, block)."""
+    from .drafters import reading_of
+
+    reading = reading_of(pair)
+    return {} if reading is None else {"drafter_reading": {"layer_ids": list(reading.layer_ids), "why": reading.why}}
 
 
 def export_session(session, prompt: str) -> dict:
