@@ -160,11 +160,11 @@ _NUMBERS = (
                 undefined="no missing tokens recorded"),
     RoundNumber("C_p_star", "C_p*", "coverage of the optimal tree of the round's budget B and depth H", "tokens",
                 _optimal(lambda o: o.C_p), needs_optimal=True, undefined="no optimal tree"),
-    RoundNumber("optimal_ceiling", "1 + C_p*", "1 + C_p*: a ceiling on E[L] where the optimal tree bounds the round; "
-                "on a speculative chain only the best fixed tree of its budget", "tokens",
+    RoundNumber("optimal_ceiling", "1 + C_p*", "one plus the optimal tree's coverage: a ceiling on E[L] where that "
+                "tree bounds the round, on a speculative chain only the best fixed tree of its budget", "tokens",
                 _optimal(lambda o: 1 + o.C_p), needs_optimal=True, undefined="no optimal tree",
                 session="mean_optimal_ceiling", scan="optimal", column=True),
-    RoundNumber("gap", "drafter gap", "C_p* - C_p: the expected block length the drafter lost at its budget; "
+    RoundNumber("gap", "drafter gap", "C_p* - C_p, the expected block length the drafter lost at its budget; "
                 "undefined where C_p* bounds nothing (a speculative chain)", "tokens",
                 lambda r: None if (g := r.coverage_gap()) is None else g.gap, needs_optimal=True,
                 undefined="no round it bounds", session="mean_gap", scan="gap", column=True),
@@ -178,8 +178,8 @@ _NUMBERS = (
     RoundNumber("ms", "stage ms", "the round's recorded stage times together", "ms",
                 lambda r: sum(r.stage_ms.values()) if r.stage_ms else None, over_rounds=SUM, over_prompts=SUM,
                 digits=1, column=True),
-    RoundNumber("tokens_per_s", "tokens/s", "tokens committed per second, from the recorded stage times", "tokens/s", None,
-                over_rounds=RATIO, over_prompts=RATIO, digits=1, ratio=("tokens", "ms", 1e3)),
+    RoundNumber("tokens_per_s", "tokens/s", "tokens committed per second, from the recorded stage times", "tokens/s",
+                None, over_rounds=RATIO, over_prompts=RATIO, digits=1, ratio=("tokens", "ms", 1e3)),
     RoundNumber("sized_B", "B", "--budget auto: the non-root nodes the round was sized to", "nodes", _sized("B"),
                 digits=1, whole=True, undefined="no auto budget"),
     RoundNumber("sized_H", "H", "--budget auto: the depth the round was sized to", "tokens", _sized("H"), digits=1,
