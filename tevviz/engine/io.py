@@ -223,19 +223,11 @@ def session_meta(session) -> dict:
         "max_new_tokens": cfg.max_new_tokens,
         "chat": cfg.chat,
         "tevviz": __version__,
-        **_reading(pair),
+        **_reading(session),
     }
 
 
-def _reading(pair) -> dict:
+def _reading(session) -> dict:
     """Which target states the drafter read and why, for a drafter that reads any (EAGLE-3, block)."""
-    from .drafters import reading_of
-
-    reading = reading_of(pair)
+    reading = getattr(session, "reading", None)
     return {} if reading is None else {"drafter_reading": {"layer_ids": list(reading.layer_ids), "why": reading.why}}
-
-
-def export_session(session, prompt: str) -> dict:
-    """A DecodeSession as a tevviz.session/2 dict."""
-    text = session.pair.tokenizer.decode(session.generated)
-    return session_dict(session_meta(session), prompt, session.prompt_ids, session.generated, text, session.rounds)

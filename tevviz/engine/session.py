@@ -18,7 +18,7 @@ from .auto_budget import AutoBudget
 from .builder_kinds import builder_kind
 from .builders import BuilderConfig
 from .draft_rows import TEXT_RANKS
-from .drafters import DraftRequest, layer_outputs, make_drafter
+from .drafters import DraftRequest, layer_outputs, make_drafter, reading_of
 from .errors import TevvizError
 from .kv import additive_mask, keep_entries, new_cache, tree_visibility
 from .models import ModelPair
@@ -126,6 +126,7 @@ class DecodeSession:
         self.gen = torch.Generator(device=self.device).manual_seed(stream_seed(cfg.seed, "verify"))
         self.target_cache = new_cache(pair.target)
         self.drafter = make_drafter(pair, cfg.builder, stream_seed(cfg.seed, "draft"))
+        self.reading = reading_of(pair)  # the target states the drafter reads and why (None: it reads none)
         self._round_at: dict[int, tuple[int, int]] = {}  # round index -> (stream length at its start, its depth cap)
         # --budget auto and the mixed builder: an online cost model; one passed in carries what earlier sessions on
         # the same models and machine measured (its limits are this session's).
