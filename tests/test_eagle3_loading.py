@@ -202,10 +202,20 @@ def test_save_writes_each_dialect_and_loads_back_the_same_head(target8, tmp_path
 
 
 def test_an_override_of_the_layer_ids_is_kept_with_why(target8, tmp_path):
+    from tevviz.engine.drafters import make_drafter, override_reading, reading_of
+    from tevviz.engine.eagle_tree import eagle_builder
+
     pair = load_pair(str(target8), str(write_head(tmp_path / "h", head_config("vllm"), head_tensors())), device="cpu")
+    assert reading_of(pair).layer_ids == DEFAULT_IDS and "vLLM dialect" in reading_of(pair).why
     set_layer_ids(pair.draft, parse_layer_ids("3,5,6"))
     assert pair.draft.target_layers == (2, 4, 5) and "--layer-ids" in pair.draft.reading.why
     assert pair.draft.own_reading.layer_ids == DEFAULT_IDS
+    now = override_reading(pair, (3, 4, 7))  # the CLI's --layer-ids, through the kind's contract
+    assert now.layer_ids == (3, 4, 7) and "--layer-ids 3,4,7" in now.why and reading_of(pair) == now
+    assert make_drafter(pair, eagle_builder(), 0).target_layers == (2, 3, 6)  # a session made now reads them
+    drafter_kind("eagle3").apply_reading(pair.draft, next(r for r in drafter_kind("eagle3").readings(
+        pair.draft, LAYERS) if r.name == "EAGLE default"))
+    assert pair.draft.reading == pair.draft.own_reading  # the checkpoint's own ids: its own reading, whole
     with pytest.raises(TevvizError, match=r"layer ids \[9\] lie beyond the target's 8 layers"):
         set_layer_ids(pair.draft, (2, 4, 9))
     with pytest.raises(TevvizError, match="--layer-ids must be comma-separated integers"):

@@ -15,24 +15,25 @@ LEVEL_BUILDERS = ("best-first", "static", "chain", "sampled", "mixed")  # throug
 
 
 def readings(model: Eagle3Head, n_layers: int) -> list[Reading]:
-    """The checkpoint's own reading first, then its ids shifted by -1 and +1, EAGLE's default [2, N // 2, N - 3],
-    and norm_before_fc flipped where the head has input_norm; each once, each within the target's layers."""
-    own = model.own_reading
-    nbf = (("norm_before_fc", own.norm_before_fc),) if model.input_norm is not None else ()
-    ids = own.layer_ids
+    """The reading in place first ("as given": the checkpoint's own, or an override such as --layer-ids), then its
+    ids shifted by -1 and +1, EAGLE's default [2, N // 2, N - 3], and norm_before_fc flipped where the head has
+    input_norm; each once, each within the target's layers."""
+    now = model.reading
+    nbf = (("norm_before_fc", now.norm_before_fc),) if model.input_norm is not None else ()
+    ids = now.layer_ids
     default_why = ("EAGLE's own code reads these" if model.head.dialect == EAGLE
                    else "EAGLE's own default, which heads trained by its code read")
     candidates = [
-        Reading("as given", ids, nbf, own=True, why=own.why),
-        Reading("ids - 1", tuple(i - 1 for i in ids), nbf, why="one layer earlier than the config says"),
-        Reading("ids + 1", tuple(i + 1 for i in ids), nbf, why="one layer later than the config says"),
+        Reading("as given", ids, nbf, own=True, why=now.why),
+        Reading("ids - 1", tuple(i - 1 for i in ids), nbf, why="every id one layer earlier"),
+        Reading("ids + 1", tuple(i + 1 for i in ids), nbf, why="every id one layer later"),
         Reading("EAGLE default", eagle_default(n_layers), nbf, why=default_why),
     ]
     if nbf:
-        flipped = "off" if own.norm_before_fc else "on"
-        candidates.append(Reading(f"norm_before_fc {flipped}", ids, (("norm_before_fc", not own.norm_before_fc),),
-                                  why="input_norm " + ("skipped" if own.norm_before_fc else "applied") +
-                                  " before fc"))
+        flipped = "off" if now.norm_before_fc else "on"
+        said = "input_norm skipped before fc" if now.norm_before_fc else "input_norm applied before fc"
+        candidates.append(Reading(f"norm_before_fc {flipped}", ids, (("norm_before_fc", not now.norm_before_fc),),
+                                  why=said))
     out, seen = [], set()
     for r in candidates:
         key = (r.layer_ids, r.options)
@@ -44,13 +45,14 @@ def readings(model: Eagle3Head, n_layers: int) -> list[Reading]:
 
 
 def apply_reading(model: Eagle3Head, reading: Reading) -> None:
-    """Put `reading` in place on the head (sessions made afterwards read it); the own reading undoes it."""
-    if reading.own:
-        model.reading = model.own_reading
+    """Put `reading` in place on the head (sessions made afterwards read it); the checkpoint's own reading comes back
+    whole, with its why, when its ids and norms are asked for."""
+    own = model.own_reading
+    nbf = dict(reading.options).get("norm_before_fc", model.reading.norm_before_fc)
+    if tuple(reading.layer_ids) == own.layer_ids and nbf == own.norm_before_fc:
+        model.reading = own
         return
-    options = dict(reading.options)
-    set_layer_ids(model, reading.layer_ids, f"doctor: {reading.name} ({reading.why})",
-                  options.get("norm_before_fc"))
+    set_layer_ids(model, reading.layer_ids, reading.why or reading.name, nbf)
 
 
 register(DrafterKind(
