@@ -231,3 +231,9 @@ def _reading(session) -> dict:
     """Which target states the drafter read and why, for a drafter that reads any (EAGLE-3, block)."""
     reading = getattr(session, "reading", None)
     return {} if reading is None else {"drafter_reading": {"layer_ids": list(reading.layer_ids), "why": reading.why}}
+
+
+def export_session(session, prompt: str) -> dict:
+    """A DecodeSession as a tevviz.session/2 dict."""
+    text = session.pair.tokenizer.decode(session.generated)
+    return session_dict(session_meta(session), prompt, session.prompt_ids, session.generated, text, session.rounds)
