@@ -198,3 +198,14 @@ def test_no_module_compares_a_kind_name_outside_its_own_files():
             if name in KINDS and path.name not in own and not path.name.startswith(f"{name}_"):
                 found.append(f"{path.relative_to(root)}: {m[0]}")
     assert not found, found
+
+
+def test_the_kinds_keep_their_registry_order_whatever_imported_them_first():
+    import subprocess
+    import sys
+
+    code = ("import tevviz.engine.block_kind\n"  # a kind's module imported before the registry loads
+            "from tevviz.engine.drafters import MODULES, drafter_kinds, _FROM\n"
+            "print(','.join(_FROM[k].rsplit('.', 1)[1] for k in drafter_kinds()) == ','.join(MODULES))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "True"

@@ -10,6 +10,7 @@ own module(s) plus its name there; nothing outside those modules tests a kind by
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,21 +111,27 @@ class DrafterKind:
 
 
 _KINDS: dict[str, DrafterKind] = {}
+_FROM: dict[str, str] = {}  # kind name -> the module that registered it
 _loaded = False
 
 
 def register(kind: DrafterKind) -> DrafterKind:
     _KINDS[kind.name] = kind
+    _FROM[kind.name] = sys._getframe(1).f_globals.get("__name__", "")
     return kind
 
 
 def drafter_kinds() -> dict[str, DrafterKind]:
-    """Every registered drafter kind by name, in registration order (the first is the fallback)."""
+    """Every registered drafter kind by name, in MODULES order whatever imported them first (the first is the
+    fallback; later ones win where two recognise a folder or a model)."""
     global _loaded
     if not _loaded:
         _loaded = True
         for name in MODULES:
             importlib.import_module(f"{__package__}.{name}")
+        rank = {f"{__package__}.{name}": i for i, name in enumerate(MODULES)}
+        ordered = sorted(_KINDS, key=lambda k: rank.get(_FROM[k], len(MODULES)))
+        _KINDS.update({k: _KINDS.pop(k) for k in ordered})
     return _KINDS
 
 
