@@ -59,7 +59,6 @@ class LazyChoices:
         self.module, self.name = module, name
 
     def _names(self):
-        import importlib
 
         return list(getattr(importlib.import_module(self.module), self.name))
 
@@ -423,9 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     from . import commands
 
     try:
-        name = "cmd_" + args.command.replace("-", "_")  # in commands/__init__.py, or in the command's own module
-        handler = getattr(commands, name, None) or getattr(importlib.import_module(f".commands.{args.command}",
-                                                                                   __package__), name)
+        handler = getattr(commands, "cmd_" + args.command.replace("-", "_"))
         code = handler(args)
         sys.stdout.flush()  # here, so that a reader gone away (`| head`) is met below and not at exit
         return code
