@@ -1,0 +1,187 @@
+"""Where a decode starts: `tevviz decode`, the notebook API and the app's Decode tab take the loaded named pair's
+measured best setting at the temperature given (engine/pairs.py), any other pair --budget auto on the drafter's own
+builder; a flag the user gives always wins."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+
+import gradio as gr
+import pytest
+from conftest import tiny_pair
+
+import tevviz
+from tevviz.app import build_demo
+from tevviz.app.source import PairSource
+from tevviz.cli import build_parser
+from tevviz.engine import ModelSource
+from tevviz.engine.drafters import drafter_kind
+from tevviz.engine.pairs import AUTO_LIMIT, FIXED_BUDGET, NAMED_PAIRS, DecodeDefaults, decode_defaults, decode_start
+from tevviz.options import decode_config_from_args
+
+STDLIB = NAMED_PAIRS["stdlib"]
+BLOCK = str(STDLIB.drafter_paths()["tevviz-stdlib-block-draft"])
+# Two settings no pair records, one per temperature, so that a test sees which one was taken.
+GREEDY = DecodeDefaults(builder="best-first", verifier="predraw", budget=8, depth=4)
+SAMPLED = DecodeDefaults(builder="best-first", verifier="residual", budget=12, depth=3)
+
+
+def cli_config(*argv: str):
+    return decode_config_from_args(build_parser().parse_args(["decode", "--prompt", "x", *argv]))
+
+
+def settings(cfg) -> DecodeDefaults:
+    """The builder, verifier, budget ("auto" when auto-sized) and depth of a DecodeConfig."""
+    b = cfg.builder
+    return DecodeDefaults(builder=b.kind, verifier=cfg.verifier, budget="auto" if b.auto else b.budget, depth=b.depth)
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """The stdlib pair with GREEDY recorded at T = 0 and SAMPLED at T > 0."""
+    monkeypatch.setitem(NAMED_PAIRS, "stdlib", replace(STDLIB, greedy=GREEDY, sampled=SAMPLED))
+
+
+@pytest.fixture(scope="module")
+def other_target(tmp_path_factory):
+    """A target folder that is no named pair's (the stdlib target's config: nothing here loads weights)."""
+    folder = tmp_path_factory.mktemp("other-target")
+    shutil.copy(STDLIB.target_path() / "config.json", folder / "config.json")
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def stdlib_pair():
+    return tevviz.load(device="cpu", threads=1)
+
+
+# --- tevviz decode ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_decode_starts_at_the_stdlib_pairs_recorded_best(temperature):
+    cfg = cli_config("--temperature", str(temperature))
+    assert settings(cfg) == decode_defaults(STDLIB, temperature)
+    if decode_defaults(STDLIB, temperature).budget == "auto":
+        assert cfg.builder.budget == AUTO_LIMIT  # the limit of the self-sized rounds
+
+
+def test_each_temperature_takes_its_own_recorded_setting(recorded):
+    assert settings(cli_config()) == GREEDY
+    assert settings(cli_config("--temperature", "1")) == settings(cli_config("--temperature", "0.5")) == SAMPLED
+    assert settings(cli_config("--pair", "stdlib", "--target", str(STDLIB.target_path()))) == GREEDY
+
+
+def test_explicit_flags_win_one_by_one(recorded):
+    assert settings(cli_config("--depth", "2")) == replace(GREEDY, depth=2)
+    assert settings(cli_config("--budget", "5")) == replace(GREEDY, budget=5)
+    assert settings(cli_config("--budget", "auto")) == replace(GREEDY, budget="auto")
+    assert settings(cli_config("--temperature", "1", "--budget-limit", "9", "--budget", "auto")) == replace(
+        SAMPLED, budget="auto")
+    assert cli_config("--temperature", "1", "--budget-limit", "9", "--budget", "auto").builder.budget == 9
+
+
+def test_another_builder_or_verifier_leaves_the_rest_at_the_general_defaults(recorded):
+    """The recorded setting is one setting: naming another builder or verifier gives that builder at --budget auto
+    (B = FIXED_BUDGET where it does not size itself), TEV, H = 6."""
+    assert settings(cli_config("--builder", "chain")) == DecodeDefaults("chain", "tev", FIXED_BUDGET, 6)
+    assert settings(cli_config("--verifier", "tev")) == DecodeDefaults("best-first", "tev", "auto", 6)
+    assert settings(cli_config("--builder", "best-first", "--depth", "3")) == DecodeDefaults(
+        "best-first", "predraw", 8, 3)  # the recorded builder named: the rest of its setting stays
+
+
+def test_a_fixed_budget_where_the_setting_sizes_itself_is_a_tree_of_that_size(monkeypatch):
+    sized = DecodeDefaults(builder="sampled", verifier="speculative", budget="auto", depth=4)
+    monkeypatch.setitem(NAMED_PAIRS, "stdlib", replace(STDLIB, greedy=sized, sampled=sized))
+    assert settings(cli_config()) == sized
+    assert settings(cli_config("--budget", "16")) == DecodeDefaults("best-first", "tev", 16, 6)
+
+
+def test_another_pair_starts_at_budget_auto(other_target):
+    cfg = cli_config("--target", other_target, "--draft", str(STDLIB.paths()[1]), "--temperature", "1")
+    assert settings(cfg) == DecodeDefaults("best-first", "tev", "auto", 6) == decode_start(
+        None, 1.0, drafter_kind("autoregressive"))
+    assert settings(cli_config("--target", other_target, "--draft", str(STDLIB.paths()[1]), "--budget", "8")) == (
+        DecodeDefaults("best-first", "tev", 8, 6))
+
+
+def test_a_block_drafter_keeps_ddtree_at_its_depth_unless_the_record_is_for_it(recorded, monkeypatch):
+    depth = json.loads((STDLIB.drafter_paths()["tevviz-stdlib-block-draft"] / "config.json").read_text())
+    own = depth.get("block_size", (depth.get("dflash_config") or {}).get("block_size")) - 1
+    assert settings(cli_config("--draft", BLOCK)) == DecodeDefaults("ddtree", "tev", "auto", own)
+    assert settings(cli_config("--draft", BLOCK, "--depth", "3", "--budget", "24")) == DecodeDefaults(
+        "ddtree", "tev", 24, 3)
+    for_block = DecodeDefaults(builder="ddtree", verifier="predraw", budget=20, depth=5)
+    monkeypatch.setitem(NAMED_PAIRS, "stdlib", replace(STDLIB, greedy=for_block))
+    assert settings(cli_config("--draft", BLOCK)) == for_block
+
+
+def test_a_scan_keeps_fixed_trees(recorded):
+    args = build_parser().parse_args(["scan", "p.jsonl", "-o", "out"])
+    assert settings(decode_config_from_args(args)) == DecodeDefaults("best-first", "tev", FIXED_BUDGET, 6)
+
+
+# --- the notebook API ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_notebook_session_starts_at_the_stdlib_pairs_recorded_best(stdlib_pair, temperature):
+    s = tevviz.session(stdlib_pair, "def f(x):", temperature=temperature, max_new_tokens=4)
+    assert settings(s.cfg) == decode_defaults(STDLIB, temperature)
+    s.run()
+    assert len(s.generated) == 4
+
+
+def test_a_notebook_sessions_arguments_win(stdlib_pair, recorded):
+    s = tevviz.session(stdlib_pair, "def f(x):", temperature=1.0, budget=3, max_new_tokens=2)
+    assert settings(s.cfg) == replace(SAMPLED, budget=3)
+    s = tevviz.session(stdlib_pair, "def f(x):", builder="best-first", verifier="tev", budget=32, depth=6)
+    assert settings(s.cfg) == DecodeDefaults("best-first", "tev", 32, 6)
+    # The older spelling: budget N with auto=True is auto-sizing up to N.
+    s = tevviz.session(stdlib_pair, "def f(x):", budget=16, auto=True)
+    assert settings(s.cfg) == replace(GREEDY, budget="auto") and s.cfg.builder.budget == 16
+
+
+def test_a_notebook_session_on_another_pair_starts_at_budget_auto():
+    s = tevviz.session(tiny_pair("llama"), "t1 t2 t3", temperature=1.0)
+    assert settings(s.cfg) == DecodeDefaults("best-first", "tev", "auto", 6) and s.cfg.builder.budget == AUTO_LIMIT
+
+
+# --- the app ---------------------------------------------------------------------------------------------------------
+
+
+def decode_widgets(demo: gr.Blocks) -> dict:
+    """The Decode tab's tree and verifier widgets' starting values, by label."""
+    labels = {"builder": "builder", "B budget": "budget", "H depth": "depth", "verifier": "verifier"}
+    out = {}
+    for block in demo.blocks.values():
+        label = str(getattr(block, "label", "") or "")
+        if label in labels and labels[label] not in out:
+            out[labels[label]] = block.value
+        elif label.startswith("auto: size each tree"):
+            out["auto"] = block.value
+    return out
+
+
+def widget_settings(w: dict) -> DecodeDefaults:
+    return DecodeDefaults(w["builder"], w["verifier"], "auto" if w["auto"] else w["budget"], w["depth"])
+
+
+def test_the_apps_decode_tab_starts_at_the_stdlib_pairs_recorded_best():
+    demo = build_demo(ModelSource(device=None), default_prompt="def f(x):")
+    w = decode_widgets(demo)
+    assert widget_settings(w) == decode_defaults(STDLIB, 0.0)  # the temperature box starts at 0
+    if w["auto"]:
+        assert w["budget"] == AUTO_LIMIT
+    assert PairSource(ModelSource(device=None)).builder_default(1.0) == decode_defaults(STDLIB, 1.0)
+
+
+def test_the_apps_decode_tab_follows_the_record_and_another_pair_starts_at_auto(recorded):
+    assert widget_settings(decode_widgets(build_demo(ModelSource(device=None)))) == GREEDY
+    assert PairSource(ModelSource(device=None)).builder_default(1.0) == SAMPLED
+    w = decode_widgets(build_demo(tiny_pair("llama"), default_prompt="t1 t2 t3"))
+    assert widget_settings(w) == DecodeDefaults("best-first", "tev", "auto", 6) and w["budget"] == AUTO_LIMIT
+    block = PairSource(ModelSource(draft=BLOCK, device=None)).builder_default()
+    assert (block.builder, block.verifier, block.budget) == ("ddtree", "tev", "auto")
