@@ -39,3 +39,14 @@ def test_the_result_files_named_beside_the_defaults_exist():
     assert named, "the defaults name the result file that measured them"
     for path in named:
         assert (ROOT / path).is_file(), path
+
+
+def test_an_eagle3_head_starts_on_eagles_own_tree_sizes():
+    from tevviz.engine.drafters import drafter_kind
+    from tevviz.engine.eagle_tree import DEFAULTS
+    from tevviz.engine.pairs import decode_start
+
+    head = drafter_kind("eagle3")
+    start = decode_start(None, 0.0, head, head.folder_depth(None))
+    assert (start.builder, start.budget, start.depth) == ("eagle", DEFAULTS["budget"], DEFAULTS["depth"])
+    assert decode_start(None, 0.0, head, 8, budget=16).budget == 16  # the user's B wins

@@ -30,6 +30,7 @@ class BuilderKind:
     trainable: bool = True  # ExitTrain can train a drafter on its trees
     why_not_trained: str = ""
     auto_only: bool = False  # it sizes every round itself (mixed)
+    budget: int | None = None  # its own B where the user gives none and it is not auto-sized (None: tevviz's)
 
     def check_verifier(self, verifier: str) -> None:
         """Refuse a verifier that is not exact on this builder's trees."""
