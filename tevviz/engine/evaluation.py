@@ -12,6 +12,7 @@ from .builders import BuilderConfig
 from .drafters import tree_for
 from .exittrain import Context, target_weights
 from .models import ModelPair
+from .round_numbers import NUMBERS
 from .sampling import SamplingConfig
 from .scan_stats import PairedDiff
 from .session import DecodeConfig, DecodeSession
@@ -63,8 +64,8 @@ def evaluate(pair: ModelPair, prompts: list[list[int]], temperature: float, buil
                            max_new_tokens=max_new_tokens, seed=seed + i, missing_top=0)
         s = DecodeSession(pair, ids, cfg)
         s.run()
-        taus.append(sum(r.block_length for r in s.rounds) / len(s.rounds))
-        lengths.append(sum(r.expected_length for r in s.rounds) / len(s.rounds))
+        taus.append(NUMBERS["L"].over(s.rounds))
+        lengths.append(NUMBERS["expected_length"].over(s.rounds))
         rounds += s.rounds
         if progress:
             progress(i + 1, len(prompts))

@@ -14,6 +14,7 @@ import torch
 
 from .errors import TevvizError
 from .models import ModelPair
+from .round_numbers import NUMBERS
 from .scan_files import SCAN_SCHEMA, RecordWriter, ScanPrompt, block_bytes, done_ids
 from .session import DecodeConfig, DecodeSession, encode_prompt, has_chat_template
 
@@ -137,7 +138,7 @@ def decode_prompt(pair: ModelPair, planned: PlannedPrompt, cfg: DecodeConfig,
             "prompt": p.text, "prompt_token_ids": session.prompt_ids, "token_ids": session.generated,
             "text": pair.tokenizer.decode(session.generated), "rounds": len(rounds), "seconds": seconds,
             "notice": session.notice}
-    tau = sum(r.block_length for r in rounds) / max(len(rounds), 1)
+    tau = NUMBERS["L"].over(rounds) or 0.0  # the registry's mean L (round_numbers.py)
     return block_bytes(line, [r.to_dict() for r in rounds]), len(rounds), tau, seconds
 
 
