@@ -19,6 +19,7 @@ from tevviz.cli import build_parser
 from tevviz.engine import ModelSource
 from tevviz.engine.drafters import drafter_kind
 from tevviz.engine.pairs import AUTO_LIMIT, FIXED_BUDGET, NAMED_PAIRS, DecodeDefaults, decode_defaults, decode_start
+from tevviz.engine.speed import PassCosts, ideal_round_ms, ideal_speed, level_rows
 from tevviz.options import decode_config_from_args
 
 STDLIB = NAMED_PAIRS["stdlib"]
@@ -185,3 +186,35 @@ def test_the_apps_decode_tab_follows_the_record_and_another_pair_starts_at_auto(
     assert widget_settings(w) == DecodeDefaults("best-first", "tev", "auto", 6) and w["budget"] == AUTO_LIMIT
     block = PairSource(ModelSource(draft=BLOCK, device=None)).builder_default()
     assert (block.builder, block.verifier, block.budget) == ("ddtree", "tev", "auto")
+
+
+# --- the limit a decode's speed is held against (engine/speed.py) ----------------------------------------------------
+
+
+def test_pass_costs_interpolate_the_measured_points_and_extend_their_ends():
+    costs = PassCosts({1: 10.0, 3: 14.0, 9: 20.0}, {1: 2.0})
+    assert [costs.target(n) for n in (1, 2, 3, 6, 9, 15)] == pytest.approx([10, 12, 14, 17, 20, 26])
+    assert costs.draft(1) == 2.0 and costs.draft(4) == pytest.approx(8.0)  # one point: in proportion to the rows
+
+
+def test_the_ideal_prices_each_level_of_the_kept_tree_and_one_target_pass():
+    """Hand-priced rounds of real sessions: a chain takes one row a level; a best-first tree, at each level, its kept
+    nodes one level up that have kept children; and the ideal's share is its time over the measured time."""
+    pair = tiny_pair("llama")
+    costs = PassCosts({1: 5.0, 33: 37.0}, {1: 1.0, 9: 9.0})  # target 4 + n ms, draft 1 ms a row
+    chain = tevviz.session(pair, "t1 t2 t3", builder="chain", verifier="tev", budget=8, depth=3, max_new_tokens=8)
+    tree = tevviz.session(pair, "t1 t2 t3", builder="best-first", verifier="tev", budget=12, depth=4,
+                          max_new_tokens=8)
+    for s in (chain, tree):
+        s.run()
+    for r in chain.rounds:
+        levels = max(r.depths)
+        assert level_rows(r) == [1] * levels and ideal_round_ms(r, costs) == pytest.approx(levels + 4 + r.size)
+    for r in tree.rounds:
+        by_depth = [sum(1 for v in set(r.parents[1:]) if r.depths[v] == d) for d in range(max(r.depths))]
+        assert level_rows(r) == by_depth and sum(by_depth) == len(set(r.parents[1:]))
+        assert ideal_round_ms(r, costs) == pytest.approx(sum(by_depth) + 4 + r.size)
+    ideal = ideal_speed(tree.rounds, costs, seconds=2.0, prefill_tokens=3)
+    ms = sum(ideal_round_ms(r, costs) for r in tree.rounds) + 7.0
+    assert ideal.ideal_ms == pytest.approx(ms) and ideal.tokens == len(tree.generated)
+    assert ideal.share == pytest.approx(ms / 2000) and ideal.tokens_per_s == pytest.approx(len(tree.generated) / 2)

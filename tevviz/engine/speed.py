@@ -109,3 +109,74 @@ def speed_breakdown(rounds: list[RoundRecord], baseline_ms_per_token: float | No
     per_token = {s: (v / tokens if tokens else 0.0) for s, v in totals.items()}
     measured = None if seconds is None else ms_per_token(seconds, tokens)
     return SpeedBreakdown(len(rounds), tokens, per_token, measured, baseline_ms_per_token)
+
+
+@dataclass(frozen=True)
+class PassCosts:
+    """Measured ms of one target pass by the tokens it takes and of one draft forward by the rows it takes, on top of
+    a cached context (benchmarks/pass_cost.py measures them); between and beyond the sizes measured, linear."""
+
+    target_ms: dict[int, float]
+    draft_ms: dict[int, float]
+
+    def target(self, tokens: int) -> float:
+        return _interpolate(self.target_ms, tokens)
+
+    def draft(self, rows: int) -> float:
+        return _interpolate(self.draft_ms, rows)
+
+
+def _interpolate(points: dict[int, float], x: int) -> float:
+    """The piecewise-linear curve through `points` at x (the nearest two points' line outside them)."""
+    xs = sorted(points)
+    if len(xs) == 1:
+        return points[xs[0]] * max(x, 1) / max(xs[0], 1)
+    i = next((k for k in range(1, len(xs) - 1) if x <= xs[k]), len(xs) - 1)
+    a, b = xs[i - 1], xs[i]
+    return max(points[a] + (points[b] - points[a]) * (x - a) / (b - a), 0.0)
+
+
+def level_rows(record: RoundRecord) -> list[int]:
+    """The draft rows each level of the round's kept tree needs: level d takes the kept nodes at depth d - 1 that
+    have a kept child (a chain: 1 a level; a round without a draft: none)."""
+    parents = {p for p in record.parents[1:] if p >= 0}
+    depth = max(record.depths, default=0)
+    return [sum(1 for v in parents if record.depths[v] == d - 1) for d in range(1, depth + 1)]
+
+
+def ideal_round_ms(record: RoundRecord, costs: PassCosts) -> float:
+    """What the round would cost if it cost only its forwards (pass_cost.py's model): one draft forward a level of
+    its kept tree, over the rows that level needs, and one target pass over the tree's nodes."""
+    return sum(costs.draft(r) for r in level_rows(record)) + costs.target(record.size)
+
+
+@dataclass(frozen=True)
+class IdealSpeed:
+    """A run against its limit: the tokens/s it would reach if a round cost only its forwards at the measured
+    pass costs (its own rounds' trees, hence its own tau), and the share of it achieved."""
+
+    tokens: int
+    ideal_ms: float  # the rounds' forwards (and the prefill's, where priced)
+    measured_ms: float
+
+    @property
+    def ideal_tokens_per_s(self) -> float | None:
+        return 1e3 * self.tokens / self.ideal_ms if self.ideal_ms > 0 else None
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return 1e3 * self.tokens / self.measured_ms if self.measured_ms > 0 else None
+
+    @property
+    def share(self) -> float | None:
+        """Achieved tokens/s over the ideal's (the ideal's time over the measured)."""
+        return self.ideal_ms / self.measured_ms if self.measured_ms > 0 and self.ideal_ms > 0 else None
+
+
+def ideal_speed(rounds: list[RoundRecord], costs: PassCosts, seconds: float, prefill_tokens: int = 0) -> IdealSpeed:
+    """`rounds` (measured over `seconds`) against their ideal; `prefill_tokens` > 0 prices a prefill inside `seconds`
+    as one target pass over that many tokens."""
+    ideal = sum(ideal_round_ms(r, costs) for r in rounds)
+    if prefill_tokens > 0:
+        ideal += costs.target(prefill_tokens)
+    return IdealSpeed(sum(r.tokens_committed for r in rounds), ideal, seconds * 1e3)
