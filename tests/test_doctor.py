@@ -26,14 +26,13 @@ from tevviz.cli import main
 from tevviz.engine.block_model import BlockDraftModel, parse_config, save_block_drafter
 from tevviz.engine.block_training import block_batch, block_logits, block_loss
 from tevviz.engine.doctor import (
-    DepthRate,
-    ReadingResult,
     chain_trials,
     clear_margin,
     depth_rates,
     run_doctor,
     spread,
 )
+from tevviz.engine.doctor_report import DepthRate, ReadingResult
 from tevviz.engine.drafters import drafter_kind_of
 from tevviz.engine.eagle3_io import save_head
 from tevviz.engine.eagle3_model import HeadKV

@@ -3,8 +3,9 @@ a table of readings by depth-1 and depth-2 acceptance with standard errors, the 
 
 from __future__ import annotations
 
-from tevviz.engine.doctor import DepthRate, DoctorReport
 from tevviz.render.scan_tables import markdown_table, text_table
+
+from ..engine.doctor_report import DepthRate, DoctorReport
 
 OWN_MARK = "*"  # after the name of the checkpoint's own reading
 
