@@ -54,11 +54,16 @@ def best_first(budget: int, depth: int, children: int = BuilderConfig.children) 
 
 
 def pair_tree(pair, budget: int, depth: int) -> BuilderConfig:
-    """The tree a pair's drafter builds: DDTree's for a block drafter (at most as deep as its block), else the
-    benchmarks' best-first tree."""
-    if pair.draft_kind == "block":
-        return BuilderConfig(kind="ddtree", budget=budget, depth=min(depth, pair.draft.block.max_depth))
-    return best_first(budget, depth)
+    """The tree a pair's drafter builds: its kind's own builder, at most as deep as its natural depth (DDTree's as
+    deep as its block for a block drafter); the benchmarks' best-first tree where that builder is best-first."""
+    from tevviz.engine.drafters import drafter_kind_of
+
+    kind = drafter_kind_of(pair.draft)
+    own = kind.model_depth(pair.draft)
+    depth = min(depth, own) if own else depth
+    if kind.default_builder == BuilderConfig.kind:
+        return best_first(budget, depth)
+    return BuilderConfig(kind=kind.default_builder, budget=budget, depth=depth)
 
 
 def setup(args):

@@ -1,14 +1,17 @@
 """End to end on the eval prompts: tokens/s, tau and 1 + C_p of each decoder, speed-up over autoregressive.
 
-Decoders: plain autoregressive (`target.generate`, also at each of --generate-threads, and tevviz's own token
-loop), HF assisted generation (`target.generate(assistant_model=draft)`), (--prompt-lookup) HF prompt lookup, chain speculative decoding, best-first + predraw (the
-DDTree configuration), best-first + TEV at each budget of --budgets, best-first + TEV with the
-exit-trained drafter, (--trees) best-first + TEV at given B and H, (--fresh-auto) --budget auto with a new
-cost model per prompt as `tevviz decode` runs it, (--sampled-depths) sampled chains with the speculative verifier, (--mixed) the mixed
-builder, a tree or a chain each round, and (--block) a block drafter with DDTree's builder under TEV and under
-predraw (DDTree itself) at each budget. Runs are interleaved prompt by prompt and temperature by temperature (each
-decoder once per prompt in turn) after one warm-up pass. Every time includes the prompt's prefill
-(`generate`'s own, or the DecodeSession's).
+(--baselines: another set of rows instead, the baselines a user would pick beside tevviz's default and best settings,
+with each tevviz row's ideal tokens/s and the share of it achieved; see baselines.py.)
+
+Decoders: plain autoregressive (`target.generate`, also at each of --generate-threads, and tevviz's own token loop),
+HF assisted generation (`target.generate(assistant_model=draft)`), (--prompt-lookup) HF prompt lookup, chain
+speculative decoding, best-first + predraw (the DDTree configuration), best-first + TEV at each budget of --budgets,
+best-first + TEV with the exit-trained drafter, (--trees) best-first + TEV at given B and H, (--fresh-auto) --budget
+auto with a new cost model per prompt as `tevviz decode` runs it, (--sampled-depths) sampled chains with the
+speculative verifier, (--mixed) the mixed builder, a tree or a chain each round, and (--block) a block drafter with
+DDTree's builder under TEV and under predraw (DDTree itself) at each budget. Runs are interleaved prompt by prompt and
+temperature by temperature (each decoder once per prompt in turn) after one warm-up pass. Every time includes the
+prompt's prefill (`generate`'s own, or the DecodeSession's).
 """
 
 from __future__ import annotations
@@ -18,38 +21,21 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import torch
+import baselines
+from baselines import at_threads
 from common import best_first, parser, setup, sync, table, tree_decode, tree_flags, write
 
 from tevviz.engine.builders import BuilderConfig
+from tevviz.engine.drafters import drafter_kind_of, folder_kind
 from tevviz.engine.models import ModelPair, load_model
 from tevviz.engine.pairs import named_pair
 
 
 def hf_generate(pair: ModelPair, ids, n: int, temperature: float, assistant=None, prompt_lookup: int = 0):
-    kw = {"max_new_tokens": n, "min_new_tokens": n, "do_sample": temperature > 0,
-          "pad_token_id": pair.tokenizer.eos_token_id}
-    if temperature > 0:
-        kw.update(temperature=temperature, top_k=0, top_p=1.0)
-    if assistant is not None:
-        kw["assistant_model"] = assistant
+    extra = {"assistant_model": assistant} if assistant is not None else {}
     if prompt_lookup:  # transformers' drafter-free baseline: draft tokens copied from the prompt's n-grams
-        kw["prompt_lookup_num_tokens"] = prompt_lookup
-    x = torch.tensor([ids], device=pair.device)
-    out = pair.target.generate(x, **kw)
-    return out.shape[1] - len(ids), None
-
-
-def at_threads(threads: int, fn):
-    """`fn` run with torch at `threads` intra-op threads (the others' count restored after)."""
-    def run(*a):
-        before = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            return fn(*a)
-        finally:
-            torch.set_num_threads(before)
-    return run
+        extra["prompt_lookup_num_tokens"] = prompt_lookup
+    return baselines.hf_generate(pair.target, pair, ids, n, temperature, **extra)
 
 
 def own_autoregressive(pair: ModelPair, ids, n: int, temperature: float, seed: int):
@@ -82,18 +68,19 @@ MIXED_MODELS = {}  # temperature -> the mixed row's MixedBudget, for its arm cou
 def block_decoders(block: ModelPair, args, temp: float) -> dict:
     """A block drafter's rows: DDTree trees under TEV and under predraw (DDTree itself), and --budget auto."""
     n, out = args.max_new_tokens, {}
-    depth = block.draft.block.max_depth
+    kind = drafter_kind_of(block.draft)
+    builder, depth = kind.default_builder, kind.model_depth(block.draft) or args.depth
     for b in sorted({args.budget, *args.budgets}):
-        tree = BuilderConfig(kind="ddtree", budget=b, depth=depth)
+        tree = BuilderConfig(kind=builder, budget=b, depth=depth)
         for v in ("tev", "predraw"):
-            out[f"block+ddtree+{v} B={b}"] = lambda ids, i, t=tree, v=v: tree_run(block, ids, n, temp, t, v, i)
+            out[f"block+{builder}+{v} B={b}"] = lambda ids, i, t=tree, v=v: tree_run(block, ids, n, temp, t, v, i)
     if args.auto:
         from tevviz.engine.auto_budget import AutoBudget
 
         limit = max({args.budget, *args.budgets})
-        auto = BuilderConfig(kind="ddtree", budget=limit, depth=depth, auto=True)
+        auto = BuilderConfig(kind=builder, budget=limit, depth=depth, auto=True)
         model = AutoBudget(limit, depth)
-        out[f"block+ddtree+tev auto (B<={limit})"] = lambda ids, i: tree_run(block, ids, n, temp, auto, "tev", i,
+        out[f"block+{builder}+tev auto (B<={limit})"] = lambda ids, i: tree_run(block, ids, n, temp, auto, "tev", i,
                                                                              model)
     return out
 
@@ -193,7 +180,18 @@ def parse_args():
     ap.add_argument("--fresh-auto", action="store_true",
                     help="also best-first + TEV --budget auto (and with --sampled-depths, the sampled chain's) with a "
                          "new cost model for each prompt, as `tevviz decode` runs it")
-    ap.add_argument("--lean", action="store_true", help="leave out the chain + TEV, best-first + predraw and exit-trained rows")
+    ap.add_argument("--baselines", action="store_true",
+                    help="instead of the rows above: the baselines a user would pick (generate at 1 and torch's "
+                         "default threads, sdpa and eager; HF assisted, prompt lookup, early exit) beside tevviz's "
+                         "default and --trees (default 8:4,16:6,32:6), each tevviz row with its ideal tokens/s and "
+                         "the share of it achieved (baselines.py)")
+    ap.add_argument("--early-exit", type=int, default=0,
+                    help="with --baselines: the layer early-exit self-speculation drafts from (0: a quarter of the "
+                         "target's layers)")
+    ap.add_argument("--pass-repeats", type=int, default=7,
+                    help="with --baselines: repeats of each pass-cost measurement (before and after the rows)")
+    ap.add_argument("--lean", action="store_true",
+                    help="leave out the chain + TEV, best-first + predraw and exit-trained rows")
     args = ap.parse_args()
     args.generate_threads = [int(k) for k in args.generate_threads.split(",") if k]
     args.trees = [tuple(int(x) for x in bh.split(":")) for bh in args.trees.split(",") if bh]
@@ -204,15 +202,16 @@ def parse_args():
 
 def other_drafters(pair: ModelPair, args) -> tuple[ModelPair | None, ModelPair | None]:
     """The pair with its exit-trained drafter (None when there is none) and with --block's block drafter."""
-    from tevviz.engine.block_model import is_block_drafter
     from tevviz.engine.models import with_draft
 
-    drafters = [p for p in named_pair(args.pair or "stdlib").drafter_paths().values() if not is_block_drafter(p)]
+    shipped = list(named_pair(args.pair or "stdlib").drafter_paths().values())
+    own = drafter_kind_of(pair.draft)  # the exit-trained drafter is the next shipped one of the same kind
+    drafters = [p for p in shipped if folder_kind(p) is own]
     x_path = args.exittrain_draft or (str(drafters[1]) if len(drafters) > 1 else None)
     block = None
     if args.block:
-        shipped = [p for p in named_pair(args.pair or "stdlib").drafter_paths().values() if is_block_drafter(p)]
-        path = str(shipped[0]) if args.block == "shipped" and shipped else args.block
+        ddtree = [p for p in shipped if folder_kind(p).default_builder == "ddtree"]  # a block drafter builds DDTrees
+        path = str(ddtree[0]) if args.block == "shipped" and ddtree else args.block
         block = with_draft(pair, path)
     trained = None
     if x_path and Path(x_path).is_dir():
@@ -223,9 +222,10 @@ def other_drafters(pair: ModelPair, args) -> tuple[ModelPair | None, ModelPair |
     return trained, block
 
 
-def timed_runs(pair: ModelPair, prompts, runs: dict) -> tuple[dict, dict, dict, dict]:
+def timed_runs(pair: ModelPair, prompts, runs: dict, extras: dict | None = None) -> tuple[dict, dict, dict, dict]:
     """Every decoder on every prompt, interleaved prompt by prompt after one untimed warm-up each: seconds,
-    tokens, and the taus and ceilings of those that report them, by (temperature, decoder)."""
+    tokens, and the taus and ceilings of those that report them, by (temperature, decoder); what a decoder reports
+    beyond them goes to `extras` by the same key, a list over prompts."""
     for decoders in runs.values():  # warm-up, not timed
         for fn in decoders.values():
             fn(prompts[0], 0)
@@ -245,6 +245,8 @@ def timed_runs(pair: ModelPair, prompts, runs: dict) -> tuple[dict, dict, dict, 
                 if stats is not None:
                     taus[t, name].append(stats[0])
                     ceilings[t, name].append(stats[1])
+                    if extras is not None and len(stats) > 2:
+                        extras.setdefault((t, name), []).append(stats[2])
         print(f"prompt {i + 1}/{len(prompts)} done", flush=True)
     return seconds, tokens, taus, ceilings
 
@@ -255,7 +257,8 @@ def result_rows(runs: dict, seconds: dict, tokens: dict, taus: dict, ceilings: d
     for t, decoders in runs.items():
         ar = tokens[t, "autoregressive"] / seconds[t, "autoregressive"]
         assisted = tokens[t, "hf-assisted"] / seconds[t, "hf-assisted"]
-        best = max(tokens[t, k] / seconds[t, k] for k in decoders if k.startswith("autoregressive") and "tevviz" not in k)
+        best = max(tokens[t, k] / seconds[t, k] for k in decoders
+                   if k.startswith("autoregressive") and "tevviz" not in k)
         for name in decoders:
             tps = tokens[t, name] / seconds[t, name]
             tau, tau_se = mean_se(taus[t, name])
@@ -266,9 +269,39 @@ def result_rows(runs: dict, seconds: dict, tokens: dict, taus: dict, ceilings: d
     return rows
 
 
+def run_baselines(args, temps: list[float]) -> None:
+    """--baselines: the baselines a user would pick beside tevviz's default and best rows, and each tevviz row's
+    share of its ideal (baselines.py); one interleaved run, pass costs measured before and after it."""
+    pair, prompts = setup(args)
+    args.trees = args.trees or [(8, 4), (16, 6), (32, 6)]
+    layer, why = baselines.early_exit_layer(pair.target, args.early_exit)
+    print(f"early-exit self-speculation: {why}" if layer else f"early-exit self-speculation skipped: {why}")
+    eager = baselines.eager_target(pair, args.dtype)
+    meta = {t: {} for t in temps}
+    runs = {t: baselines.decoders(pair, eager, args, t, meta[t]) for t in temps}
+    measure = lambda: baselines.measured_pass_costs(pair, prompts, args.max_new_tokens, args.pass_repeats)
+    before, extras = measure(), {}
+    measured = timed_runs(pair, prompts, runs, extras)
+    costs = baselines.mean_costs(before, measure())
+    rows, best = baselines.result_rows(runs, meta, *measured, extras, costs)
+    print(f"{len(prompts)} prompts x {args.max_new_tokens} tokens  device {pair.device}  pair {pair.target_name} / "
+          f"{pair.draft_name}  tevviz rows at {baselines.decode_threads()} thread(s)")
+    print(table(rows, ["T", "decoder", "threads", "attn", "tau", "tokens_per_s", "vs_best_generate",
+                       "ideal_tokens_per_s", "share_of_ideal"]))
+    for t, b in best.items():
+        print(f"{t}: best generate: {b['best_generate']}; fastest tevviz row: {b['best_tevviz']}")
+    name = args.pair or ("custom" if args.target else "stdlib")
+    write(f"end_to_end_baselines_{name}", args, {"rows": rows, "best": best, "early_exit": why,
+                                                  "pass_costs": {"target_ms": costs.target_ms,
+                                                                 "draft_ms": costs.draft_ms}})
+
+
 def main() -> None:
     args = parse_args()
     temps = [float(t) for t in args.temperatures.split(",")]
+    if args.baselines:
+        run_baselines(args, temps)
+        return
     pair, prompts = setup(args)
     trained, block = other_drafters(pair, args)
     runs = {t: decoders_for(pair, args, t, trained, block) for t in temps}

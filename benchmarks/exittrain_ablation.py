@@ -27,6 +27,7 @@ from common import held_out_windows, pair_tree, parser, setup, table, write
 
 from tevviz.engine.block_exittrain import make_trainer, save_trained
 from tevviz.engine.builders import BuilderConfig
+from tevviz.engine.drafters import drafter_kind_of
 from tevviz.engine.evaluation import evaluate
 from tevviz.engine.exittrain import TOKEN_LABELS, TrainConfig, contexts_from_streams, mixed_temperatures
 from tevviz.engine.models import ModelPair, ModelSource, with_draft
@@ -129,11 +130,13 @@ def train_prompts(args: argparse.Namespace, pair: ModelPair) -> list[list[int]]:
 
 def tree_builders(args: argparse.Namespace, pair: ModelPair) -> tuple[BuilderConfig, BuilderConfig]:
     """The evaluation and training trees: best-first for an autoregressive drafter, DDTree's for a block one."""
+    kind = drafter_kind_of(pair.draft)
     builder = pair_tree(pair, args.budget, args.depth)
-    if pair.draft_kind != "block":
+    if builder.kind == BuilderConfig.kind:  # the draft temperature ranks best-first trees' paths
         builder = replace(builder, draft_temperature=args.draft_temperature)
-    elif args.distill_steps or args.sweep:
-        raise SystemExit("--distill-steps and --sweep are for autoregressive drafters")
+    if not kind.distills and (args.distill_steps or args.sweep):
+        raise SystemExit("--distill-steps and --sweep are for drafters with a distillation warm start "
+                         f"(autoregressive), not {kind.name} drafters")
     return builder, pair_tree(pair, args.train_budget or args.budget, args.train_depth or args.depth)
 
 

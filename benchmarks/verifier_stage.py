@@ -12,9 +12,8 @@ from __future__ import annotations
 import statistics
 
 import torch
-from common import best_first, parser, setup, table, timed, write
+from common import pair_tree, parser, setup, table, timed, write
 
-from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.exit_law import exit_law_from_logits
 from tevviz.engine.kv import additive_mask, keep_entries, new_cache, tree_visibility
 from tevviz.engine.sampling import SamplingConfig
@@ -26,9 +25,7 @@ from tevviz.engine.verifiers import VERIFIERS
 def recorded_trees(pair, prompts, budget: int, temperature: float, per_prompt: int):
     """(prefix, tree) pairs from real decoding rounds with a best-first builder of budget B (DDTree's builder for
     a block drafter)."""
-    builder = best_first(budget, 10, children=8)
-    if pair.draft_kind == "block":
-        builder = BuilderConfig(kind="ddtree", budget=budget, depth=pair.draft.block.max_depth)
+    builder = pair_tree(pair, budget, 10)  # best-first at depth 10, or the drafter's own builder (common.pair_tree)
     out = []
     for i, ids in enumerate(prompts):
         cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), builder=builder, max_new_tokens=200, seed=i,

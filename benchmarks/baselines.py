@@ -1,0 +1,199 @@
+"""The baselines a user would pick, and each tevviz row's limit, for `end_to_end.py --baselines`.
+
+Rows, interleaved prompt by prompt like every end_to_end run: `generate` at one thread and at torch's default thread
+count, each with sdpa and eager attention (the fastest of the four is the plain baseline); HF assisted generation with
+the pair's drafter, prompt lookup (`prompt_lookup_num_tokens`) and early-exit self-speculation (`assistant_early_exit`,
+where the target's decoder slices its layers by `config.num_hidden_layers`, which is how transformers exits early),
+each at both thread counts; tevviz's default for the pair and temperature (`tevviz decode`'s, engine/pairs.py) and
+best-first + TEV at each --trees setting, at `tevviz decode`'s thread count, a new cost model per prompt.
+
+For each tevviz row, the ideal: the tokens/s its own rounds would reach if a round cost only its forwards at the pass
+costs measured in the same run (pass_cost.py's model, engine/speed.py), and the share of it achieved.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from common import best_first, tree_decode
+from pass_cost import pass_ms
+
+from tevviz.engine.builders import BuilderConfig
+from tevviz.engine.drafters import drafter_kind_of
+from tevviz.engine.models import ModelPair, load_model
+from tevviz.engine.pairs import AUTO_LIMIT, decode_start, pair_of_target
+from tevviz.engine.speed import PassCosts, ideal_speed
+from tevviz.engine.threads import TORCH_DEFAULT_THREADS, thread_count
+
+TARGET_SIZES = (1, 2, 3, 4, 5, 6, 9, 13, 17, 25, 33, 49, 65)  # tokens per target pass priced (tree sizes)
+DRAFT_ROWS = (1, 2, 4, 8, 16)  # rows per draft forward priced (a level's kept nodes)
+
+
+def hf_generate(target, pair: ModelPair, ids, n: int, temperature: float, **extra):
+    """One `generate` of exactly n new tokens (sampled at `temperature` with top-k and top-p off, else greedy)."""
+    kw = {"max_new_tokens": n, "min_new_tokens": n, "do_sample": temperature > 0,
+          "pad_token_id": pair.tokenizer.eos_token_id, **extra}
+    if temperature > 0:
+        kw.update(temperature=temperature, top_k=0, top_p=1.0)
+    out = target.generate(torch.tensor([ids], device=pair.device), **kw)
+    return out.shape[1] - len(ids), None
+
+
+def at_threads(threads: int, fn):
+    """`fn` run with torch at `threads` intra-op threads (the others' count restored after)."""
+    def run(*a):
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return fn(*a)
+        finally:
+            torch.set_num_threads(before)
+    return run
+
+
+def early_exit_layer(target, requested: int) -> tuple[int | None, str]:
+    """The layer an early-exit draft leaves the target at (`requested`, else a quarter of its layers), or None and
+    why the model does not allow it."""
+    base = getattr(target, target.base_model_prefix, None)
+    layers = getattr(target.config, "num_hidden_layers", None)
+    if base is None or not isinstance(layers, int):
+        return None, "the target has no base model with num_hidden_layers"
+    try:
+        sliced = "num_hidden_layers]" in inspect.getsource(type(base).forward)
+    except (OSError, TypeError):
+        sliced = False
+    if not sliced:
+        return None, (f"{type(base).__name__}.forward runs all its layers whatever config.num_hidden_layers says, "
+                      "so transformers' early exit would draft with the full model")
+    layer = requested or max(1, layers // 4)
+    if not 1 <= layer < layers:
+        return None, f"--early-exit {layer} is not below the target's {layers} layers"
+    return layer, f"layer {layer} of {layers}"
+
+
+def thread_counts() -> list[int]:
+    """One thread and torch's default count (once where they are the same)."""
+    return sorted({1, TORCH_DEFAULT_THREADS})
+
+
+def decode_threads() -> int:
+    """The thread count `tevviz decode` runs at by default (engine/threads.py)."""
+    return thread_count(None) or torch.get_num_threads()
+
+
+def default_tree(pair: ModelPair, temperature: float) -> tuple[BuilderConfig, str]:
+    """`tevviz decode`'s settings for this pair and temperature, as a BuilderConfig, and the verifier."""
+    kind = drafter_kind_of(pair.draft)
+    start = decode_start(pair_of_target(pair.target_name), temperature, kind, kind.model_depth(pair.draft))
+    auto = start.budget == "auto"
+    return BuilderConfig(kind=start.builder, budget=AUTO_LIMIT if auto else start.budget, depth=start.depth,
+                         auto=auto), start.verifier
+
+
+def tevviz_run(pair: ModelPair, n: int, temperature: float, builder: BuilderConfig, verifier: str):
+    """A tevviz row: (tokens, (tau, ceiling, (rounds, prompt length))), the rounds kept for the ideal's price."""
+    def run(ids, i):
+        s, _ = tree_decode(pair, ids, temperature, builder, verifier, n, i)
+        ceilings = [r.expected_length for r in s.rounds if r.expected_length is not None]
+        tau = sum(r.block_length for r in s.rounds) / len(s.rounds)
+        return len(s.generated), (tau, sum(ceilings) / len(ceilings) if ceilings else float("nan"),
+                                  (s.rounds, len(ids)))
+    return run
+
+
+def decoders(pair: ModelPair, eager, args, temperature: float, meta: dict) -> dict:
+    """Every row at one temperature, by name; `meta` gets each row's kind, threads and attention."""
+    n, out = args.max_new_tokens, {}
+
+    def add(name, fn, kind, threads, attn="sdpa"):
+        out[name] = at_threads(threads, fn)
+        meta[name] = {"kind": kind, "threads": threads, "attn": attn}
+
+    for k in thread_counts():
+        for attn, target in (("sdpa", pair.target), ("eager", eager)):
+            add(f"generate {attn} threads={k}", lambda ids, i, m=target: hf_generate(m, pair, ids, n, temperature),
+                "generate", k, attn)
+    layer, _ = early_exit_layer(pair.target, args.early_exit)  # the run says why where it is None
+    hf = {"hf-assisted": {"assistant_model": pair.draft},
+          f"prompt-lookup N={args.prompt_lookup or 10}": {"prompt_lookup_num_tokens": args.prompt_lookup or 10}}
+    if layer is not None:
+        hf[f"early-exit layer={layer}"] = {"assistant_early_exit": layer}
+    for k in thread_counts():
+        for name, extra in hf.items():
+            add(f"{name} threads={k}", lambda ids, i, e=extra: hf_generate(pair.target, pair, ids, n, temperature, **e),
+                "hf", k)
+    threads = decode_threads()
+    tree, verifier = default_tree(pair, temperature)
+    add(f"tevviz default ({tree.kind}+{verifier}{' auto' if tree.auto else ''} H<={tree.depth})",
+        tevviz_run(pair, n, temperature, tree, verifier), "tevviz", threads)
+    for b, h in args.trees:
+        add(f"tevviz best-first+tev B={b} H={h}", tevviz_run(pair, n, temperature, best_first(b, h), "tev"), "tevviz",
+            threads)
+    return out
+
+
+def mean_costs(a: PassCosts, b: PassCosts) -> PassCosts:
+    """The mean of two measurements of the same sizes (taken before and after the timed rows)."""
+    return PassCosts({n: (a.target_ms[n] + b.target_ms[n]) / 2 for n in a.target_ms},
+                     {n: (a.draft_ms[n] + b.draft_ms[n]) / 2 for n in a.draft_ms})
+
+
+def measured_pass_costs(pair: ModelPair, prompts: list[list[int]], max_new_tokens: int, repeats: int) -> PassCosts:
+    """Target and draft forward ms at the tree sizes, draft rows and prompt lengths this run meets, on top of a
+    context of the mean prompt plus half the new tokens, at `tevviz decode`'s thread count."""
+    longest = max(len(p) for p in prompts)
+    context = sum(len(p) for p in prompts) // len(prompts) + max_new_tokens // 2
+    ids = [t for p in prompts for t in p]
+    while len(ids) < context + longest:
+        ids = ids + ids
+    ctx = torch.tensor([ids[:context]], device=pair.device)
+    block = torch.tensor([ids[context: context + longest + 1]], device=pair.device)
+    sizes = sorted({*TARGET_SIZES, longest})
+    rows = sorted({*DRAFT_ROWS, longest})
+    block = block if block.shape[1] >= max(sizes) else torch.cat([block] * (max(sizes) // block.shape[1] + 1), 1)
+
+    def measure():
+        return pass_ms(pair.target, ctx, block, sizes, repeats), pass_ms(pair.draft, ctx, block, rows, repeats)
+
+    target, draft = at_threads(decode_threads(), measure)()
+    return PassCosts(target, draft)
+
+
+def ideal_of(extras: list, costs: PassCosts, seconds: float) -> dict:
+    """A tevviz row's ideal from its prompts' rounds and prompt lengths (each prompt's prefill priced as one target
+    pass over the prompt and one draft forward over it) against its measured seconds."""
+    rounds = [r for rs, _ in extras for r in rs]
+    speed = ideal_speed(rounds, costs, seconds)
+    prefill = sum(costs.target(max(n - 1, 1)) + costs.draft(n) for _, n in extras)
+    ideal_ms = speed.ideal_ms + prefill
+    return {"ideal_tokens_per_s": 1e3 * speed.tokens / ideal_ms, "share_of_ideal": ideal_ms / speed.measured_ms,
+            "ideal_ms": ideal_ms, "prefill_ms": prefill}
+
+
+def result_rows(runs: dict, meta: dict, seconds: dict, tokens: dict, taus: dict, ceilings: dict, extras: dict,
+                costs: PassCosts) -> tuple[list[dict], dict]:
+    """One row per temperature and decoder, against the fastest `generate`; and per temperature which rows were the
+    fastest of each kind."""
+    rows, best = [], {}
+    for t, names in runs.items():
+        tps = {k: tokens[t, k] / seconds[t, k] for k in names}
+        plain = max((k for k in names if meta[t][k]["kind"] == "generate"), key=tps.get)
+        fastest = {kind: max((k for k in names if meta[t][k]["kind"] == kind), key=tps.get)
+                   for kind in ("generate", "tevviz")}
+        best[f"T{t:g}"] = {"best_generate": plain, "best_tevviz": fastest["tevviz"]}
+        for k in names:
+            row = {"T": t, "decoder": k, **meta[t][k], "tokens": tokens[t, k], "seconds": seconds[t, k],
+                   "tokens_per_s": tps[k], "vs_best_generate": tps[k] / tps[plain]}
+            if taus[t, k]:
+                row |= {"tau": sum(taus[t, k]) / len(taus[t, k]),
+                        "ceiling": sum(ceilings[t, k]) / len(ceilings[t, k])}
+            if extras.get((t, k)):
+                row |= ideal_of(extras[t, k], costs, seconds[t, k])
+            rows.append(row)
+    return rows, best
+
+
+def eager_target(pair: ModelPair, dtype: str):
+    """A second copy of the target with eager attention (the pair's own keeps sdpa for the other rows)."""
+    return load_model(pair.target_name, "target", dtype=dtype, device=str(pair.device), attn_implementation="eager")
