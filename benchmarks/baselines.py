@@ -4,8 +4,9 @@ Rows, interleaved prompt by prompt like every end_to_end run: `generate` at one 
 count, each with sdpa and eager attention (the fastest of the four is the plain baseline); HF assisted generation with
 the pair's drafter, prompt lookup (`prompt_lookup_num_tokens`) and early-exit self-speculation (`assistant_early_exit`,
 where the target's decoder slices its layers by `config.num_hidden_layers`, which is how transformers exits early),
-each at both thread counts; tevviz's default for the pair and temperature (`tevviz decode`'s, engine/pairs.py) and
-best-first + TEV at each --trees setting, at `tevviz decode`'s thread count, a new cost model per prompt.
+at the thread count where `generate` was faster on the first prompt (timed before the run); tevviz's default for the
+pair and temperature (`tevviz decode`'s, engine/pairs.py) and best-first + TEV at each --trees setting, at `tevviz
+decode`'s thread count, a new cost model per prompt.
 
 For each tevviz row, the ideal: the tokens/s its own rounds would reach if a round cost only its forwards at the pass
 costs measured in the same run (pass_cost.py's model, engine/speed.py), and the share of it achieved.
@@ -14,6 +15,7 @@ costs measured in the same run (pass_cost.py's model, engine/speed.py), and the 
 from __future__ import annotations
 
 import inspect
+import time
 
 import torch
 from common import best_first, tree_decode
@@ -77,6 +79,20 @@ def thread_counts() -> list[int]:
     return sorted({1, TORCH_DEFAULT_THREADS})
 
 
+def fastest_threads(pair: ModelPair, ids: list[int], n: int) -> tuple[int, dict[int, float]]:
+    """The thread count at which `generate` (greedy, sdpa) is fastest on `ids`, timed twice each after a warm-up,
+    and its tokens/s at each: the HF speculative rows run at it (timing them at every count too would double the
+    slowest rows of a busy machine)."""
+    rates = {}
+    for k in thread_counts():
+        run = at_threads(k, lambda: hf_generate(pair.target, pair, ids, n, 0.0))
+        run()
+        t0 = time.perf_counter()
+        run(), run()
+        rates[k] = 2 * n / (time.perf_counter() - t0)
+    return max(rates, key=rates.get), rates
+
+
 def decode_threads() -> int:
     """The thread count `tevviz decode` runs at by default (engine/threads.py)."""
     return thread_count(None) or torch.get_num_threads()
@@ -119,10 +135,10 @@ def decoders(pair: ModelPair, eager, args, temperature: float, meta: dict) -> di
           f"prompt-lookup N={args.prompt_lookup or 10}": {"prompt_lookup_num_tokens": args.prompt_lookup or 10}}
     if layer is not None:
         hf[f"early-exit layer={layer}"] = {"assistant_early_exit": layer}
-    for k in thread_counts():
-        for name, extra in hf.items():
-            add(f"{name} threads={k}", lambda ids, i, e=extra: hf_generate(pair.target, pair, ids, n, temperature, **e),
-                "hf", k)
+    for name, extra in hf.items():
+        add(f"{name} threads={args.hf_threads}", lambda ids, i, e=extra: hf_generate(pair.target, pair, ids, n,
+                                                                                    temperature, **e), "hf",
+            args.hf_threads)
     threads = decode_threads()
     tree, verifier = default_tree(pair, temperature)
     add(f"tevviz default ({tree.kind}+{verifier}{' auto' if tree.auto else ''} H<={tree.depth})",

@@ -277,6 +277,8 @@ def run_baselines(args, temps: list[float]) -> None:
     layer, why = baselines.early_exit_layer(pair.target, args.early_exit)
     print(f"early-exit self-speculation: {why}" if layer else f"early-exit self-speculation skipped: {why}")
     eager = baselines.eager_target(pair, args.dtype)
+    args.hf_threads, rates = baselines.fastest_threads(pair, prompts[0], args.max_new_tokens)
+    print(f"generate on the first prompt, tokens/s by thread count: {rates}; HF speculative rows at {args.hf_threads}")
     meta = {t: {} for t in temps}
     runs = {t: baselines.decoders(pair, eager, args, t, meta[t]) for t in temps}
     measure = lambda: baselines.measured_pass_costs(pair, prompts, args.max_new_tokens, args.pass_repeats)
@@ -291,7 +293,7 @@ def run_baselines(args, temps: list[float]) -> None:
     for t, b in best.items():
         print(f"{t}: best generate: {b['best_generate']}; fastest tevviz row: {b['best_tevviz']}")
     name = args.pair or ("custom" if args.target else "stdlib")
-    write(f"end_to_end_baselines_{name}", args, {"rows": rows, "best": best, "early_exit": why,
+    write(f"end_to_end_baselines_{name}", args, {"rows": rows, "best": best, "early_exit": why, "thread_probe": rates,
                                                   "pass_costs": {"target_ms": costs.target_ms,
                                                                  "draft_ms": costs.draft_ms}})
 
