@@ -64,4 +64,4 @@ register(DrafterKind(
     folder_depth=lambda folder: DEPTH + 1, model_depth=lambda model: DEPTH + 1,
     check_folder=check_folder, own_tokenizer=lambda folder: False, builders=LEVEL_BUILDERS,
     why_not_trained="its trainer (training-time test over the head's own states) is not written yet",
-    readings=readings, apply_reading=apply_reading))
+    recipe="eagle3", readings=readings, apply_reading=apply_reading))
