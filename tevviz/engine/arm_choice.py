@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from .auto_budget import WARMUP_FRACTIONS, AutoBudget
 
-ARMS = ("sampled", "best-first")  # --builder mixed: a sampled chain or a best-first tree each round (warm-ups in this order)
+# --builder mixed: a sampled chain or a best-first tree each round (warm-ups in this order)
+ARMS = ("sampled", "best-first")
 ARM_WINDOW = 32  # session rounds an arm's measured rate remembers
 ARM_MIN = 6  # sized rounds each arm runs (after its warm-up) before the rates decide
 MAX_ARM_WAIT = 32  # most rounds of the leading arm before the other drafts again

@@ -152,7 +152,8 @@ def check_against_target(cfg: BlockConfig, target, where: str) -> None:
         raise TevvizError(f"{where}: hidden_size {cfg.hidden_size} does not match the target's {hidden}; a block "
                           "drafter reads the target's embedding and hidden states, so the sizes must be equal")
     if cfg.raw["vocab_size"] != vocab:
-        raise TevvizError(f"{where}: vocab_size {cfg.raw['vocab_size']} does not match the target's head ({vocab} rows)")
+        raise TevvizError(f"{where}: vocab_size {cfg.raw['vocab_size']} does not match the target's head "
+                          f"({vocab} rows)")
     if not 0 <= cfg.mask_token_id < vocab:
         raise TevvizError(f"{where}: dflash_config.mask_token_id {cfg.mask_token_id} lies outside the vocabulary "
                           f"[0, {vocab})")

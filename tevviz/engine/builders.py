@@ -95,7 +95,8 @@ class BuilderConfig:
         if self.kind == "static":
             b = self.branching
             if not b or len(b) > MAX_DEPTH or any(not isinstance(x, int) or x < 1 or x > MAX_CHILDREN for x in b):
-                raise TevvizError(f"static branching must be 1 to {MAX_DEPTH} integers in [1, {MAX_CHILDREN}], got {b!r}")
+                raise TevvizError(f"static branching must be 1 to {MAX_DEPTH} integers in [1, {MAX_CHILDREN}], "
+                                  f"got {b!r}")
             total, level = 0, 1
             for x in b:
                 level *= x

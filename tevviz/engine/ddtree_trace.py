@@ -74,7 +74,8 @@ def _parse_ddtree_flat(d: dict, where: str, index: int) -> RoundRecord:
     as a rooted one.
     """
     toks = check_ints(d.get("node_token_ids"), f"{where}.node_token_ids", 0)
-    pars = [-1 if p is None else check_int(p, f"{where}.parents[{i}]", -1) for i, p in enumerate(check_list(d.get("parents"), f"{where}.parents"))]
+    pars = [-1 if p is None else check_int(p, f"{where}.parents[{i}]", -1)
+            for i, p in enumerate(check_list(d.get("parents"), f"{where}.parents"))]
     deps = check_ints(d.get("node_depths"), f"{where}.node_depths", 0)
     acc = check_ints(d.get("accepted_indices"), f"{where}.accepted_indices", 0)
     if not (len(toks) == len(pars) == len(deps)):

@@ -24,7 +24,8 @@ from .builders import BuilderConfig, DraftResult
 from .errors import TevvizError
 from .sampling import SamplingConfig
 
-MODULES = ("autoregressive_kind", "block_kind", "eagle3_kind")  # engine modules that register drafter kinds, in precedence order
+# engine modules that register drafter kinds, in precedence order
+MODULES = ("autoregressive_kind", "block_kind", "eagle3_kind")
 
 
 @dataclass(frozen=True)

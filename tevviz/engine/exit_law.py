@@ -84,7 +84,9 @@ def residual_of_row(tree: DraftTree, probs_row: torch.Tensor, node: torch.Tensor
     return probs_row.scatter_reduce(0, tree.tokens[1:], kept, reduce="amin", include_self=True)
 
 
-def missing_tokens(tree: DraftTree, probs: torch.Tensor, P_: torch.Tensor, k: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
+def missing_tokens(
+    tree: DraftTree, probs: torch.Tensor, P_: torch.Tensor, k: int = 5
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k tokens a of each node v not among its children, by coverage gain P(v) * p_v(a) (eq. 12-13).
 
     Returns (gains, token ids), each (N, k).

@@ -29,7 +29,8 @@ def weighted_tree(pair: ModelPair, draft, context: list[int], builder: BuilderCo
     exit_node = max(range(r.size), key=lambda v: r.w[v])
     bonus = max(r.missing[exit_node], key=lambda m: m["gain"], default=None)
     return replace(r, exit_node=exit_node, accepted=r.path_to(exit_node),
-                   bonus_token=-1 if bonus is None else bonus["token_id"], bonus_text="" if bonus is None else bonus["text"])
+                   bonus_token=-1 if bonus is None else bonus["token_id"],
+                   bonus_text="" if bonus is None else bonus["text"])
 
 
 def exit_mass_changes(before: RoundRecord, after: RoundRecord) -> list[dict]:

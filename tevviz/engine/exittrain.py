@@ -47,7 +47,8 @@ class TrainConfig:
     measurements."""
 
     objective: str = "exit"  # exit (w, the paper's), prefix (P rescaled), token (L_tok only), residual (ours)
-    lambda_exit: float = 32.0  # L_exit averages w over all tree nodes, so it is ~1/B of an NLL: a weight ~B balances L_tok
+    # L_exit averages w over all tree nodes, so it is ~1/B of an NLL: a weight ~B balances L_tok
+    lambda_exit: float = 32.0
     lr: float = 1e-4
     steps: int = 100
     batch: int = 8  # contexts per step

@@ -80,7 +80,8 @@ def parse_round(d, where: str = "round") -> RoundRecord:
     d = check_dict(d, where)
     g = check_dict(d.get("graph"), f"{where}.graph")
     nodes, parents = _node_list(d.get("nodes"), where)
-    accepted = [check_int(a, f"{where}.graph.accepted") for a in check_list(g.get("accepted"), f"{where}.graph.accepted")]
+    accepted = [check_int(a, f"{where}.graph.accepted")
+                for a in check_list(g.get("accepted"), f"{where}.graph.accepted")]
     exit_node = check_int(g.get("exit_node"), f"{where}.graph.exit_node")
     depths = check_tree(parents, accepted, exit_node, where)
     for i, n in enumerate(nodes):
@@ -163,11 +164,15 @@ def parse(data) -> ImportedSession:
     data = check_dict(data, "file")
     schema = data.get("schema")
     if schema in SESSION_SCHEMAS:
-        rounds = [parse_round(r, f"rounds[{i}]") for i, r in enumerate(check_list(data.get("rounds"), "rounds", MAX_ROUNDS))]
-        ids = lambda key: [check_int(t, f"{key}[{i}]", 0) for i, t in enumerate(check_list(data.get(key, []), key, 1 << 22))]
+        rounds = [parse_round(r, f"rounds[{i}]")
+                  for i, r in enumerate(check_list(data.get("rounds"), "rounds", MAX_ROUNDS))]
+        ids = lambda key: [check_int(t, f"{key}[{i}]", 0)
+                           for i, t in enumerate(check_list(data.get(key, []), key, 1 << 22))]
         return ImportedSession(
-            rounds, "session", meta=check_dict(data.get("meta", {}), "meta"), prompt=check_str(data.get("prompt"), "prompt"),
-            prompt_token_ids=ids("prompt_token_ids"), token_ids=ids("token_ids"), text=check_str(data.get("text"), "text"),
+            rounds, "session", meta=check_dict(data.get("meta", {}), "meta"),
+            prompt=check_str(data.get("prompt"), "prompt"),
+            prompt_token_ids=ids("prompt_token_ids"), token_ids=ids("token_ids"),
+            text=check_str(data.get("text"), "text"),
         )
     if schema in ROUND_SCHEMAS or (schema is None and "nodes" in data and "graph" in data):
         return ImportedSession([parse_round(data, "round")], "round")
@@ -200,7 +205,8 @@ def load(path: str | Path) -> ImportedSession:
     if not p.is_file():
         raise TevvizError(f"{path}: no such file")
     if p.stat().st_size > MAX_BYTES:
-        raise TevvizError(f"{path}: {p.stat().st_size} bytes is over the import limit of {MAX_BYTES // (1024 * 1024)} MiB")
+        raise TevvizError(f"{path}: {p.stat().st_size} bytes is over the import limit of "
+                          f"{MAX_BYTES // (1024 * 1024)} MiB")
     return loads(p.read_bytes())
 
 

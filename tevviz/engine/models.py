@@ -74,7 +74,8 @@ class ModelPair:
     @property
     def context_length(self) -> int:
         """Positions both models accept."""
-        lengths = [getattr(m.config.get_text_config(), "max_position_embeddings", None) for m in (self.target, self.draft)]
+        lengths = [getattr(m.config.get_text_config(), "max_position_embeddings", None)
+                   for m in (self.target, self.draft)]
         return min((n for n in lengths if n), default=1 << 31)
 
 
@@ -92,7 +93,8 @@ def check_source(name: str, role: str, revision: str | None = None) -> None:
     if p.is_file():
         with p.open("rb") as f:
             if f.read(4) != GGUF_MAGIC:
-                raise TevvizError(f"{role} model file {name!r} is not a GGUF file; give a .gguf file or an HF model folder")
+                raise TevvizError(f"{role} model file {name!r} is not a GGUF file; "
+                                  "give a .gguf file or an HF model folder")
     elif p.is_dir():
         if not (p / "config.json").exists():
             raise TevvizError(f"{role} model folder {name!r} has no config.json; is it a Hugging Face model folder?")
@@ -184,7 +186,8 @@ def load_model(name: str, role: str, dtype: str = "auto", device: str | None = N
         config = AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code, **kw)
     except ValueError as e:
         if "trust_remote_code" in str(e):
-            raise TevvizError(f"{role} model {name!r} needs remote code; pass --trust-remote-code if you trust it") from None
+            raise TevvizError(f"{role} model {name!r} needs remote code; "
+                              "pass --trust-remote-code if you trust it") from None
         raise TevvizError(f"cannot read the {role} model config {name!r}: {e}") from None
     except (OSError, ImportError) as e:
         raise TevvizError(f"cannot load the {role} model {name!r}: {str(e).splitlines()[0]}") from None
@@ -198,7 +201,8 @@ def load_model(name: str, role: str, dtype: str = "auto", device: str | None = N
     except ValueError as e:
         msg = str(e).splitlines()[0]
         if "Unrecognized configuration class" in msg:
-            raise TevvizError(f"{role} model {name!r} ({type(config).__name__}) is not a causal language model") from None
+            raise TevvizError(f"{role} model {name!r} ({type(config).__name__}) "
+                              "is not a causal language model") from None
         raise TevvizError(f"cannot load the {role} model {name!r}: {msg}") from None
     except (OSError, ImportError) as e:
         raise TevvizError(f"cannot load the {role} model {name!r}: {str(e).splitlines()[0]}") from None
@@ -218,7 +222,8 @@ def check_vocabularies(tok_target, tok_draft, target_name: str, draft_name: str)
         only_d = len(set(vd.items()) - set(vt.items()))
         raise TevvizError(
             f"draft {draft_name!r} and target {target_name!r} have different vocabularies "
-            f"({only_t} entries only in the target's, {only_d} only in the draft's); the draft's tokens must be the target's"
+            f"({only_t} entries only in the target's, {only_d} only in the draft's); "
+            "the draft's tokens must be the target's"
         )
     st, sd = tok_target.special_tokens_map, tok_draft.special_tokens_map
     for key in ("bos_token", "eos_token"):
@@ -259,7 +264,8 @@ class ModelSource:
             target, draft = named_pair(self.pair or DEFAULT_PAIR).paths()
             return self.target or str(target), self.draft or str(draft)
         if self.draft is None:
-            raise TevvizError("give both --target and --draft (or --pair NAME, whose target a --draft alone goes beside)")
+            raise TevvizError("give both --target and --draft "
+                              "(or --pair NAME, whose target a --draft alone goes beside)")
         return self.target, self.draft
 
     @property

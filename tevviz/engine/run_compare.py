@@ -59,7 +59,8 @@ class MatchedNode:
     @property
     def side(self) -> str:
         """"both", "A only" or "B only"."""
-        return BOTH if self.node_a is not None and self.node_b is not None else A_ONLY if self.node_b is None else B_ONLY
+        return (BOTH if self.node_a is not None and self.node_b is not None
+                else A_ONLY if self.node_b is None else B_ONLY)
 
 
 def match_nodes(a: RoundRecord, b: RoundRecord) -> list[MatchedNode]:
@@ -232,8 +233,9 @@ def divergence(a: Run, b: Run) -> Divergence:
         sentence = (f"{' and '.join(unknown)} carries no generated text (a round or trace file): whether the rounds "
                     "compare the same context is not known.")
     elif differs:
-        said = lambda name, at, tok: (f"{name} wrote {text(at)!r}" if at is not None else f"{name} wrote token {tok}") + (
-            f" (round {rnd(at)})" if rnd(at) is not None else "")
+        said = lambda name, at, tok: (
+            (f"{name} wrote {text(at)!r}" if at is not None else f"{name} wrote token {tok}")
+            + (f" (round {rnd(at)})" if rnd(at) is not None else ""))
         where = (f"The texts agree on the first {common} generated tokens; at token {common + 1}" if common else
                  "The texts differ from the first generated token:")
         sentence = (f"{where} {said(a.name, at_a, a.token_ids[common])} and {said(b.name, at_b, b.token_ids[common])}."
@@ -245,7 +247,8 @@ def divergence(a: Run, b: Run) -> Divergence:
         sentence = (f"Same prompt; {short.name}'s {common} generated tokens are the start of {long_.name}'s "
                     f"{len(long_.token_ids)}: every round both have compares the same context.")
     return Divergence(same_prompt=same, common=common, position=common if differs else None,
-                      token_a=a.token_ids[common] if differs else None, token_b=b.token_ids[common] if differs else None,
+                      token_a=a.token_ids[common] if differs else None,
+                      token_b=b.token_ids[common] if differs else None,
                       text_a=text(at_a), text_b=text(at_b), round_a=rnd(at_a), round_b=rnd(at_b), sentence=sentence)
 
 
@@ -266,7 +269,8 @@ def _round_starts(run: Run) -> dict[int, int] | None:
 # --- two runs -------------------------------------------------------------------------------------------------------
 
 
-SETTING_KEYS = ("target", "draft", "dtype", "device", "sampling", "builder", "verifier", "seed", "max_new_tokens", "chat")
+SETTING_KEYS = ("target", "draft", "dtype", "device", "sampling", "builder", "verifier", "seed", "max_new_tokens",
+                "chat")
 
 
 @dataclass(frozen=True)
@@ -309,7 +313,8 @@ class RunComparison:
 def setting_differences(a: dict, b: dict) -> list[tuple[str, object, object]]:
     """The recorded settings (a session's `meta`) that differ, nested ones by dotted name."""
     out = []
-    keys = [k for k in SETTING_KEYS if k in a or k in b] + sorted((set(a) | set(b)) - set(SETTING_KEYS) - {"tevviz", "run_name"})
+    extra = sorted((set(a) | set(b)) - set(SETTING_KEYS) - {"tevviz", "run_name"})
+    keys = [k for k in SETTING_KEYS if k in a or k in b] + extra
     for k in keys:
         x, y = a.get(k), b.get(k)
         if isinstance(x, dict) and isinstance(y, dict):

@@ -79,7 +79,8 @@ def depth_table(a: list[RoundRecord], b: list[RoundRecord]) -> DepthTable:
     cond_b, marg_b = depth_curves(b, depths)
     rows = [DepthRow(d + 1, Contrast(cond_a[d], cond_b[d]), Contrast(marg_a[d], marg_b[d])) for d in range(depths)]
     lengths = lambda rs: Estimate.of([r.expected_length for r in rs if r.expected_length is not None])
-    return DepthTable(rows, Contrast(Estimate.of([r.block_length for r in a]), Estimate.of([r.block_length for r in b])),
+    return DepthTable(rows,
+                      Contrast(Estimate.of([r.block_length for r in a]), Estimate.of([r.block_length for r in b])),
                       Contrast(lengths(a), lengths(b)))
 
 

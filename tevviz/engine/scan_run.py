@@ -39,7 +39,8 @@ def model_identity(model: torch.nn.Module, name: str) -> dict:
 
 def settings_dict(cfg: DecodeConfig, chat: bool | None) -> dict:
     """A scan's settings as plain values: everything that decides its records besides the models and prompts."""
-    return {"sampling": asdict(cfg.sampling), "builder": {**asdict(cfg.builder), "branching": list(cfg.builder.branching)},
+    return {"sampling": asdict(cfg.sampling),
+            "builder": {**asdict(cfg.builder), "branching": list(cfg.builder.branching)},
             "verifier": cfg.verifier, "max_new_tokens": cfg.max_new_tokens, "seed": cfg.seed, "optimal": cfg.optimal,
             "missing_top": cfg.missing_top, "stop_on_eos": cfg.stop_on_eos, "chat": chat}
 
@@ -109,8 +110,8 @@ class ScanProgress:
 
     def line(self) -> str:
         eta = "" if self.eta is None else f"  ETA {_clock(self.eta)}"
-        return (f"[{self.done}/{self.total}] {self.prompt} ({self.category}): {self.rounds} rounds, tau {self.tau:.2f}, "
-                f"{self.seconds:.1f} s{eta}")
+        return (f"[{self.done}/{self.total}] {self.prompt} ({self.category}): {self.rounds} rounds, "
+                f"tau {self.tau:.2f}, {self.seconds:.1f} s{eta}")
 
 
 def _clock(seconds: float) -> str:

@@ -109,7 +109,8 @@ class DecodeSession:
             raise TevvizError(f"prompt token ids must lie in [0, {vocab})")
         if len(prompt_ids) + 1 > pair.context_length:
             raise TevvizError(
-                f"the prompt has {len(prompt_ids)} tokens, but the models accept at most {pair.context_length} positions"
+                f"the prompt has {len(prompt_ids)} tokens, "
+                f"but the models accept at most {pair.context_length} positions"
             )
         self.pair, self.cfg = pair, cfg
         self.context_length = pair.context_length  # read from both configs; asked twice a round

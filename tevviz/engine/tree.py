@@ -50,7 +50,8 @@ class DraftTree:
         if self.tokens.device == torch.device(device):
             return self  # already there: no copy, and no second check
         probs = None if self.draft_probs is None else self.draft_probs.to(device)
-        return DraftTree(*(t.to(device) for t in (self.tokens, self.parents, self.depths, self.draft_logprobs, self.scores)),
+        return DraftTree(*(t.to(device)
+                           for t in (self.tokens, self.parents, self.depths, self.draft_logprobs, self.scores)),
                          probs)
 
 

@@ -41,7 +41,8 @@ class Decision:
 
 class Verifier(Protocol):
     def __call__(
-        self, tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig, gen: torch.Generator, anc: torch.Tensor | None = None
+        self, tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig, gen: torch.Generator,
+        anc: torch.Tensor | None = None,
     ) -> Decision: ...
 
 
@@ -63,7 +64,9 @@ def get_verifier(name: str) -> Verifier:
     return VERIFIERS[name]
 
 
-def bonus_from(tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig, node: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+def bonus_from(
+    tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig, node: torch.Tensor, gen: torch.Generator
+) -> torch.Tensor:
     """Y ~ p_v_res at `node` (p_v itself at a leaf), normalising only that one row."""
     row = processed_probs(logits.index_select(0, node.view(1)), cfg)[0]  # (V,)
     return sample_categorical(_or_row(law.residual(tree, row, node), row), gen)
