@@ -49,7 +49,8 @@ def comparison_markdown(cmp: RunComparison, rc: RoundComparison) -> str:
               f"| L | {rc.block_length.a} | {rc.block_length.b} | {_num(rc.block_length.diff, True)} |"]
     for name, other, missing in (("A", "B", rc.missing_a), ("B", "A", rc.missing_b)):
         if missing:
-            shown = ", ".join(f"`{m.path_text!r}` +{m.gain:.3f}" + (f" (in {other}'s tree)" if m.drafted_by_other else "")
+            shown = ", ".join(f"`{m.path_text!r}` +{m.gain:.3f}"
+                              + (f" (in {other}'s tree)" if m.drafted_by_other else "")
                               for m in missing)
             lines += ["", f"Missing from {name}'s tree, by coverage gain: {shown}"]
     return "\n".join(lines)

@@ -92,7 +92,8 @@ class Controller(TrainingActions):
         kept = (live.base + new)[-self.history:]
         dropped = live.offset + s.round_count - len(kept)
         # Each step drops at most the oldest kept round; its text comes from the previous state's records.
-        dropped_text = fresh.dropped_text + "".join(block_text(r) for r in fresh.rounds if fresh.dropped <= r.index < dropped)
+        dropped_text = fresh.dropped_text + "".join(
+            block_text(r) for r in fresh.rounds if fresh.dropped <= r.index < dropped)
         capped = f"history capped at {self.history} rounds; older rounds dropped" if dropped else ""
         generated = live.before + list(s.generated)
         out = replace(
@@ -105,7 +106,8 @@ class Controller(TrainingActions):
 
     def _begin(self, st: AppState, live: LiveSession | None, pair: ModelPair, prompt: str, cfg: DecodeConfig):
         """The live session a Step runs on when the shown run has none that fits: the run continued, or a new run."""
-        changed = ("the draft changed" if live is not None and live.run_id == st.run_id and live.session.pair is not pair
+        changed = ("the draft changed"
+                   if live is not None and live.run_id == st.run_id and live.session.pair is not pair
                    else "the settings or the prompt changed")
         if st.rounds and not (st.kind == "live" and live is not None and live.run_id == st.run_id):
             try:  # an imported, reopened or expired run: go on from its last token
@@ -119,7 +121,8 @@ class Controller(TrainingActions):
                 return live, replace(st, kind="live", cfg=cfg, meta={**st.meta, **tio.session_meta(session)}), said
             except TevvizError as e:
                 changed = f"run {run_name(st)} cannot go on here ({e})"
-        session = DecodeSession(pair, encode_prompt(pair.tokenizer, prompt, chat=cfg.chat), cfg, keep_rounds=self.history)
+        session = DecodeSession(pair, encode_prompt(pair.tokenizer, prompt, chat=cfg.chat), cfg,
+                                keep_rounds=self.history)
         fresh = AppState(sid=st.sid, **view_options(st), kind="live", prompt=prompt,
                          prompt_ids=list(session.prompt_ids), meta=tio.session_meta(session), cfg=cfg)
         live = LiveSession(session, prompt, cfg=cfg, run_id=fresh.run_id)

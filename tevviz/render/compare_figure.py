@@ -141,7 +141,8 @@ def _side(t: SharedTree, side: int, names: Sequence[str], values, metric: str | 
     unvalued = []
     for kind in (BOTH, mine):
         ids = [v for v in here if t.nodes[v].side == kind]
-        marker: dict[str, Any] = {"size": size, "symbol": SIDE_SYMBOLS[kind], "line": {"color": "#303030", "width": 0.5}}
+        marker: dict[str, Any] = {"size": size, "symbol": SIDE_SYMBOLS[kind],
+                                  "line": {"color": "#303030", "width": 0.5}}
         if values is None:
             marker["color"] = SIDE_COLOURS[kind]
         else:
