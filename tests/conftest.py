@@ -144,13 +144,15 @@ def assert_same_cache(cache, ref, length: int, what: str) -> None:
             assert x.shape == y.shape, f"{what} layer {i} {name}: shape {tuple(x.shape)} vs {tuple(y.shape)}"
             # float32 rounding grows with the entries' size (a 30-layer model's keys reach tens): relative to scale.
             err, scale = (x - y).abs().max().item(), max(1.0, y.abs().max().item())
-            assert err <= 1e-5 * scale, f"{what} layer {i} {name} differ from a fresh prefill by {err:.3g} (scale {scale:.3g})"
+            assert err <= 1e-5 * scale, (f"{what} layer {i} {name} differ from a fresh prefill by {err:.3g} "
+                                         f"(scale {scale:.3g})")
 
 
 def assert_caches_in_line(pair, s) -> None:
     """Target cache = prefill of committed tokens minus the root; draft cache = committed minus pending."""
     toks = s.tokens
-    assert_same_cache(s.target_cache, fresh_cache(pair.target, toks[:-1]), len(toks) - 1, f"round {len(s.rounds)}: target")
+    assert_same_cache(s.target_cache, fresh_cache(pair.target, toks[:-1]), len(toks) - 1,
+                      f"round {len(s.rounds)}: target")
     n_draft = len(toks) - len(s.pending)
     assert 1 <= len(s.pending) <= len(toks)
     assert s.pending == toks[n_draft:], "pending tokens must be the last committed tokens"
@@ -164,8 +166,10 @@ def losing_cost_model(budget: int, depth: int):
 
     auto = AutoBudget(budget, depth)
     for n in (budget + 1, 3, 5):
-        auto.observe(n, 2, {"draft": 4000.0, "target": 1.0 + 0.1 * n, "verify": 0.1, "other": 0.1}, C_p=0.5, predicted=1.0)
-    auto.observe(1, 0, {"draft": 0.0, "target": 1.1, "verify": 0.1, "other": 0.1}, C_p=0.0, predicted=0.0)  # warm-up's plain step
+        auto.observe(n, 2, {"draft": 4000.0, "target": 1.0 + 0.1 * n, "verify": 0.1, "other": 0.1},
+                     C_p=0.5, predicted=1.0)
+    # warm-up's plain step
+    auto.observe(1, 0, {"draft": 0.0, "target": 1.1, "verify": 0.1, "other": 0.1}, C_p=0.0, predicted=0.0)
     auto.skip_left, auto.wait = 1, 2
     return auto
 

@@ -17,7 +17,8 @@ def test_import_loads_no_model_and_no_torch():
             "names = [n for n in tevviz.__all__ if n != '__version__']; "
             "missing = [n for n in names if getattr(tevviz, n, None) is None]; assert not missing, missing; "
             "print(len(names))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert int(out.stdout) >= 15
 

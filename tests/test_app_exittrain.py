@@ -194,7 +194,8 @@ def metrics(name: str, cps: list[float], taus: list[float]):
 def test_paired_change_by_hand():
     from tevviz.engine.evaluation import paired_change
 
-    before, after = metrics("original", [0.5, 1.0, 1.5], [1.0, 2.0, 2.0]), metrics("t", [0.7, 1.1, 1.9], [1.5, 2.0, 3.5])
+    before = metrics("original", [0.5, 1.0, 1.5], [1.0, 2.0, 2.0])
+    after = metrics("t", [0.7, 1.1, 1.9], [1.5, 2.0, 3.5])
     d = paired_change(before, after, "C_p")  # changes 0.2, 0.1, 0.4: mean 0.2333, sd 0.1528
     assert (d.n, d.a, d.b) == (3, pytest.approx(1.0), pytest.approx(1.2333333))
     assert d.mean == pytest.approx(0.7 / 3) and d.se == pytest.approx(0.15275252 / math.sqrt(3))
@@ -209,8 +210,10 @@ def test_train_markdown_shows_paired_standard_errors():
     from tevviz.app.training_actions import TrainReport
     from tevviz.app.training_views import train_markdown
 
-    before, after = metrics("original", [0.5, 1.0, 1.5], [1.0, 2.0, 2.0]), metrics("t", [0.7, 1.1, 1.9], [1.5, 2.0, 3.5])
+    before = metrics("original", [0.5, 1.0, 1.5], [1.0, 2.0, 2.0])
+    after = metrics("t", [0.7, 1.1, 1.9], [1.5, 2.0, 3.5])
     log = [{"objective": "exit", "loss": 1.0, "l_tok": 0.5, "l_exit": 0.5, "step": 1}]
     text = train_markdown(TrainReport(log, [before, after], 3, 1.0, False, "", None))
     assert "| original | 1.0000 ± 0.2887 | 2.0000 | 1.6667 ± 0.3333 | 3 | 6 |" in text
-    assert "| change (paired) | +0.2333 ± 0.0882 (+23.3%) | +0.2333 ± 0.0882 (+11.7%) | +0.6667 ± 0.4410 (+40.0%) | 3 |" in text
+    assert ("| change (paired) | +0.2333 ± 0.0882 (+23.3%) | +0.2333 ± 0.0882 (+11.7%) | +0.6667 ± 0.4410 (+40.0%) "
+            "| 3 |") in text

@@ -95,7 +95,8 @@ def test_a_plain_step_is_timed_on_its_own():
     would price a plain step at twice its cost and keep drafting trees that lose to it."""
     auto = AutoBudget(32, 8)
     for n in (33, 9, 17):  # CPU-like: a steep first extra token, then a gentle slope
-        auto.observe(n, 4, {"draft": 40.0, "target": 200.0 + 6.0 * n, "verify": 2.0, "other": 1.0}, C_p=1.0, predicted=2.0)
+        auto.observe(n, 4, {"draft": 40.0, "target": 200.0 + 6.0 * n, "verify": 2.0, "other": 1.0},
+                     C_p=1.0, predicted=2.0)
     assert auto.fit().plain == pytest.approx(3.0 + 200.0 + 6.0), "before any plain step: the line's price"
     auto.observe(1, 0, {"draft": 0.0, "target": 100.0, "verify": 0.5, "other": 0.5}, C_p=0.0, predicted=0.0)
     fit = auto.fit()
@@ -217,7 +218,8 @@ def test_greedy_exact_with_a_compiled_draft():
 def paying_warmup(auto: AutoBudget) -> None:
     """Three warm-up trees and a sized one that pays: a target line 10 + 0.5 ms a token, 2 ms a draft level."""
     for n in (9, 3, 5, 7):
-        auto.observe(n, 2, {"draft": 2.0, "target": 10.0 + 0.5 * n, "verify": 1.0, "other": 1.0}, C_p=2.0, predicted=2.0)
+        auto.observe(n, 2, {"draft": 2.0, "target": 10.0 + 0.5 * n, "verify": 1.0, "other": 1.0},
+                     C_p=2.0, predicted=2.0)
 
 
 def test_rounds_without_a_draft_back_off_while_trees_lose_and_stop_when_one_wins():

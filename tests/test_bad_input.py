@@ -31,7 +31,8 @@ def test_remote_code_needs_the_flag(tmp_path):
 def test_not_a_causal_lm(tmp_path):
     from transformers import ViTConfig
 
-    ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64).save_pretrained(tmp_path)
+    ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+              intermediate_size=64).save_pretrained(tmp_path)
     (tmp_path / "model.safetensors").write_bytes(b"")
     with pytest.raises(TevvizError, match=r"\(ViTConfig\) is not a causal language model"):
         load_model(str(tmp_path), "target")

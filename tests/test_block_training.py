@@ -43,7 +43,8 @@ def test_sequences_of_different_lengths_pad_without_changing_any_block():
     b = padded_blocks([short, long], [fs, fl], anchors, 4, mask_id=99)
     alone = block_batch(long.view(1, -1), fl.view(1, 20, 4), anchors[1:], 4, mask_id=99)
     assert b.labels[1].tolist() == alone.labels[0].tolist()
-    assert b.block_ids[1].tolist() == alone.block_ids[0].tolist() and b.block_pos[1].tolist() == alone.block_pos[0].tolist()
+    assert b.block_ids[1].tolist() == alone.block_ids[0].tolist()
+    assert b.block_pos[1].tolist() == alone.block_pos[0].tolist()
     assert b.labels[0].tolist() == [[12, -100, -100], [6, 7, 8]]  # anchor 8 of a 10-token sequence: one label left
     assert torch.equal(b.ctx_feats[1, :20], fl) and torch.equal(b.ctx_feats[0, :10], fs)
     logits = torch.randn(2, 2, 3, 100, generator=g)

@@ -72,7 +72,8 @@ def test_step_recolour_and_download(app_url, tmp_path):
             page.wait_for_function("""() => {
                 const chart = document.querySelector('#session-plot .tv-figure');
                 const svg = chart && chart.querySelector('.main-svg');
-                return svg && chart.clientWidth > 800 && Math.abs(svg.getBoundingClientRect().width - chart.clientWidth) < 2;
+                return svg && chart.clientWidth > 800 &&
+                    Math.abs(svg.getBoundingClientRect().width - chart.clientWidth) < 2;
             }""")
             page.screenshot(path=str(ARTIFACTS / "app.png"), full_page=True)
         finally:

@@ -57,10 +57,13 @@ def reference_ids():
 
 
 def test_module_help_and_parser_load_no_torch():
-    r = subprocess.run([sys.executable, "-m", "tevviz", "--help"], capture_output=True, text=True, cwd=ROOT, check=False)
+    r = subprocess.run([sys.executable, "-m", "tevviz", "--help"], capture_output=True, text=True, cwd=ROOT,
+                       check=False)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("usage: tevviz") and "exit status: 0 done, 1 the work failed, 2 bad arguments" in r.stdout
-    code = 'import sys; from tevviz.cli import build_parser; build_parser().format_help(); assert "torch" not in sys.modules'
+    assert r.stdout.startswith("usage: tevviz")
+    assert "exit status: 0 done, 1 the work failed, 2 bad arguments" in r.stdout
+    code = ('import sys; from tevviz.cli import build_parser; build_parser().format_help(); '
+            'assert "torch" not in sys.modules')
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
     assert r.returncode == 0, r.stderr
 
@@ -163,7 +166,8 @@ def test_inspect_session_with_zero_rounds(tmp_path, capsys):
     assert main(["inspect", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["kind"] == "session" and doc["rounds"] == []
-    assert doc["summary"]["rounds"] == 0 and doc["summary"]["tau"] is None and doc["summary"]["mean_expected_length"] is None
+    assert doc["summary"]["rounds"] == 0 and doc["summary"]["tau"] is None
+    assert doc["summary"]["mean_expected_length"] is None
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"{path}: session, 0 rounds, tau -, mean E[L] - (no target scores)"

@@ -564,7 +564,8 @@ def test_decode_says_what_it_ran_and_on_a_terminal_how_to_compare(monkeypatch, c
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
     assert main([*argv, "--budget", "auto"]) == 0
     err = capsys.readouterr().err
-    assert "ran: builder best-first (budget auto up to 64, depth 6), verifier predraw" in err  # auto: up to 64 nodes by default
+    # auto: up to 64 nodes by default
+    assert "ran: builder best-first (budget auto up to 64, depth 6), verifier predraw" in err
     assert "--baseline" not in err
     assert main([*argv, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -103,7 +103,8 @@ def test_empty_prompt_and_weightless_folder(pair_dirs, tmp_path, capsys):
 
 
 def test_module_entry_point_reports_argparse_errors_in_one_line():
-    r = subprocess.run([sys.executable, "-m", "tevviz", "decode", "--budget"], capture_output=True, text=True, cwd=ROOT, check=False)
+    r = subprocess.run([sys.executable, "-m", "tevviz", "decode", "--budget"], capture_output=True, text=True,
+                       cwd=ROOT, check=False)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "expected one argument" in r.stderr
 
 
@@ -112,8 +113,8 @@ def test_ddtree_trace_import():
              "accepted_indices": [0, 1, 3]}
     imp = parse(trace)
     assert imp.kind == "ddtree" and imp.rounds[0].exit_node == 3 and imp.rounds[0].block_length == 3
-    rootless = {"node_token_ids": [6, 7, 8], "node_depths": [1, 1, 2], "parents": [-1, -1, 0], "accepted_indices": [0, 2],
-                "root_token_id": 5}
+    rootless = {"node_token_ids": [6, 7, 8], "node_depths": [1, 1, 2], "parents": [-1, -1, 0],
+                "accepted_indices": [0, 2], "root_token_id": 5}
     r = parse([rootless]).rounds[0]
     assert r.tokens == [5, 6, 7, 8] and r.parents == [-1, 0, 0, 1] and r.accepted == [0, 1, 3]
 
@@ -149,8 +150,9 @@ def test_round_errors_name_the_round(exported):
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 10) | st.floats(allow_nan=True) | st.text(max_size=5),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["schema", "rounds", "nodes", "graph", "id", "parent", "accepted", "exit_node", "node_token_ids",
-                         "parents", "node_depths", "accepted_indices", "token_id", "P", "w"]), inner, max_size=5),
+        st.sampled_from(["schema", "rounds", "nodes", "graph", "id", "parent", "accepted", "exit_node",
+                         "node_token_ids", "parents", "node_depths", "accepted_indices", "token_id", "P", "w"]),
+        inner, max_size=5),
     max_leaves=20,
 )
 

@@ -121,7 +121,8 @@ MALFORMED = [
     (_set("accepted_indices", [0, 9]), "round_trees[1].accepted_indices[1]: 9 is not a node"),
     (_set("accepted_indices", [0, -1]), "round_trees[1].accepted_indices[1]: -1 is out of range"),
     (_set("tree.node_token_ids", [21, 22, 21]),
-     "round_trees[1].tree: nodes 1 and 3 (node_token_ids[0] and node_token_ids[2]) are siblings that both carry token 21"),
+     ("round_trees[1].tree: nodes 1 and 3 (node_token_ids[0] and node_token_ids[2]) are siblings "
+      "that both carry token 21")),
     (_set("tree.node_token_ids", [21, "x", 23]), "round_trees[1].tree.node_token_ids[1]: expected an integer"),
     (_set("tree.node_token_ids", [21, -4, 23]), "round_trees[1].tree.node_token_ids[1]: -4 is out of range"),
     (_drop("parents"), "round_trees[1].tree.parents: expected a list, got NoneType"),

@@ -21,6 +21,7 @@ def test_per_prompt_expected_block_length_beside_tau():
     assert greedy.per_prompt_expected_length == pytest.approx(greedy.per_prompt_tau)
     sampled = evaluate(pair, prompts, 1.0, builder, max_new_tokens=12)
     assert len(sampled.per_prompt_expected_length) == len(sampled.per_prompt_tau) == len(prompts)
-    assert (sampled.expected_length, sampled.expected_length_se) == pytest.approx(mean_se(sampled.per_prompt_expected_length))
+    assert ((sampled.expected_length, sampled.expected_length_se)
+            == pytest.approx(mean_se(sampled.per_prompt_expected_length)))
     assert sampled.per_prompt_expected_length != pytest.approx(sampled.per_prompt_tau)
     assert all(1 <= c <= 4 for c in sampled.per_prompt_expected_length)  # at most the depth + 1

@@ -191,7 +191,8 @@ def tree_logits(model, variant: str) -> torch.Tensor:
     kw = {
         "additive": {"attention_mask": additive_mask(visible, model.dtype), "position_ids": position_ids(tree, past)},
         "bool-4d": {"attention_mask": visible[None, None], "position_ids": position_ids(tree, past)},
-        "additive-3d": {"attention_mask": additive_mask(visible, model.dtype)[0], "position_ids": position_ids(tree, past)},
+        "additive-3d": {"attention_mask": additive_mask(visible, model.dtype)[0],
+                        "position_ids": position_ids(tree, past)},
         "no-position-ids": {"attention_mask": additive_mask(visible, model.dtype)},
     }[variant]
     cache = fresh_cache(model, PREFIX[:-1])
@@ -341,7 +342,8 @@ def test_top_p_keeps_the_smallest_prefix_reaching_p(top_p, kept):
 
 # ------------------------------------------------------------------------------------------------ sampling at T > 0
 
-SAMPLED = {"t1-top5": SamplingConfig(temperature=1.0, top_k=5), "t1.2-topp0.95": SamplingConfig(temperature=1.2, top_p=0.95),
+SAMPLED = {"t1-top5": SamplingConfig(temperature=1.0, top_k=5),
+           "t1.2-topp0.95": SamplingConfig(temperature=1.2, top_p=0.95),
            "t1.5-top8-topp0.9": SamplingConfig(temperature=1.5, top_k=8, top_p=0.9)}
 
 
@@ -436,7 +438,8 @@ def test_first_three_tokens_follow_autoregressive_sampling(auto):
         for seed in range(STREAM_SESSIONS):
             cfg = DecodeConfig(sampling=STREAM_SAMPLING, builder=builder, max_new_tokens=3, seed=seed,
                                stop_on_eos=False, missing_top=0, verifier="speculative" if sampled else "tev")
-            s = DecodeSession(pair, prompt, cfg, cost_model=losing_cost_model(6, 3) if auto == "auto-no-draft" else None)
+            s = DecodeSession(pair, prompt, cfg,
+                              cost_model=losing_cost_model(6, 3) if auto == "auto-no-draft" else None)
             records = s.run()
             rounds += len(records)
             arms.append(tuple(r.verifier for r in records))
@@ -446,7 +449,8 @@ def test_first_three_tokens_follow_autoregressive_sampling(auto):
     drafted = rounds - undrafted
     if auto == "auto-no-draft":  # test setup: an undrafted round first, then one probe that drafts (and loses)
         assert undrafted >= STREAM_SESSIONS and drafted == STREAM_SESSIONS
-    elif auto != "mixed":  # test setup: drafts often commit several tokens per round, and some sessions take more than one round
+    elif auto != "mixed":
+        # test setup: drafts often commit several tokens per round, and some sessions take more than one round
         assert undrafted == 0 and STREAM_SESSIONS < drafted < 2 * STREAM_SESSIONS
     impossible = [k for k in counts if k not in law]
     assert not impossible, f"committed streams of probability 0: {impossible[:5]}"

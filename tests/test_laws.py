@@ -120,7 +120,8 @@ def exact_law(tokens, parents, logits, cfg) -> dict[tuple[int, int], float]:
 
 def chi2_sf(x: float, dof: int) -> float:
     """Survival function of the chi-square law: the regularised upper incomplete gamma Q(dof / 2, x / 2)."""
-    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), torch.tensor(x / 2, dtype=torch.float64)))
+    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
+                                         torch.tensor(x / 2, dtype=torch.float64)))
 
 
 def draw(verifier, tree, logits, cfg, n: int, seed: int) -> Counter:
@@ -513,7 +514,9 @@ def sampling_pair():
     return ModelPair(target, perturbed(target, seed=2, noise=0.3), word_tokenizer(), "sharp-llama", "sharp-llama-draft")
 
 
-def independent_coverage(target, prefix: list[int], tokens: list[int], parents: list[int], cfg: SamplingConfig) -> float:
+def independent_coverage(
+    target, prefix: list[int], tokens: list[int], parents: list[int], cfg: SamplingConfig
+) -> float:
     """C_p of a round's tree from the target's full processed rows, scored afresh (no session cache, no TEV)."""
     tree = from_parents(tokens, parents)
     with torch.no_grad():

@@ -1,6 +1,7 @@
 """The SmolLM2 pair's prompt sets: the free-form held-out set (assets/scan_prompts/smollm2_freeform.jsonl) loads,
 renders through SmolLM2's chat template, shares no template and no six-word run with the generated training prompts
-(tevviz/recipes/chat_prompts.py), and is reached by `tevviz eval --split freeform`, `tevviz scan` and the app's examples."""
+(tevviz/recipes/chat_prompts.py), and is reached by `tevviz eval --split freeform`, `tevviz scan` and the app's
+examples."""
 
 from __future__ import annotations
 

@@ -108,7 +108,8 @@ def test_fetched_folder_has_the_logits_of_the_gguf(tmp_path):
 
 def test_the_drafter_shares_the_tokenizer_byte_for_byte():
     pair = real_pair()
-    target_dir, draft_dir = (named_pair("smollm2").target_path(), next(iter(named_pair("smollm2").drafter_paths().values())))
+    target_dir = named_pair("smollm2").target_path()
+    draft_dir = next(iter(named_pair("smollm2").drafter_paths().values()))
     assert (target_dir / "tokenizer.json").read_bytes() == (draft_dir / "tokenizer.json").read_bytes()
     check_vocabularies(pair.tokenizer, load_tokenizer(str(draft_dir), "draft"), "target", "draft")
     config = json.loads((draft_dir / "config.json").read_text())

@@ -476,7 +476,8 @@ def test_exittrain_figures():
                for i in range(20)]
     bars = exit_mass_change_figure(changes, 3).data[0]
     assert len(bars.x) == 16 and bars.x[-1] == changes[0]["delta"]  # the largest change drawn on top
-    assert path_label([]) == "root" and path_label(["x"] * 30, 20).startswith("…") and len(path_label(["x"] * 30, 20)) == 20
+    assert path_label([]) == "root"
+    assert path_label(["x"] * 30, 20).startswith("…") and len(path_label(["x"] * 30, 20)) == 20
 
 
 # ------------------------------------------------------------------------------------ tiled session panel
@@ -505,7 +506,8 @@ def test_tiled_panel_keeps_every_trace_on_its_own_renumbered_axes():
     # Row 0 above row 1, columns side by side without overlap; one title per panel; barmode carried over.
     assert lay["yaxis"]["domain"][0] > lay["yaxis3"]["domain"][1]
     assert lay["xaxis"]["domain"][1] < lay["xaxis2"]["domain"][0]
-    assert [a["text"] for a in lay["annotations"]] == [f"<b>{f['layout']['title']['text']}</b>" for f in figures.values()]
+    titles = [f"<b>{f['layout']['title']['text']}</b>" for f in figures.values()]
+    assert [a["text"] for a in lay["annotations"]] == titles
     assert lay["barmode"] == "stack"
     # A valid plotly figure.
     import plotly.graph_objects as go

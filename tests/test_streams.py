@@ -1,4 +1,5 @@
-"""Batched target continuations (engine/streams.py): the target's own greedy output and sampling law, padding included."""
+"""Batched target continuations (engine/streams.py): the target's own greedy output and sampling law, padding
+included."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def test_sampled_continuations_follow_the_processed_law_on_padded_rows():
     assert_law(counts, exact_two_token_law(target, short, cfg), "two tokens after a left-padded prompt", tv_max=0.05)
     # The check has power: the same draws reject the law at another temperature, and the law of a context
     # that lost its first token (what a padding or position bug would read).
-    for wrong, what in ((SamplingConfig(temperature=1.0, top_k=3), short), (SamplingConfig(temperature=0.5, top_k=3), short),
+    for wrong, what in ((SamplingConfig(temperature=1.0, top_k=3), short),
+                        (SamplingConfig(temperature=0.5, top_k=3), short),
                         (cfg, short[1:])):
         assert law_check(counts, exact_two_token_law(target, what, wrong))[1] <= P_MIN  # chi-square, not TV
 

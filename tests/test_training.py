@@ -309,7 +309,8 @@ def test_distill_loss_is_the_cross_entropy_to_the_target_law_and_moves_the_draft
 
     pair, contexts = learnable_pair
     stream = [t for c in contexts[::2] for t in c.tokens + c.continuation]
-    held = torch.tensor([(c.tokens + c.continuation)[:8] for c in contexts[1::2] if len(c.tokens + c.continuation) >= 8])
+    held = torch.tensor([(c.tokens + c.continuation)[:8] for c in contexts[1::2]
+                         if len(c.tokens + c.continuation) >= 8])
     cfg = DistillConfig(steps=40, batch=8, window=12, lr=3e-3, seed=5)
     draft_before, target_before = copy.deepcopy(pair.draft.state_dict()), copy.deepcopy(pair.target.state_dict())
 
@@ -372,7 +373,8 @@ def test_cached_target_law_is_the_top_k_of_each_window_and_its_distillation_move
     with pytest.raises(TevvizError, match="0 < top_k"):
         target_law(pair.target, stream, replace(cfg, top_k=width), width)
 
-    held = torch.tensor([(c.tokens + c.continuation)[:8] for c in contexts[1::2] if len(c.tokens + c.continuation) >= 8])
+    held = torch.tensor([(c.tokens + c.continuation)[:8] for c in contexts[1::2]
+                         if len(c.tokens + c.continuation) >= 8])
 
     def kl(model) -> float:
         with torch.no_grad():

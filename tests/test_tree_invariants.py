@@ -238,7 +238,8 @@ def test_builder_invariants(cfg, prefix, pending, cap):
     assert len({slots[v] for v in forwarded}) == len(forwarded)
     assert all(depths[v] < H for v in forwarded), "nodes of the last level are never forwarded"
     assert all(parents[v] == 0 or slots[parents[v]] >= 0 for v in forwarded)
-    assert all(slots[parents[v]] >= 0 for v in range(1, n) if parents[v] > 0), "a parent was forwarded to get its children"
+    assert all(slots[parents[v]] >= 0 for v in range(1, n) if parents[v] > 0), (
+        "a parent was forwarded to get its children")
     length = cache.get_seq_length()
     assert length >= r.base + 1 + max(slots) and (n - 1 < made or length == r.base + len(forwarded))
     for v in forwarded[:6]:
