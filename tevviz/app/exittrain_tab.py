@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import gradio as gr
 
 from ..engine import TevvizError
+from ..engine.builder_kinds import builder_kind
+from ..engine.drafters import drafter_kind_of
 from ..engine.exit_mass import ExitMassMove
 from ..engine.exittrain import OBJECTIVES, TrainConfig
+from ..engine.pairs import FIXED_BUDGET
 from ..render import exit_mass_change_figure
 from .controller import Controller
 from .state import settings_in_force, train_settings
@@ -72,6 +77,18 @@ def moved_values(moved: ExitMassMove | None) -> dict:
             "moved_md": moved_markdown(moved)}
 
 
+def trainable(cfg, draft):
+    """The decode settings with a builder ExitTrain trains on: the drafter's own at a fixed B when the one in force
+    draws its trees at random or sizes them by measured speed (a sampled chain, the mixed builder); what changed."""
+    kind = builder_kind(cfg.builder.kind)
+    if kind.trainable:
+        return cfg, ""
+    own = drafter_kind_of(draft).default_builder
+    builder = replace(cfg.builder, kind=own, auto=False, budget=builder_kind(own).budget or FIXED_BUDGET)
+    return replace(cfg, builder=builder), (f"Trained on {own} trees of B = {builder.budget}: {kind.name} trees do not "
+                                           f"train ({kind.why_not_trained}).")
+
+
 def exittrain_tab(ctl: Controller, state: gr.State, settings: dict) -> None:
     """The ExitTrain tab (inside its gr.Tab); `settings` are the Decode tab's settings widgets by name."""
     ui = _widgets()
@@ -79,13 +96,14 @@ def exittrain_tab(ctl: Controller, state: gr.State, settings: dict) -> None:
     def train(st, objective, lr, lambda_exit, batch, steps, progress=PROGRESS, **values):
         st = current(st)
         try:
-            cfg = settings_in_force(st, values)
+            cfg, said = trainable(settings_in_force(st, values), ctl.source.get().draft)
             tcfg = train_settings(objective, lr, lambda_exit, batch, steps, cfg.builder)
             progress(0, desc="ExitTrain")
             report = ctl.train(st, tcfg, cfg, progress=progress)
         except TevvizError as e:
             return failed(ui.error, e)
-        return {state: st, **ui.updates(error="", note=ctl.train_status(st), table=train_markdown(report),
+        note = ctl.train_status(st) + (f" {said}" if said else "")
+        return {state: st, **ui.updates(error="", note=note, table=train_markdown(report),
                                         loss=loss_plot(report.log), **moved_values(report.moved))}
 
     def revert(st):
