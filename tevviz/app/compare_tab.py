@@ -110,8 +110,10 @@ def compare_tab(ctl: Controller, state: gr.State, error, settings: dict, verifie
             prompt, _ = decode_settings(**values)
             out = []
             for label, (v, b, nodes, draft_path) in zip("AB", sides):
-                # Each side's own fixed tree: the auto box's sizing would make B a limit and refuse static and chain trees.
-                cfg = decode_settings(**{**values, "verifier": v, "builder": b, "budget": nodes, "auto_budget": False})[1]
+                # Each side's own fixed tree: the auto box's sizing would make B a limit
+                # and refuse static and chain trees.
+                cfg = decode_settings(**{**values, "verifier": v, "builder": b, "budget": nodes,
+                                         "auto_budget": False})[1]
                 shown = Path(draft_path.strip()).name if draft_path and draft_path.strip() else ""
                 name = f"{label}: {v}, {b}, B={nodes}" + (f", draft {shown}" if shown else "")
                 out.append(ctl.decode_all(prompt, cfg, (draft_path or "").strip(), name, progress, sid=current(st).sid))
