@@ -12,7 +12,6 @@ from dataclasses import asdict
 import plotly.graph_objects as go
 
 from ..engine.comparison import Comparison
-from ..engine.evaluation import EVAL_ROUNDS
 from ..engine.exit_mass import ExitMassMove
 from ..engine.records import expected_length_text, optimal_label
 from ..engine.round_numbers import NUMBERS, SESSION
@@ -34,7 +33,6 @@ from ..render.panel import tile
 from ..render.tree_figure import tree_figure_dict
 from .controller import Decoded
 from .state import AppState
-from .training_actions import TrainReport
 
 
 def empty_figure(message: str) -> go.Figure:
@@ -262,38 +260,6 @@ def loss_plot(log: list[dict]) -> go.Figure:
     return loss_figure(log) if log else empty_figure("press Train step to train this session's copy of the draft")
 
 
-def _change(before: float, after: float) -> str:
-    if any(isinstance(x, float) and math.isnan(x) for x in (before, after)) or before == 0:
-        return "—"
-    return f"{(after - before) / abs(before):+.1%}"
-
-
-def train_markdown(report: TrainReport) -> str:
-    """The before/after table on the same contexts, and the last step's losses."""
-    last = report.log[-1]
-    before, after = report.table
-    lines = [
-        (f"{len(report.log)} steps so far on {report.contexts} contexts from this session's rounds. Last step "
-         f"({last['objective']}): L = {last['loss']:.4g}, L_tok = {last['l_tok']:.4g}, "
-         f"L_exit = {last['l_exit']:.4g}."),
-        "",
-        (f"Before and after on the same {before.contexts} contexts: mean C_p of the tree each drafter builds "
-         f"(target at T = 1), and tau, the mean block length over {EVAL_ROUNDS} decoding rounds from each context "
-         f"(T = {report.temperature:g})."),
-        "",
-        "| drafter | mean C_p | mean E[L] = 1 + C_p | tau | rounds |",
-        "|---|---|---|---|---|",
-    ]
-    for row in report.table:
-        lines.append(f"| {row.name} | {_fmt(row.C_p, 4)} | {_fmt(row.expected_length, 4)} | "
-                     f"{_fmt(row.tau, 4)} | {row.rounds} |")
-    lines.append(f"| change | {_change(before.C_p, after.C_p)} | "
-                 f"{_change(before.expected_length, after.expected_length)} | {_change(before.tau, after.tau)} | |")
-    if report.notice:
-        lines.append(f"\n*{report.notice}*")
-    return "\n".join(lines)
-
-
 def moved_markdown(moved: ExitMassMove) -> str:
     b, a = moved.before, moved.after
     where = {(True, True): "both", (True, False): "original only", (False, True): "trained only"}
@@ -310,13 +276,3 @@ def moved_markdown(moved: ExitMassMove) -> str:
         side = where[(r["node_before"] is not None, r["node_after"] is not None)]
         lines.append(f"| {label} | {side} | {r['w_before']:.4g} | {r['w_after']:.4g} | {r['delta']:+.4g} |")
     return "\n".join(lines)
-
-
-def moved_trees(moved: ExitMassMove) -> tuple[go.Figure, go.Figure]:
-    """Both drafters' trees on the same context, coloured by w under the target; the ring is argmax w."""
-    figs = []
-    for name, r in (("original", moved.before), ("trained", moved.after)):
-        title = f"{name} draft, round {moved.round_index}: C_p = {_fmt(r.C_p, 4)} (ring: most likely exit)"
-        fig = tree_figure(r.to_dict(), "w", title=title)
-        figs.append(fig.update_layout(width=None, autosize=True))  # half-width columns
-    return figs[0], figs[1]
