@@ -22,5 +22,5 @@ def test_the_renderers_and_the_records_import_no_torch():
             f"for name in {render + engine!r}:\n"
             "    importlib.import_module(name)\n"
             "    assert 'torch' not in sys.modules, name + ' imports torch'\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr.strip().splitlines()[-1]

@@ -184,7 +184,8 @@ def add_app(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("server")
     g.add_argument("--server-name", default=None,
                    help="address to bind (default: $GRADIO_SERVER_NAME, else 127.0.0.1: this machine only)")
-    g.add_argument("--server-port", type=int, default=None, help="default: $GRADIO_SERVER_PORT, else 7860 or the next free")
+    g.add_argument("--server-port", type=int, default=None,
+                   help="default: $GRADIO_SERVER_PORT, else 7860 or the next free")
     g.add_argument("--share", action=argparse.BooleanOptionalAction, default=None,
                    help="make a public Gradio share link (default: $GRADIO_SHARE, else off)")
     g.add_argument("--model-dir", action="append", default=[],
@@ -335,7 +336,8 @@ def add_distill(t: argparse.ArgumentParser) -> None:
 
 
 def add_eval(sub) -> None:
-    e = _sub(sub, "eval", "held-out tau, the mean expected block length E[L] and acceptance by depth at T = 0 and T = 1")
+    e = _sub(sub, "eval",
+             "held-out tau, the mean expected block length E[L] and acceptance by depth at T = 0 and T = 1")
     e.add_argument("--prompts", default=None, help="prompt JSONL (default: the pair's shipped prompt file)")
     e.add_argument("--split", default="eval",
                    help="which prompts: eval (held-out), train, or a further held-out set of the pair (smollm2: "

@@ -97,7 +97,8 @@ class PairSource:
         folder = Path(self.model.target).expanduser()
         folder = folder.parent if folder.is_file() else folder
         config = folder / "tokenizer_config.json"
-        return (folder / "chat_template.jinja").is_file() or (config.is_file() and "chat_template" in config.read_text())
+        return ((folder / "chat_template.jinja").is_file()
+                or (config.is_file() and "chat_template" in config.read_text()))
 
     def prompts_path(self) -> Path:
         """The example prompts for this pair: the named pair's file, else the chat prompts for a chat model."""

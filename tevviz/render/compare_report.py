@@ -18,7 +18,7 @@ from tevviz.engine.speed import speed_breakdown
 from tevviz.files import atomic_write
 from tevviz.render.compare_figure import colorscale_stops, metric_values, node_hover, shared_layout, side_figure_dicts
 from tevviz.render.graph import METRICS
-from tevviz.render.report import PAGE, STYLE, _esc, _gzip_base64, _plotly_blob, _setting
+from tevviz.render.report import PAGE, STYLE, _esc, _gzip_base64, _plotly_blob, _setting, unpack_script
 
 COLOUR_METRICS = ("P", "w", "q")  # the metrics the page can colour both trees by, besides the side
 CURVE_COLOURS = ("#1f77b4", "#ff7f0e")
@@ -207,33 +207,7 @@ tr.linked td { background: #fff3c4; }
 
 # The side figures' node traces are "in both", "<name> only", "only in <other> (not drafted here)"; a metric recolours
 # the first two with that metric's values of this side, on one scale over both sides (as compare_figure.py does).
-SCRIPT = """
-(async function () {
-  const status = document.getElementById("status");
-  function fail(message) { status.textContent = message; status.className = "note error"; }
-  if (typeof DecompressionStream === "undefined") {
-    fail("This browser cannot unpack the figures: it lacks DecompressionStream; the tables are complete.");
-    return;
-  }
-  async function unpack(id) {
-    const binary = atob(document.getElementById(id).textContent);
-    const bytes = new Uint8Array(binary.length);
-    for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-    return new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"))).text();
-  }
-  let data;
-  try {
-    const [plotlyjs, json] = await Promise.all([unpack("plotly-js"), unpack("report-data")]);
-    const script = document.createElement("script");
-    script.textContent = plotlyjs;
-    document.head.appendChild(script);
-    if (typeof Plotly === "undefined") throw new Error("plotly.js did not load");
-    data = JSON.parse(json);
-  } catch (error) {
-    fail(`The figures could not be unpacked: ${error}`);
-    throw error;
-  }
-  status.remove();
+SCRIPT = unpack_script("figures", "The tables are complete.", """
   const config = {displaylogo: false, responsive: true};
   await Plotly.newPlot("depth", data.depth.data, data.depth.layout, config);
   if (!data.rounds.length) return;
@@ -351,4 +325,4 @@ SCRIPT = """
   link(1);
   performance.mark("tevviz:trees-drawn");
 })();
-"""
+""")

@@ -289,7 +289,10 @@ STATUS = ('<p class="note" id="status">loading the figures…</p>\n'
 # First the two blobs are unpacked (gzip, base64) and plotly.js is evaluated as a script element. Then the figures are
 # drawn. The node traces rebuilt here are tree_figure.py's `_node_traces`: "nodes" holds the nodes with a value,
 # coloured, "no value" the rest in grey; both keep the node order and the default metric's per-node fields.
-SCRIPT = """
+# The start of a page's script: unpack plotly.js and the page's data (gzip, base64) into `data`, or say why not in
+# #status (WHAT names what the page could not draw, OTHERWISE what it still has); the report and the comparison page
+# go on from it.
+UNPACK_JS = """
 (async function () {
   const status = document.getElementById("status");
   function fail(message) {
@@ -297,8 +300,8 @@ SCRIPT = """
     status.className = "note error";
   }
   if (typeof DecompressionStream === "undefined") {
-    fail("This browser cannot unpack the figures and trees: it lacks DecompressionStream (Chrome 80, Firefox 113, "
-         + "Safari 16.4 or newer have it). The settings, summary and round table above and below are complete.");
+    fail("This browser cannot unpack the WHAT: it lacks DecompressionStream (Chrome 80, Firefox 113, "
+         + "Safari 16.4 or newer have it). OTHERWISE");
     return;
   }
 
@@ -318,12 +321,21 @@ SCRIPT = """
     if (typeof Plotly === "undefined") throw new Error("plotly.js did not load");
     data = JSON.parse(json);
   } catch (error) {
-    fail(`The figures and trees could not be unpacked: ${error}`);
+    fail(`The WHAT could not be unpacked: ${error}`);
     throw error;
   }
   performance.mark("tevviz:unpacked");
   status.remove();
+"""
 
+
+def unpack_script(what: str, otherwise: str, body: str) -> str:
+    """A page's script: `UNPACK_JS` (saying `what` could not be drawn and `otherwise` what the page still has), then
+    `body`, which reads `data`."""
+    return UNPACK_JS.replace("WHAT", what).replace("OTHERWISE", otherwise) + body
+
+
+SCRIPT = unpack_script("figures and trees", "The settings, summary and round table above and below are complete.", """
   const config = {displaylogo: false};
   for (const [id, fig] of Object.entries(data.figures)) {
     Plotly.newPlot(id, fig.data, fig.layout, {...config, responsive: true});
@@ -371,7 +383,7 @@ SCRIPT = """
   await show();
   performance.mark("tevviz:tree-drawn");  // the time to open the page, read by tests/test_report.py
 })();
-"""
+""")
 
 # The blobs sit in script blocks of a type the browser does not run; base64 holds no "<", so no "</script>" either.
 PAGE = """<!DOCTYPE html>
