@@ -18,7 +18,8 @@ from tevviz.engine.speed import speed_breakdown
 from tevviz.files import atomic_write
 from tevviz.render.compare_figure import colorscale_stops, metric_values, node_hover, shared_layout, side_figure_dicts
 from tevviz.render.graph import METRICS
-from tevviz.render.report import PAGE, STYLE, _esc, _gzip_base64, _plotly_blob, _setting, unpack_script
+from tevviz.render.page import PAGE, STYLE, gzip_base64, plotly_blob, unpack_script
+from tevviz.render.report import _esc, _setting
 
 COLOUR_METRICS = ("P", "w", "q")  # the metrics the page can colour both trees by, besides the side
 CURVE_COLOURS = ("#1f77b4", "#ff7f0e")
@@ -48,7 +49,7 @@ def compare_report_html(cmp: RunComparison, title: str | None = None, files: tup
     ]
     data = json.dumps(payload, separators=(",", ":"), allow_nan=False)
     return PAGE.format(title=_esc(title), style=STYLE + EXTRA_STYLE, body="\n".join(b for b in body if b),
-                       plotlyjs=_plotly_blob(), data=_gzip_base64(data), script=SCRIPT)
+                       plotlyjs=plotly_blob(), data=gzip_base64(data), script=SCRIPT)
 
 
 def write_compare_report(cmp: RunComparison, path: str | Path, title: str | None = None,

@@ -13,17 +13,12 @@ and one set of labels per round whatever the colour (tests/test_report.py compar
 
 from __future__ import annotations
 
-import base64
-import functools
 import html
 import json
-import zlib
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-
-from plotly.offline import get_plotlyjs
 
 from tevviz.engine.io import ImportedSession
 from tevviz.engine.records import CoverageGap, RoundRecord, expected_length_text
@@ -32,6 +27,7 @@ from tevviz.engine.summary import summarize
 from tevviz.files import atomic_write
 from tevviz.render.colours import colour_bar
 from tevviz.render.graph import METRICS, node_metric, round_graph
+from tevviz.render.page import PAGE, STATUS, STYLE, gzip_base64, plotly_blob, unpack_script
 from tevviz.render.stats import (
     acceptance_by_depth_figure,
     block_length_histogram,
@@ -71,8 +67,8 @@ def report_html(imported: ImportedSession, title: str | None = None) -> str:
         _round_table(rounds),
     ]
     data = json.dumps(payload, separators=(",", ":"), allow_nan=False)
-    return PAGE.format(title=_esc(title), style=STYLE, body="\n".join(b for b in body if b), plotlyjs=_plotly_blob(),
-                       data=_gzip_base64(data), script=SCRIPT)
+    return PAGE.format(title=_esc(title), style=STYLE, body="\n".join(b for b in body if b), plotlyjs=plotly_blob(),
+                       data=gzip_base64(data), script=SCRIPT)
 
 
 def write_report(imported: ImportedSession, path: str | Path, title: str | None = None) -> int:
@@ -81,18 +77,6 @@ def write_report(imported: ImportedSession, path: str | Path, title: str | None 
 
 
 # --- data for the page's script -------------------------------------------------------------------------------------
-
-
-def _gzip_base64(text: str) -> str:
-    """`text` as UTF-8, gzipped (what DecompressionStream("gzip") reads) and base64-encoded for an inline block."""
-    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: a gzip header and trailer around deflate
-    return base64.b64encode(packer.compress(text.encode("utf-8")) + packer.flush()).decode("ascii")
-
-
-@functools.cache
-def _plotly_blob() -> str:
-    """The installed plotly.js, packed once per process (0.3 s at level 9)."""
-    return _gzip_base64(get_plotlyjs())
 
 
 def _statistics(rounds: list[RoundRecord]) -> dict[str, dict]:
@@ -268,73 +252,9 @@ def _round_table(rounds: list[RoundRecord]) -> str:
     return f'<h2>Rounds</h2>\n<table class="rounds" id="rounds"><tr>{head}</tr>{"".join(rows)}</table>'
 
 
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; color: #222; }
-pre { white-space: pre-wrap; background: #f6f6f6; padding: 0.8em; border-radius: 4px; }
-table { border-collapse: collapse; }
-th, td { padding: 0.2em 0.8em; border-bottom: 1px solid #ddd; text-align: left; }
-table.rounds td { text-align: right; font-variant-numeric: tabular-nums; }
-.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 1em; }
-.controls { display: flex; gap: 1.5em; align-items: center; flex-wrap: wrap; margin-bottom: 0.5em; }
-#round { width: 320px; vertical-align: middle; }
-.note { color: #666; font-style: italic; }
-.note.error { color: #b00020; font-style: normal; font-weight: bold; }
-"""
-
-# Shown until the script has unpacked plotly.js and the data; the script replaces it by a message where it cannot.
-STATUS = ('<p class="note" id="status">loading the figures…</p>\n'
-          '<noscript><p class="note">The figures and trees need JavaScript; the tables are complete without it.</p>'
-          '</noscript>')
-
 # First the two blobs are unpacked (gzip, base64) and plotly.js is evaluated as a script element. Then the figures are
 # drawn. The node traces rebuilt here are tree_figure.py's `_node_traces`: "nodes" holds the nodes with a value,
 # coloured, "no value" the rest in grey; both keep the node order and the default metric's per-node fields.
-# The start of a page's script: unpack plotly.js and the page's data (gzip, base64) into `data`, or say why not in
-# #status (WHAT names what the page could not draw, OTHERWISE what it still has); the report and the comparison page
-# go on from it.
-UNPACK_JS = """
-(async function () {
-  const status = document.getElementById("status");
-  function fail(message) {
-    status.textContent = message;
-    status.className = "note error";
-  }
-  if (typeof DecompressionStream === "undefined") {
-    fail("This browser cannot unpack the WHAT: it lacks DecompressionStream (Chrome 80, Firefox 113, "
-         + "Safari 16.4 or newer have it). OTHERWISE");
-    return;
-  }
-
-  async function unpack(id) {
-    const binary = atob(document.getElementById(id).textContent);
-    const bytes = new Uint8Array(binary.length);
-    for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-    return new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"))).text();
-  }
-
-  let data;
-  try {
-    const [plotlyjs, json] = await Promise.all([unpack("plotly-js"), unpack("report-data")]);
-    const script = document.createElement("script");
-    script.textContent = plotlyjs;
-    document.head.appendChild(script);  // an inline script runs as it is inserted
-    if (typeof Plotly === "undefined") throw new Error("plotly.js did not load");
-    data = JSON.parse(json);
-  } catch (error) {
-    fail(`The WHAT could not be unpacked: ${error}`);
-    throw error;
-  }
-  performance.mark("tevviz:unpacked");
-  status.remove();
-"""
-
-
-def unpack_script(what: str, otherwise: str, body: str) -> str:
-    """A page's script: `UNPACK_JS` (saying `what` could not be drawn and `otherwise` what the page still has), then
-    `body`, which reads `data`."""
-    return UNPACK_JS.replace("WHAT", what).replace("OTHERWISE", otherwise) + body
-
-
 SCRIPT = unpack_script("figures and trees", "The settings, summary and round table above and below are complete.", """
   const config = {displaylogo: false};
   for (const [id, fig] of Object.entries(data.figures)) {
@@ -384,21 +304,3 @@ SCRIPT = unpack_script("figures and trees", "The settings, summary and round tab
   performance.mark("tevviz:tree-drawn");  // the time to open the page, read by tests/test_report.py
 })();
 """)
-
-# The blobs sit in script blocks of a type the browser does not run; base64 holds no "<", so no "</script>" either.
-PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>{title}</title>
-<style>{style}</style>
-<noscript><style>#status {{ display: none; }}</style></noscript>
-</head>
-<body>
-{body}
-<script type="application/gzip;base64" id="plotly-js">{plotlyjs}</script>
-<script type="application/gzip;base64" id="report-data">{data}</script>
-<script>{script}</script>
-</body>
-</html>
-"""

@@ -12,15 +12,11 @@ import json
 from pathlib import Path
 
 from tevviz.engine.scan_files import ScanData, read_prompt
+from tevviz.render.page import PAGE, STATUS, STYLE, gzip_base64, plotly_blob
 from tevviz.render.report import (
     NO_VALUE_COLOUR,
-    PAGE,
     SCRIPT,
-    STATUS,
-    STYLE,
-    _gzip_base64,
     _metric_styles,
-    _plotly_blob,
     _settings,
     _tree,
     _tree_controls,
@@ -109,8 +105,8 @@ def scan_report_html(data: ScanData, title: str | None = None) -> str:
                                  else [])
         body.append("<h2>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
     blob = json.dumps(payload, separators=(",", ":"), allow_nan=False)
-    return PAGE.format(title=esc(title), style=STYLE, body="\n".join(body), plotlyjs=_plotly_blob(),
-                       data=_gzip_base64(blob), script=SCRIPT)
+    return PAGE.format(title=esc(title), style=STYLE, body="\n".join(body), plotlyjs=plotly_blob(),
+                       data=gzip_base64(blob), script=SCRIPT)
 
 
 def write_scan_report(data: ScanData, path: str | Path, title: str | None = None) -> int:
