@@ -19,7 +19,8 @@ def main() -> None:
     pair, prompts = setup(args)
     rows = []
     for temp in [float(t) for t in args.temperatures.split(",")]:
-        base_cfg = DecodeConfig(sampling=SamplingConfig(temperature=temp), max_new_tokens=args.max_new_tokens, stop_on_eos=False)
+        base_cfg = DecodeConfig(sampling=SamplingConfig(temperature=temp), max_new_tokens=args.max_new_tokens,
+                                stop_on_eos=False)
         autoregressive(pair, prompts[0], base_cfg)  # warm-up
         base_s = base_n = 0
         for ids in prompts:

@@ -72,7 +72,8 @@ def main() -> None:
         rows.append({"decoder": n, "tok/s": generated[n] / seconds[n], "tau": sm.tau,
                      "expected tau": sm.mean_expected_length, "round ms": ms / sm.rounds,
                      "expected tok/ms": sm.mean_expected_length * sm.rounds / ms,
-                     "pooled tok/ms": sm.mean_expected_length * sm.rounds / sum(depth_ms[r.size - 1] for r in rounds[n]),
+                     "pooled tok/ms": sm.mean_expected_length * sm.rounds
+                                      / sum(depth_ms[r.size - 1] for r in rounds[n]),
                      "rounds": sm.rounds})
     print(table(rows, list(rows[0])))
     payload = {"rows": rows, "pooled ms by depth": depth_ms}

@@ -94,7 +94,8 @@ def main() -> None:
     ap.add_argument("--times", required=True,
                     help="round ms by depth to charge: a chain_depths.py result (.json) or ms of depths 0, 1, ... "
                          "comma-separated")
-    ap.add_argument("--windows", default="48", help="survival windows of the auto rows (drafted chains), comma-separated")
+    ap.add_argument("--windows", default="48",
+                    help="survival windows of the auto rows (drafted chains), comma-separated")
     ap.add_argument("--noise", type=float, default=0.12, help="lognormal sigma of each round's measured time")
     ap.add_argument("--replays", type=int, default=3, help="walks of each auto row, each with its own time noise")
     ap.add_argument("--seeds", type=int, default=1, help="decodes of each prompt, each with its own seed")
@@ -106,7 +107,8 @@ def main() -> None:
     sessions = []
     for seed in range(args.seeds):
         for i, ids in enumerate(prompts):
-            s, _ = tree_decode(pair, ids, args.temperature, builder, "speculative", args.max_new_tokens, seed * 1000 + i)
+            s, _ = tree_decode(pair, ids, args.temperature, builder, "speculative", args.max_new_tokens,
+                               seed * 1000 + i)
             sessions.append([(r.accept or r.p_edge)[1:] for r in s.rounds])
     rounds = sum(map(len, sessions))
     # (expected tokens, ms) of each decode at each fixed depth; a round capped short of h (near the token limit) is

@@ -79,7 +79,8 @@ def setup(args):
 
 
 def held_out_windows(tokenizer, n: int, tokens: int, seed: int) -> list[list[int]]:
-    """n random windows of `tokens` tokens from the embedded pair's held-out stdlib files (ExitTrain's eval contexts)."""
+    """n random windows of `tokens` tokens from the embedded pair's held-out stdlib files (ExitTrain's eval
+    contexts)."""
     import random
 
     from tevviz.recipes.demo_pair import encode_corpus, stdlib_files

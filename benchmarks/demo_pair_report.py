@@ -43,7 +43,9 @@ def main() -> None:
     if log.is_file():
         out["training"] = json.loads(log.read_text())
     out["forward_ms"] = {
-        f"{name} {q} tok": forward_ms(m, q) for name, m in (("target", pair.target), ("draft", pair.draft)) for q in (1, 33, 65)
+        f"{name} {q} tok": forward_ms(m, q)
+        for name, m in (("target", pair.target), ("draft", pair.draft))
+        for q in (1, 33, 65)
     }
     out["target_over_draft_1tok"] = out["forward_ms"]["target 1 tok"] / out["forward_ms"]["draft 1 tok"]
     rows = []

@@ -299,7 +299,8 @@ def report(args: argparse.Namespace, n_eval: int, results: dict, curves: dict, s
     """Print the settings and the table; write the JSON (and the loss / C_p curves as a figure beside it)."""
     rows = table_rows(results)
     print(f"\nB={args.budget} H={args.depth}, {n_eval} eval prompts x {args.max_new_tokens} tokens, "
-          f"{args.steps} steps x {args.batch} contexts, lr {args.lr} ({args.schedule}), lambda_exit {args.lambda_exit}, "
+          f"{args.steps} steps x {args.batch} contexts, lr {args.lr} ({args.schedule}), "
+          f"lambda_exit {args.lambda_exit}, "
           f"{args.token_labels} token labels, streams at T = {args.stream_temperatures}")
     columns = list(dict.fromkeys(k for r in rows for k in r))
     print("gain/SE: paired difference from the original over the same contexts, in standard errors; "
@@ -338,7 +339,8 @@ def main() -> None:
         sweep_rows = sweep(args, pair, data, train_builder, held_out)
         best = max((r for r in sweep_rows if r["lr"] > 0), key=lambda r: r["val_gain"])
         args.lr, args.lambda_exit = best["lr"], best["lambda_exit"]
-        print(f"sweep: chose lr {args.lr} and lambda_exit {args.lambda_exit}\n" + table(sweep_rows, list(sweep_rows[0])))
+        print(f"sweep: chose lr {args.lr} and lambda_exit {args.lambda_exit}\n"
+              + table(sweep_rows, list(sweep_rows[0])))
 
     if args.original_from:
         results = {"original": earlier_row(args, args.original_from, "original", "--original-from")}

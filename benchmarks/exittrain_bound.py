@@ -78,7 +78,8 @@ def main() -> None:
         se = statistics.stdev(diff) / len(diff) ** 0.5 if len(diff) > 1 and any(diff) else float("nan")
         gain, room = statistics.fmean(diff), statistics.fmean(bound) - statistics.fmean(base)
         rows.append({"drafter": name, "E[len] T=1": statistics.fmean(xs), "gain": gain, "gain_se": se,
-                     "rel_gain": gain / statistics.fmean(base), "share_of_bound": gain / room if room else float("nan")})
+                     "rel_gain": gain / statistics.fmean(base),
+                     "share_of_bound": gain / room if room else float("nan")})
     print(f"{builder.kind} B={builder.budget} H={builder.max_depth}, {len(contexts)} held-out windows of "
           f"{args.context_tokens} tokens, T = 1")
     print(table(rows, list(rows[0])))

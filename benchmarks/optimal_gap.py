@@ -51,7 +51,8 @@ def main() -> None:
         for b in [int(x) for x in args.budgets.split(",")]:
             builder = best_first(b, args.depth, args.children)
             K = builder.children
-            roots = []  # per round, the root's own children: (optimal count, draft mass, optimal top-K mass, optimal mass)
+            # per round, the root's own children: (optimal count, draft mass, optimal top-K mass, optimal mass)
+            roots = []
             gaps, cps, stars, held, opt_ms, round_ms, by_depth, records = [], [], [], [], [], [], [], []
             ceiling, best = [], []  # per prompt: mean 1 + C_p and mean 1 + C_p* over its rounds
             for i, ids in enumerate(prompts):
@@ -92,7 +93,8 @@ def main() -> None:
                          "root*": statistics.mean(x[3] for x in roots)})
             print(table(rows[-1:], list(rows[-1])), flush=True)
     print(f"\n{len(prompts)} prompts x {args.max_new_tokens} tokens, H = {args.depth}, best-first K = {args.children}, "
-          "W = max(8, B/4); gap_by_depth: mean (optimal - draft) coverage at depths 1..H; root_*: target mass at depth 1 "
+          "W = max(8, B/4); gap_by_depth: mean (optimal - draft) coverage at depths 1..H; "
+          "root_*: target mass at depth 1 "
           "of the draft tree, of the target's top K tokens, of the optimal tree (root_children*: its depth-1 nodes)")
     print(table(rows, list(rows[0])))
     write("optimal_gap", args, {"rows": rows, "detail": detail})

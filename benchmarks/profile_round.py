@@ -79,7 +79,8 @@ def main() -> None:
     model_s = sum(v[2] for k, v in stats.stats.items() if any(m in k[0] for m in MODEL_FILES) or k[0] == "~")
     total_s = sum(v[2] for v in stats.stats.values())
     top = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[: args.top]
-    rows = [{"function": f"{k[0].split('/')[-1]}:{k[1]}({k[2]})"[:70], "calls": v[1], "tottime_s": v[2]} for k, v in top]
+    rows = [{"function": f"{k[0].split('/')[-1]}:{k[1]}({k[2]})"[:70], "calls": v[1], "tottime_s": v[2]}
+            for k, v in top]
     print(f"{s['rounds']} rounds, tau {s['tau']:.2f}, {wall * 1e3 / s['rounds']:.1f} ms per round (wall)")
     print("per-round stage ms: " + "  ".join(f"{k} {v:.2f}" for k, v in per_round.items()))
     print(table(rows, ["function", "calls", "tottime_s"]))

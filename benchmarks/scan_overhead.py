@@ -154,9 +154,11 @@ def main() -> None:
     print(f"{len(prompts)} {name} prompts, {cfg.max_new_tokens} new tokens, T = {args.temperature:g}, "
           f"optimal {'on' if args.optimal else 'off'}, {torch.get_num_threads()} thread(s)")
     print(table(rows, ["repeat", "loop_s", "scan_s", "overhead"]))
-    print(f"median overhead {overhead:+.2%}; per prompt, paired: {paired[0]:+.2%} ± {paired[1]:.2%}; writing the records: serialise {cost['serialise_s'] * 1e3:.0f} ms, "
-          f"append + fsync {cost['append_fsync_s'] * 1e3:.0f} ms for {cost['rounds']} rounds, {cost['bytes'] / 1e6:.1f} "
-          f"MB ({(cost['serialise_s'] + cost['append_fsync_s']) / loop:.2%} of the loop's time)")
+    print(f"median overhead {overhead:+.2%}; per prompt, paired: {paired[0]:+.2%} ± {paired[1]:.2%}; "
+          f"writing the records: serialise {cost['serialise_s'] * 1e3:.0f} ms, "
+          f"append + fsync {cost['append_fsync_s'] * 1e3:.0f} ms for {cost['rounds']} rounds, "
+          f"{cost['bytes'] / 1e6:.1f} MB "
+          f"({(cost['serialise_s'] + cost['append_fsync_s']) / loop:.2%} of the loop's time)")
     if memory:
         print(table(memory, ["prompts", "rss_mb"]))
     tag = "_optimal" if args.optimal else ""
@@ -164,7 +166,8 @@ def main() -> None:
     write("scan_overhead", args, {"question": "a scan's wall time over a loop of tevviz decode's work on the same "
                                               "prompts (goal: <= 5%)", "date": DATE, "prompts": [p.id for p in prompts],
                                   "rows": rows, "median_overhead": overhead,
-                                  "paired_overhead": {"mean": paired[0], "se": paired[1], "pairs": len(extra)}, "writing": cost, "memory": memory,
+                                  "paired_overhead": {"mean": paired[0], "se": paired[1], "pairs": len(extra)},
+                                  "writing": cost, "memory": memory,
                                   "run_at": datetime.datetime.now().isoformat(timespec="seconds")})
 
 

@@ -1,8 +1,9 @@
 """Verifier-stage latency (decision + cache commit, target forward excluded) on the same recorded trees.
 
 For each budget B and temperature T: trees come from best-first decoding of the eval prompts with
-the same drafter (with --block, DDTree trees of a block drafter: the paper's Table 3 setting); each verifier decides on the same tree and target logits and commits a copy of
-the same target cache. Medians over trees of the per-tree median time, and ratios to predraw.
+the same drafter (with --block, DDTree trees of a block drafter: the paper's Table 3 setting); each
+verifier decides on the same tree and target logits and commits a copy of the same target cache.
+Medians over trees of the per-tree median time, and ratios to predraw.
 A second measure, `+law`, adds the tree's exit law, which every round record carries: TEV hands
 over the one it drew from, and for the other verifiers the session computes it after the decision.
 """
@@ -25,11 +26,12 @@ from tevviz.engine.verifiers import VERIFIERS
 def recorded_trees(pair, prompts, budget: int, temperature: float, per_prompt: int):
     """(prefix, tree) pairs from real decoding rounds with a best-first builder of budget B (DDTree's builder for
     a block drafter)."""
-    builder = pair_tree(pair, budget, 10)  # best-first at depth 10, or the drafter's own builder (common.pair_tree)
+    # best-first at depth 10, or the drafter's own builder (common.pair_tree)
+    builder = pair_tree(pair, budget, 10)
     out = []
     for i, ids in enumerate(prompts):
-        cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), builder=builder, max_new_tokens=200, seed=i,
-                           missing_top=0)
+        cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), builder=builder, max_new_tokens=200,
+                           seed=i, missing_top=0)
         s = DecodeSession(pair, ids, cfg)
         for _ in range(per_prompt):
             if s.done:
@@ -48,7 +50,8 @@ def stage_times(pair, prefix, tree, cfg: SamplingConfig, names, repeats: int) ->
     pair.target(input_ids=torch.tensor([prefix], device=device), cache=cache, use_cache=True)
     past = cache.get_seq_length()
     anc = ancestor_mask(tree)
-    logits = pair.target(input_ids=tree.tokens[None], attention_mask=additive_mask(tree_visibility(anc, past), pair.target.dtype),
+    logits = pair.target(input_ids=tree.tokens[None],
+                         attention_mask=additive_mask(tree_visibility(anc, past), pair.target.dtype),
                          position_ids=position_ids(tree, past), cache=cache, use_cache=True).logits[0]
     full = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
 
