@@ -51,6 +51,7 @@ def test_a_change_of_settings_starts_a_run_and_keeps_the_old_one(ctl):
     second = ctl.step(first, PROMPT, other)
     assert second.run_id != first.run_id and len(second.rounds) == 1
     assert "started a new run" in second.notice and run_name(first) in second.notice
+    ctl.runs.flush()  # the list reads the files: the writer's background work done
     kept = {r.run_id: r.name for r in ctl.runs.runs(USER)}
     assert first.run_id in kept and kept[first.run_id] == run_name(first)
     back = ctl.reopen(second, first.run_id)
@@ -82,6 +83,7 @@ def test_what_cannot_continue_says_why_and_keeps_the_import(ctl, tmp_path):
     imported = ctl.import_file(AppState(user=USER), str(round_file))
     st = ctl.step(imported, PROMPT, cfg)
     assert "cannot go on here (a round file holds no token stream" in st.notice
+    ctl.runs.flush()
     assert st.run_id != imported.run_id and imported.run_id in {r.run_id for r in ctl.runs.runs(USER)}
 
     other = dict(session_of(run), prompt_token_ids=[5, 6, 7])  # not how this tokenizer reads the prompt

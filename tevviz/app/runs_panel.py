@@ -54,20 +54,18 @@ def run_choices(ctl, st) -> gr.Dropdown:
     return gr.Dropdown(choices=choices, value=st.run_id if st.rounds else None, info=info)
 
 
-def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
-    """Open, pin, link and compare runs; restore the URL's view on load."""
-    ui.run_choices = lambda st: run_choices(ctl, st)
-    settings = ui.take(ui.settings)
-    opened_outputs = [ui.state, *ui.take(ROUND_OUTPUTS), ui.run_pick, ui.b_pick, ui.metric, *settings]
+def opened_updates(ctl, ui: Panel, st, metric, said_error: str = "") -> dict:
+    """Everything for a run just opened, its recorded settings and prompt in the settings widgets."""
+    values = settings_values(st.meta) | {"prompt": st.prompt}
+    out = {**everything(ui, st, metric), **{ui.settings[k]: v for k, v in values.items() if k in ui.settings},
+           ui.run_pick: run_choices(ctl, st), ui.b_pick: run_choices(ctl, st), ui.metric: metric}
+    if said_error:
+        out[ui.error] = said_error
+    return out
 
-    def opened(st, metric, said_error: str = "") -> dict:
-        """Everything for a run just opened, its recorded settings and prompt in the settings widgets."""
-        values = settings_values(st.meta) | {"prompt": st.prompt}
-        out = {**everything(ui, st, metric), **{ui.settings[k]: v for k, v in values.items() if k in ui.settings},
-               ui.run_pick: run_choices(ctl, st), ui.b_pick: run_choices(ctl, st), ui.metric: metric}
-        if said_error:
-            out[ui.error] = said_error
-        return out
+
+def wire_restore(ctl, demo: gr.Blocks, ui: Panel, outputs: list) -> None:
+    """On load: the browser's id (its runs' folder) and the view the URL names."""
 
     def restore(st, metric, user, query):
         st = current(st)
@@ -77,7 +75,7 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
         if not q["run"] and st.rounds:
             # A Step pressed before the page's load finished ran without the browser's id: keep its run now, and
             # redraw so the URL names it (a reload or a link then finds it).
-            ctl.keep(st)
+            ctl.keep(st, wait=True)
             return {**everything(ui, st, metric), ui.run_pick: run_choices(ctl, st), ui.b_pick: run_choices(ctl, st)}
         if not q["run"]:
             return {ui.state: st, ui.run_pick: run_choices(ctl, st), ui.b_pick: run_choices(ctl, st)}
@@ -94,7 +92,21 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
             new = select(new, q["node"])
         ctl.keep(new)  # a link from another browser: the run joins this browser's runs
         metric = q["metric"] or metric
-        return opened(replace(new, metric=metric), metric)
+        return opened_updates(ctl, ui, replace(new, metric=metric), metric)
+
+    load = demo.load(None, None, [ui.user_box, ui.query_box], js=LOAD_JS)
+    load.then(restore, [ui.state, ui.metric, ui.user_box, ui.query_box], outputs, api_visibility="private", **LIGHT)
+
+
+def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
+    """Open, pin, link and compare runs; restore the URL's view on load."""
+    ui.run_choices = lambda st: run_choices(ctl, st)
+    settings = ui.take(ui.settings)
+    opened_outputs = [ui.state, *ui.take(ROUND_OUTPUTS), ui.run_pick, ui.b_pick, ui.metric, *settings]
+    wire_restore(ctl, demo, ui, opened_outputs)
+
+    def opened(st, metric, said_error: str = "") -> dict:
+        return opened_updates(ctl, ui, st, metric, said_error)
 
     def open_run(st, metric, run_id):
         st = current(st)
@@ -130,9 +142,6 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
         figure = union_figure_dict(ra, rb, ("A", "B"), title=f"round {k}: A and B in one layout")
         return {ui.cmp_md: comparison_markdown(cmp, rc), ui.cmp_plot: figure_json(figure), ui.error: ""}
 
-    load = demo.load(None, None, [ui.user_box, ui.query_box], js=LOAD_JS)
-    load.then(restore, [ui.state, ui.metric, ui.user_box, ui.query_box], opened_outputs, api_visibility="private",
-              **LIGHT)
     ui.open_btn.click(open_run, [ui.state, ui.metric, ui.run_pick], opened_outputs, api_name="open_run", **LIGHT)
     ui.pin_btn.click(pin, [ui.state], [ui.state, ui.cmp_md, ui.b_pick, ui.error, ui.cmp_acc], api_name="pin", **LIGHT)
     ui.cmp_btn.click(compare, [ui.state, ui.b_pick, ui.cmp_round], [ui.cmp_md, ui.cmp_plot, ui.error],
