@@ -188,7 +188,19 @@ def agreement(target, draft, stream: torch.Tensor, seq_len: int, n: int = 32) ->
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def save_model(model, tokenizer, folder: Path, dtype: torch.dtype) -> None:
+    """The model and tokenizer in `folder`: weights stored in `dtype` to fit the size budget; the config's dtype stays
+    float32 so that dtype="auto" computes in float32 (bf16 values are exact in float32)."""
+    state = {k: v.to(dtype) for k, v in model.state_dict().items()}
+    model.save_pretrained(folder, state_dict=state)
+    cfg_path = folder / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["dtype"] = "float32"
+    cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
+    tokenizer.save_pretrained(folder)
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="tevviz pair train-target stdlib", description=__doc__)
     ap.add_argument("--out", type=Path, default=Path("assets/models"))
     ap.add_argument("--target-steps", type=int, default=1500)
@@ -204,7 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target-lr", type=float, default=1.5e-3)
     ap.add_argument("--bf16-autocast", action="store_true", help="train under bfloat16 autocast (fast on AMX CPUs)")
     ap.add_argument("--save-dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     t_start = time.perf_counter()
@@ -252,17 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         ev = evaluate(model, held_stream, args.seq_len, max_windows=256)
         card[name] = {"parameters": n_params, "shape": asdict(shape), "lr": lr, **run, "held_out": ev}
         models[name] = model
-        folder = args.out / f"tevviz-stdlib-{name}"
-        model.eval()
-        # Weights are stored at half precision to fit the size budget; config dtype stays float32 so
-        # dtype="auto" computes in float32 (bf16 values are exact in float32).
-        state = {k: v.to(getattr(torch, args.save_dtype)) for k, v in model.state_dict().items()}
-        model.save_pretrained(folder, state_dict=state)
-        cfg_path = folder / "config.json"
-        cfg = json.loads(cfg_path.read_text())
-        cfg["dtype"] = "float32"
-        cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
-        tokenizer.save_pretrained(folder)
+        save_model(model.eval(), tokenizer, args.out / f"tevviz-stdlib-{name}", getattr(torch, args.save_dtype))
     print(f"prompts: {write_prompts(args.out.parent / 'prompts.jsonl')} written", flush=True)
     card["agreement"] = agreement(models["target"], models["draft"], held_stream, args.seq_len)
     card["total_wall_s"] = time.perf_counter() - t_start
