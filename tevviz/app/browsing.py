@@ -16,7 +16,7 @@ from .widgets import LIGHT, Panel, current, figure_json
 
 
 def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
-    """The round slider, the keys, clicks on the tree, the node colour and scale, the node picker, the prompts."""
+    """The round slider, the keys, clicks on the tree, its width and the node picker; then the view's options."""
 
     def set_view(st, metric_name, index):
         st = current(st)
@@ -58,6 +58,27 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
             return {}
         return {ui.tree: figure_json(tree_plot(with_width(ui, st), st.metric, as_dict=True))}
 
+    browse = [ui.state, *ui.take(BROWSE_OUTPUTS)]
+    ui.view.release(set_view, [ui.state, ui.metric, ui.view], browse, api_name="view", **LIGHT)
+    # A key pressed while the last one is answered waits for it and runs once (the newest): none is lost to a
+    # pending event, and two never read the same state.
+    ui.tree.key_up(press, [ui.state, ui.metric], browse, api_name="key", show_progress="hidden",
+                   trigger_mode="always_last", **LIGHT)
+    # A click on the drafter's rows rings that token's nodes; one on the tree boxes the node's token in the rows.
+    ui.rows_plot.select(click, [ui.state, ui.metric], [ui.state, *ui.take(NODE_OUTPUTS)], api_visibility="private",
+                        show_progress="hidden", **LIGHT)
+    ui.tree.select(click, [ui.state, ui.metric], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="click",
+                   show_progress="hidden", trigger_mode="always_last", **LIGHT)
+    ui.tree.apply(resize, [ui.state, ui.metric], [ui.tree], api_visibility="private",
+                  show_progress="hidden", **LIGHT)
+    ui.node.select(select_node, [ui.state, ui.metric, ui.node], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="node",
+                   **LIGHT)
+    wire_view_options(ui, by_id)
+
+
+def wire_view_options(ui: Panel, by_id: dict[str, str]) -> None:
+    """The node colour and scale, the ghost branches, the optimal tree every round, and the example prompts."""
+
     def redraw(st, metric_name, **changes):
         if current(st).round is None:
             # Nothing drawn to recolour. (A view restored on load sets the colour too, and the change event it fires
@@ -74,25 +95,10 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
     def pick_prompt(prompt_id):
         return by_id.get(prompt_id, gr.skip())
 
-    browse = [ui.state, *ui.take(BROWSE_OUTPUTS)]
-    ui.view.release(set_view, [ui.state, ui.metric, ui.view], browse, api_name="view", **LIGHT)
-    # A key pressed while the last one is answered waits for it and runs once (the newest): none is lost to a
-    # pending event, and two never read the same state.
-    ui.tree.key_up(press, [ui.state, ui.metric], browse, api_name="key", show_progress="hidden",
-                   trigger_mode="always_last", **LIGHT)
-    # A click on the drafter's rows rings that token's nodes; one on the tree boxes the node's token in the rows.
-    ui.rows_plot.select(click, [ui.state, ui.metric], [ui.state, *ui.take(NODE_OUTPUTS)], api_visibility="private",
-                        show_progress="hidden", **LIGHT)
-    ui.tree.select(click, [ui.state, ui.metric], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="click",
-                   show_progress="hidden", trigger_mode="always_last", **LIGHT)
-    ui.tree.apply(resize, [ui.state, ui.metric], [ui.tree], api_visibility="private",
-                  show_progress="hidden", **LIGHT)
     drawn = [ui.state, ui.tree, ui.url]
     ui.metric.change(redraw, [ui.state, ui.metric], drawn, api_name="metric", **LIGHT)
     ui.scale.change(lambda st, m, scale: redraw(st, m, scale=scale), [ui.state, ui.metric, ui.scale], drawn,
                     api_name="scale", **LIGHT)
-    ui.node.select(select_node, [ui.state, ui.metric, ui.node], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="node",
-                   **LIGHT)
     ui.pick.change(pick_prompt, [ui.pick], [ui.prompt], api_visibility="private", **LIGHT)
     ui.ghosts.change(lambda st, m, on: redraw(st, m, ghosts=bool(on)), [ui.state, ui.metric, ui.ghosts], drawn,
                      api_name="ghosts", **LIGHT)
