@@ -1,6 +1,6 @@
 """What the command line's model and decoding flags mean to the engine: a ModelSource and a DecodeConfig.
 
-Shared by the commands (tevviz.commands) and `tevviz scan` (tevviz.scan); the flags themselves are in tevviz.cli.
+Shared by the commands (tevviz.commands) and `tevviz scan` (tevviz.scan); the flags themselves are in tevviz.flags and tevviz.cli.
 """
 
 from __future__ import annotations
