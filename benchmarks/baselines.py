@@ -19,12 +19,12 @@ import time
 
 import torch
 from common import best_first, tree_decode
-from pass_cost import pass_ms
 
 from tevviz.engine.builders import BuilderConfig
 from tevviz.engine.drafters import drafter_kind_of
 from tevviz.engine.models import ModelPair, load_model
 from tevviz.engine.pairs import AUTO_LIMIT, decode_start, pair_of_target
+from tevviz.engine.pass_costs import draft_level_ms, target_pass_ms
 from tevviz.engine.speed import PassCosts, ideal_speed
 from tevviz.engine.threads import TORCH_DEFAULT_THREADS, thread_count
 
@@ -170,9 +170,13 @@ def measured_pass_costs(pair: ModelPair, prompts: list[list[int]], max_new_token
     block = block if block.shape[1] >= max(sizes) else torch.cat([block] * (max(sizes) // block.shape[1] + 1), 1)
 
     def measure():
-        return pass_ms(pair.target, ctx, block, sizes, repeats), pass_ms(pair.draft, ctx, block, rows, repeats)
+        # The draft's levels timed through the step decoding drafts with (its written-out forward where it takes one).
+        return target_pass_ms(pair.target, ctx, block, sizes, repeats), draft_level_ms(pair, ctx, block, rows, repeats)
 
     target, draft = at_threads(decode_threads(), measure)()
+    if draft is None:
+        raise SystemExit("--baselines prices the levels of a causal-LM drafter only (the ideal of a block drafter or "
+                         "an EAGLE-3 head is not modelled)")
     return PassCosts(target, draft)
 
 

@@ -24,6 +24,7 @@ from ..engine import (
 )
 from ..engine import io as tio
 from ..engine.comparison import Comparison, compare_verifiers
+from ..engine.pass_costs import measure_pass_costs
 from ..engine.scoring import check_ids, rescore
 from ..files import atomic_write, atomic_write_json
 from .model_thread import on_model_thread
@@ -155,9 +156,12 @@ class Controller(TrainingActions):
     def baseline(self, st: AppState, prompt: str, cfg: DecodeConfig) -> AppState:
         """Time plain autoregressive decoding of the target on the same prompt and settings."""
         pair = self.source.get()
-        result = autoregressive(pair, encode_prompt(pair.tokenizer, prompt, chat=cfg.chat), cfg)
+        ids = encode_prompt(pair.tokenizer, prompt, chat=cfg.chat)
+        result = autoregressive(pair, ids, cfg)
+        # The pair's forwards timed beside it: the limit a run is held against (speed.ideal_speed).
+        costs = measure_pass_costs(pair, ids + list(result.token_ids), context=len(ids) + len(result.token_ids) // 2)
         entry = {"tokens": len(result.token_ids), "seconds": result.seconds, "tokens_per_s": result.tokens_per_s,
-                 "prompt": prompt, "cfg": cfg}
+                 "prompt": prompt, "cfg": cfg, "costs": costs}
         return replace(st, baseline=entry)
 
     @on_model_thread

@@ -15,7 +15,7 @@ from ..engine.comparison import Comparison
 from ..engine.exit_mass import ExitMassMove
 from ..engine.records import expected_length_text, optimal_label
 from ..engine.round_numbers import NUMBERS, SESSION
-from ..engine.speed import ms_per_token, speed_breakdown
+from ..engine.speed import ideal_speed, ms_per_token, speed_breakdown
 from ..engine.summary import SessionSummary, summarize
 from ..render import (
     BONUS,
@@ -224,7 +224,22 @@ def speed_lines(st: AppState, base: dict | None) -> list[str]:
             "|---|---|---|---|---|---|---|---|",
             (f"| this run | {' | '.join(cells)} | {_fmt(rest, 2)} | {_fmt(speed.ms_per_token, 2)} | "
             f"{'—' if plain is None else _fmt(plain, 2)} |"),
-            "", speed.sentence + ("" if plain is not None else " Press *Run baseline* to time plain decoding.")]
+            "", speed.sentence + ("" if plain is not None else " Press *Run baseline* to time plain decoding."),
+            *ideal_lines(st, base)]
+
+
+def ideal_lines(st: AppState, base: dict | None) -> list[str]:
+    """The run against its limit: the tokens/s its rounds would reach if a round cost only its forwards, at the pass
+    costs timed with the baseline, and the share of it achieved."""
+    costs = (base or {}).get("costs")
+    if costs is None or st.dropped or st.kind != "live" or st.seconds <= 0:
+        return []
+    speed = ideal_speed(st.rounds, costs, st.seconds)
+    if speed.share is None:
+        return []
+    return ["", (f"At the pass costs timed with the baseline, these rounds would reach "
+                 f"{_fmt(speed.ideal_tokens_per_s, 1)} tokens/s if a round cost only its forwards: this run reached "
+                 f"{speed.share:.0%} of it.")]
 
 
 def comparison_markdown(c: Comparison) -> str:
