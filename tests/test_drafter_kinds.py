@@ -209,3 +209,13 @@ def test_the_kinds_keep_their_registry_order_whatever_imported_them_first():
             "print(','.join(_FROM[k].rsplit('.', 1)[1] for k in drafter_kinds()) == ','.join(MODULES))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True"
+
+
+def test_the_apps_builder_hint_names_every_builder_with_the_kinds_it_drafts_with():
+    from tevviz.engine.builder_kinds import builder_names
+    from tevviz.engine.drafters import builder_fits, drafter_kinds
+
+    hint = builder_fits()
+    assert all(b in hint for b in builder_names()) and all(f"{k} drafters" in hint or f"{k} and" in hint
+                                                           for k in drafter_kinds())
+    assert "ddtree: block drafters" in hint

@@ -6,6 +6,7 @@ import gradio as gr
 
 from ..engine import TevvizError
 from ..engine.builders import BUILDERS, BuilderConfig
+from ..engine.drafters import builder_fits
 from ..engine.pairs import AUTO_LIMIT, OTHER_PAIR_DEFAULTS, DecodeDefaults
 from ..engine.sampling import SamplingConfig
 from ..engine.session import DecodeConfig
@@ -68,7 +69,7 @@ def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str
             c["top_p"] = gr.Number(SamplingConfig.top_p, label="top-p (1 = off)", min_width=90)
     with gr.Accordion("Draft tree and verifier", open=True):
         c["builder"] = gr.Radio(list(BUILDERS), value=start.builder, label="builder",
-                                info="ddtree: DDTree's heap over a block drafter's rows (block drafters only)")
+                                info=builder_fits())
         with gr.Row():
             c["budget"] = gr.Number(AUTO_LIMIT if auto else start.budget, precision=0, label="B budget", min_width=70)
             c["depth"] = gr.Number(start.depth, precision=0, label="H depth", min_width=70)

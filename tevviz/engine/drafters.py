@@ -174,6 +174,14 @@ def article(word: str) -> str:
     return "an" if word[0] in "aeiou" else "a"
 
 
+def builder_fits() -> str:
+    """Which builders draft with which kinds of drafter, in one line (the app's builder hint)."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for b in builder_names():
+        groups.setdefault(tuple(k.name for k in drafter_kinds().values() if accepts(b, k)), []).append(b)
+    return "; ".join(f"{', '.join(bs)}: {' and '.join(ks)} drafters" for ks, bs in groups.items())
+
+
 def check_builder(builder: str, kind: DrafterKind, draft_name: str) -> None:
     """Refuse a builder that does not draft with `kind`, naming the ones that do."""
     if not accepts(builder, kind):
