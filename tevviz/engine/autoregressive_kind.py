@@ -80,4 +80,5 @@ def fresh_tree(pair, context: list[int], builder):
 register(DrafterKind(
     "autoregressive", "a causal LM drafted level by level", recognises=lambda folder: True,
     matches=lambda model: True, load=load, save=save, make=AutoregressiveDrafter, fresh_tree=fresh_tree,
-    default_builder="best-first", trainer=ExitTrainer, distills=True, recipe="drafter"))
+    default_builder="best-first", trainer=ExitTrainer, distills=True, recipe="drafter",
+    causal_lm=True))

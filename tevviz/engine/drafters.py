@@ -104,6 +104,7 @@ class DrafterKind:
     why_not_trained: str = ""
     distills: bool = False  # tevviz train's distillation warm start applies
     recipe: str = ""  # module of tevviz.recipes whose main(argv) trains one (tevviz pair train-drafter --kind)
+    causal_lm: bool = False  # its model is a causal LM drafted on its own KV cache (engine/pass_costs.py times it)
     # The doctor: the plausible readings of a loaded drafter beside a target of `n_layers` decoder layers (the own
     # one first; [] when nothing is ambiguous), and how to put one in place on the model (in place, undone by
     # applying the own reading again).

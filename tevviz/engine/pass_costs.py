@@ -56,7 +56,7 @@ def target_pass_ms(target, context: torch.Tensor, block: torch.Tensor, sizes, re
 def draft_level_ms(pair, context: torch.Tensor, block: torch.Tensor, rows, repeats: int) -> dict[int, float] | None:
     """Ms of one draft level of n rows on a cached context, through the step decoding drafts with (its written-out
     forward where it takes one); None for a drafter that does not draft level by level on its own cache."""
-    if drafter_kind_of(pair.draft).name != "autoregressive":
+    if not drafter_kind_of(pair.draft).causal_lm:
         return None
     step = (fast_step(pair.draft) if pair.draft_call is None else None) or ModelStep(pair.drafting,
                                                                                     new_cache(pair.draft))
