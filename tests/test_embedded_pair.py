@@ -30,10 +30,12 @@ def test_assets_fit_the_budget_and_are_documented():
                                    "tevviz-stdlib-block-draft")]
     assert sum(folder_bytes(f) for f in stdlib) <= 40 * 1024 * 1024
     assert folder_bytes(MODELS / "tevviz-stdlib-block-draft") <= 8 * 1024 * 1024
-    # The SmolLM2 drafters: at most 16 MB of weights each (bfloat16), beside the target's 3.5 MB tokenizer.
-    for folder in named_pair("smollm2").drafter_paths().values():
-        assert sum(p.stat().st_size for p in folder.glob("*.safetensors")) <= 16 * 1024 * 1024
-    assert folder_bytes(MODELS) <= 80 * 1024 * 1024
+    # The SmolLM2 drafters: at most 16 MB of weights each (bfloat16), beside the target's 3.5 MB tokenizer; an EAGLE-3
+    # head, whose draft vocabulary's head is most of it, at most 24 MB.
+    for name, folder in named_pair("smollm2").drafter_paths().items():
+        cap = 24 if "eagle3" in name else 16
+        assert sum(p.stat().st_size for p in folder.glob("*.safetensors")) <= cap * 1024 * 1024, name
+    assert folder_bytes(MODELS) <= 100 * 1024 * 1024
     assert (MODELS / "MODEL_CARD.md").is_file()
     rows = load_prompts()
     assert 30 <= len(rows) <= 60
