@@ -145,7 +145,7 @@ def app_server(args, port: int):
     """The app serving on 127.0.0.1:port, in a process of its own unless --in-process."""
     if args.in_process:
         from tevviz.app import build_demo, launch_options
-        from tevviz.engine.models import ModelSource
+        from tevviz.engine.load.models import ModelSource
 
         if args.threads:
             torch.set_num_threads(args.threads)

@@ -5,11 +5,11 @@ count, each with sdpa and eager attention (the fastest of the four is the plain 
 the pair's drafter, prompt lookup (`prompt_lookup_num_tokens`) and early-exit self-speculation (`assistant_early_exit`,
 where the target's decoder slices its layers by `config.num_hidden_layers`, which is how transformers exits early),
 at the thread count where `generate` was faster on the first prompt (timed before the run); tevviz's default for the
-pair and temperature (`tevviz decode`'s, engine/pairs.py) and best-first + TEV at each --trees setting, at `tevviz
+pair and temperature (`tevviz decode`'s, engine/load/pairs.py) and best-first + TEV at each --trees setting, at `tevviz
 decode`'s thread count, a new cost model per prompt.
 
 For each tevviz row, the ideal: the tokens/s its own rounds would reach if a round cost only its forwards at the pass
-costs measured in the same run (pass_cost.py's model, engine/speed.py), and the share of it achieved.
+costs measured in the same run (pass_cost.py's model, engine/records/speed.py), and the share of it achieved.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import time
 import torch
 from common import best_first, tree_decode
 
-from tevviz.engine.builders import BuilderConfig
-from tevviz.engine.drafters import drafter_kind_of
-from tevviz.engine.models import ModelPair, load_model
-from tevviz.engine.pairs import AUTO_LIMIT, decode_start, pair_of_target
-from tevviz.engine.pass_costs import draft_level_ms, target_pass_ms
-from tevviz.engine.speed import PassCosts, ideal_speed
-from tevviz.engine.threads import TORCH_DEFAULT_THREADS, thread_count
+from tevviz.engine.core.threads import TORCH_DEFAULT_THREADS, thread_count
+from tevviz.engine.decode.pass_costs import draft_level_ms, target_pass_ms
+from tevviz.engine.draft.builders import BuilderConfig
+from tevviz.engine.draft.drafters import drafter_kind_of
+from tevviz.engine.load.models import ModelPair, load_model
+from tevviz.engine.load.pairs import AUTO_LIMIT, decode_start, pair_of_target
+from tevviz.engine.records.speed import PassCosts, ideal_speed
 
 TARGET_SIZES = (1, 2, 3, 4, 5, 6, 9, 13, 17, 25, 33, 49, 65)  # tokens per target pass priced (tree sizes)
 DRAFT_ROWS = (1, 2, 4, 8, 16)  # rows per draft forward priced (a level's kept nodes)
@@ -94,7 +94,7 @@ def fastest_threads(pair: ModelPair, ids: list[int], n: int) -> tuple[int, dict[
 
 
 def decode_threads() -> int:
-    """The thread count `tevviz decode` runs at by default (engine/threads.py)."""
+    """The thread count `tevviz decode` runs at by default (engine/core/threads.py)."""
     return thread_count(None) or torch.get_num_threads()
 
 

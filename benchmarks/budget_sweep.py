@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from common import best_first, parser, setup, table, tree_decode, write
 
-from tevviz.engine.sampling import SamplingConfig
-from tevviz.engine.session import DecodeConfig, autoregressive
+from tevviz.engine.core.sampling import SamplingConfig
+from tevviz.engine.decode.session import DecodeConfig, autoregressive
 
 
 def main() -> None:

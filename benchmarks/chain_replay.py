@@ -23,9 +23,9 @@ from pathlib import Path
 
 from common import parser, setup, table, tree_decode, write
 
-from tevviz.engine.auto_budget import AutoBudget
-from tevviz.engine.builders import BuilderConfig
-from tevviz.engine.records import expected_accepted
+from tevviz.engine.cost.auto_budget import AutoBudget
+from tevviz.engine.draft.builders import BuilderConfig
+from tevviz.engine.records.records import expected_accepted
 
 
 def expected_tokens(accept: list[float], depth: int) -> float:

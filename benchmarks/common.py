@@ -15,10 +15,10 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tevviz.engine.builders import BuilderConfig
-from tevviz.engine.models import ModelSource
-from tevviz.engine.pairs import NAMED_PAIRS, named_pair
-from tevviz.engine.session import encode_prompt
+from tevviz.engine.decode.session import encode_prompt
+from tevviz.engine.draft.builders import BuilderConfig
+from tevviz.engine.load.models import ModelSource
+from tevviz.engine.load.pairs import NAMED_PAIRS, named_pair
 from tevviz.prompts import load_prompts
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -56,7 +56,7 @@ def best_first(budget: int, depth: int, children: int = BuilderConfig.children) 
 def pair_tree(pair, budget: int, depth: int) -> BuilderConfig:
     """The tree a pair's drafter builds: its kind's own builder, at most as deep as its natural depth (DDTree's as
     deep as its block for a block drafter); the benchmarks' best-first tree where that builder is best-first."""
-    from tevviz.engine.drafters import drafter_kind_of
+    from tevviz.engine.draft.drafters import drafter_kind_of
 
     kind = drafter_kind_of(pair.draft)
     own = kind.model_depth(pair.draft)
@@ -114,8 +114,8 @@ def tree_decode(pair, ids: list[int], temperature: float, builder, verifier: str
     """One timed tree decode of `ids` as the benchmarks run it (no EOS stop, no missing tokens): (session, seconds).
 
     `cost_model` (an AutoBudget) carries --budget auto's measurements from one prompt to the next."""
-    from tevviz.engine.sampling import SamplingConfig
-    from tevviz.engine.session import DecodeConfig, DecodeSession
+    from tevviz.engine.core.sampling import SamplingConfig
+    from tevviz.engine.decode.session import DecodeConfig, DecodeSession
 
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), builder=builder, verifier=verifier,
                        max_new_tokens=max_new_tokens, seed=seed, stop_on_eos=False, missing_top=0)

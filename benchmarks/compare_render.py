@@ -13,11 +13,11 @@ import time
 
 from common import parser, setup, table, write
 
-from tevviz.engine import io as tio
-from tevviz.engine.builders import BuilderConfig
-from tevviz.engine.run_compare import Run, compare_runs
-from tevviz.engine.sampling import SamplingConfig
-from tevviz.engine.session import DecodeConfig, DecodeSession
+from tevviz.engine.core.sampling import SamplingConfig
+from tevviz.engine.decode.session import DecodeConfig, DecodeSession
+from tevviz.engine.draft.builders import BuilderConfig
+from tevviz.engine.records import io as tio
+from tevviz.engine.records.run_compare import Run, compare_runs
 from tevviz.render.compare_figure import pair_figures, shared_layout, side_figure_dicts, union_figure_dict
 
 

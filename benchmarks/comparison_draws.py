@@ -14,9 +14,9 @@ import time
 
 from common import best_first, parser, setup, sync, table, write
 
-from tevviz.engine.comparison import COMPARED_VERIFIERS, compare_verifiers
-from tevviz.engine.sampling import SamplingConfig
-from tevviz.engine.session import DecodeConfig, DecodeSession
+from tevviz.engine.core.sampling import SamplingConfig
+from tevviz.engine.decode.session import DecodeConfig, DecodeSession
+from tevviz.engine.verify.comparison import COMPARED_VERIFIERS, compare_verifiers
 
 
 def one_round(pair, ids: list[int], temperature: float, budget: int, depth: int):

@@ -12,15 +12,15 @@ import time
 import torch
 from common import best_first, parser, setup, table, tree_decode, write
 
-from tevviz.engine.evaluation import evaluate
-from tevviz.engine.models import assets_dir
-from tevviz.engine.session import autoregressive
+from tevviz.engine.decode.session import autoregressive
+from tevviz.engine.load.models import assets_dir
+from tevviz.engine.train.evaluation import evaluate
 
 
 @torch.no_grad()
 def forward_ms(model, tokens: int, cached: int = 256, repeats: int = 30) -> float:
     """Median ms of one forward of `tokens` new tokens on top of a `cached`-token cache."""
-    from tevviz.engine.kv import keep_entries, new_cache
+    from tevviz.engine.core.kv import keep_entries, new_cache
 
     times = []
     for _ in range(repeats):

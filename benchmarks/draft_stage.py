@@ -1,4 +1,4 @@
-"""Does the written-out draft forward (engine/fast_draft.py) make the draft stage and decoding cheaper?
+"""Does the written-out draft forward (engine/draft/fast_draft.py) make the draft stage and decoding cheaper?
 
 For each tree: the draft stage alone (one round's levels on top of a `--context`-token cache, then cropped) and the
 bare draft forwards of the same sizes through the model's modules, both ways; then whole decodes of the held-out
@@ -14,11 +14,11 @@ import time
 import torch
 from common import parser, setup, table, tree_decode, write
 
-from tevviz.engine import fast_draft
-from tevviz.engine.builders import BuilderConfig, ModelStep, draft_levels
-from tevviz.engine.fast_draft import LlamaStep
-from tevviz.engine.kv import causal_visibility, new_cache
-from tevviz.engine.sampling import SamplingConfig
+from tevviz.engine.core.kv import causal_visibility, new_cache
+from tevviz.engine.core.sampling import SamplingConfig
+from tevviz.engine.draft import fast_draft
+from tevviz.engine.draft.builders import BuilderConfig, ModelStep, draft_levels
+from tevviz.engine.draft.fast_draft import LlamaStep
 
 TREES = {"best-first B8 H4": (BuilderConfig(budget=8, depth=4), 0.0, "tev"),
          "best-first B32 H6": (BuilderConfig(budget=32, depth=6), 0.0, "tev"),

@@ -18,10 +18,10 @@ from dataclasses import replace
 
 from common import pair_tree, parser, sync, table, tree_decode, write
 
-from tevviz.engine.auto_budget import AutoBudget
-from tevviz.engine.models import ModelPair, ModelSource, with_draft
-from tevviz.engine.pairs import named_pair
-from tevviz.engine.session import encode_prompt
+from tevviz.engine.cost.auto_budget import AutoBudget
+from tevviz.engine.decode.session import encode_prompt
+from tevviz.engine.load.models import ModelPair, ModelSource, with_draft
+from tevviz.engine.load.pairs import named_pair
 from tevviz.prompts import load_prompts
 
 

@@ -16,9 +16,9 @@ import statistics
 from common import best_first, pair_tree, parser, table, tree_decode, write
 from drafter_frontier import generate_seconds
 
-from tevviz.engine.drafters import drafter_kind_of
-from tevviz.engine.models import ModelSource, with_draft
-from tevviz.engine.session import encode_prompt
+from tevviz.engine.decode.session import encode_prompt
+from tevviz.engine.draft.drafters import drafter_kind_of
+from tevviz.engine.load.models import ModelSource, with_draft
 from tevviz.prompts import load_prompts
 
 

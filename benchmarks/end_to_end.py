@@ -25,10 +25,10 @@ import baselines
 from baselines import at_threads
 from common import best_first, parser, setup, sync, table, tree_decode, tree_flags, write
 
-from tevviz.engine.builders import BuilderConfig
-from tevviz.engine.drafters import drafter_kind_of, folder_kind
-from tevviz.engine.models import ModelPair, load_model
-from tevviz.engine.pairs import named_pair
+from tevviz.engine.draft.builders import BuilderConfig
+from tevviz.engine.draft.drafters import drafter_kind_of, folder_kind
+from tevviz.engine.load.models import ModelPair, load_model
+from tevviz.engine.load.pairs import named_pair
 
 
 def hf_generate(pair: ModelPair, ids, n: int, temperature: float, assistant=None, prompt_lookup: int = 0):
@@ -39,8 +39,8 @@ def hf_generate(pair: ModelPair, ids, n: int, temperature: float, assistant=None
 
 
 def own_autoregressive(pair: ModelPair, ids, n: int, temperature: float, seed: int):
-    from tevviz.engine.sampling import SamplingConfig
-    from tevviz.engine.session import DecodeConfig, autoregressive
+    from tevviz.engine.core.sampling import SamplingConfig
+    from tevviz.engine.decode.session import DecodeConfig, autoregressive
 
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), max_new_tokens=n, seed=seed, stop_on_eos=False)
     return len(autoregressive(pair, ids, cfg).token_ids), None
@@ -75,7 +75,7 @@ def block_decoders(block: ModelPair, args, temp: float) -> dict:
         for v in ("tev", "predraw"):
             out[f"block+{builder}+{v} B={b}"] = lambda ids, i, t=tree, v=v: tree_run(block, ids, n, temp, t, v, i)
     if args.auto:
-        from tevviz.engine.auto_budget import AutoBudget
+        from tevviz.engine.cost.auto_budget import AutoBudget
 
         limit = max({args.budget, *args.budgets})
         auto = BuilderConfig(kind=builder, budget=limit, depth=depth, auto=True)
@@ -120,7 +120,7 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None, 
     for b in sorted({args.budget, *args.budgets}):
         out[f"best-first+tev B={b}"] = lambda ids, i, b=b: tree_run(pair, ids, n, temp, tree(b), "tev", i)
     if args.auto:
-        from tevviz.engine.auto_budget import AutoBudget
+        from tevviz.engine.cost.auto_budget import AutoBudget
 
         limit = max({args.budget, *args.budgets})
         auto = replace(tree(limit), auto=True)
@@ -130,7 +130,7 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None, 
         sampled = BuilderConfig(kind="sampled", depth=h)
         out[f"sampled+speculative H={h}"] = lambda ids, i, b=sampled: tree_run(pair, ids, n, temp, b, "speculative", i)
     if args.auto and args.sampled_depths:
-        from tevviz.engine.auto_budget import AutoBudget
+        from tevviz.engine.cost.auto_budget import AutoBudget
 
         h = max(args.sampled_depths)
         sampled = BuilderConfig(kind="sampled", depth=h, auto=True)
@@ -138,7 +138,7 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None, 
         out[f"sampled+speculative auto (H<={h})"] = lambda ids, i: tree_run(pair, ids, n, temp, sampled, "speculative",
                                                                             i, chain_model)
     if args.mixed:
-        from tevviz.engine.arm_choice import MixedBudget
+        from tevviz.engine.cost.arm_choice import MixedBudget
 
         limit = max({args.budget, *args.budgets})
         mixed = replace(tree(limit), kind="mixed", auto=True)
@@ -202,7 +202,7 @@ def parse_args():
 
 def other_drafters(pair: ModelPair, args) -> tuple[ModelPair | None, ModelPair | None]:
     """The pair with its exit-trained drafter (None when there is none) and with --block's block drafter."""
-    from tevviz.engine.models import with_draft
+    from tevviz.engine.load.models import with_draft
 
     shipped = list(named_pair(args.pair or "stdlib").drafter_paths().values())
     own = drafter_kind_of(pair.draft)  # the exit-trained drafter is the next shipped one of the same kind

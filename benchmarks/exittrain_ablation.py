@@ -25,13 +25,13 @@ from pathlib import Path
 from ablation_table import merge, table_rows
 from common import held_out_windows, pair_tree, parser, setup, table, write
 
-from tevviz.engine.block_exittrain import make_trainer, save_trained
-from tevviz.engine.builders import BuilderConfig
-from tevviz.engine.drafters import drafter_kind_of
-from tevviz.engine.evaluation import evaluate
-from tevviz.engine.exittrain import TOKEN_LABELS, TrainConfig, contexts_from_streams, mixed_temperatures
-from tevviz.engine.models import ModelPair, ModelSource, with_draft
-from tevviz.engine.streams import collect_mixed_streams
+from tevviz.engine.decode.streams import collect_mixed_streams
+from tevviz.engine.draft.builders import BuilderConfig
+from tevviz.engine.draft.drafters import drafter_kind_of
+from tevviz.engine.load.models import ModelPair, ModelSource, with_draft
+from tevviz.engine.train.block_exittrain import make_trainer, save_trained
+from tevviz.engine.train.evaluation import evaluate
+from tevviz.engine.train.exittrain import TOKEN_LABELS, TrainConfig, contexts_from_streams, mixed_temperatures
 from tevviz.prompts import load_prompts
 
 
@@ -248,7 +248,7 @@ def warm_start_drafter(args: argparse.Namespace, pair: ModelPair, streams: list)
     if not args.distill_steps:
         return None, []
     from tevviz.commands import distill_stream
-    from tevviz.engine.distillation import DistillConfig, target_law, warm_start
+    from tevviz.engine.train.distillation import DistillConfig, target_law, warm_start
 
     dcfg = DistillConfig(steps=args.distill_steps, batch=args.distill_batch, window=args.distill_window,
                          lr=args.distill_lr, seed=args.seed, top_k=args.distill_top_k)

@@ -17,11 +17,11 @@ import statistics
 import torch
 from common import held_out_windows, pair_tree, parser, table, write
 
-from tevviz.engine.block_exittrain import tree_for
-from tevviz.engine.builders import BuilderConfig
-from tevviz.engine.ddtree import ddtree_tree
-from tevviz.engine.exittrain import target_weights
-from tevviz.engine.models import ModelPair, with_draft
+from tevviz.engine.draft.builders import BuilderConfig
+from tevviz.engine.draft.ddtree import ddtree_tree
+from tevviz.engine.load.models import ModelPair, with_draft
+from tevviz.engine.train.block_exittrain import tree_for
+from tevviz.engine.train.exittrain import target_weights
 
 
 @torch.no_grad()
@@ -60,7 +60,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    from tevviz.engine.models import ModelSource
+    from tevviz.engine.load.models import ModelSource
 
     pair = ModelSource(target=args.target, draft=args.draft, pair=args.pair, dtype=args.dtype,
                        device=args.device).load()

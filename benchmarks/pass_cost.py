@@ -15,7 +15,7 @@ import time
 import torch
 from common import parser, setup, sync, table, write
 
-from tevviz.engine.kv import additive_mask, causal_visibility, new_cache
+from tevviz.engine.core.kv import additive_mask, causal_visibility, new_cache
 
 
 def pass_ms(model, ctx: torch.Tensor, block: torch.Tensor, sizes: list[int], repeats: int) -> dict[int, float]:

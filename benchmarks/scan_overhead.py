@@ -23,9 +23,11 @@ from pathlib import Path
 import torch
 from common import table, write
 
-from tevviz.engine.models import ModelSource, assets_dir
-from tevviz.engine.sampling import SamplingConfig
-from tevviz.engine.scan_files import (
+from tevviz.engine.core.sampling import SamplingConfig
+from tevviz.engine.decode.session import DecodeConfig, DecodeSession, encode_prompt
+from tevviz.engine.load.models import ModelSource, assets_dir
+from tevviz.engine.records.summary import summarize
+from tevviz.engine.scan.scan_files import (
     RecordWriter,
     ScanPrompt,
     block_bytes,
@@ -34,9 +36,7 @@ from tevviz.engine.scan_files import (
     read_prompts,
     write_manifest,
 )
-from tevviz.engine.scan_run import decode_prompt, plan_prompts, run_scan, scan_manifest
-from tevviz.engine.session import DecodeConfig, DecodeSession, encode_prompt
-from tevviz.engine.summary import summarize
+from tevviz.engine.scan.scan_run import decode_prompt, plan_prompts, run_scan, scan_manifest
 
 DATE = "2026-12-03"
 

@@ -19,7 +19,7 @@ from tevviz.app.source import PairSource
 from tevviz.app.state import MAX_HISTORY, AppState, decode_settings, train_settings
 from tevviz.app.views import stats_markdown, text_spans, tree_plot
 from tevviz.engine import ModelSource
-from tevviz.engine.models import embedded_pair_paths
+from tevviz.engine.load.models import embedded_pair_paths
 from tevviz.prompts import load_prompts
 
 TINY_PROMPTS = ["t1 t2 t3", "t4 t5 t6 t7", "t60 t61", "t10 t20 t30 t40 t50"]

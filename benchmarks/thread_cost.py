@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from common import best_first, parser, setup, table, tree_flags, write
 
-from tevviz.engine.sampling import SamplingConfig
-from tevviz.engine.session import DecodeConfig, DecodeSession
+from tevviz.engine.core.sampling import SamplingConfig
+from tevviz.engine.decode.session import DecodeConfig, DecodeSession
 
 
 def main() -> None:

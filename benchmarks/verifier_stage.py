@@ -15,12 +15,12 @@ import statistics
 import torch
 from common import pair_tree, parser, setup, table, timed, write
 
-from tevviz.engine.exit_law import exit_law_from_logits
-from tevviz.engine.kv import additive_mask, keep_entries, new_cache, tree_visibility
-from tevviz.engine.sampling import SamplingConfig
-from tevviz.engine.session import DecodeConfig, DecodeSession
-from tevviz.engine.tree import ancestor_mask, from_parents, path_to, position_ids
-from tevviz.engine.verifiers import VERIFIERS
+from tevviz.engine.core.exit_law import exit_law_from_logits
+from tevviz.engine.core.kv import additive_mask, keep_entries, new_cache, tree_visibility
+from tevviz.engine.core.sampling import SamplingConfig
+from tevviz.engine.core.tree import ancestor_mask, from_parents, path_to, position_ids
+from tevviz.engine.decode.session import DecodeConfig, DecodeSession
+from tevviz.engine.verify.verifiers import VERIFIERS
 
 
 def recorded_trees(pair, prompts, budget: int, temperature: float, per_prompt: int):
@@ -88,7 +88,7 @@ def main() -> None:
     args = ap.parse_args()
     pair, prompts = setup(args)
     if args.block:
-        from tevviz.engine.models import with_draft
+        from tevviz.engine.load.models import with_draft
 
         pair = with_draft(pair, args.block)
     names = args.verifiers.split(",")

@@ -9,8 +9,8 @@ import socket
 import pytest
 import torch
 
-from tevviz.engine.kv import new_cache
-from tevviz.engine.models import ModelPair
+from tevviz.engine.core.kv import new_cache
+from tevviz.engine.load.models import ModelPair
 
 # Tiny models gain nothing from intra-op threads, and oversubscribed threads on a busy 2-core
 # machine slow every op down by an order of magnitude.
@@ -162,7 +162,7 @@ def assert_caches_in_line(pair, s) -> None:
 def losing_cost_model(budget: int, depth: int):
     """An --budget auto cost model past its warm-up whose draft levels cost 2 s each: every drafted tree loses to a
     plain target step, so rounds go without a draft, with a probe after 1, 2, 4 ... of them (the first after 1)."""
-    from tevviz.engine.auto_budget import AutoBudget
+    from tevviz.engine.cost.auto_budget import AutoBudget
 
     auto = AutoBudget(budget, depth)
     for n in (budget + 1, 3, 5):

@@ -71,7 +71,7 @@ def test_load_takes_the_cli_and_app_thread_policy(monkeypatch):
     import torch
 
     import tevviz
-    from tevviz.engine import threads as policy
+    from tevviz.engine.core import threads as policy
     from tevviz.engine.errors import TevvizError
 
     before = torch.get_num_threads()

@@ -22,10 +22,10 @@ from tevviz.app.source import PairSource
 from tevviz.app.state import AppState, decode_settings, train_settings
 from tevviz.app.views import stats_markdown, text_spans
 from tevviz.engine import ModelSource, TevvizError
-from tevviz.engine import io as tio
-from tevviz.engine.comparison import chi_square_p
-from tevviz.engine.contexts import training_contexts
-from tevviz.engine.pairs import AUTO_LIMIT
+from tevviz.engine.load.pairs import AUTO_LIMIT
+from tevviz.engine.records import io as tio
+from tevviz.engine.train.contexts import training_contexts
+from tevviz.engine.verify.comparison import chi_square_p
 
 PROMPT = "t1 t2 t3"
 # Outputs of the decoding endpoints by name (the gr.State is not part of the API).
@@ -376,7 +376,7 @@ def test_optimal_tree_ghosts_and_where_the_mass_went(app_url):
 def test_auto_budget_sizes_each_round_within_the_limits(app_url):
     c = client(app_url)
     c.predict(api_name="/reset")
-    from tevviz.engine.auto_budget import WARMUP_FRACTIONS
+    from tevviz.engine.cost.auto_budget import WARMUP_FRACTIONS
 
     for i in range(len(WARMUP_FRACTIONS) + 1):
         out = c.predict(auto_budget=True, budget=12, depth=4, api_name="/step")

@@ -15,7 +15,7 @@ from tevviz.app import build_demo, launch_options
 from tevviz.app.exittrain_tab import REVERT_OUTPUTS, SHOW_MOVED_OUTPUTS, USE_OUTPUTS
 from tevviz.app.views import NO_TRAINING
 from tevviz.engine import RoundRecord
-from tevviz.engine.exit_mass import exit_mass_changes
+from tevviz.engine.train.exit_mass import exit_mass_changes
 
 # Outputs of /train_step by name (the gr.State is not part of the API); /train_revert adds the checkbox, "use".
 TRAIN = {name: i for i, name in enumerate(REVERT_OUTPUTS)}
@@ -186,13 +186,13 @@ def test_exit_mass_changes_match_nodes_by_token_path():
 
 
 def metrics(name: str, cps: list[float], taus: list[float]):
-    from tevviz.engine.evaluation import DrafterMetrics
+    from tevviz.engine.train.evaluation import DrafterMetrics
 
     return DrafterMetrics(len(cps), sum(cps) / len(cps), sum(taus) / len(taus), 2 * len(cps), name, cps, taus)
 
 
 def test_paired_change_by_hand():
-    from tevviz.engine.evaluation import paired_change
+    from tevviz.engine.train.evaluation import paired_change
 
     before = metrics("original", [0.5, 1.0, 1.5], [1.0, 2.0, 2.0])
     after = metrics("t", [0.7, 1.1, 1.9], [1.5, 2.0, 3.5])

@@ -11,12 +11,12 @@ from conftest import assert_caches_in_line, greedy_generate, losing_cost_model, 
 from test_exactness import assert_greedy, greedy_cfg
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, TevvizError
-from tevviz.engine.auto_budget import MAX_WAIT, WARMUP_CAP, WARMUP_FRACTIONS, AutoBudget, Plan
-from tevviz.engine.builders import build_tree
-from tevviz.engine.io import loads, session_dict
-from tevviz.engine.kv import new_cache
-from tevviz.engine.round_time import Points, plain_rate, round_cost
-from tevviz.engine.tree_cost import Q_EDGES, RANKS, q_bins
+from tevviz.engine.core.kv import new_cache
+from tevviz.engine.cost.auto_budget import MAX_WAIT, WARMUP_CAP, WARMUP_FRACTIONS, AutoBudget, Plan
+from tevviz.engine.cost.tree_cost import Q_EDGES, RANKS, q_bins
+from tevviz.engine.draft.builders import build_tree
+from tevviz.engine.records.io import loads, session_dict
+from tevviz.engine.records.round_time import Points, plain_rate, round_cost
 
 
 def plan(**kw) -> Plan:
@@ -208,7 +208,7 @@ def test_greedy_exact_with_a_compiled_draft():
     """--compile-draft: the tree builder runs torch.compile's draft; outputs stay the target's greedy ones."""
     from test_exactness import pair_of
 
-    from tevviz.engine.models import compiled_draft
+    from tevviz.engine.load.models import compiled_draft
 
     pair = compiled_draft(pair_of("llama"))
     assert pair.drafting is not pair.draft

@@ -10,7 +10,7 @@ from conftest import tiny_model, tiny_pair, word_tokenizer
 
 from tevviz.cli import main
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, TevvizError
-from tevviz.engine.models import ModelPair, check_cache, load_model, load_pair
+from tevviz.engine.load.models import ModelPair, check_cache, load_model, load_pair
 
 
 def _save(model, tok, path):

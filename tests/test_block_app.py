@@ -12,8 +12,8 @@ from test_block_drafter import BS, dflash_config, dflash_weights
 
 from tevviz.app import build_demo
 from tevviz.app.decode_tab import BROWSE_OUTPUTS, NODE_OUTPUTS, ROUND_OUTPUTS
-from tevviz.engine.block_model import BlockDraftModel, parse_config
-from tevviz.engine.models import ModelPair
+from tevviz.engine.draft.block_model import BlockDraftModel, parse_config
+from tevviz.engine.load.models import ModelPair
 
 gradio_client = pytest.importorskip("gradio_client")
 OUT = {name: i for i, name in enumerate(ROUND_OUTPUTS)}

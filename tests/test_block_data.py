@@ -62,7 +62,7 @@ def test_a_longer_last_piece_replaces_a_shorter_one(tmp_path):
 def test_the_stdlib_block_recipe_writes_a_drafter_and_reuses_its_data(tmp_path, capsys):
     """The recipe end to end on the embedded target, tiny: the data folder it writes is read back on a rerun
     (nothing written again) and the drafter folder loads as a block drafter of that target."""
-    from tevviz.engine.block_model import is_block_drafter, load_block_drafter
+    from tevviz.engine.draft.block_model import is_block_drafter, load_block_drafter
     from tevviz.recipes.block import load_target, main
 
     args = ["stdlib", "--data", str(tmp_path / "data"), "--seqs", "6", "--eval-seqs", "4", "--files", "4",

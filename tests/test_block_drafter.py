@@ -25,11 +25,11 @@ from test_laws import P_MIN, assert_law, bonus_without_removal, draw, exact_law,
 from test_streams import exact_two_token_law
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
-from tevviz.engine.block_model import BlockDraftModel, default_layer_ids, parse_config
-from tevviz.engine.ddtree import ddtree_heap, ddtree_tree
+from tevviz.engine.draft.block_model import BlockDraftModel, default_layer_ids, parse_config
+from tevviz.engine.draft.ddtree import ddtree_heap, ddtree_tree
 from tevviz.engine.errors import TevvizError
-from tevviz.engine.models import ModelPair, load_pair
-from tevviz.engine.verifiers import VERIFIERS
+from tevviz.engine.load.models import ModelPair, load_pair
+from tevviz.engine.verify.verifiers import VERIFIERS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -148,8 +148,8 @@ def recomputed_features(target, tokens: list[int], layer_ids) -> torch.Tensor:
 def kept_context(drafter, target, tokens: list[int], layer_ids):
     """What the drafter holds of the committed text against the same text recomputed from scratch: its cached keys
     and values beside those of a fresh cache fed the recomputed features, and its pending features beside theirs."""
-    from tevviz.engine.block_drafting import block_rows
-    from tevviz.engine.block_model import ContextKV
+    from tevviz.engine.draft.block_drafting import block_rows
+    from tevviz.engine.draft.block_model import ContextKV
 
     fresh = recomputed_features(target, tokens[:-1], layer_ids)
     n = drafter.cache.length
@@ -330,7 +330,7 @@ def test_bad_block_drafter_configs_are_refused_naming_the_field(saved_pair, tmp_
     target, _ = saved_pair
     draft = write_drafter(tmp_path / "bad", cfg, weights={"fc.weight": torch.zeros(1)})
     loaded = []
-    from tevviz.engine import models
+    from tevviz.engine.load import models
 
     monkeypatch.setattr(models, "load_model", lambda *a, **k: loaded.append(a) or pytest.fail("a model was loaded"))
     with pytest.raises(TevvizError, match=said.replace("[", r"\[").replace("]", r"\]")):
@@ -369,8 +369,9 @@ def test_tevviz_decode_budget_auto_prices_the_ddtree_it_keeps(saved_pair, monkey
     rate that chose k is that tree's, 1 + sum of its nodes' reach over the round's cost, not the rate of the k nodes
     of largest reach (which priced a tree it did not keep, 0.3-5% high in most rounds)."""
     from tevviz.cli import main
-    from tevviz.engine import auto_budget, block_drafting
-    from tevviz.engine.round_time import round_cost
+    from tevviz.engine.cost import auto_budget
+    from tevviz.engine.draft import block_drafting
+    from tevviz.engine.records.round_time import round_cost
 
     pending, pairs = [], []  # pricings since the last draft; (the round's pricing, the tree it drafted)
     real_best, real_draft = auto_budget.Plan.best, block_drafting.BlockDrafter.draft
@@ -435,8 +436,8 @@ def test_builders_and_drafters_must_match(block_pair):
 
 def test_a_block_round_exports_its_rows_and_imports_them_back(block_pair):
     """The JSON carries each depth's top tokens; they rebuild the tree, and a tampered row is named on import."""
-    from tevviz.engine.io import parse_round
-    from tevviz.engine.records import RoundRecord
+    from tevviz.engine.records.io import parse_round
+    from tevviz.engine.records.records import RoundRecord
 
     s = DecodeSession(block_pair, [5, 9, 11, 2], greedy_cfg("tev", n=12, budget=10))
     s.run()
@@ -487,7 +488,7 @@ def test_the_drafter_side_of_a_block_round_is_drawn(block_pair):
 
 
 def test_training_and_auto_sizing_refuse_builders_that_do_not_support_them(block_pair):
-    from tevviz.engine.exittrain import Context, ExitTrainer, TrainConfig
+    from tevviz.engine.train.exittrain import Context, ExitTrainer, TrainConfig
 
     with pytest.raises(TevvizError, match="ExitTrain cannot train on sampled trees: its chains are drawn at random"):
         TrainConfig(builder=BuilderConfig(kind="sampled", budget=8, depth=4))
@@ -512,7 +513,7 @@ def test_auto_budget_sizes_ddtree_rounds_and_stays_exact(block_pair):
     assert all(r.sizing is not None and r.sizing.B == r.size - 1 <= 32 for r in s.rounds)
     for r in s.rounds:
         if r.size > 1:  # the kept nodes are the first pops of the full-budget heap over the same rows
-            from tevviz.engine.draft_rows import rebuild
+            from tevviz.engine.records.draft_rows import rebuild
 
             assert rebuild(r.draft_rows, r.size - 1) == (r.tokens[1:], r.parents[1:])
 
@@ -520,8 +521,8 @@ def test_auto_budget_sizes_ddtree_rounds_and_stays_exact(block_pair):
 def test_optimal_tree_comparison_and_report_work_on_block_rounds(block_pair, tmp_path):
     """A DDTree round is a fixed tree: its optimal tree bounds it, the verifier comparison draws on it, and the
     session's report and export hold its rows."""
-    from tevviz.engine import io as tio
-    from tevviz.engine.comparison import compare_verifiers
+    from tevviz.engine.records import io as tio
+    from tevviz.engine.verify.comparison import compare_verifiers
     from tevviz.render.report import write_report
 
     prompt = [5, 9, 11, 2]

@@ -20,11 +20,11 @@ from conftest import VOCAB, tiny_model, word_tokenizer
 from test_block_drafter import BS, dflash_config, write_drafter
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
-from tevviz.engine.block_exittrain import BlockExitTrainer, exit_terms, make_trainer, tree_for
-from tevviz.engine.block_model import is_block_drafter
+from tevviz.engine.draft.block_model import is_block_drafter
 from tevviz.engine.errors import TevvizError
-from tevviz.engine.exittrain import Context, ExitTrainer, TrainConfig, target_weights
-from tevviz.engine.models import load_pair
+from tevviz.engine.load.models import load_pair
+from tevviz.engine.train.block_exittrain import BlockExitTrainer, exit_terms, make_trainer, tree_for
+from tevviz.engine.train.exittrain import Context, ExitTrainer, TrainConfig, target_weights
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -73,7 +73,7 @@ def test_each_step_trains_on_the_trees_its_drafter_builds_at_each_anchor(pair):
 
 def load_like(pair, trainer):
     """The pair with a frozen copy of the trainer's current drafter."""
-    from tevviz.engine.models import ModelPair
+    from tevviz.engine.load.models import ModelPair
 
     return ModelPair(pair.target, trainer.trained_draft(), pair.tokenizer, pair.target_name, "copy")
 
@@ -100,8 +100,8 @@ def test_exit_terms_on_a_hand_made_tree_of_depth_3_where_w_is_not_p():
     three different rows), each node's term is w(v) log q_{d(v)}(x_v), by hand from the formulas; the prefix
     objective's is P(v) rescaled to w's total. Weighting by P for `exit`, or reading every node from the depth-1
     row, gives other numbers here (on depth-1 trees, w = P below the root and one row serves all)."""
-    from tevviz.engine.exit_law import exit_law
-    from tevviz.engine.tree import from_parents
+    from tevviz.engine.core.exit_law import exit_law
+    from tevviz.engine.core.tree import from_parents
 
     tokens, parents = [0, 3, 5, 1, 2, 4, 6], [-1, 0, 0, 1, 1, 3, 4]
     tree = from_parents(tokens, parents, [0.0] * len(tokens))
@@ -131,9 +131,9 @@ def test_exit_terms_on_a_hand_made_tree_of_depth_3_where_w_is_not_p():
 
 def inference_rows(pair, context: list[int]) -> torch.Tensor:
     """(bs - 1, V) the drafter's log-rows below `context` by the decoding path (a fresh cache)."""
-    from tevviz.engine.block_drafting import block_rows
-    from tevviz.engine.block_exittrain import target_features
-    from tevviz.engine.block_model import ContextKV
+    from tevviz.engine.draft.block_drafting import block_rows
+    from tevviz.engine.draft.block_model import ContextKV
+    from tevviz.engine.train.block_exittrain import target_features
 
     model = pair.draft
     feats = target_features(pair.target, torch.tensor(context[:-1]), tuple(model.block.target_layer_ids))
@@ -182,7 +182,7 @@ def run_cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
 
 def test_tevviz_train_on_a_block_drafter_writes_a_block_drafter(tmp_path):
     """`tevviz train --draft BLOCK` trains on DDTree trees and writes a folder that loads as a block drafter."""
-    from tevviz.engine.pairs import assets_dir
+    from tevviz.engine.load.pairs import assets_dir
 
     draft = assets_dir() / "models" / "tevviz-stdlib-block-draft"
     prompts = tmp_path / "p.jsonl"

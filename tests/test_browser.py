@@ -9,7 +9,7 @@ import pytest
 from conftest import served, tiny_pair
 
 from tevviz.app import build_demo
-from tevviz.engine import io as tio
+from tevviz.engine.records import io as tio
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -128,7 +128,7 @@ def test_a_scan_folder_opens_and_its_worst_round_shows_in_the_tree_view(tmp_path
 
     from conftest import perturbed, tiny_model, word_tokenizer
 
-    from tevviz.engine.models import load_pair
+    from tevviz.engine.load.models import load_pair
 
     sync_api = pytest.importorskip("playwright.sync_api")
     target = tiny_model("llama", 0)

@@ -16,7 +16,7 @@ import tevviz
 from tevviz import commands
 from tevviz.cli import main
 from tevviz.engine.errors import TevvizError
-from tevviz.engine.round_numbers import COLUMNS
+from tevviz.engine.records.round_numbers import COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "def fib(n):\n"
@@ -44,7 +44,7 @@ def reference_ids():
     """Greedy ids of PROMPT from the stdlib target's own `generate` (no tevviz decoding)."""
     import torch
 
-    from tevviz.engine.models import ModelSource
+    from tevviz.engine.load.models import ModelSource
 
     pair = ModelSource(device="cpu").load()
     ids = pair.tokenizer(PROMPT)["input_ids"]
@@ -192,7 +192,7 @@ def test_nonexistent_target_is_bad_input(tmp_path, capsys):
 
 
 def test_failure_after_the_work_started_exits_1(monkeypatch, capsys):
-    from tevviz.engine.session import DecodeSession
+    from tevviz.engine.decode.session import DecodeSession
 
     def boom(self):
         raise TevvizError("boom")
@@ -209,7 +209,7 @@ def test_failure_after_the_work_started_exits_1(monkeypatch, capsys):
 
 
 def test_registered_verifier_is_a_choice(reference_ids, capsys):
-    from tevviz.engine import verifiers
+    from tevviz.engine.verify import verifiers
 
     name = "my-test-verifier"
     assert name not in verifiers.VERIFIERS
@@ -365,7 +365,7 @@ def test_decode_mixed_reports_its_arms_and_needs_budget_auto(reference_ids, caps
 def test_cli_tree_shape_defaults_are_the_engines():
     """The CLI spells BuilderConfig's K and W defaults out (importing it would load torch for --help)."""
     from tevviz.cli import build_parser
-    from tevviz.engine.builders import BuilderConfig
+    from tevviz.engine.draft.builders import BuilderConfig
 
     for argv in (["decode", "--prompt", "x"], ["eval"]):
         args = build_parser().parse_args(argv)
@@ -378,11 +378,11 @@ def test_cli_decoding_and_training_defaults_are_the_engines():
     pair's measured best, test_decode_defaults); train's are TrainConfig's where the command does not choose its own
     (steps, schedule)."""
     from tevviz.cli import build_parser
-    from tevviz.engine.builders import BuilderConfig
-    from tevviz.engine.exittrain import TrainConfig
-    from tevviz.engine.pairs import AUTO_LIMIT, NAMED_PAIRS, decode_defaults
-    from tevviz.engine.sampling import SamplingConfig
-    from tevviz.engine.session import DecodeConfig
+    from tevviz.engine.core.sampling import SamplingConfig
+    from tevviz.engine.decode.session import DecodeConfig
+    from tevviz.engine.draft.builders import BuilderConfig
+    from tevviz.engine.load.pairs import AUTO_LIMIT, NAMED_PAIRS, decode_defaults
+    from tevviz.engine.train.exittrain import TrainConfig
     from tevviz.options import decode_config_from_args
 
     args = build_parser().parse_args(["decode", "--prompt", "x"])

@@ -40,7 +40,7 @@ def one_line(err: str) -> str:
 @pytest.fixture
 def no_models(monkeypatch):
     """Any model load fails the test: the command must stop before it."""
-    from tevviz.engine.models import ModelSource
+    from tevviz.engine.load.models import ModelSource
 
     def refuse(self):
         raise AssertionError("a model was loaded")
@@ -187,7 +187,7 @@ def read_until(fd: int, needle: bytes, proc, seconds: float) -> bytes:
 def test_ctrl_c_during_decode_prints_the_partial_text_and_writes_a_partial_export(tmp_path):
     """A real SIGINT to `tevviz decode` on a terminal: progress first, then the text so far, the statistics and an
     export of the rounds done, marked interrupted; exit status 130."""
-    from tevviz.engine.io import load
+    from tevviz.engine.records.io import load
 
     path = tmp_path / "partial.json"
     master, slave = os.openpty()  # a terminal for stderr: the progress line shows there
@@ -215,7 +215,7 @@ def test_ctrl_c_during_decode_prints_the_partial_text_and_writes_a_partial_expor
 
 def test_decode_interrupted_in_process_returns_130_and_says_so(tmp_path, monkeypatch, capsys):
     """The stop is asked for after the first round (as the first Ctrl-C does); --json says interrupted."""
-    from tevviz.engine import session as session_module
+    from tevviz.engine.decode import session as session_module
 
     real_step = session_module.DecodeSession.step
 
@@ -239,8 +239,8 @@ def test_a_second_ctrl_c_keeps_the_committed_text_and_writes_the_export(tmp_path
     """Two Ctrl-Cs in the fourth round, the second arriving after that round has extended the text but before its
     record is kept: the three finished rounds' text is printed and exported (marked interrupted), the half round
     dropped, exit 130 (the whole decode was lost: no text, no export)."""
-    from tevviz.engine import sizing
-    from tevviz.engine.io import load
+    from tevviz.engine.decode import sizing
+    from tevviz.engine.records.io import load
 
     calls = []
     real_observe = sizing.FixedSizing.observe
@@ -415,7 +415,7 @@ def ask_to_stop_after(monkeypatch, owner, name: str) -> None:
 
 
 def test_eval_interrupted_reports_the_prompts_done(monkeypatch, capsys):
-    from tevviz.engine import evaluation
+    from tevviz.engine.train import evaluation
 
     ask_to_stop_after(monkeypatch, evaluation.DecodeSession, "run")
     assert main(["eval", "--temperatures", "0,1", "--max-new-tokens", "4", "--budget", "8", "--depth", "3",
@@ -427,7 +427,7 @@ def test_eval_interrupted_reports_the_prompts_done(monkeypatch, capsys):
 
 
 def test_train_interrupted_writes_the_steps_done(tmp_path, monkeypatch, capsys):
-    from tevviz.engine import exittrain as training
+    from tevviz.engine.train import exittrain as training
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("\n".join(json.dumps({"prompt": p, "split": "train"}) for p in ("def f(x):", "class A:")))
@@ -464,7 +464,7 @@ def test_the_apps_first_examples_are_the_demo_prompts_and_the_target_writes_code
 def test_the_start_page_names_the_real_pair(tmp_path, monkeypatch):
     from tevviz.app.demo import pair_hint
     from tevviz.app.source import PairSource
-    from tevviz.engine.models import ModelSource
+    from tevviz.engine.load.models import ModelSource
 
     monkeypatch.setenv("TEVVIZ_CACHE", str(tmp_path))
     assert "`tevviz pair fetch smollm2`" in pair_hint(PairSource())
@@ -513,7 +513,7 @@ def no_network(monkeypatch):
     import huggingface_hub.constants
     import transformers
 
-    from tevviz.engine import models
+    from tevviz.engine.load import models
 
     def unreachable(*args, **kwargs):
         raise OSError(101, "Network is unreachable")
@@ -536,7 +536,7 @@ def test_a_hub_id_without_a_network_is_refused_at_once(no_network, monkeypatch, 
     import huggingface_hub
     import huggingface_hub.constants
 
-    from tevviz.engine import models
+    from tevviz.engine.load import models
 
     argv = ["decode", "--target", "no-such-org/no-such-model", "--draft", "no-such-org/no-such-model", "--prompt", "x"]
     assert main(argv) == 2

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tevviz.cli import main
 from tevviz.engine import TevvizError
-from tevviz.engine.io import loads, parse
+from tevviz.engine.records.io import loads, parse
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from tevviz.cli import main
-from tevviz.engine import io as tio
-from tevviz.engine.summary import summarize
+from tevviz.engine.records import io as tio
+from tevviz.engine.records.summary import summarize
 
 PROMPT = "def fib(n):\n"
 DECODE = ["decode", "--prompt", PROMPT, "--json", "--max-new-tokens", "6", "--device", "cpu", "--threads", "1"]
@@ -112,7 +112,7 @@ def test_eval_reports_tau_and_the_expected_length_per_temperature(tmp_path, caps
         assert len(r["acceptance_conditional"]) == len(r["acceptance_marginal"])
     assert greedy["tau"] == pytest.approx(greedy["expected_length"])  # T = 0: every round reaches its E[L]
 
-    from tevviz.engine import evaluation
+    from tevviz.engine.train import evaluation
 
     builders = []
     real = evaluation.evaluate
@@ -127,7 +127,7 @@ def test_eval_reports_tau_and_the_expected_length_per_temperature(tmp_path, caps
 
 def test_eval_builds_a_block_drafters_trees_with_ddtree(tmp_path, capsys):
     """`tevviz eval --draft BLOCK` evaluates DDTree trees as deep as the block (best-first cannot use its rows)."""
-    from tevviz.engine.pairs import named_pair
+    from tevviz.engine.load.pairs import named_pair
 
     block = named_pair("stdlib").drafter_paths()["tevviz-stdlib-block-draft"]
     argv = ["eval", "--prompts", str(prompt_file(tmp_path, "eval")), "--draft", str(block), "--budget", "4",
@@ -144,7 +144,7 @@ def train(tmp_path, monkeypatch, name: str, *options: str) -> tuple[list[float],
     """`tevviz train` of the embedded pair's drafter: the learning rate of each step, the log and the trained draft."""
     from transformers import AutoModelForCausalLM
 
-    from tevviz.engine import exittrain as training
+    from tevviz.engine.train import exittrain as training
 
     lrs = []
     step = training.ExitTrainer.step
@@ -166,14 +166,14 @@ def train(tmp_path, monkeypatch, name: str, *options: str) -> tuple[list[float],
 def max_change(model) -> float:
     from transformers import AutoModelForCausalLM
 
-    from tevviz.engine.models import embedded_pair_paths
+    from tevviz.engine.load.models import embedded_pair_paths
 
     original = AutoModelForCausalLM.from_pretrained(embedded_pair_paths()[1]).state_dict()
     return max(float((p - original[k]).abs().max()) for k, p in model.state_dict().items())
 
 
 def test_train_schedule_lr_and_lambda_exit(tmp_path, monkeypatch):
-    from tevviz.engine.exittrain import ExitTrainer, TrainConfig
+    from tevviz.engine.train.exittrain import ExitTrainer, TrainConfig
 
     lrs, log, trained = train(tmp_path, monkeypatch, "cosine", "--steps", "3", "--schedule", "cosine", "--lr",
                               "0.01", "--lambda-exit", "0.25")

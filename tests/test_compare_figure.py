@@ -8,8 +8,8 @@ import networkx as nx
 import plotly.graph_objects as go
 import pytest
 
-from tevviz.engine.records import RoundRecord, tree_depths
-from tevviz.engine.run_compare import A_ONLY, B_ONLY, BOTH
+from tevviz.engine.records.records import RoundRecord, tree_depths
+from tevviz.engine.records.run_compare import A_ONLY, B_ONLY, BOTH
 from tevviz.render.compare_figure import pair_figures, shared_layout, side_figure_dicts, union_figure_dict
 from tevviz.render.layout import edges_cross
 

@@ -9,11 +9,11 @@ import torch
 from conftest import tiny_pair
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
-from tevviz.engine import comparison as cmp
-from tevviz.engine.exit_law import exit_law
-from tevviz.engine.sampling import processed_probs
-from tevviz.engine.tree import ancestor_mask, from_parents
-from tevviz.engine.verifiers import VERIFIERS, _follow
+from tevviz.engine.core.exit_law import exit_law
+from tevviz.engine.core.sampling import processed_probs
+from tevviz.engine.core.tree import ancestor_mask, from_parents
+from tevviz.engine.verify import comparison as cmp
+from tevviz.engine.verify.verifiers import VERIFIERS, _follow
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

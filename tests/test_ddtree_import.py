@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from tevviz.cli import main
 from tevviz.engine.errors import TevvizError
-from tevviz.engine.io import load, parse, parse_round, round_dict
-from tevviz.engine.records import path_to
+from tevviz.engine.records.io import load, parse, parse_round, round_dict
+from tevviz.engine.records.records import path_to
 
 
 def ddtree_round(tokens: list[int], parents: list[int], accepted: list[int]) -> dict:

@@ -1,5 +1,5 @@
 """Where a decode starts: `tevviz decode`, the notebook API and the app's Decode tab take the loaded named pair's
-measured best setting at the temperature given (engine/pairs.py), any other pair --budget auto on the drafter's own
+measured best setting at the temperature given (engine/load/pairs.py), any other pair --budget auto on the drafter's own
 builder; a flag the user gives always wins."""
 
 from __future__ import annotations
@@ -17,9 +17,16 @@ from tevviz.app import build_demo
 from tevviz.app.source import PairSource
 from tevviz.cli import build_parser
 from tevviz.engine import ModelSource
-from tevviz.engine.drafters import drafter_kind
-from tevviz.engine.pairs import AUTO_LIMIT, FIXED_BUDGET, NAMED_PAIRS, DecodeDefaults, decode_defaults, decode_start
-from tevviz.engine.speed import PassCosts, ideal_round_ms, ideal_speed, level_rows
+from tevviz.engine.draft.drafters import drafter_kind
+from tevviz.engine.load.pairs import (
+    AUTO_LIMIT,
+    FIXED_BUDGET,
+    NAMED_PAIRS,
+    DecodeDefaults,
+    decode_defaults,
+    decode_start,
+)
+from tevviz.engine.records.speed import PassCosts, ideal_round_ms, ideal_speed, level_rows
 from tevviz.options import decode_config_from_args
 
 STDLIB = NAMED_PAIRS["stdlib"]
@@ -188,7 +195,7 @@ def test_the_apps_decode_tab_follows_the_record_and_another_pair_starts_at_auto(
     assert (block.builder, block.verifier, block.budget) == ("ddtree", "tev", "auto")
 
 
-# --- the limit a decode's speed is held against (engine/speed.py) ----------------------------------------------------
+# --- the limit a decode's speed is held against (engine/records/speed.py) --------------------------------------------
 
 
 def test_pass_costs_interpolate_the_measured_points_and_extend_their_ends():

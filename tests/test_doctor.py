@@ -1,4 +1,4 @@
-"""The doctor for drafters (engine/doctor.py, `tevviz doctor`): a block drafter trained here reading one layer of a
+"""The doctor for drafters (engine/scan/doctor.py, `tevviz doctor`): a block drafter trained here reading one layer of a
 tiny target, then written with its layer id shifted by one, is caught, and the reading it was trained with is named;
 the correctly labelled one passes; the JSON's shape; a causal LM has nothing to doctor; bad input is refused.
 
@@ -23,21 +23,21 @@ from test_block_drafter import dflash_config
 from test_eagle3_loading import head_config, head_tensors, write_head
 
 from tevviz.cli import main
-from tevviz.engine.block_model import BlockDraftModel, parse_config, save_block_drafter
-from tevviz.engine.block_training import block_batch, block_logits, block_loss
-from tevviz.engine.doctor import (
+from tevviz.engine.draft.block_model import BlockDraftModel, parse_config, save_block_drafter
+from tevviz.engine.draft.drafters import drafter_kind_of
+from tevviz.engine.draft.eagle3_io import save_head
+from tevviz.engine.draft.eagle3_model import HeadKV
+from tevviz.engine.errors import TevvizError
+from tevviz.engine.load.models import ModelPair, load_pair
+from tevviz.engine.records.doctor_report import DepthRate, ReadingResult
+from tevviz.engine.scan.doctor import (
     chain_trials,
     clear_margin,
     depth_rates,
     run_doctor,
     spread,
 )
-from tevviz.engine.doctor_report import DepthRate, ReadingResult
-from tevviz.engine.drafters import drafter_kind_of
-from tevviz.engine.eagle3_io import save_head
-from tevviz.engine.eagle3_model import HeadKV
-from tevviz.engine.errors import TevvizError
-from tevviz.engine.models import ModelPair, load_pair
+from tevviz.engine.train.block_training import block_batch, block_logits, block_loss
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -16,9 +16,10 @@ from test_block_drafter import dflash_config, write_drafter
 from test_eagle3_loading import head_config, head_tensors, write_head
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
-from tevviz.engine.builder_kinds import builder_kind, builder_names
-from tevviz.engine.builders import ModelStep, draft_levels
-from tevviz.engine.drafters import (
+from tevviz.engine.core.kv import new_cache
+from tevviz.engine.draft.builder_kinds import builder_kind, builder_names
+from tevviz.engine.draft.builders import ModelStep, draft_levels
+from tevviz.engine.draft.drafters import (
     MODULES,
     accepts,
     builders_for,
@@ -32,10 +33,9 @@ from tevviz.engine.drafters import (
     tree_for,
 )
 from tevviz.engine.errors import TevvizError
-from tevviz.engine.exittrain import Context, TrainConfig
-from tevviz.engine.kv import new_cache
-from tevviz.engine.models import load_pair
-from tevviz.engine.verifiers import VERIFIERS
+from tevviz.engine.load.models import load_pair
+from tevviz.engine.train.exittrain import Context, TrainConfig
+from tevviz.engine.verify.verifiers import VERIFIERS
 
 PROMPT = [5, 9, 2, 7]
 N = 24
@@ -204,16 +204,16 @@ def test_the_kinds_keep_their_registry_order_whatever_imported_them_first():
     import subprocess
     import sys
 
-    code = ("import tevviz.engine.block_kind\n"  # a kind's module imported before the registry loads
-            "from tevviz.engine.drafters import MODULES, drafter_kinds, _FROM\n"
+    code = ("import tevviz.engine.kinds.block_kind\n"  # a kind's module imported before the registry loads
+            "from tevviz.engine.draft.drafters import MODULES, drafter_kinds, _FROM\n"
             "print(','.join(_FROM[k].rsplit('.', 1)[1] for k in drafter_kinds()) == ','.join(MODULES))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True"
 
 
 def test_the_apps_builder_hint_names_every_builder_with_the_kinds_it_drafts_with():
-    from tevviz.engine.builder_kinds import builder_names
-    from tevviz.engine.drafters import builder_fits, drafter_kinds
+    from tevviz.engine.draft.builder_kinds import builder_names
+    from tevviz.engine.draft.drafters import builder_fits, drafter_kinds
 
     hint = builder_fits()
     assert all(b in hint for b in builder_names()) and all(f"{k} drafters" in hint or f"{k} and" in hint

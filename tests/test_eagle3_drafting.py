@@ -16,11 +16,11 @@ from test_block_drafter import qwen3_target
 from test_eagle3_loading import head_config, head_tensors, write_head, write_target
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
-from tevviz.engine.drafters import layer_outputs, tree_for
-from tevviz.engine.eagle3_model import HeadKV
-from tevviz.engine.eagle_tree import eagle_builder
-from tevviz.engine.kv import causal_visibility
-from tevviz.engine.models import load_pair
+from tevviz.engine.core.kv import causal_visibility
+from tevviz.engine.draft.drafters import layer_outputs, tree_for
+from tevviz.engine.draft.eagle3_model import HeadKV
+from tevviz.engine.draft.eagle_tree import eagle_builder
+from tevviz.engine.load.models import load_pair
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -188,7 +188,7 @@ def test_after_each_round_the_head_has_re_read_the_accepted_tokens_with_the_targ
 def chain_law(pair, context: list[int], path: tuple[int, ...]) -> torch.Tensor:
     """The head's log law below `path` (after `context`), by a plain causal run of the head: the committed pairs,
     then each token of the path with the state of the row before it."""
-    from tevviz.engine.eagle3_drafting import Eagle3Step
+    from tevviz.engine.draft.eagle3_drafting import Eagle3Step
 
     hs = pair.target(input_ids=torch.tensor([context[:-1]]), output_hidden_states=True).hidden_states
     cache, n = HeadKV(), len(context) - 1

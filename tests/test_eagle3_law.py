@@ -15,11 +15,11 @@ from test_laws import P_MIN, assert_law, bonus_without_removal, draw, exact_law,
 from test_streams import exact_two_token_law
 
 from tevviz.engine import DecodeConfig, DecodeSession, SamplingConfig
-from tevviz.engine.drafters import tree_for
-from tevviz.engine.eagle_tree import eagle_builder
-from tevviz.engine.models import load_pair
-from tevviz.engine.scoring import tree_logits
-from tevviz.engine.verifiers import VERIFIERS
+from tevviz.engine.core.scoring import tree_logits
+from tevviz.engine.draft.drafters import tree_for
+from tevviz.engine.draft.eagle_tree import eagle_builder
+from tevviz.engine.load.models import load_pair
+from tevviz.engine.verify.verifiers import VERIFIERS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -13,11 +13,11 @@ from conftest import VOCAB, tiny_model, word_tokenizer
 from safetensors.torch import save_file
 from test_block_drafter import qwen3_target
 
-from tevviz.engine.drafters import drafter_kind, folder_kind
-from tevviz.engine.eagle3_io import save_head
-from tevviz.engine.eagle3_model import parse_layer_ids, set_layer_ids
+from tevviz.engine.draft.drafters import drafter_kind, folder_kind
+from tevviz.engine.draft.eagle3_io import save_head
+from tevviz.engine.draft.eagle3_model import parse_layer_ids, set_layer_ids
 from tevviz.engine.errors import TevvizError
-from tevviz.engine.models import load_pair
+from tevviz.engine.load.models import load_pair
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -112,14 +112,14 @@ def target8(tmp_path_factory):
 
 def root_law(pair, context) -> torch.Tensor:
     """The head's depth-1 law below `context` from a fresh state, over the target's vocabulary."""
-    from tevviz.engine.drafters import drafter_kind_of, layer_outputs
+    from tevviz.engine.draft.drafters import drafter_kind_of, layer_outputs
 
     drafter = drafter_kind_of(pair.draft).make(pair, 0)
     with torch.no_grad():
         hs = pair.target(input_ids=torch.tensor([context[:-1]]), output_hidden_states=True).hidden_states
         drafter.prefill(context, layer_outputs(hs, drafter.target_layers)[0])
-        from tevviz.engine.eagle3_drafting import Eagle3Step
-        from tevviz.engine.kv import causal_visibility
+        from tevviz.engine.core.kv import causal_visibility
+        from tevviz.engine.draft.eagle3_drafting import Eagle3Step
 
         step = Eagle3Step(pair.draft, drafter.cache, drafter.feats)
         n = len(drafter.pending)
@@ -202,8 +202,8 @@ def test_save_writes_each_dialect_and_loads_back_the_same_head(target8, tmp_path
 
 
 def test_an_override_of_the_layer_ids_is_kept_with_why(target8, tmp_path):
-    from tevviz.engine.drafters import make_drafter, override_reading, reading_of
-    from tevviz.engine.eagle_tree import eagle_builder
+    from tevviz.engine.draft.drafters import make_drafter, override_reading, reading_of
+    from tevviz.engine.draft.eagle_tree import eagle_builder
 
     pair = load_pair(str(target8), str(write_head(tmp_path / "h", head_config("vllm"), head_tensors())), device="cpu")
     assert reading_of(pair).layer_ids == DEFAULT_IDS and "vLLM dialect" in reading_of(pair).why

@@ -12,11 +12,11 @@ from conftest import VOCAB, greedy_generate, random_prompts, tiny_model
 from test_eagle3_loading import write_target
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
-from tevviz.engine.drafters import drafter_kind
-from tevviz.engine.eagle3_model import Eagle3Head, HeadKV
+from tevviz.engine.core.kv import causal_visibility
+from tevviz.engine.draft.drafters import drafter_kind
+from tevviz.engine.draft.eagle3_model import Eagle3Head, HeadKV
 from tevviz.engine.errors import TevvizError
-from tevviz.engine.kv import causal_visibility
-from tevviz.engine.models import load_pair
+from tevviz.engine.load.models import load_pair
 from tevviz.recipes import eagle3
 from tevviz.recipes.block_data import DataStore, Sequences, features_of
 

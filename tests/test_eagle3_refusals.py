@@ -11,9 +11,9 @@ import torch
 from conftest import VOCAB
 from test_eagle3_loading import decoder, draft_targets, head_config, head_tensors, write_head
 
-from tevviz.engine import models
 from tevviz.engine.errors import TevvizError
-from tevviz.engine.models import load_pair
+from tevviz.engine.load import models
+from tevviz.engine.load.models import load_pair
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, load_pair
-from tevviz.engine.models import assets_dir, embedded_pair_paths
-from tevviz.engine.pairs import named_pair
+from tevviz.engine.load.models import assets_dir, embedded_pair_paths
+from tevviz.engine.load.pairs import named_pair
 from tevviz.prompts import load_prompts
 
 MODELS = assets_dir() / "models"
@@ -75,7 +75,7 @@ def test_greedy_tree_decoding_equals_generate_on_the_shipped_pair(pair, verifier
 
 
 def test_the_shipped_exit_trained_drafter_pairs_with_the_target_and_stays_exact(pair):
-    from tevviz.engine.models import shipped_drafters
+    from tevviz.engine.load.models import shipped_drafters
 
     drafters = shipped_drafters()
     assert set(drafters) == {"tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain", "tevviz-stdlib-block-draft"}
@@ -94,7 +94,7 @@ def test_the_shipped_exit_trained_drafter_pairs_with_the_target_and_stays_exact(
 def test_the_shipped_block_drafter_pairs_with_the_target_and_stays_exact(pair):
     """The embedded pair's block drafter (DFlash layout) loads beside the target, drafts DDTree trees by default, and
     decodes the target's own greedy output; its trees hold target mass (tau well above 1)."""
-    from tevviz.engine.models import drafter_defaults, shipped_drafters
+    from tevviz.engine.load.models import drafter_defaults, shipped_drafters
 
     path = str(shipped_drafters()["tevviz-stdlib-block-draft"])
     block = load_pair(str(embedded_pair_paths()[0]), path)

@@ -20,8 +20,8 @@ from tevviz.engine import (
     encode_prompt,
     load_pair,
 )
-from tevviz.engine.builders import MAX_BUDGET, MAX_CHILDREN, MAX_DEPTH, MAX_WIDTH
-from tevviz.engine.models import check_vocabularies
+from tevviz.engine.draft.builders import MAX_BUDGET, MAX_CHILDREN, MAX_DEPTH, MAX_WIDTH
+from tevviz.engine.load.models import check_vocabularies
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

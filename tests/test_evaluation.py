@@ -1,12 +1,13 @@
-"""Held-out evaluation (engine/evaluation.py): per-prompt tau and the per-prompt expected block length beside it."""
+"""Held-out evaluation (engine/train/evaluation.py): per-prompt tau and the per-prompt expected block length beside
+it."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import random_prompts, tiny_pair
 
-from tevviz.engine.builders import BuilderConfig
-from tevviz.engine.evaluation import evaluate, mean_se
+from tevviz.engine.draft.builders import BuilderConfig
+from tevviz.engine.train.evaluation import evaluate, mean_se
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

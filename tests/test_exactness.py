@@ -26,10 +26,10 @@ from conftest import (
 )
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, autoregressive
-from tevviz.engine.kv import additive_mask, tree_visibility
-from tevviz.engine.sampling import processed_probs
-from tevviz.engine.tree import ancestor_mask, from_parents, path_to, position_ids
-from tevviz.engine.verifiers import VERIFIERS
+from tevviz.engine.core.kv import additive_mask, tree_visibility
+from tevviz.engine.core.sampling import processed_probs
+from tevviz.engine.core.tree import ancestor_mask, from_parents, path_to, position_ids
+from tevviz.engine.verify.verifiers import VERIFIERS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -384,7 +384,7 @@ def stream_pair():
     """A one-layer Llama pair over 8 tokens: small enough for thousands of sessions, the law over 3 tokens 27 cells."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from tevviz.engine.models import ModelPair
+    from tevviz.engine.load.models import ModelPair
 
     cfg = LlamaConfig(vocab_size=STREAM_V, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                       num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
@@ -422,7 +422,7 @@ def test_first_three_tokens_follow_autoregressive_sampling(auto):
     mixed builder, whose warm-up drafts a speculative chain, then a TEV tree below whatever the chain committed."""
     from conftest import losing_cost_model
 
-    from tevviz.engine.comparison import chi_square_p
+    from tevviz.engine.verify.comparison import chi_square_p
 
     pair = stream_pair()
     prompt = [4]  # one token: no prefill forward, so a session costs about four tiny forwards

@@ -14,10 +14,10 @@ from tevviz.app.state import AppState
 from tevviz.app.views import stats_markdown, tree_plot
 from tevviz.cli import main
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
-from tevviz.engine import io as tio
-from tevviz.engine.evaluation import evaluate
-from tevviz.engine.records import expected_length_text
-from tevviz.engine.summary import summarize
+from tevviz.engine.records import io as tio
+from tevviz.engine.records.records import expected_length_text
+from tevviz.engine.records.summary import summarize
+from tevviz.engine.train.evaluation import evaluate
 from tevviz.render.report import report_html
 
 pytestmark = pytest.mark.usefixtures("one_thread")

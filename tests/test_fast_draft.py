@@ -1,5 +1,6 @@
-"""The written-out draft forward (engine/fast_draft.py): the model's own laws on the same tokens, positions and tree
-visibility, a cache read like the model's, and a fall back to the model's modules for everything it does not cover."""
+"""The written-out draft forward (engine/draft/fast_draft.py): the model's own laws on the same tokens, positions and
+tree visibility, a cache read like the model's, and a fall back to the model's modules for everything it does not
+cover."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import torch
 from conftest import tiny_model, tiny_pair
 from transformers import AutoModelForCausalLM, LlamaConfig
 
-from tevviz.engine import fast_draft
-from tevviz.engine.autoregressive_kind import AutoregressiveDrafter
-from tevviz.engine.builders import BuilderConfig, ModelStep, draft_levels
-from tevviz.engine.fast_draft import MIN_CAPACITY, LlamaStep, StaticKV, fast_step, unsupported
-from tevviz.engine.kv import causal_visibility, keep_entries, new_cache
+from tevviz.engine.core.kv import causal_visibility, keep_entries, new_cache
+from tevviz.engine.draft import fast_draft
+from tevviz.engine.draft.builders import BuilderConfig, ModelStep, draft_levels
+from tevviz.engine.draft.fast_draft import MIN_CAPACITY, LlamaStep, StaticKV, fast_step, unsupported
+from tevviz.engine.kinds.autoregressive_kind import AutoregressiveDrafter
 
 
 def _biased_qwen2(seed: int):

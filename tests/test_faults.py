@@ -23,9 +23,9 @@ from conftest import perturbed, word_tokenizer
 from test_exactness import STREAM_SESSIONS, first_three_law, stream_pair
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
-from tevviz.engine.comparison import chi_square_p
-from tevviz.engine.models import ModelPair
-from tevviz.engine.sampling import processed_probs
+from tevviz.engine.core.sampling import processed_probs
+from tevviz.engine.load.models import ModelPair
+from tevviz.engine.verify.comparison import chi_square_p
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -13,8 +13,8 @@ import pytest
 
 from tevviz.cli import main
 from tevviz.engine.errors import TevvizError
-from tevviz.engine.models import check_source
-from tevviz.engine.pairs import named_pair
+from tevviz.engine.load.models import check_source
+from tevviz.engine.load.pairs import named_pair
 from tevviz.recipes.fetch import SOURCES, is_fetched
 
 MEMBER = SOURCES["smollm2"].member

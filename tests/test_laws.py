@@ -17,13 +17,13 @@ import torch
 from conftest import perturbed, random_prompts, tiny_model, word_tokenizer
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
-from tevviz.engine import exit_law as law
-from tevviz.engine.exit_law import RHO_FLOOR
-from tevviz.engine.models import ModelPair
-from tevviz.engine.sampling import edge_probs, float64_sampling, inverse_cdf, processed_probs, sample_categorical
-from tevviz.engine.scoring import tree_logits
-from tevviz.engine.tree import ancestor_mask, from_parents
-from tevviz.engine.verifiers import VERIFIERS, Decision
+from tevviz.engine.core import exit_law as law
+from tevviz.engine.core.exit_law import RHO_FLOOR
+from tevviz.engine.core.sampling import edge_probs, float64_sampling, inverse_cdf, processed_probs, sample_categorical
+from tevviz.engine.core.scoring import tree_logits
+from tevviz.engine.core.tree import ancestor_mask, from_parents
+from tevviz.engine.load.models import ModelPair
+from tevviz.engine.verify.verifiers import VERIFIERS, Decision
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -562,7 +562,7 @@ def test_mean_block_length_reaches_the_ceiling(sampling_pair, name):
 
 def test_residual_by_scatter_equals_residual_by_counts_with_tokens_repeated_across_parents():
     """TEV's bonus row zeroes the exit node's children by a scatter; other parents' children carry the same tokens."""
-    from tevviz.engine.tree import from_parents
+    from tevviz.engine.core.tree import from_parents
 
     tree = from_parents([0, 5, 7, 5, 7, 9, 5], [-1, 0, 0, 1, 1, 2, 2])  # tokens 5 and 7 under three parents
     g = torch.Generator().manual_seed(0)

@@ -7,9 +7,9 @@ import pytest
 from conftest import tiny_model, tiny_pair, word_tokenizer
 from test_block_drafter import dflash_config, write_drafter
 
-from tevviz.engine.drafters import override_reading, reading_of
+from tevviz.engine.draft.drafters import override_reading, reading_of
 from tevviz.engine.errors import TevvizError
-from tevviz.engine.models import ModelSource
+from tevviz.engine.load.models import ModelSource
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,12 @@ import subprocess
 import sys
 
 import tevviz.render
+from tevviz.engine import records
 
-# The engine modules the renderers read: what a round and a session are, and the numbers read from them.
-TORCH_FREE_ENGINE = ("records", "round_time", "round_numbers", "summary", "scan_stats", "io", "json_checks",
-                     "ddtree_trace", "draft_rows", "run_compare", "run_depths", "speed", "doctor_report", "errors",
-                     "pairs", "builder_kinds")
+# The engine's records room (what a round and a session are, and the numbers read from them) and the few
+# other torch-free modules the renderers and --help read.
+TORCH_FREE_ENGINE = tuple(f"records.{m.name}" for m in pkgutil.iter_modules(records.__path__)) + (
+    "errors", "load.pairs", "draft.builder_kinds")
 
 
 def test_the_renderers_and_the_records_import_no_torch():
@@ -24,3 +25,20 @@ def test_the_renderers_and_the_records_import_no_torch():
             "    assert 'torch' not in sys.modules, name + ' imports torch'\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr.strip().splitlines()[-1]
+
+
+def test_the_readmes_map_names_every_room_of_the_engine_and_every_module_in_it():
+    from pathlib import Path
+
+    import tevviz.engine
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):]
+    engine = Path(tevviz.engine.__file__).parent
+    rooms = [p for p in sorted(engine.iterdir()) if (p / "__init__.py").is_file()]
+    assert rooms and not [p.name for p in engine.glob("*.py") if p.stem not in ("__init__", "errors")]
+    for room in rooms:
+        entry = layout[layout.index(f"- `{room.name}/`:"):]
+        entry = entry[:entry.index("\n  - `") if "\n  - `" in entry else entry.index("\n- `")]
+        missing = [m.stem for m in room.glob("*.py") if m.stem != "__init__" and f"`{m.stem}`" not in entry]
+        assert not missing, f"README.md's map of {room.name}/ leaves out {missing}"

@@ -12,9 +12,9 @@ from conftest import assert_caches_in_line, random_prompts
 from test_exactness import FAMILIES, assert_greedy, greedy_cfg, pair_of
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, TevvizError
-from tevviz.engine.arm_choice import ARM_MIN, ARMS, MAX_ARM_WAIT, MixedBudget
-from tevviz.engine.auto_budget import WARMUP_FRACTIONS, AutoBudget
-from tevviz.engine.io import export_session, loads
+from tevviz.engine.cost.arm_choice import ARM_MIN, ARMS, MAX_ARM_WAIT, MixedBudget
+from tevviz.engine.cost.auto_budget import WARMUP_FRACTIONS, AutoBudget
+from tevviz.engine.records.io import export_session, loads
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

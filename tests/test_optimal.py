@@ -18,14 +18,14 @@ from conftest import assert_caches_in_line, random_prompts, tiny_model, tiny_pai
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tevviz.engine.builders import BuilderConfig
-from tevviz.engine.io import loads, session_dict
-from tevviz.engine.models import ModelPair
-from tevviz.engine.optimal import optimal_tree, top_prefixes
-from tevviz.engine.records import RoundRecord
-from tevviz.engine.sampling import SamplingConfig
-from tevviz.engine.session import DecodeConfig, DecodeSession
-from tevviz.engine.summary import bounded_rounds, exit_by_depth, summarize
+from tevviz.engine.core.optimal import optimal_tree, top_prefixes
+from tevviz.engine.core.sampling import SamplingConfig
+from tevviz.engine.decode.session import DecodeConfig, DecodeSession
+from tevviz.engine.draft.builders import BuilderConfig
+from tevviz.engine.load.models import ModelPair
+from tevviz.engine.records.io import loads, session_dict
+from tevviz.engine.records.records import RoundRecord
+from tevviz.engine.records.summary import bounded_rounds, exit_by_depth, summarize
 
 
 class TableTarget:
@@ -175,7 +175,7 @@ def test_optimal_tree_agrees_with_a_fresh_prefill_and_with_rescoring(pair):
     fresh = optimal_tree(pair.target, pair.tokenizer, s.tokens[:start], cfg.sampling, record.size - 1, 3)
     assert fresh.tokens == record.optimal.tokens and fresh.parents == record.optimal.parents
     assert fresh.P == pytest.approx(record.optimal.P, abs=1e-6)
-    from tevviz.engine.scoring import rescore
+    from tevviz.engine.core.scoring import rescore
 
     as_round = RoundRecord.unscored(0, "tev", fresh.tokens, fresh.parents, fresh.depths)
     scored = rescore(pair, s.tokens[: start - 1], as_round, cfg.sampling)

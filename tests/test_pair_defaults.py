@@ -1,4 +1,4 @@
-"""Each named pair starts from the settings measured fastest for it (engine/pairs.py), any other pair from
+"""Each named pair starts from the settings measured fastest for it (engine/load/pairs.py), any other pair from
 --budget auto with its floor; the settings are ones a session accepts, and the result file that measured them exists."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tevviz.engine import BuilderConfig, DecodeConfig, SamplingConfig
-from tevviz.engine import pairs as pairs_module
-from tevviz.engine.pairs import NAMED_PAIRS, OTHER_PAIR_DEFAULTS, decode_defaults
+from tevviz.engine.load import pairs as pairs_module
+from tevviz.engine.load.pairs import NAMED_PAIRS, OTHER_PAIR_DEFAULTS, decode_defaults
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,9 +42,9 @@ def test_the_result_files_named_beside_the_defaults_exist():
 
 
 def test_an_eagle3_head_starts_on_eagles_own_tree_sizes():
-    from tevviz.engine.drafters import drafter_kind
-    from tevviz.engine.eagle_tree import DEFAULTS
-    from tevviz.engine.pairs import decode_start
+    from tevviz.engine.draft.drafters import drafter_kind
+    from tevviz.engine.draft.eagle_tree import DEFAULTS
+    from tevviz.engine.load.pairs import decode_start
 
     head = drafter_kind("eagle3")
     start = decode_start(None, 0.0, head, head.folder_depth(None))

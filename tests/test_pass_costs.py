@@ -1,5 +1,5 @@
-"""A pair's forwards timed as decoding runs them (engine/pass_costs.py), and the app's run held against the limit those
-costs set: the tokens/s its rounds would reach if a round cost only its forwards, and the share reached."""
+"""A pair's forwards timed as decoding runs them (engine/decode/pass_costs.py), and the app's run held against the limit
+those costs set: the tokens/s its rounds would reach if a round cost only its forwards, and the share reached."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tevviz.app.controller import Controller
 from tevviz.app.source import PairSource
 from tevviz.app.state import AppState, decode_settings
 from tevviz.app.views import ideal_lines, stats_markdown
-from tevviz.engine.pass_costs import measure_pass_costs
+from tevviz.engine.decode.pass_costs import measure_pass_costs
 
 
 def test_the_pass_costs_cover_every_size_and_grow_with_it_for_a_causal_drafter():

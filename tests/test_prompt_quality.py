@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from tevviz.cli import EXAMPLES
-from tevviz.engine.models import assets_dir, load_pair
+from tevviz.engine.load.models import assets_dir, load_pair
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROOT = Path(__file__).resolve().parent.parent

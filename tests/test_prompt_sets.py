@@ -14,10 +14,10 @@ import pytest
 
 from tevviz.cli import build_parser, main
 from tevviz.commands import prompt_rows
-from tevviz.engine.models import ModelSource, assets_dir
-from tevviz.engine.pairs import NAMED_PAIRS, named_pair
-from tevviz.engine.scan_files import read_prompts
-from tevviz.engine.session import encode_prompt
+from tevviz.engine.decode.session import encode_prompt
+from tevviz.engine.load.models import ModelSource, assets_dir
+from tevviz.engine.load.pairs import NAMED_PAIRS, named_pair
+from tevviz.engine.scan.scan_files import read_prompts
 from tevviz.prompts import load_prompts
 from tevviz.recipes import chat_prompts
 from tevviz.recipes.chat_prompts import FREEFORM_SPLIT, conversation_text, freeform_prompts, make_chat_prompts

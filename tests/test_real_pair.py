@@ -12,8 +12,8 @@ import torch
 from conftest import assert_caches_in_line
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, encode_prompt
-from tevviz.engine.models import ModelSource, check_vocabularies, load_model, load_tokenizer
-from tevviz.engine.pairs import named_pair
+from tevviz.engine.load.models import ModelSource, check_vocabularies, load_model, load_tokenizer
+from tevviz.engine.load.pairs import named_pair
 from tevviz.prompts import load_prompts
 from tevviz.recipes.fetch import SOURCES, cached_wheel, is_fetched
 
@@ -139,7 +139,7 @@ def block_folder(tmp_path_factory):
     shipped = named_pair("smollm2").drafter_paths().get("tevviz-smollm2-block-draft")
     if shipped is not None:
         return shipped
-    from tevviz.engine.block_model import (
+    from tevviz.engine.draft.block_model import (
         BlockDraftModel,
         block_config_dict,
         default_layer_ids,
@@ -166,7 +166,7 @@ def block_folder(tmp_path_factory):
 def test_greedy_with_a_block_drafter_equals_generate(verifier, block_folder):
     """A block drafter on SmolLM2, DDTree trees: greedy output is the target's own, token for token, on a templated
     prompt and on a free-form conversation (the target's hidden states feed the drafter every round)."""
-    from tevviz.engine.models import with_draft
+    from tevviz.engine.load.models import with_draft
 
     pair = with_draft(real_pair(), str(block_folder))
     assert pair.draft_kind == "block"

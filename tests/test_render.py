@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tevviz.engine.records import RoundRecord
-from tevviz.engine.round_numbers import NUMBERS, SUM
-from tevviz.engine.summary import SessionSummary, summarize
+from tevviz.engine.records.records import RoundRecord
+from tevviz.engine.records.round_numbers import NUMBERS, SUM
+from tevviz.engine.records.summary import SessionSummary, summarize
 from tevviz.render import (
     BONUS,
     METRICS,
@@ -550,7 +550,7 @@ def test_tree_title_above_the_tree_and_legend_below_it():
 
 
 def test_a_rows_cell_rings_its_nodes_and_a_selection_boxes_its_cell():
-    from tevviz.engine.records import RoundRecord
+    from tevviz.engine.records.records import RoundRecord
     from tevviz.render.block_rows import block_rows_figure
     from tevviz.render.tree_figure import node_key
 

@@ -18,8 +18,8 @@ from plotly.offline import get_plotlyjs
 
 from tevviz.cli import main
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
-from tevviz.engine import io as tio
-from tevviz.engine.summary import summarize
+from tevviz.engine.records import io as tio
+from tevviz.engine.records.summary import summarize
 from tevviz.render.graph import METRICS
 from tevviz.render.report import report_html
 from tevviz.render.tree_figure import tree_figure_dict

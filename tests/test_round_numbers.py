@@ -1,6 +1,6 @@
-"""The per-round numbers' registry (engine/round_numbers.py): every number is defined, reads its hand-computed value
-on hand-made rounds, adds up over rounds and prompts as it declares, and every surface (the session summary, the scan
-statistics, tevviz inspect's JSON and text, the report, the app's statistics) shows the same numbers; `tevviz scan`
+"""The per-round numbers' registry (engine/records/round_numbers.py): every number is defined, reads its hand-computed
+value on hand-made rounds, adds up over rounds and prompts as it declares, and every surface (the session summary, the
+scan statistics, tevviz inspect's JSON and text, the report, the app's statistics) shows the same numbers; `tevviz scan`
 with speculative chains and optimal trees (whose rounds have no drafter gap) runs to its tables."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from tevviz.engine.records import STAGES, OptimalTree, RoundRecord
-from tevviz.engine.round_numbers import (
+from tevviz.engine.records.records import STAGES, OptimalTree, RoundRecord
+from tevviz.engine.records.round_numbers import (
     COLUMNS,
     MEAN,
     NUMBERS,
@@ -27,9 +27,9 @@ from tevviz.engine.round_numbers import (
     pool,
     round_row,
 )
-from tevviz.engine.round_time import Fit, RoundSizing
-from tevviz.engine.scan_stats import ScanAccumulator, group_stats, prompt_stats
-from tevviz.engine.summary import summarize
+from tevviz.engine.records.round_time import Fit, RoundSizing
+from tevviz.engine.records.scan_stats import ScanAccumulator, group_stats, prompt_stats
+from tevviz.engine.records.summary import summarize
 
 CHAIN = [-1, 0, 1]
 FORK = [-1, 0, 0, 1]
@@ -230,7 +230,7 @@ def test_inspect_the_report_and_the_app_show_the_summary_numbers(tmp_path, capsy
     from tevviz.app.state import AppState
     from tevviz.app.views import stats_markdown
     from tevviz.cli import main
-    from tevviz.engine import io as tio
+    from tevviz.engine.records import io as tio
     from tevviz.render.report import report_html
 
     rounds = [r for r in hand_rounds() if r.C_p is not None]  # a session file's rounds are all scored or none
@@ -258,7 +258,8 @@ def test_inspect_the_report_and_the_app_show_the_summary_numbers(tmp_path, capsy
 
 
 def test_the_registry_needs_no_torch():
-    code = ("import sys, tevviz.engine.round_numbers, tevviz.engine.summary, tevviz.engine.scan_stats; "
+    code = ("import sys, tevviz.engine.records.round_numbers, tevviz.engine.records.summary, "
+            "tevviz.engine.records.scan_stats; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
@@ -269,8 +270,8 @@ def test_a_speculative_scan_with_optimal_trees_runs_through_tevviz_scan(tmp_path
     embedded pair: its chains' optimal trees bound nothing, so they have no drafter gap (summing those gaps ended in
     a TypeError); the scan prints its tables, and its numbers are the registry's over the records it wrote."""
     from tevviz.cli import main
-    from tevviz.engine.io import parse_round
-    from tevviz.engine.scan_files import RECORDS
+    from tevviz.engine.records.io import parse_round
+    from tevviz.engine.scan.scan_files import RECORDS
 
     prompts = tmp_path / "P.jsonl"
     prompts.write_text("".join(json.dumps({"id": i, "prompt": p}) + "\n" for i, p in

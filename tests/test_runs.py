@@ -17,7 +17,7 @@ from tevviz.app.runs import run_name, session_of
 from tevviz.app.source import PairSource
 from tevviz.app.state import AppState, decode_settings
 from tevviz.engine import TevvizError
-from tevviz.engine import io as tio
+from tevviz.engine.records import io as tio
 
 PROMPT = "t1 t2 t3"
 USER = "0" * 32
@@ -125,7 +125,7 @@ def test_the_store_caps_its_runs_and_no_link_leaves_its_folder(tmp_path):
 
 def test_a_run_compared_with_itself_shows_no_difference(ctl):
     from tevviz.app.compare_views import comparison_markdown
-    from tevviz.engine.run_compare import Run, compare_runs
+    from tevviz.engine.records.run_compare import Run, compare_runs
 
     _, cfg = settings(temperature=1.0)
     run = steps(ctl, AppState(user=USER), 3, cfg)

@@ -21,17 +21,17 @@ from conftest import tiny_pair
 from test_laws import hand_probs
 
 from tevviz.engine import BuilderConfig, SamplingConfig, TevvizError
-from tevviz.engine.auto_budget import WARMUP_FRACTIONS, AutoBudget
-from tevviz.engine.builders import build_tree
-from tevviz.engine.chain_cost import EXPLORE, LOAD_WINDOW
-from tevviz.engine.comparison import chi_square_p
-from tevviz.engine.io import loads, session_dict
-from tevviz.engine.kv import new_cache
-from tevviz.engine.records import RoundRecord, expected_accepted
-from tevviz.engine.round_time import round_cost
-from tevviz.engine.sampling import processed_probs
-from tevviz.engine.tree import DraftTree, from_parents
-from tevviz.engine.verifiers import VERIFIERS
+from tevviz.engine.core.kv import new_cache
+from tevviz.engine.core.sampling import processed_probs
+from tevviz.engine.core.tree import DraftTree, from_parents
+from tevviz.engine.cost.auto_budget import WARMUP_FRACTIONS, AutoBudget
+from tevviz.engine.cost.chain_cost import EXPLORE, LOAD_WINDOW
+from tevviz.engine.draft.builders import build_tree
+from tevviz.engine.records.io import loads, session_dict
+from tevviz.engine.records.records import RoundRecord, expected_accepted
+from tevviz.engine.records.round_time import round_cost
+from tevviz.engine.verify.comparison import chi_square_p
+from tevviz.engine.verify.verifiers import VERIFIERS
 
 SAMPLING = SamplingConfig(temperature=1.0, top_k=6)
 # The law tests' settings: T = 1, and T = 0.7 where a temperature applied twice shows.
@@ -85,7 +85,7 @@ def test_a_draft_with_a_wider_output_layer_never_draws_an_id_the_target_lacks():
     import copy
 
     from tevviz.engine import DecodeConfig, DecodeSession
-    from tevviz.engine.models import ModelPair
+    from tevviz.engine.load.models import ModelPair
 
     pair = tiny_pair("llama")
     wide = copy.deepcopy(pair.draft)

@@ -15,7 +15,7 @@ from tevviz.app.controller import Controller
 from tevviz.app.decode_tab import ROUND_OUTPUTS, SETTINGS, decode_tab
 from tevviz.app.scan_tab import DECODE_TAB, SCAN_OUTPUTS, START_OUTPUTS, scan_tab
 from tevviz.app.source import PairSource
-from tevviz.engine.scan_files import open_scan
+from tevviz.engine.scan.scan_files import open_scan
 
 gradio_client = pytest.importorskip("gradio_client")
 CATEGORIES = ("short", "long")
@@ -124,7 +124,7 @@ def test_stop_keeps_the_finished_prompts(url):
 def test_the_scan_tab_opens_only_allowed_folders_and_never_echoes_a_manifest(url, tmp_path):
     """A folder outside the app's own scans and its --model-dir folders is refused before anything is read, whether
     or not it holds a manifest (it opened any folder on the server and its errors quoted the manifest)."""
-    from tevviz.engine.scan_files import write_manifest
+    from tevviz.engine.scan.scan_files import write_manifest
 
     secret = tmp_path / "elsewhere"
     secret.mkdir()

@@ -15,7 +15,7 @@ import pytest
 from test_scan_stats import small_scan
 
 from tevviz.cli import main
-from tevviz.engine.scan_files import RECORDS, RecordWriter, block_bytes, read_manifest, write_manifest
+from tevviz.engine.scan.scan_files import RECORDS, RecordWriter, block_bytes, read_manifest, write_manifest
 
 SETTINGS = {"sampling": {"temperature": 1.0, "top_k": 0, "top_p": 1.0}, "builder": {"kind": "best-first"},
             "verifier": "tev", "max_new_tokens": 12, "seed": 3, "optimal": False, "missing_top": 3,

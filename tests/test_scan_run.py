@@ -23,8 +23,8 @@ import pytest
 
 from tevviz.cli import main as tevviz_main
 from tevviz.commands import cmd_report
-from tevviz.engine.models import assets_dir
-from tevviz.engine.scan_files import (
+from tevviz.engine.load.models import assets_dir
+from tevviz.engine.scan.scan_files import (
     MANIFEST,
     RECORDS,
     complete_end,

@@ -12,8 +12,9 @@ import orjson
 import pytest
 
 from tevviz.engine.errors import TevvizError
-from tevviz.engine.records import OptimalTree, RoundRecord
-from tevviz.engine.scan_files import (
+from tevviz.engine.records.records import OptimalTree, RoundRecord
+from tevviz.engine.records.scan_stats import ScanAccumulator, compare_scans, mean_se
+from tevviz.engine.scan.scan_files import (
     RECORDS,
     RecordWriter,
     block_bytes,
@@ -24,7 +25,6 @@ from tevviz.engine.scan_files import (
     repair,
     write_manifest,
 )
-from tevviz.engine.scan_stats import ScanAccumulator, compare_scans, mean_se
 
 
 def scored(index: int, parents: list[int], P: list[float], exit_node: int, missing=None, optimal=None) -> RoundRecord:
@@ -238,8 +238,8 @@ def test_a_full_disk_cuts_the_block_back(tmp_path, monkeypatch):
 def test_each_block_is_written_whole_and_synced_before_the_next_prompt_starts(tmp_path, monkeypatch):
     """The durability contract a kill cannot show: every byte of a prompt's block is written to the records file
     and fsync'd on that file before the next prompt's decoding begins (and before the scan reports it finished)."""
-    from tevviz.engine.scan_files import ScanPrompt
-    from tevviz.engine.scan_run import PlannedPrompt, scan_steps
+    from tevviz.engine.scan.scan_files import ScanPrompt
+    from tevviz.engine.scan.scan_run import PlannedPrompt, scan_steps
 
     write_manifest(tmp_path, {"schema": "tevviz.scan/1", "settings": {}, "models": {}})
     scan = small_scan()

@@ -1,4 +1,4 @@
-"""Independent random streams per session seed and role (engine/seeds.py), and the sessions that use them.
+"""Independent random streams per session seed and role (engine/core/seeds.py), and the sessions that use them.
 
 Each test was checked to fail against the fault it targets, planted one at a time: a session whose draft
 generator is seeded with its seed + 1 (the next session's verifier seed), so that sessions over consecutive seeds
@@ -15,7 +15,7 @@ import torch
 from conftest import tiny_pair
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
-from tevviz.engine.seeds import SEED_BITS, stream_seed
+from tevviz.engine.core.seeds import SEED_BITS, stream_seed
 
 ROLES = ("verify", "draft")
 

@@ -1,4 +1,4 @@
-"""The speed-up explained (engine/speed.py): by hand, and on a recorded session timed as the app times one."""
+"""The speed-up explained (engine/records/speed.py): by hand, and on a recorded session timed as the app times one."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from tevviz.engine.records import RoundRecord
-from tevviz.engine.speed import ms_per_token, speed_breakdown
+from tevviz.engine.records.records import RoundRecord
+from tevviz.engine.records.speed import ms_per_token, speed_breakdown
 
 
 def timed_round(index: int, committed: int, ms: dict[str, float]) -> RoundRecord:
@@ -48,9 +48,9 @@ def test_without_baseline_or_rounds():
 
 def test_breakdown_adds_up_to_the_measured_time_per_token(llama_pair, one_thread):
     """A session timed as the app times it (wall time around each Step): the stages per token add up to it."""
-    from tevviz.engine.builders import BuilderConfig
-    from tevviz.engine.sampling import SamplingConfig
-    from tevviz.engine.session import DecodeConfig, DecodeSession, autoregressive
+    from tevviz.engine.core.sampling import SamplingConfig
+    from tevviz.engine.decode.session import DecodeConfig, DecodeSession, autoregressive
+    from tevviz.engine.draft.builders import BuilderConfig
 
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), builder=BuilderConfig(budget=16, depth=4),
                        max_new_tokens=48, seed=0, stop_on_eos=False)

@@ -1,4 +1,4 @@
-"""Batched target continuations (engine/streams.py): the target's own greedy output and sampling law, padding
+"""Batched target continuations (engine/decode/streams.py): the target's own greedy output and sampling law, padding
 included."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import torch
 from conftest import EOS, greedy_generate, random_prompts, tiny_model, tiny_pair
 from test_laws import P_MIN, assert_law, law_check
 
-from tevviz.engine.sampling import SamplingConfig, processed_probs
-from tevviz.engine.streams import collect_streams, continuations, cut_at_stop
+from tevviz.engine.core.sampling import SamplingConfig, processed_probs
+from tevviz.engine.decode.streams import collect_streams, continuations, cut_at_stop
 
 
 @pytest.mark.parametrize("family", ["llama", "gpt2"])

@@ -11,8 +11,11 @@ import torch
 from conftest import tiny_model, word_tokenizer
 
 from tevviz.engine import BuilderConfig, TevvizError
-from tevviz.engine.exit_law import exit_law
-from tevviz.engine.exittrain import (
+from tevviz.engine.core.exit_law import exit_law
+from tevviz.engine.core.tree import from_parents, path_to
+from tevviz.engine.decode.streams import collect_streams
+from tevviz.engine.load.models import ModelPair
+from tevviz.engine.train.exittrain import (
     ExitTrainer,
     TrainConfig,
     build_training_tree,
@@ -20,9 +23,6 @@ from tevviz.engine.exittrain import (
     exit_loss_terms,
     target_weights,
 )
-from tevviz.engine.models import ModelPair
-from tevviz.engine.streams import collect_streams
-from tevviz.engine.tree import from_parents, path_to
 
 CONTEXT = [4, 9, 2, 7]
 TOKENS = [7, 3, 5, 8, 1, 6]  # node 0 is the root, the context's last token
@@ -73,7 +73,7 @@ def test_loss_equals_the_formula_on_a_hand_made_tree(objective):
 
 @pytest.mark.parametrize("labels", ["hard", "soft", "soft-padded-target"])
 def test_token_loss_equals_the_formula(labels):
-    from tevviz.engine.exittrain import Context, token_loss
+    from tevviz.engine.train.exittrain import Context, token_loss
 
     draft = tiny_model("llama", 5, layers=1, scale=1.0)
     target = tiny_model("llama", 0, scale=5.0)
@@ -98,7 +98,7 @@ def test_token_loss_equals_the_formula(labels):
 
 
 def test_prefix_weights_have_the_exit_weights_total():
-    from tevviz.engine.exittrain import node_weights
+    from tevviz.engine.train.exittrain import node_weights
 
     _, ex, _ = hand_tree_and_law(32)
     assert node_weights("prefix", ex)[1:].sum().item() == pytest.approx(ex.w[1:].sum().item(), rel=1e-5)
@@ -203,7 +203,7 @@ def root_logit_gradient(objective: str) -> tuple[torch.Tensor, object]:
 
 
 def test_exit_and_prefix_gradients_point_the_predicted_way():
-    from tevviz.engine.exittrain import node_weights
+    from tevviz.engine.train.exittrain import node_weights
 
     g_exit, ex = root_logit_gradient("exit")
     g_prefix, _ = root_logit_gradient("prefix")
@@ -236,7 +236,7 @@ def test_trainer_step_normalises_by_all_nodes_and_weighs_by_lambda():
     pair = ModelPair(target, draft, word_tokenizer(), "t", "d")
     g = torch.Generator().manual_seed(8)
     long = torch.randint(0, 90, (pair.context_length - 2,), generator=g).tolist()
-    from tevviz.engine.exittrain import Context
+    from tevviz.engine.train.exittrain import Context
 
     contexts = [Context(CONTEXT, [3, 8, 1]), Context(long, [2])]
     builder = BuilderConfig(budget=8, depth=3, children=2, width=2)  # 2 + 4 + 4 drafted: 8 kept, 6 at depth 2
@@ -267,7 +267,7 @@ def test_stream_labels_are_hard_on_greedy_continuations_and_soft_at_their_own_te
     at T = 0.7 it is against the target's softmax(logits / 0.7) there (neither at weight_temperature 1)."""
     import random
 
-    from tevviz.engine.exittrain import Context
+    from tevviz.engine.train.exittrain import Context
 
     target = tiny_model("llama", 0, scale=5.0)
     draft = tiny_model("llama", 7, layers=1, scale=1.0)
@@ -305,7 +305,7 @@ def test_distill_loss_is_the_cross_entropy_to_the_target_law_and_moves_the_draft
     """The warm start's first loss is -sum p log q at T = 1 on the windows its seed picks (the target unchanged),
     and after training the drafter's KL to the target on other windows has fallen. `warm_start` trains a frozen copy
     and leaves the pair's drafter as it was."""
-    from tevviz.engine.distillation import DistillConfig, warm_start
+    from tevviz.engine.train.distillation import DistillConfig, warm_start
 
     pair, contexts = learnable_pair
     stream = [t for c in contexts[::2] for t in c.tokens + c.continuation]
@@ -338,7 +338,7 @@ def test_distill_loss_is_the_cross_entropy_to_the_target_law_and_moves_the_draft
 def test_coarse_cross_entropy_merges_the_unkept_tokens_into_one_outcome():
     """With every token kept it is the full cross-entropy; with k kept it is the cross-entropy of the two laws with
     the other tokens merged into one outcome, by hand."""
-    from tevviz.engine.distillation import coarse_cross_entropy
+    from tevviz.engine.train.distillation import coarse_cross_entropy
 
     gen = torch.Generator().manual_seed(3)
     logits, p = torch.randn(2, 5, 9, generator=gen), torch.softmax(2 * torch.randn(2, 5, 9, generator=gen), -1)
@@ -356,7 +356,7 @@ def test_coarse_cross_entropy_merges_the_unkept_tokens_into_one_outcome():
 def test_cached_target_law_is_the_top_k_of_each_window_and_its_distillation_moves_the_draft(learnable_pair):
     """`target_law` cuts the text into consecutive windows and keeps the k most likely tokens of the target's law at
     each position (float16); `distill` with top_k trains on those windows alone and lowers the drafter's full KL."""
-    from tevviz.engine.distillation import DistillConfig, target_law, warm_start
+    from tevviz.engine.train.distillation import DistillConfig, target_law, warm_start
 
     pair, contexts = learnable_pair
     stream = [t for c in contexts[::2] for t in c.tokens + c.continuation]
@@ -390,7 +390,7 @@ def test_cached_target_law_is_the_top_k_of_each_window_and_its_distillation_move
                                           ({"lr": 0.0}, "lr > 0"), ({"temperature": 0.0}, "temperature > 0"),
                                           ({"top_k": -1}, "top_k must be an int >= 0")])
 def test_bad_distill_settings(kw, message):
-    from tevviz.engine.distillation import DistillConfig, distill
+    from tevviz.engine.train.distillation import DistillConfig, distill
 
     with pytest.raises(TevvizError, match=message):
         DistillConfig(**kw)

@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, TevvizError
-from tevviz.engine import exit_law as law
-from tevviz.engine.builders import build_tree
-from tevviz.engine.kv import new_cache
-from tevviz.engine.sampling import edge_probs, processed_probs
-from tevviz.engine.tree import DraftTree, ancestor_mask, children, from_parents, path_to, position_ids
+from tevviz.engine.core import exit_law as law
+from tevviz.engine.core.kv import new_cache
+from tevviz.engine.core.sampling import edge_probs, processed_probs
+from tevviz.engine.core.tree import DraftTree, ancestor_mask, children, from_parents, path_to, position_ids
+from tevviz.engine.draft.builders import build_tree
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -321,7 +321,7 @@ def test_repeated_sibling_tokens_are_refused():
 
 
 def test_import_refuses_repeated_siblings_and_names_the_round():
-    from tevviz.engine.io import loads, session_dict
+    from tevviz.engine.records.io import loads, session_dict
 
     pair = tiny_pair("llama")
     s = DecodeSession(pair, [3, 4, 5], DecodeConfig(sampling=SamplingConfig(0.0), max_new_tokens=12, missing_top=0))

@@ -17,18 +17,18 @@ _HOMES = {
     "report": "api",  # the self-contained HTML session report
     "compare": "api",  # two runs compared round by round
     "compare_trees": "api",  # a round of two runs in one shared layout
-    "DecodeSession": "engine.session",
-    "DecodeConfig": "engine.session",
-    "SamplingConfig": "engine.sampling",
-    "BuilderConfig": "engine.builders",
-    "ModelPair": "engine.models",
-    "RoundRecord": "engine.records",
-    "OptimalTree": "engine.records",
-    "CoverageGap": "engine.records",
-    "summarize": "engine.summary",
-    "SessionSummary": "engine.summary",
-    "optimal_tree": "engine.optimal",
-    "load_session": "engine.io",
+    "DecodeSession": "engine.decode.session",
+    "DecodeConfig": "engine.decode.session",
+    "SamplingConfig": "engine.core.sampling",
+    "BuilderConfig": "engine.draft.builders",
+    "ModelPair": "engine.load.models",
+    "RoundRecord": "engine.records.records",
+    "OptimalTree": "engine.records.records",
+    "CoverageGap": "engine.records.records",
+    "summarize": "engine.records.summary",
+    "SessionSummary": "engine.records.summary",
+    "optimal_tree": "engine.core.optimal",
+    "load_session": "engine.records.io",
     "TevvizError": "engine.errors",
 }
 _RENAMED = {"load_session": "load"}  # API name -> name in its module

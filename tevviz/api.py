@@ -9,14 +9,14 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from .engine import io as tio
-from .engine.builders import BuilderConfig
-from .engine.drafters import drafter_kind_of
-from .engine.models import ModelPair, ModelSource
-from .engine.pairs import AUTO_LIMIT, FIXED_BUDGET, DecodeDefaults, decode_start, pair_of_target
-from .engine.records import RoundRecord
-from .engine.sampling import SamplingConfig
-from .engine.session import DecodeConfig, DecodeSession, encode_prompt, has_chat_template
+from .engine.core.sampling import SamplingConfig
+from .engine.decode.session import DecodeConfig, DecodeSession, encode_prompt, has_chat_template
+from .engine.draft.builders import BuilderConfig
+from .engine.draft.drafters import drafter_kind_of
+from .engine.load.models import ModelPair, ModelSource
+from .engine.load.pairs import AUTO_LIMIT, FIXED_BUDGET, DecodeDefaults, decode_start, pair_of_target
+from .engine.records import io as tio
+from .engine.records.records import RoundRecord
 from .render.tree_figure import tree_figure
 
 
@@ -24,13 +24,13 @@ def load(pair: str | None = None, target: str | None = None, draft: str | None =
          dtype: str = "auto", threads: int | None = None, **options) -> ModelPair:
     """A checked target/draft pair: a named pair ("stdlib", the default, or "smollm2"), or your own models.
 
-    `threads`: torch's CPU threads, by the policy of `tevviz decode --threads` and the app (engine/threads.py):
+    `threads`: torch's CPU threads, by the policy of `tevviz decode --threads` and the app (engine/core/threads.py):
     this number, else $OMP_NUM_THREADS when set, else one fewer than torch's default, leaving a core free (a
     thread on every core loses to anything else running: a notebook example took 13-15 s on a busy machine
     against 2.9 s with one thread). `options` are ModelSource's other fields (revision, device_map,
     attn_implementation, trust_remote_code).
     """
-    from .engine.threads import use_threads
+    from .engine.core.threads import use_threads
 
     use_threads(threads)
     return ModelSource(target=target, draft=draft, pair=pair, device=device, dtype=dtype, **options).load()
@@ -61,7 +61,7 @@ def session(pair: ModelPair, prompt: str, *, temperature: float = 0.0, top_k: in
 
 def start_settings(pair: ModelPair, temperature: float, builder=None, verifier=None, budget=None, depth=None,
                    options: dict | None = None) -> DecodeDefaults:
-    """The settings `session` decodes with (engine/pairs.py's decode_start for the loaded pair); `options` may hold
+    """The settings `session` decodes with (engine/load/pairs.py's decode_start for the loaded pair); `options` may hold
     the older spelling auto=True with `budget` as the limit (moved to options["budget_limit"])."""
     options = {} if options is None else options
     auto = options.pop("auto", None)
@@ -119,7 +119,7 @@ def compare(a, b, names: tuple[str, str] = ("A", "B")):
 
 
 def _comparison(a, b, names: tuple[str, str] = ("A", "B")):
-    from .engine.run_compare import Run, compare_runs
+    from .engine.records.run_compare import Run, compare_runs
 
     read = lambda x: x if isinstance(x, tio.ImportedSession) else rounds_of(x)
     return compare_runs(*(Run.of(read(x), name) for x, name in zip((a, b), names)))

@@ -12,7 +12,7 @@ import sys
 
 from . import __version__
 from .engine.errors import TevvizError
-from .engine.pairs import NAMED_PAIRS
+from .engine.load.pairs import NAMED_PAIRS
 from .flags import (
     SCAN_NOTE,
     Formatter,
@@ -161,7 +161,7 @@ def add_train(sub) -> None:
     t.add_argument("--prompts", default=None, help="prompt JSONL (default: the pair's shipped prompt file)")
     t.add_argument("--split", default="train", help="which prompts of the pair (as tevviz eval's --split)")
     t.add_argument("--objective", default="exit", metavar="NAME",
-                   choices=LazyChoices("tevviz.engine.exittrain", "OBJECTIVES"),
+                   choices=LazyChoices("tevviz.engine.train.exittrain", "OBJECTIVES"),
                    help="exit (w, the paper's), prefix (P), token (L_tok alone) or residual (ours)")
     t.add_argument("--steps", type=int, default=200)
     t.add_argument("--batch", type=int, default=8)
@@ -172,7 +172,7 @@ def add_train(sub) -> None:
     t.add_argument("--collect-temperatures", default="0,1",
                    help="target continuations are collected at these temperatures, in turn over the prompts")
     t.add_argument("--token-labels", default=None, metavar="KIND",
-                   choices=LazyChoices("tevviz.engine.exittrain", "TOKEN_LABELS"),
+                   choices=LazyChoices("tevviz.engine.train.exittrain", "TOKEN_LABELS"),
                    help="L_tok against the target's distribution (soft), its sampled continuation token (hard), or "
                         "each continuation's own law (stream: hard on greedy, soft at T on sampled ones); "
                         "default: the engine's TrainConfig.token_labels")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from .engine.pairs import AUTO_LIMIT, DEFAULT_PAIR, FIXED_BUDGET, NAMED_PAIRS
+from .engine.load.pairs import AUTO_LIMIT, DEFAULT_PAIR, FIXED_BUDGET, NAMED_PAIRS
 
 
 class Parser(argparse.ArgumentParser):
@@ -121,12 +121,12 @@ def add_decoding(p: argparse.ArgumentParser, note: str = DEFAULTS_NOTE) -> None:
     g.add_argument("--seed", type=int, default=0, help="seeds the verifier's draws (and a sampled chain's)")
     g = p.add_argument_group("draft tree", note)
     g.add_argument("--verifier", default=None, metavar="NAME",
-                   choices=LazyChoices("tevviz.engine.verifiers", "VERIFIERS"),
+                   choices=LazyChoices("tevviz.engine.verify.verifiers", "VERIFIERS"),
                    help="a registered verifier: tev, predraw, residual, speculative (speculative sampling, for "
                         "--builder sampled; on other trees it is residual), and the reference predraw-loop "
                         "(default: as said above)")
     g.add_argument("--builder", default=None, metavar="NAME",
-                   choices=LazyChoices("tevviz.engine.builders", "BUILDERS"),
+                   choices=LazyChoices("tevviz.engine.draft.builders", "BUILDERS"),
                    help="best-first, static, chain, sampled (a chain drawn from the draft's own law, for --verifier "
                         "speculative; docs/math.md), mixed (with --budget auto: each round a best-first tree or a "
                         "sampled chain, whichever the session measures faster; docs/auto-budget.md), or ddtree "
@@ -148,7 +148,7 @@ def add_decoding(p: argparse.ArgumentParser, note: str = DEFAULTS_NOTE) -> None:
 
 
 def add_threads(p) -> None:
-    """--threads, one policy for every command, the app and tevviz.load (engine/threads.py)."""
+    """--threads, one policy for every command, the app and tevviz.load (engine/core/threads.py)."""
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads for the models (default: $OMP_NUM_THREADS when set, else one fewer than "
                         "torch's default, at least 1, which leaves a core free for the browser and the rest of the "

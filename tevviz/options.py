@@ -1,6 +1,7 @@
 """What the command line's model and decoding flags mean to the engine: a ModelSource and a DecodeConfig.
 
-Shared by the commands (tevviz.commands) and `tevviz scan` (tevviz.scan); the flags themselves are in tevviz.flags and tevviz.cli.
+Shared by the commands (tevviz.commands) and `tevviz scan` (tevviz.scan); the flags themselves are in tevviz.flags
+and tevviz.cli.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from .engine.errors import TevvizError
 
 def source_from_args(args):
     """The ModelSource named by the model flags (a --draft alone goes beside the named pair's target)."""
-    from .engine.models import ModelSource
+    from .engine.load.models import ModelSource
 
     return ModelSource(target=args.target, draft=args.draft, pair=args.pair, dtype=args.dtype, device=args.device,
                        device_map=args.device_map, attn_implementation=args.attn,
@@ -24,7 +25,7 @@ def source_from_args(args):
 def drafter_tree(args, depth: int) -> tuple[str, int]:
     """The builder the chosen drafter's trees take (its kind's own: DDTree for a block drafter, best-first for a
     causal LM) and `depth`, capped at the drafter's natural depth. Read from the draft folder, before anything loads."""
-    from .engine.drafters import folder_defaults
+    from .engine.draft.drafters import folder_defaults
 
     kind, own_depth = folder_defaults(source_from_args(args).resolved()[1])
     return kind, min(depth, own_depth) if own_depth else depth
@@ -32,10 +33,11 @@ def drafter_tree(args, depth: int) -> tuple[str, int]:
 
 def start_from_args(args):
     """The builder, verifier, budget and depth a decode runs with: the flags given, the rest the loaded pair's
-    measured best at --temperature (engine/pairs.py), or --budget auto on the drafter's own builder for another pair.
-    A scan starts at the drafter's own builder at a fixed B: its records must not depend on the machine's timings."""
-    from .engine.drafters import folder_kind
-    from .engine.pairs import FIXED_BUDGET, decode_start, pair_of_target
+    measured best at --temperature (engine/load/pairs.py), or --budget auto on the drafter's own builder for another
+    pair. A scan starts at the drafter's own builder at a fixed B: its records must not depend on the machine's
+    timings."""
+    from .engine.draft.drafters import folder_kind
+    from .engine.load.pairs import FIXED_BUDGET, decode_start, pair_of_target
 
     target, draft = source_from_args(args).resolved()
     kind = folder_kind(draft)
@@ -49,7 +51,7 @@ def start_from_args(args):
 def decode_config_from_args(args):
     """A DecodeConfig from the sampling and tree flags (raises TevvizError on bad values)."""
     from .engine import BuilderConfig, DecodeConfig, SamplingConfig
-    from .engine.drafters import check_builder, folder_kind
+    from .engine.draft.drafters import check_builder, folder_kind
 
     try:
         branching = tuple(int(x) for x in args.branching.split(","))

@@ -79,9 +79,9 @@ def _progress_printer():
 
 def _prepare(args):
     """Read the prompts, load the pair, make or check the folder; returns (pair, planned, cfg, folder)."""
-    from .engine.scan_files import file_digest, read_prompts, repair, shard
-    from .engine.scan_merge import check_resume
-    from .engine.scan_run import plan_prompts, scan_manifest
+    from .engine.scan.scan_files import file_digest, read_prompts, repair, shard
+    from .engine.scan.scan_merge import check_resume
+    from .engine.scan.scan_run import plan_prompts, scan_manifest
     from .options import decode_config_from_args, source_from_args
 
     if len(args.paths) != 1:
@@ -109,7 +109,7 @@ def _prepare(args):
         if dropped:
             print(f"dropped {dropped} bytes of an unfinished prompt at the end of the records", file=sys.stderr)
     else:
-        from .engine.scan_files import write_manifest
+        from .engine.scan.scan_files import write_manifest
 
         folder.mkdir(parents=True, exist_ok=True)
         write_manifest(folder, manifest)
@@ -118,9 +118,9 @@ def _prepare(args):
 
 def run(args) -> int:
     """Scan a prompt file into -o DIR (or continue it with --resume)."""
-    from .engine.scan_files import done_ids
-    from .engine.scan_run import run_scan
-    from .engine.threads import use_threads
+    from .engine.core.threads import use_threads
+    from .engine.scan.scan_files import done_ids
+    from .engine.scan.scan_run import run_scan
 
     use_threads(args.threads)  # the one policy of decode, the app and the notebook API
     pair, planned, cfg, folder = _prepare(args)
@@ -141,7 +141,7 @@ def run(args) -> int:
 
 
 def show_folder(folder: Path, as_json: bool, worst: int = 10) -> int:
-    from .engine.scan_files import open_scan
+    from .engine.scan.scan_files import open_scan
     from .render.scan_tables import summary_text
 
     data = open_scan(folder, worst=worst)
@@ -159,7 +159,7 @@ def scan_json(data) -> dict:
 
 
 def merge(args) -> int:
-    from .engine.scan_merge import merge as merge_folders
+    from .engine.scan.scan_merge import merge as merge_folders
 
     if args.out is None:
         raise TevvizError("give the merged folder with -o OUT")
@@ -172,9 +172,9 @@ def merge(args) -> int:
 
 
 def compare(args) -> int:
-    from .engine.scan_files import open_scan
-    from .engine.scan_merge import check_comparable
-    from .engine.scan_stats import compare_scans
+    from .engine.records.scan_stats import compare_scans
+    from .engine.scan.scan_files import open_scan
+    from .engine.scan.scan_merge import check_comparable
     from .render.scan_tables import comparison_text
 
     if len(args.paths) != 3:

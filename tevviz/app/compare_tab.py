@@ -7,9 +7,9 @@ from pathlib import Path
 import gradio as gr
 
 from ..engine import TevvizError
-from ..engine import io as tio
-from ..engine.builders import BUILDERS, BuilderConfig
-from ..engine.run_compare import Run, compare_runs
+from ..engine.draft.builders import BUILDERS, BuilderConfig
+from ..engine.records import io as tio
+from ..engine.records.run_compare import Run, compare_runs
 from ..render import verifier_law_figure
 from ..render.compare_figure import pair_figures
 from .compare_views import comparison_markdown as runs_markdown

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..engine.run_compare import A_ONLY, B_ONLY, BOTH, RoundComparison, RunComparison
+from ..engine.records.run_compare import A_ONLY, B_ONLY, BOTH, RoundComparison, RunComparison
 
 
 def _est(e) -> str:

@@ -22,10 +22,10 @@ from ..engine import (
     autoregressive,
     encode_prompt,
 )
-from ..engine import io as tio
-from ..engine.comparison import Comparison, compare_verifiers
-from ..engine.pass_costs import measure_pass_costs
-from ..engine.scoring import check_ids, rescore
+from ..engine.core.scoring import check_ids, rescore
+from ..engine.decode.pass_costs import measure_pass_costs
+from ..engine.records import io as tio
+from ..engine.verify.comparison import Comparison, compare_verifiers
 from ..files import atomic_write, atomic_write_json
 from .model_thread import on_model_thread
 from .navigation import step_walk
@@ -236,7 +236,7 @@ class Controller(TrainingActions):
         if st.kind == "live" and live is not None and any(x.index == r.index for x in live.session.rounds):
             new = live.session.optimal(r.index)
         else:
-            from ..engine.optimal import optimal_tree
+            from ..engine.core.optimal import optimal_tree
 
             pair = self.source.get()
             prefix, note = self.prefix(st, st.view, prompt_box, pair.tokenizer)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import gradio as gr
 
 from ..engine import TevvizError
-from ..engine.builders import BUILDERS, BuilderConfig
-from ..engine.drafters import builder_fits
-from ..engine.pairs import AUTO_LIMIT, OTHER_PAIR_DEFAULTS, DecodeDefaults
-from ..engine.sampling import SamplingConfig
-from ..engine.session import DecodeConfig
+from ..engine.core.sampling import SamplingConfig
+from ..engine.decode.session import DecodeConfig
+from ..engine.draft.builders import BUILDERS, BuilderConfig
+from ..engine.draft.drafters import builder_fits
+from ..engine.load.pairs import AUTO_LIMIT, OTHER_PAIR_DEFAULTS, DecodeDefaults
 from ..render import METRICS
 from ..render.colours import SCALES
 from .browsing import wire_browsing

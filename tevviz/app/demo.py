@@ -16,9 +16,9 @@ import torch
 from gradio.tunneling import CURRENT_TUNNELS
 
 from ..engine import ModelPair, ModelSource, TevvizError
-from ..engine.io import MAX_BYTES
-from ..engine.pairs import DEFAULT_PAIR, named_pair
-from ..engine.verifiers import VERIFIERS
+from ..engine.load.pairs import DEFAULT_PAIR, named_pair
+from ..engine.records.io import MAX_BYTES
+from ..engine.verify.verifiers import VERIFIERS
 from ..prompts import load_prompts, with_demo_prompts
 from .compare_tab import compare_tab
 from .controller import Controller

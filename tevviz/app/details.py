@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..engine.records import RoundRecord
+from ..engine.records.records import RoundRecord
 from ..render.graph import round_graph
 from ..render.verdicts import REJECTED, target_choice, verdict, verdict_line
 from .state import AppState

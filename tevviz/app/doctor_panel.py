@@ -1,4 +1,4 @@
-"""The Doctor tab: which reading of the target's states the drafter was trained with (engine/doctor.py), run on the
+"""The Doctor tab: which reading of the target's states the drafter was trained with (engine/scan/doctor.py), run on the
 session's pair (or a shipped or typed drafter beside its target) on the model thread; the table and verdict from
 render/doctor.py."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import gradio as gr
 
 from ..engine import TevvizError
-from ..engine.doctor import LIMIT, builtin_rows, encode_rows, run_doctor, spread
+from ..engine.scan.doctor import LIMIT, builtin_rows, encode_rows, run_doctor, spread
 from ..prompts import load_prompts
 from ..render.doctor import doctor_markdown
 from .controller import Controller

@@ -7,11 +7,11 @@ from dataclasses import replace
 import gradio as gr
 
 from ..engine import TevvizError
-from ..engine.builder_kinds import builder_kind
-from ..engine.drafters import drafter_kind_of
-from ..engine.exit_mass import ExitMassMove
-from ..engine.exittrain import OBJECTIVES, TrainConfig
-from ..engine.pairs import FIXED_BUDGET
+from ..engine.draft.builder_kinds import builder_kind
+from ..engine.draft.drafters import drafter_kind_of
+from ..engine.load.pairs import FIXED_BUDGET
+from ..engine.train.exit_mass import ExitMassMove
+from ..engine.train.exittrain import OBJECTIVES, TrainConfig
 from ..render import exit_mass_change_figure
 from .controller import Controller
 from .state import settings_in_force, train_settings

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..engine import TevvizError
-from ..engine import io as tio
-from ..engine.pairs import cache_root
+from ..engine.load.pairs import cache_root
+from ..engine.records import io as tio
 from ..files import atomic_write_json
 
 MAX_RUNS = 24  # per browser; the oldest run goes first

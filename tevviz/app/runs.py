@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..engine import DecodeConfig, TevvizError, encode_prompt
-from ..engine import io as tio
-from ..engine.scoring import check_ids
+from ..engine.core.scoring import check_ids
+from ..engine.records import io as tio
 from .state import AppState, block_text, view_options
 
 

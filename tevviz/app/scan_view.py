@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..engine import DecodeConfig, TevvizError
-from ..engine.pairs import assets_dir
-from ..engine.scan_files import (
+from ..engine.load.pairs import assets_dir
+from ..engine.scan.scan_files import (
     RECORDS,
     ScanData,
     file_digest,
@@ -21,7 +21,7 @@ from ..engine.scan_files import (
     read_prompts,
     write_manifest,
 )
-from ..engine.scan_run import ScanProgress, plan_prompts, scan_manifest, scan_steps
+from ..engine.scan.scan_run import ScanProgress, plan_prompts, scan_manifest, scan_steps
 from ..render.scan_figures import scan_figures
 from ..render.scan_tables import (
     category_rows,
@@ -110,7 +110,7 @@ def shown(data: ScanData) -> ScanShown:
 
 
 def _settings_meta(manifest: dict, line: dict) -> dict:
-    """The meta of an imported session (engine.io.session_meta's keys) for one scanned prompt."""
+    """The meta of an imported session (engine.records.io.session_meta's keys) for one scanned prompt."""
     settings, models = manifest.get("settings") or {}, manifest.get("models") or {}
     return {"target": (models.get("target") or {}).get("name"), "draft": (models.get("draft") or {}).get("name"),
             "dtype": (models.get("target") or {}).get("dtype"), "device": manifest.get("device"),

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine import ModelPair, ModelSource, TevvizError, with_draft
-from ..engine.pairs import DecodeDefaults, assets_dir, decode_start, named_pair, pair_of_target
+from ..engine.load.pairs import DecodeDefaults, assets_dir, decode_start, named_pair, pair_of_target
 
 _PAIRS: dict[tuple, ModelPair] = {}
 _PAIRS_LOCK = threading.Lock()
@@ -72,7 +72,7 @@ class PairSource:
     def builder_default(self, temperature: float = 0.0) -> DecodeDefaults:
         """The builder, verifier, budget and depth the Decode tab starts on at `temperature` (its box starts at 0):
         a named pair's measured best, else --budget auto on the drafter's own builder (DDTree for a block drafter)."""
-        from ..engine.drafters import drafter_kind_of, folder_kind
+        from ..engine.draft.drafters import drafter_kind_of, folder_kind
 
         if self.pair is not None:
             kind = drafter_kind_of(self.pair.draft)
@@ -85,7 +85,7 @@ class PairSource:
 
     def chat_default(self) -> bool:
         """Whether the chat checkbox starts on: the pair's tokenizer has a chat template."""
-        from ..engine.session import has_chat_template
+        from ..engine.decode.session import has_chat_template
 
         if self.pair is not None:
             return has_chat_template(self.pair.tokenizer)

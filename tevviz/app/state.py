@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine import BuilderConfig, DecodeConfig, DecodeSession, ModelPair, RoundRecord, SamplingConfig, TevvizError
-from ..engine.contexts import context_ends
-from ..engine.evaluation import DrafterMetrics
-from ..engine.exittrain import DraftTrainer, TrainConfig
+from ..engine.train.contexts import context_ends
+from ..engine.train.evaluation import DrafterMetrics
+from ..engine.train.exittrain import DraftTrainer, TrainConfig
 
 IDLE_EXPIRY_S = 3600.0  # a live session nobody has touched for this long is dropped
 MAX_HISTORY = 500  # rounds a browser session keeps; older ones are dropped with a notice

@@ -9,12 +9,12 @@ import logging
 from dataclasses import asdict, dataclass, replace
 
 from ..engine import DecodeConfig, ModelPair, TevvizError
-from ..engine.block_exittrain import make_trainer
-from ..engine.contexts import fits, spread, training_contexts
-from ..engine.evaluation import DrafterMetrics, drafter_metrics
-from ..engine.exit_mass import ExitMassMove, exit_mass_move
-from ..engine.exittrain import TrainConfig
-from ..engine.scoring import check_ids
+from ..engine.core.scoring import check_ids
+from ..engine.train.block_exittrain import make_trainer
+from ..engine.train.contexts import fits, spread, training_contexts
+from ..engine.train.evaluation import DrafterMetrics, drafter_metrics
+from ..engine.train.exit_mass import ExitMassMove, exit_mass_move
+from ..engine.train.exittrain import TrainConfig
 from .model_thread import on_model_thread
 from .state import AppState, Baseline, Training
 

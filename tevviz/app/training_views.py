@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ..engine.evaluation import EVAL_ROUNDS, paired_change
-from ..engine.exit_mass import ExitMassMove
+from ..engine.train.evaluation import EVAL_ROUNDS, paired_change
+from ..engine.train.exit_mass import ExitMassMove
 from ..render.compare_figure import pair_figures
 from .training_actions import TrainReport
 

@@ -11,12 +11,12 @@ from dataclasses import asdict
 
 import plotly.graph_objects as go
 
-from ..engine.comparison import Comparison
-from ..engine.exit_mass import ExitMassMove
-from ..engine.records import expected_length_text, optimal_label
-from ..engine.round_numbers import NUMBERS, SESSION
-from ..engine.speed import ideal_speed, ms_per_token, speed_breakdown
-from ..engine.summary import SessionSummary, summarize
+from ..engine.records.records import expected_length_text, optimal_label
+from ..engine.records.round_numbers import NUMBERS, SESSION
+from ..engine.records.speed import ideal_speed, ms_per_token, speed_breakdown
+from ..engine.records.summary import SessionSummary, summarize
+from ..engine.train.exit_mass import ExitMassMove
+from ..engine.verify.comparison import Comparison
 from ..render import (
     BONUS,
     acceptance_by_depth_figure,
@@ -184,7 +184,7 @@ def stats_markdown(st: AppState) -> str:
     if gap is not None or s.optimal_rounds:
         lines += ["", *_optimal_table(r, gap, s)]
     if r is not None and r.sizing is not None:
-        from ..engine.round_time import describe
+        from ..engine.records.round_time import describe
 
         z = r.sizing
         how = ("warm-up size" if z.warmup and z.drafted else "warm-up: no draft, to time a plain step"

@@ -31,7 +31,7 @@ def read_prompt(args) -> str:
 
 def use_chat(args, tokenizer) -> bool:
     """--chat / --no-chat, or by default whether the tokenizer has a chat template."""
-    from ..engine.session import has_chat_template
+    from ..engine.decode.session import has_chat_template
 
     return has_chat_template(tokenizer) if args.chat is None else args.chat
 
@@ -80,8 +80,8 @@ class UntilStopped:
 
 def set_threads(n: int | None) -> None:
     """--threads: torch's CPU threads for the models, by the one policy of the CLI, the app and the notebook API
-    (engine/threads.py: by default one fewer than torch's own, leaving a core free)."""
-    from ..engine.threads import use_threads
+    (engine/core/threads.py: by default one fewer than torch's own, leaving a core free)."""
+    from ..engine.core.threads import use_threads
 
     use_threads(n)
 
@@ -89,7 +89,7 @@ def set_threads(n: int | None) -> None:
 def prompt_rows(args) -> list[dict]:
     """The prompts of --split: of --prompts, else of the pair's file that holds that split (a split the pair has
     not is refused, naming those it has); read before any model loads."""
-    from ..engine.pairs import DEFAULT_PAIR, named_pair
+    from ..engine.load.pairs import DEFAULT_PAIR, named_pair
     from ..prompts import load_prompts
 
     if args.prompts is not None:
@@ -98,14 +98,14 @@ def prompt_rows(args) -> list[dict]:
 
 def prompt_ids(rows: list[dict], pair) -> list[list[int]]:
     """Token ids of prompt rows, chat rows through the template."""
-    from ..engine.session import encode_prompt
+    from ..engine.decode.session import encode_prompt
 
     return [encode_prompt(pair.tokenizer, r["prompt"], chat=bool(r.get("chat"))) for r in rows]
 
 
 def load_input(path: str):
     """A session/round JSON or DDTree trace, its errors naming the file rather than "file" or a bare field."""
-    from ..engine.io import load
+    from ..engine.records.io import load
 
     try:
         return load(path)

@@ -29,8 +29,8 @@ def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
     """What `tevviz decode` prints (and --json holds): text, tokens, tokens/s, stage times and the session's means
     of the per-round numbers (round_numbers.SESSION: tau, the mean expected block length, with --optimal 1 + C_p*,
     the drafter gap and the optimal trees' time)."""
-    from ..engine.round_numbers import NUMBERS, SESSION
-    from ..engine.summary import summarize
+    from ..engine.records.round_numbers import NUMBERS, SESSION
+    from ..engine.records.summary import summarize
 
     s = summarize(session.rounds)
     means = {n.session: s.numbers[n.name] for n in SESSION if not n.needs_optimal}
@@ -52,7 +52,7 @@ def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
             out["auto_budget"]["chain_rounds"] = n["chain"]
     if optimal and session.rounds:
         out |= {n.session: s.numbers[n.name] for n in SESSION if n.needs_optimal} | {"bounded_rounds": s.bounded_rounds}
-    from ..engine.drafters import reading_of
+    from ..engine.draft.drafters import reading_of
 
     reading = reading_of(session.pair)
     if reading is not None:  # which target states the drafter read, and why (its config's dialect, --layer-ids)
@@ -81,7 +81,7 @@ def _timed_baseline(pair, prompt_ids, cfg, out: dict) -> None:
 
 def _export(session, prompt: str, path: Path, interrupted: bool) -> str:
     """Write the session JSON (its meta marked when interrupted); the reason nothing was written, or ""."""
-    from ..engine.io import export_session
+    from ..engine.records.io import export_session
     from ..files import atomic_write_json
 
     data = export_session(session, prompt)
@@ -149,7 +149,7 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
     """The text on standard output; statistics, sizing and notes on standard error."""
     # A chat answer is a message of its own, not a continuation of the prompt.
     print(prompt.rstrip() + "\n\n" + out["text"] if chat else prompt + out["text"])
-    from ..engine.round_numbers import SESSION, mean_text
+    from ..engine.records.round_numbers import SESSION, mean_text
 
     print("-" * 60, file=sys.stderr)
     speedup = out.get("speedup")
@@ -168,7 +168,7 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
         print("tokens/s alone says little: add --baseline to time plain decoding of the same prompt and see the "
               "speed-up", file=sys.stderr)
     if "auto_budget" in out:
-        from ..engine.round_time import Fit, describe
+        from ..engine.records.round_time import Fit, describe
 
         a = out["auto_budget"]
         fit = Fit.from_sizing(a["last"])
@@ -191,8 +191,8 @@ def _defined(rounds, n) -> tuple[int, int]:
 
 
 def cmd_inspect(args) -> int:
-    from ..engine.round_numbers import COLUMNS, SESSION, mean_text, round_row
-    from ..engine.summary import summarize
+    from ..engine.records.round_numbers import COLUMNS, SESSION, mean_text, round_row
+    from ..engine.records.summary import summarize
 
     imported = load_input(args.file)
     rounds = imported.rounds
@@ -231,7 +231,7 @@ def cmd_report(args) -> int:
         return report_compare(args)
     out = Path(args.out) if args.out else Path(args.file).with_suffix(".html")
     if Path(args.file).is_dir():  # a scan folder (tevviz scan -o DIR)
-        from ..engine.scan_files import open_scan
+        from ..engine.scan.scan_files import open_scan
         from ..render.scan_report import write_scan_report
 
         check_writable(out, "--out")

@@ -1,5 +1,5 @@
-"""`tevviz doctor`: which reading of the target's states a drafter was trained with (engine/doctor.py); exit status 1
-when the checkpoint's own reading is beaten by a clear margin."""
+"""`tevviz doctor`: which reading of the target's states a drafter was trained with (engine/scan/doctor.py); exit status
+1 when the checkpoint's own reading is beaten by a clear margin."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from .common import set_threads
 def doctor_rows(args, source) -> tuple[list[dict], str]:
     """The prompts to decode and where they come from: --prompts (its --split, else all), else the named pair's
     held-out (eval) prompts, else the built-in ones; spread over the set, --limit of them. Read before models load."""
-    from ..engine.doctor import builtin_rows, spread
-    from ..engine.pairs import pair_of_target
+    from ..engine.load.pairs import pair_of_target
+    from ..engine.scan.doctor import builtin_rows, spread
     from ..prompts import load_prompts
 
     named = source.named if args.target is None else pair_of_target(args.target)
@@ -35,7 +35,7 @@ def doctor_rows(args, source) -> tuple[list[dict], str]:
 
 def cmd_doctor(args) -> int:
     """Decode held-out prompts under each reading of the drafter's target states; print the table and the verdict."""
-    from ..engine.doctor import check_max_new_tokens, encode_rows, run_doctor
+    from ..engine.scan.doctor import check_max_new_tokens, encode_rows, run_doctor
     from ..render.doctor import doctor_text
 
     set_threads(args.threads)

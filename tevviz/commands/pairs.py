@@ -19,7 +19,7 @@ def cmd_pair(args) -> int:
 
 def pair_list(args) -> int:
     """The named pairs, whether their target is here, and their drafters."""
-    from ..engine.pairs import NAMED_PAIRS
+    from ..engine.load.pairs import NAMED_PAIRS
 
     for p in NAMED_PAIRS.values():
         here = (p.target_path() / "config.json").is_file()
@@ -59,7 +59,7 @@ def pair_train_drafter(args) -> int:
     target, made by that kind's recipe."""
     import importlib
 
-    from ..engine.drafters import article, drafter_kind, drafter_kinds
+    from ..engine.draft.drafters import article, drafter_kind, drafter_kinds
 
     rest = [a for a in args.args if a != "--"]
     kind = next(iter(drafter_kinds()))

@@ -42,18 +42,18 @@ def distill_stream(spec: str | None, tokenizer, streams: list[tuple[list[int], l
 
 def distilled_kinds() -> str:
     """The drafter kinds the distillation warm start applies to, as words."""
-    from ..engine.drafters import drafter_kinds
+    from ..engine.draft.drafters import drafter_kinds
 
     return " and ".join(k.name for k in drafter_kinds().values() if k.distills)
 
 def cmd_train(args) -> int:
     from tqdm.auto import tqdm
 
-    from ..engine.builders import BuilderConfig
-    from ..engine.distillation import DistillConfig, warm_start
-    from ..engine.drafters import article, folder_kind, make_trainer, save_drafter
-    from ..engine.exittrain import TrainConfig, contexts_from_streams, mixed_temperatures
-    from ..engine.streams import collect_mixed_streams
+    from ..engine.decode.streams import collect_mixed_streams
+    from ..engine.draft.builders import BuilderConfig
+    from ..engine.draft.drafters import article, folder_kind, make_trainer, save_drafter
+    from ..engine.train.distillation import DistillConfig, warm_start
+    from ..engine.train.exittrain import TrainConfig, contexts_from_streams, mixed_temperatures
     from ..files import atomic_folder, check_folder_writable
 
     defaults, dd = TrainConfig(), DistillConfig()
@@ -122,8 +122,8 @@ def cmd_train(args) -> int:
     return 0
 
 def cmd_eval(args) -> int:
-    from ..engine.builders import BuilderConfig
-    from ..engine.evaluation import evaluate
+    from ..engine.draft.builders import BuilderConfig
+    from ..engine.train.evaluation import evaluate
 
     temps = numbers(args.temperatures, "--temperatures")
     own_kind, depth = drafter_tree(args, args.depth)  # as in decode and train

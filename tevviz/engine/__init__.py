@@ -1,7 +1,8 @@
 """The tevviz engine: trees, tree attention, the exit law, verifiers, decoding and training.
 
-The names below load their module (and torch) on first use, so the torch-free modules
-(`tevviz.engine.records`, `tevviz.engine.summary`, `tevviz.engine.errors`, `tevviz.engine.pairs`) import without it.
+The engine lives in rooms, one folder each (README.md, *Layout*). The names below load their module (and torch) on
+first use, so the torch-free modules (the `records` room, `tevviz.engine.errors`, `tevviz.engine.load.pairs`) import
+without it.
 """
 
 from __future__ import annotations
@@ -9,21 +10,21 @@ from __future__ import annotations
 import importlib
 
 _HOMES = {
-    "VERIFIERS": "verifiers",
-    "BuilderConfig": "builders",
-    "DecodeConfig": "session",
-    "DecodeSession": "session",
-    "ModelPair": "models",
-    "ModelSource": "models",
-    "RoundRecord": "records",
-    "SamplingConfig": "sampling",
+    "VERIFIERS": "verify.verifiers",
+    "BuilderConfig": "draft.builders",
+    "DecodeConfig": "decode.session",
+    "DecodeSession": "decode.session",
+    "ModelPair": "load.models",
+    "ModelSource": "load.models",
+    "RoundRecord": "records.records",
+    "SamplingConfig": "core.sampling",
     "TevvizError": "errors",
-    "autoregressive": "session",
-    "encode_prompt": "session",
-    "load_pair": "models",
-    "with_draft": "models",
-    "summarize": "summary",
-    "SessionSummary": "summary",
+    "autoregressive": "decode.session",
+    "encode_prompt": "decode.session",
+    "load_pair": "load.models",
+    "with_draft": "load.models",
+    "summarize": "records.summary",
+    "SessionSummary": "records.summary",
 }
 __all__ = list(_HOMES)
 

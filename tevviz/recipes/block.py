@@ -18,10 +18,16 @@ from pathlib import Path
 
 import torch
 
-from ..engine.block_model import BlockDraftModel, block_config_dict, default_layer_ids, parse_config, save_block_drafter
-from ..engine.block_training import block_logits, block_loss
+from ..engine.core.schedule import lr_scale
+from ..engine.draft.block_model import (
+    BlockDraftModel,
+    block_config_dict,
+    default_layer_ids,
+    parse_config,
+    save_block_drafter,
+)
 from ..engine.errors import TevvizError
-from ..engine.schedule import lr_scale
+from ..engine.train.block_training import block_logits, block_loss
 from .block_data import DataStore, Sequences, chat_data, rarest_id, say, stdlib_data
 
 # Per pair: where the drafter goes and the settings that differ from the stdlib pair's.
@@ -146,8 +152,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def load_target(name: str):
     """The pair's target and tokenizer, float32 on the CPU."""
-    from ..engine.models import load_model, load_tokenizer
-    from ..engine.pairs import named_pair
+    from ..engine.load.models import load_model, load_tokenizer
+    from ..engine.load.pairs import named_pair
 
     path = named_pair(name).target_path()
     if not (path / "config.json").is_file():

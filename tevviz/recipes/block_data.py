@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from ..engine.block_training import BlockBatch, padded_blocks
-from ..engine.drafters import layer_outputs
+from ..engine.draft.drafters import layer_outputs
+from ..engine.train.block_training import BlockBatch, padded_blocks
 
 
 def say(msg: str) -> None:

@@ -11,7 +11,7 @@ import re
 import sysconfig
 from pathlib import Path
 
-from ..engine.pairs import assets_dir
+from ..engine.load.pairs import assets_dir
 
 HOLDOUT_EVERY = 10  # every 10th topic, subject and stdlib file (sorted order) is held out
 

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import torch
 
+from ..engine.core.sampling import SamplingConfig
+from ..engine.core.schedule import lr_scale
+from ..engine.decode.streams import continue_batch
 from ..engine.errors import TevvizError
-from ..engine.sampling import SamplingConfig
-from ..engine.schedule import lr_scale
-from ..engine.streams import continue_batch
 
 
 def _say(msg: str) -> None:
@@ -39,7 +39,7 @@ def _say(msg: str) -> None:
 
 def answer_batch(target, ids: torch.Tensor, mask: torch.Tensor, sample: bool, new_tokens: int, k: int, eos: int,
                  gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Left-padded prompts answered greedily or at T = 1 (engine/streams.py): answers (B x n) and the target's
+    """Left-padded prompts answered greedily or at T = 1 (engine/decode/streams.py): answers (B x n) and the target's
     top-k log-probabilities at each answer position (B x n x k), in batches sharing one KV cache."""
     return continue_batch(target, ids, mask, SamplingConfig(temperature=1.0 if sample else 0.0), new_tokens, gen,
                           {eos}, top_k=k)
@@ -286,7 +286,7 @@ def data_stage(args, target, tok, train_prompts: list[str], held_prompts: list[s
 
 def drafter_to_train(args, target, tok, target_dir: Path):
     """--init's drafter (checked as every drafter is, grown to --layers), or a fresh one of the given shape."""
-    from ..engine.models import check_vocabularies, load_model, load_tokenizer
+    from ..engine.load.models import check_vocabularies, load_model, load_tokenizer
 
     torch.manual_seed(args.seed)
     if args.init is None:
@@ -300,7 +300,7 @@ def drafter_to_train(args, target, tok, target_dir: Path):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..engine.pairs import assets_dir, named_pair
+    from ..engine.load.pairs import assets_dir, named_pair
 
     args = parse_args(argv)
     from transformers import AutoModelForCausalLM, AutoTokenizer

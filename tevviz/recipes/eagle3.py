@@ -21,11 +21,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..engine.eagle3_config import VLLM, dialect_config, parse_head_config
-from ..engine.eagle3_io import save_head
-from ..engine.eagle3_model import Eagle3Head, HeadKV, LayerReading
+from ..engine.core.schedule import lr_scale
+from ..engine.draft.eagle3_config import VLLM, dialect_config, parse_head_config
+from ..engine.draft.eagle3_io import save_head
+from ..engine.draft.eagle3_model import Eagle3Head, HeadKV, LayerReading
 from ..engine.errors import TevvizError
-from ..engine.schedule import lr_scale
 from .block_data import DataStore, Sequences, say
 
 RECIPES = {"smollm2": {"out": "assets/models/tevviz-smollm2-eagle3-head",

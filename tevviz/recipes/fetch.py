@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..engine.errors import TevvizError
-from ..engine.pairs import cache_root, named_pair
+from ..engine.load.pairs import cache_root, named_pair
 
 MARKER = "tevviz_fetch.json"
 
@@ -92,7 +92,7 @@ def convert_gguf(gguf: Path, out: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ..engine.models import check_source, load_tokenizer
+    from ..engine.load.models import check_source, load_tokenizer
 
     check_source(str(gguf), "target")
     _say(f"dequantising {gguf.name} with transformers' GGUF loader ...")

@@ -10,7 +10,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from tevviz.engine.records import RoundRecord
+from tevviz.engine.records.records import RoundRecord
 
 Layout = Mapping[str, Any]
 

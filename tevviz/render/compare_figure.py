@@ -1,4 +1,4 @@
-"""Two rounds' trees in one shared layout: the union tree by token path (engine/run_compare.match_nodes) laid out
+"""Two rounds' trees in one shared layout: the union tree by token path (engine/records/run_compare.match_nodes) laid out
 once, drawn as one union figure (nodes marked both / A only / B only) or as two side-by-side figures whose nodes sit
 at identical positions (each side coloured by a metric, the other side's nodes left as open grey rings).
 
@@ -18,8 +18,8 @@ from typing import Any
 import networkx as nx
 import plotly.colors
 
-from tevviz.engine.records import RoundRecord
-from tevviz.engine.run_compare import A_ONLY, B_ONLY, BOTH, MatchedNode, match_nodes
+from tevviz.engine.records.records import RoundRecord
+from tevviz.engine.records.run_compare import A_ONLY, B_ONLY, BOTH, MatchedNode, match_nodes
 from tevviz.render.graph import METRICS, node_metric
 from tevviz.render.layout import Point, tidy_layout
 

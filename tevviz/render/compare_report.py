@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tevviz.engine.run_compare import A_ONLY, B_ONLY, BOTH, SETTING_KEYS, RoundComparison, RunComparison
-from tevviz.engine.speed import speed_breakdown
+from tevviz.engine.records.run_compare import A_ONLY, B_ONLY, BOTH, SETTING_KEYS, RoundComparison, RunComparison
+from tevviz.engine.records.speed import speed_breakdown
 from tevviz.files import atomic_write
 from tevviz.render.compare_figure import colorscale_stops, metric_values, node_hover, shared_layout, side_figure_dicts
 from tevviz.render.graph import METRICS

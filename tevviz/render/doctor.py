@@ -1,11 +1,11 @@
-"""The doctor's report (engine/doctor.py) as terminal text (`tevviz doctor`) and as markdown (the app's Doctor tab):
-a table of readings by depth-1 and depth-2 acceptance with standard errors, the best reading and the verdict."""
+"""The doctor's report (engine/scan/doctor.py) as terminal text (`tevviz doctor`) and as markdown (the app's Doctor
+tab): a table of readings by depth-1 and depth-2 acceptance with standard errors, the best reading and the verdict."""
 
 from __future__ import annotations
 
 from tevviz.render.scan_tables import markdown_table, text_table
 
-from ..engine.doctor_report import DepthRate, DoctorReport
+from ..engine.records.doctor_report import DepthRate, DoctorReport
 
 OWN_MARK = "*"  # after the name of the checkpoint's own reading
 

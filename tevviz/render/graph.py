@@ -11,7 +11,7 @@ from typing import Any
 
 import networkx as nx
 
-from tevviz.engine.records import tree_depths
+from tevviz.engine.records.records import tree_depths
 
 REQUIRED_TOP = ("graph", "nodes", "edges")
 REQUIRED_GRAPH = ("accepted", "exit_node", "bonus_text")

@@ -20,10 +20,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tevviz.engine.io import ImportedSession
-from tevviz.engine.records import CoverageGap, RoundRecord, expected_length_text
-from tevviz.engine.round_numbers import AGGREGATIONS, COLUMNS, MEAN, NUMBERS, SESSION, RoundNumber
-from tevviz.engine.summary import summarize
+from tevviz.engine.records.io import ImportedSession
+from tevviz.engine.records.records import CoverageGap, RoundRecord, expected_length_text
+from tevviz.engine.records.round_numbers import AGGREGATIONS, COLUMNS, MEAN, NUMBERS, SESSION, RoundNumber
+from tevviz.engine.records.summary import summarize
 from tevviz.files import atomic_write
 from tevviz.render.colours import colour_bar
 from tevviz.render.graph import METRICS, node_metric, round_graph

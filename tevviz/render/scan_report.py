@@ -11,7 +11,7 @@ import html
 import json
 from pathlib import Path
 
-from tevviz.engine.scan_files import ScanData, read_prompt
+from tevviz.engine.scan.scan_files import ScanData, read_prompt
 from tevviz.render.page import PAGE, STATUS, STYLE, gzip_base64, plotly_blob
 from tevviz.render.report import (
     NO_VALUE_COLOUR,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tevviz.engine.records import RoundRecord
+from tevviz.engine.records.records import RoundRecord
 
 
 def highlighted_blocks(rounds: Sequence[RoundRecord | Mapping[str, Any]]) -> list[tuple[str, str | None]]:

@@ -14,7 +14,7 @@ from typing import Any
 import networkx as nx
 import plotly.graph_objects as go
 
-from tevviz.engine.records import dict_bounds
+from tevviz.engine.records.records import dict_bounds
 from tevviz.render.colours import SCALES, colorscale_of, colour_bar
 from tevviz.render.graph import METRICS, node_metric, round_graph
 from tevviz.render.labels import FONT_FAMILY, FONT_SIZE, markup, token_label

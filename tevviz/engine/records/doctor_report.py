@@ -1,0 +1,83 @@
+"""What the drafter doctor found (engine/scan/doctor.py measures it): each reading's acceptance by depth, the best, and
+whether the checkpoint's own reading stands. Plain Python, no torch: the renderers read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Z = 2.0  # combined standard errors a reading must beat the own reading by
+FLOOR = 0.05  # and at least this much depth-1 acceptance
+
+MEASURE = ("top-1 chain acceptance under greedy decoding: at depth 1, the share of rounds whose most likely drafted "
+           "token is the target's; at depth 2, of those rounds, the share whose most likely next drafted token is "
+           "too; standard errors over prompts (rounds grouped by prompt), never below the binomial SE over rounds")
+
+
+@dataclass(frozen=True)
+class DepthRate:
+    """Top-1 chain acceptance at one depth: `accepted` of `trials` rounds, with its standard error."""
+
+    depth: int
+    accepted: int
+    trials: int
+    rate: float | None  # None when no round had a trial at this depth
+    se: float | None
+    binomial_se: float | None  # the SE were the rounds independent
+    by_prompt: tuple[tuple[int, int], ...] = ()  # (accepted, trials) of each prompt, in order
+
+    def to_dict(self) -> dict:
+        return {"depth": self.depth, "rate": self.rate, "se": self.se, "accepted": self.accepted,
+                "trials": self.trials, "by_prompt": [list(x) for x in self.by_prompt]}
+
+
+@dataclass(frozen=True)
+class ReadingResult:
+    """One reading and what it measured."""
+
+    name: str
+    layer_ids: tuple[int, ...]  # hidden_states indices (0: the embedding output)
+    options: tuple[tuple[str, object], ...]
+    own: bool
+    why: str
+    depths: tuple[DepthRate, ...]  # depths 1..DEPTHS
+    rounds: int  # rounds decoded over all prompts
+
+    def rate(self, depth: int = 1) -> DepthRate:
+        return self.depths[depth - 1]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "layer_ids": list(self.layer_ids), "options": dict(self.options),
+                "own": self.own, "why": self.why, "rounds": self.rounds,
+                "acceptance": [d.to_dict() for d in self.depths]}
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    """Every reading's acceptance, the best, and whether the checkpoint's own reading stands."""
+
+    kind: str
+    draft_name: str
+    layout: str  # what was checked before decoding
+    readings: tuple[ReadingResult, ...]  # empty: nothing to doctor
+    best: str | None  # the name of the reading with the highest depth-1 acceptance
+    margin: float | None  # the strongest other reading's depth-1 acceptance minus the own's (None: no other)
+    threshold: float | None  # what the margin must exceed to be clear: max(Z x its SE, FLOOR)
+    ok: bool  # no reading beats the own one by a clear margin
+    verdict: str
+    prompts: int = 0
+    max_new_tokens: int = 0
+    builder: str = ""
+    measure: str = MEASURE
+    margin_rule: str = (f"the best other reading's depth-1 acceptance minus the own's > max({Z:g} x the SE of that "
+                        f"difference, {FLOOR:g})")
+
+    @property
+    def own(self) -> ReadingResult | None:
+        return next((r for r in self.readings if r.own), None)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "draft": self.draft_name, "layout": self.layout,
+                "readings": [r.to_dict() for r in self.readings], "best": self.best, "margin": self.margin,
+                "threshold": self.threshold, "margin_rule": self.margin_rule, "ok": self.ok, "verdict": self.verdict,
+                "prompts": self.prompts, "max_new_tokens": self.max_new_tokens, "builder": self.builder,
+                "measure": self.measure}

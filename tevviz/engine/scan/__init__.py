@@ -1,0 +1,1 @@
+"""Runs over many prompts: scans (files, merge, the run) and the drafter doctor."""

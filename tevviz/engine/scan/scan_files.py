@@ -1,0 +1,361 @@
+"""A scan folder: `manifest.json` (settings, models, prompt file) and `records.jsonl`, one JSON object a line.
+
+Each finished prompt is one block appended with a single write and an fsync: a line per round
+(`{"type": "round", "prompt": ID, "round": ...}`), then the prompt's own line (`{"type": "prompt", ...}`), which
+marks the block complete. A block cut short by a kill or a full disk is dropped on reading and cut off by `repair`
+before a resume appends. No torch here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from ..errors import TevvizError
+from ..records.io import parse_round
+from ..records.records import RoundRecord
+from ..records.scan_stats import ScanAccumulator, ScanSummary
+
+SCAN_SCHEMA = "tevviz.scan/1"
+MANIFEST = "manifest.json"
+RECORDS = "records.jsonl"
+DEFAULT_CATEGORY = "uncategorised"
+PROMPT_PREFIX = b'{"type":"prompt"'  # how a prompt line starts (orjson keeps the key order and adds no spaces)
+MAX_PROBLEMS = 50  # damaged lines named in full; the rest are counted
+
+
+@dataclass(frozen=True)
+class ScanPrompt:
+    """One line of a prompt file: its text, id, category, chat flag and position in the file (0-based)."""
+
+    id: str
+    text: str
+    category: str
+    position: int
+    line: int
+    chat: bool | None = None  # None: the scan's default
+
+
+@dataclass(frozen=True)
+class PromptRow:
+    """A line of a prompt file as read: its number, its position among the file's non-blank lines, its object."""
+
+    line: int
+    position: int
+    row: dict
+
+
+def read_prompt_rows(path: str | Path, skip_bad: bool = False, hint: str = "") -> tuple[list[PromptRow], list[str]]:
+    """The one reader of prompt files (scans, decode/eval/train --prompts, the app's examples), with one rule: a
+    line is an object with a non-empty string `prompt` and optionally `id` (a string or whole number, unique),
+    `category` (a string) and `chat` (true or false); blank lines are passed over. A line that breaks the rule is an
+    error naming its line (`hint` added), or with `skip_bad` is left out and named in the problems returned."""
+    p = Path(path)
+    if not p.is_file():
+        raise TevvizError(f"prompt file {str(p)!r} does not exist")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise TevvizError(f"cannot read the prompt file {str(p)!r}: {getattr(e, 'strerror', None) or e}") from None
+    rows, skipped, seen = [], [], {}
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        problem = "not a JSON object" if row is None else _prompt_problem(row, seen, i)
+        if problem is not None:
+            if not skip_bad:
+                raise TevvizError(f"{p}:{i}: {problem}{hint}")
+            skipped.append(f"{p}:{i}: {problem}")
+        else:
+            seen[str(row.get("id", f"line{i}"))] = i
+            rows.append(PromptRow(i, len(rows) + len(skipped), row))
+    if not rows:
+        raise TevvizError(f"{p} has no prompts")
+    return rows, skipped
+
+
+def read_prompts(path: str | Path, skip_bad: bool = False) -> tuple[list[ScanPrompt], list[str]]:
+    """The prompts of a JSON-lines file for a scan (read_prompt_rows) and the problems of the lines left out."""
+    rows, skipped = read_prompt_rows(path, skip_bad, hint=" (--skip-bad leaves such lines out)")
+    return [ScanPrompt(str(r.row.get("id", f"line{r.line}")), r.row["prompt"],
+                       str(r.row.get("category") or DEFAULT_CATEGORY), r.position, r.line, r.row.get("chat"))
+            for r in rows], skipped
+
+
+def _prompt_problem(row, seen: dict[str, int], line: int) -> str | None:
+    if not isinstance(row, dict):
+        return "not a JSON object"
+    if not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+        return "needs a non-empty string field 'prompt'"
+    pid = row.get("id", f"line{line}")
+    if not isinstance(pid, (str, int)) or isinstance(pid, bool):
+        return "'id' must be a string or a whole number"
+    if str(pid) in seen:
+        return f"the id {str(pid)!r} is used by an earlier line (line {seen[str(pid)]})"
+    if "category" in row and not isinstance(row["category"], str):
+        return "'category' must be a string"
+    if "chat" in row and not isinstance(row["chat"], bool):
+        return "'chat' must be true or false"
+    return None
+
+
+def shard(prompts: list[ScanPrompt], index: int, count: int) -> list[ScanPrompt]:
+    """Every `count`-th prompt from position `index` (0-based): shard `index` of `count`."""
+    return [p for p in prompts if p.position % count == index]
+
+
+def file_digest(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+# --- writing --------------------------------------------------------------------------------------------------------
+
+
+def write_manifest(folder: Path, manifest: dict) -> None:
+    """Write the manifest whole or not at all (a temporary file, fsync, rename)."""
+    tmp = folder / (MANIFEST + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, folder / MANIFEST)
+
+
+def read_manifest(folder: str | Path) -> dict:
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        raise TevvizError(f"{folder}: not a scan folder (no {MANIFEST})")
+    try:
+        m = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # what went wrong, never what the file holds
+        why = (e.strerror if isinstance(e, OSError) else "not JSON" if isinstance(e, json.JSONDecodeError)
+               else "not text")
+        raise TevvizError(f"{path}: cannot read the manifest ({why})") from None
+    if not isinstance(m, dict) or not str(m.get("schema", "")).startswith("tevviz.scan/"):
+        raise TevvizError(f"{path}: not a tevviz scan manifest (its schema is not tevviz.scan/N)")
+    return m
+
+
+def block_bytes(prompt_line: dict, rounds: list[dict]) -> bytes:
+    """A prompt's lines: its rounds, then the prompt line that closes the block."""
+    pid = prompt_line["id"]
+    lines = [orjson.dumps({"type": "round", "prompt": pid, "round": r}) for r in rounds]
+    lines.append(orjson.dumps({"type": "prompt", **prompt_line}))
+    return b"\n".join(lines) + b"\n"
+
+
+class RecordWriter:
+    """Appends prompt blocks to a records file, each whole and synced to disk before the next prompt starts."""
+
+    def __init__(self, folder: Path):
+        self.path = folder / RECORDS
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def append(self, data: bytes) -> None:
+        """Write one block; on a failed write (a full disk) the file is cut back to where it was."""
+        start = os.lseek(self.fd, 0, os.SEEK_END)
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.fd, view):]
+            os.fsync(self.fd)
+        except BaseException as e:
+            # A full disk, or Ctrl-C between two partial writes: no part of the block stays. A block written whole
+            # and interrupted in its fsync stays: the system writes it out all the same.
+            if isinstance(e, OSError) or view:
+                os.ftruncate(self.fd, start)
+            if isinstance(e, OSError):
+                raise TevvizError(f"cannot write {self.path}: {e.strerror}; the prompts before this one are kept") \
+                    from None
+            raise
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def complete_end(path: Path) -> int:
+    """The byte offset just past the last complete prompt block of a records file (0 when there is none)."""
+    end = offset = 0
+    if not path.is_file():
+        return 0
+    with open(path, "rb") as f:
+        for line in f:
+            offset += len(line)
+            if line.startswith(PROMPT_PREFIX) and line.endswith(b"\n"):
+                end = offset
+    return end
+
+
+def repair(folder: Path) -> int:
+    """Cut the records file after its last complete prompt block; returns the bytes dropped."""
+    path = folder / RECORDS
+    if not path.is_file():
+        return 0
+    end, size = complete_end(path), path.stat().st_size
+    if end < size:
+        with open(path, "r+b") as f:
+            f.truncate(end)
+            f.flush()
+            os.fsync(f.fileno())
+    return size - end
+
+
+def done_ids(folder: Path) -> set[str]:
+    """The ids of the prompts whose block is complete."""
+    ids = set()
+    path = folder / RECORDS
+    if path.is_file():
+        with open(path, "rb") as f:
+            for line in f:
+                if line.startswith(PROMPT_PREFIX) and line.endswith(b"\n"):
+                    try:
+                        ids.add(orjson.loads(line)["id"])
+                    except (orjson.JSONDecodeError, KeyError, TypeError):
+                        continue
+    return ids
+
+
+# --- reading --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PromptEntry:
+    """Where a finished prompt's block lies in the records file."""
+
+    id: str
+    category: str
+    position: int
+    start: int  # byte offset of its first line
+    end: int  # byte offset past its prompt line
+    rounds: int
+
+
+@dataclass
+class ScanData:
+    """An opened scan: its manifest, what it says, where each prompt lies, and the lines that could not be read."""
+
+    folder: Path
+    manifest: dict
+    summary: ScanSummary
+    index: dict[str, PromptEntry] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    unfinished: int = 0  # round lines at the end without their prompt line (an interrupted prompt)
+
+
+def _prompt_fields(d: dict) -> str | None:
+    checks = (("id", str), ("category", str), ("position", int), ("seconds", (int, float)))
+    for key, kind in checks:
+        if not isinstance(d.get(key), kind) or isinstance(d.get(key), bool):
+            return f"the prompt line's {key!r} is missing or of the wrong type"
+    for key in ("prompt_token_ids", "token_ids"):
+        if not isinstance(d.get(key), list) or not all(isinstance(t, int) for t in d[key]):
+            return f"the prompt line's {key!r} must be a list of token ids"
+    return None
+
+
+def _problem(data: ScanData, where: str, msg: str) -> None:
+    if len(data.problems) < MAX_PROBLEMS:
+        data.problems.append(f"{where}: {msg}")
+    elif len(data.problems) == MAX_PROBLEMS:
+        data.problems.append("more damaged lines left out")
+
+
+def open_scan(folder: str | Path, worst: int = 20) -> ScanData:
+    """Read a scan folder line by line (flat memory); a damaged line is named in `problems` and the rest kept."""
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    acc = ScanAccumulator(worst_k=worst)
+    data = ScanData(folder, manifest, acc.summary())
+    path = folder / RECORDS
+    if manifest.get("schema") != SCAN_SCHEMA:
+        _problem(data, str(folder / MANIFEST), f"schema {manifest.get('schema')!r}, read as {SCAN_SCHEMA!r}")
+    pending: list[tuple[RoundRecord, int]] = []
+    pending_id, start, offset = None, 0, 0
+    with open(path, "rb") if path.is_file() else open(os.devnull, "rb") as f:
+        for number, line in enumerate(f, 1):
+            here, offset = offset, offset + len(line)
+            where = f"{path}:{number}"
+            try:
+                d = orjson.loads(line)
+                kind = d.get("type") if isinstance(d, dict) else None
+            except orjson.JSONDecodeError:
+                _problem(data, where, "not a JSON object" + ("" if line.endswith(b"\n") else " (a torn last line)"))
+                continue
+            if kind == "round":
+                if pending_id != d.get("prompt"):
+                    if pending:
+                        _problem(data, where, f"prompt {pending_id!r} has rounds but no prompt line; left out")
+                    pending, pending_id, start = [], d.get("prompt"), here
+                try:
+                    r = parse_round(d.get("round"), f"round of prompt {pending_id!r}")
+                except TevvizError as e:
+                    _problem(data, where, str(e))
+                    continue
+                if any(r.index == seen.index for seen, _ in pending):
+                    _problem(data, where, f"round {r.index} of prompt {pending_id!r} repeats an earlier line; left out")
+                    continue
+                pending.append((r, number))
+            elif kind == "prompt":
+                bad = _prompt_fields(d)
+                if bad is None and pending and pending_id != d["id"]:
+                    bad = f"its rounds belong to prompt {pending_id!r}, not {d['id']!r}"
+                if bad is not None:
+                    _problem(data, where, bad + "; the prompt is left out")
+                elif d["id"] in data.index:
+                    _problem(data, where, f"prompt {d['id']!r} appears twice; the second is left out")
+                else:
+                    rounds = [r for r, _ in pending]
+                    acc.add(d["id"], d["category"], d["position"], rounds, float(d["seconds"]),
+                            [n for _, n in pending])
+                    data.index[d["id"]] = PromptEntry(d["id"], d["category"], d["position"],
+                                                      start if pending else here, offset, len(rounds))
+                pending, pending_id, start = [], None, offset
+            else:
+                _problem(data, where, f"unknown line type {kind!r}")
+    data.unfinished = len(pending)
+    data.summary = acc.summary()
+    return data
+
+
+@dataclass(frozen=True)
+class ScannedPrompt:
+    """One finished prompt read back whole: its prompt line (text, token ids, seed...) and its rounds."""
+
+    line: dict
+    rounds: list[RoundRecord]
+
+
+def read_prompt(data: ScanData, prompt_id: str) -> ScannedPrompt:
+    """The block of one prompt of an opened scan, read from its place in the records file."""
+    entry = data.index.get(prompt_id)
+    if entry is None:
+        raise TevvizError(f"no finished prompt {prompt_id!r} in {data.folder}")
+    with open(data.folder / RECORDS, "rb") as f:
+        f.seek(entry.start)
+        block = f.read(entry.end - entry.start)
+    rounds, line = [], {}
+    for raw in block.splitlines():
+        d = orjson.loads(raw)
+        if d.get("type") == "round":
+            try:
+                rounds.append(parse_round(d["round"], f"round of prompt {prompt_id!r}"))
+            except TevvizError:
+                continue  # named when the scan was opened; the prompt's other rounds still show
+        else:
+            line = d
+    return ScannedPrompt(line, rounds)

@@ -1,0 +1,1 @@
+"""The verifiers, and several of them compared on the same trees."""
