@@ -1,5 +1,5 @@
-"""Two rounds' trees in one shared layout: the union tree by token path (engine/records/run_compare.match_nodes) laid out
-once, drawn as one union figure (nodes marked both / A only / B only) or as two side-by-side figures whose nodes sit
+"""Two rounds' trees in one shared layout: the union tree by token path (engine/records/run_compare.match_nodes) laid
+out once, drawn as one union figure (nodes marked both / A only / B only) or as two side-by-side figures whose nodes sit
 at identical positions (each side coloured by a metric, the other side's nodes left as open grey rings).
 
 Every node trace carries the union node ids as `customdata`, the same in every figure of a pair, so a page can link
