@@ -567,3 +567,12 @@ def test_a_rows_cell_rings_its_nodes_and_a_selection_boxes_its_cell():
     assert heat[0].customdata[1][1] == "cell:2:104" and node_key("cell:2:104") == "cell:2:104"
     box = next(t for t in heat if t.name == "selected")
     assert (box.x[0], box.y[0]) == (1, 2)
+
+
+def test_a_colour_bar_over_one_value_reads_from_zero_to_it():
+    """A round whose shown nodes all carry P = 1 (here the root alone) colours them on a bar from 0 to 1, not on one
+    that plotly pads past 1."""
+    from tevviz.render.tree_figure import tree_figure
+
+    marker = trace(tree_figure(make_round([None], [0]), "P"), "nodes").marker
+    assert (marker.cmin, marker.cmax) == (0.0, 1.0)

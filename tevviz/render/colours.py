@@ -40,6 +40,15 @@ def colour_scale(values: list[float], metric: str, scale: str = "auto") -> tuple
     return colours, {"tickvals": ticks, "ticktext": text, "title": f"{METRICS[metric].label}, log scale"}
 
 
+def colour_range(colours: list[float]) -> tuple[float, float]:
+    """The bar's (cmin, cmax) over `colours`: their range, and where they are one value, from 0 up to it (plotly
+    would pad a single value both ways: a P of 1 read up to 1.4). The report's script applies the same rule."""
+    lo, hi = min(colours, default=0.0), max(colours, default=1.0)
+    if hi <= lo:
+        lo, hi = (min(lo, 0.0), hi) if hi > 0 else (lo, lo + 1.0)
+    return lo, hi
+
+
 def colorscale_of(name: str) -> list[list]:
     """A named colourscale as the [[position, colour], ...] stops plotly's validator expands it to."""
     return [list(stop) for stop in _validated(name)]

@@ -278,9 +278,11 @@ SCRIPT = unpack_script("figures and trees", "The settings, summary and round tab
       (value === null ? unvalued : valued).push(v);
     });
     const colours = valued.map((v) => values[v]);
+    // colours.colour_range's rule: one value reaches down to 0 (plotly would pad the bar both ways).
+    let lo = colours.length ? Math.min(...colours) : 0.0, hi = colours.length ? Math.max(...colours) : 1.0;
+    if (hi <= lo) [lo, hi] = hi > 0 ? [Math.min(lo, 0.0), hi] : [lo, lo + 1.0];
     const nodes = [nodeTrace(tree, "nodes", valued, {
-      size: base.size, color: colours, colorscale: style.colorscale,
-      cmin: colours.length ? Math.min(...colours) : 0.0, cmax: colours.length ? Math.max(...colours) : 1.0,
+      size: base.size, color: colours, colorscale: style.colorscale, cmin: lo, cmax: hi,
       showscale: colours.length > 0, colorbar: tree.bars[metric] || style.colorbar, line: base.line})];
     if (unvalued.length) {
       nodes.push(nodeTrace(tree, "no value", unvalued, {size: base.size, color: data.noValue, line: {...base.line}}));

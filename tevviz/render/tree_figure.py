@@ -15,7 +15,7 @@ import networkx as nx
 import plotly.graph_objects as go
 
 from tevviz.engine.records.records import dict_bounds
-from tevviz.render.colours import SCALES, colorscale_of, colour_bar
+from tevviz.render.colours import SCALES, colorscale_of, colour_bar, colour_range
 from tevviz.render.graph import METRICS, node_metric, round_graph
 from tevviz.render.labels import FONT_FAMILY, FONT_SIZE, markup, token_label
 from tevviz.render.tree_plan import TreePlan, more_node, plan_tree
@@ -278,12 +278,13 @@ def _node_traces(G: nx.DiGraph, pos: Mapping[Hashable, tuple], values: Mapping, 
     valued = [v for v in shown if values[v] is not None]
     unvalued = [v for v in shown if values[v] is None]
     colours, colorbar = colour_bar([values[v] for v in valued], metric, scale)
+    lo, hi = colour_range(colours)
     marker = {
         "size": NODE_SIZE,
         "color": colours,
         "colorscale": colorscale_of(spec.colorscale),
-        "cmin": min(colours, default=0.0),
-        "cmax": max(colours, default=1.0),
+        "cmin": lo,
+        "cmax": hi,
         "showscale": bool(valued),
         "colorbar": colorbar,
         "line": {"color": "#404040", "width": 0.5},
