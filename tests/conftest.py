@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import socket
 
 import pytest
@@ -18,6 +19,8 @@ torch.set_num_threads(1)
 
 VOCAB = 96
 EOS = VOCAB - 1
+# TEVVIZ_TEST_DEVICE=cuda runs the tiny models on a GPU (the exactness suites' device check); CPU otherwise.
+DEVICE = torch.device(os.environ.get("TEVVIZ_TEST_DEVICE", "cpu"))
 
 
 def word_tokenizer(vocab: int = VOCAB):
@@ -61,7 +64,7 @@ def tiny_model(family: str, seed: int, layers: int = 2, attn: str = "sdpa", scal
             model.config.tie_word_embeddings = False
             head.weight = torch.nn.Parameter(head.weight.clone())
         head.weight.mul_(scale)
-    return model.eval().requires_grad_(False)
+    return model.eval().requires_grad_(False).to(DEVICE)
 
 
 def perturbed(model, seed: int, noise: float = 0.3):
@@ -70,7 +73,8 @@ def perturbed(model, seed: int, noise: float = 0.3):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in draft.parameters():
-            p.add_(torch.randn(p.shape, generator=g) * noise * p.std().nan_to_num(0.0))
+            # drawn on the CPU, so a draft is the same on every device
+            p.add_(torch.randn(p.shape, generator=g).to(p.device) * noise * p.std().nan_to_num(0.0))
     return draft
 
 
@@ -119,7 +123,7 @@ def random_prompts(count: int, seed: int, lo: int = 1, hi: int = 12, vocab: int 
 @torch.no_grad()
 def greedy_generate(model, prompt: list[int], max_new_tokens: int = 64, stop_on_eos: bool = False) -> list[int]:
     """The new tokens of `model.generate(..., do_sample=False)`; without EOS stopping unless asked."""
-    ids = torch.tensor([prompt])
+    ids = torch.tensor([prompt], device=model.device)
     kw = {"eos_token_id": EOS, "pad_token_id": EOS} if stop_on_eos else {"eos_token_id": None, "pad_token_id": 0}
     out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False, **kw)
     return out[0, len(prompt):].tolist()
@@ -130,7 +134,7 @@ def fresh_cache(model, tokens: list[int]):
     """A cache filled by one plain causal forward of `tokens`."""
     cache = new_cache(model)
     if tokens:
-        model(input_ids=torch.tensor([tokens]), cache=cache, use_cache=True)
+        model(input_ids=torch.tensor([tokens], device=model.device), cache=cache, use_cache=True)
     return cache
 
 
