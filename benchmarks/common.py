@@ -147,6 +147,15 @@ def machine() -> dict:
     return info
 
 
+def plotly_go():
+    """plotly's graph_objects, or None where plotly is not installed (a bare GPU box): the JSON is still written."""
+    try:
+        import plotly.graph_objects as go
+    except ImportError:
+        return None
+    return go
+
+
 def write(name: str, args, payload: dict, figure=None) -> Path:
     """Write the JSON result (and a plotly figure as standalone HTML beside it).
 

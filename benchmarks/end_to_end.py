@@ -23,7 +23,7 @@ from pathlib import Path
 
 import baselines
 from baselines import at_threads
-from common import best_first, parser, setup, sync, table, tree_decode, tree_flags, write
+from common import best_first, parser, plotly_go, setup, sync, table, tree_decode, tree_flags, write
 
 from tevviz.engine.draft.builders import BuilderConfig
 from tevviz.engine.draft.drafters import drafter_kind_of, folder_kind
@@ -316,11 +316,11 @@ def main() -> None:
     for t, m in mixed.items():
         print(f"mixed at {t}: sized rounds by arm {m['sized_rounds']}, expected tokens per ms: trees "
               f"{m['tree_rate']:.3f}, chains {m['chain_rate']:.3f}")
-    import plotly.graph_objects as go
-
-    fig = go.Figure([go.Bar(name=f"T={t:g}", x=[r["decoder"] for r in rows if r["T"] == t],
-                            y=[r["speedup"] for r in rows if r["T"] == t]) for t in temps])
-    fig.update_layout(title="Speed-up over autoregressive generate", yaxis_title="x")
+    go, fig = plotly_go(), None
+    if go is not None:
+        fig = go.Figure([go.Bar(name=f"T={t:g}", x=[r["decoder"] for r in rows if r["T"] == t],
+                                y=[r["speedup"] for r in rows if r["T"] == t]) for t in temps])
+        fig.update_layout(title="Speed-up over autoregressive generate", yaxis_title="x")
     write(f"end_to_end_{args.pair or 'stdlib'}", args, {"rows": rows, **({"mixed": mixed} if mixed else {})}, fig)
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 
 import torch
-from common import pair_tree, parser, setup, table, timed, write
+from common import pair_tree, parser, plotly_go, setup, table, timed, write
 
 from tevviz.engine.core.exit_law import exit_law_from_logits
 from tevviz.engine.core.kv import additive_mask, keep_entries, new_cache, tree_visibility
@@ -111,15 +111,15 @@ def main() -> None:
             print(table([row], list(row)), flush=True)
     cols = list(rows[0])
     print("\n" + table(rows, cols))
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
-    for temp in sorted({r["T"] for r in rows}):
-        sub = [r for r in rows if r["T"] == temp]
-        for name in names:
-            fig.add_scatter(x=[r["B"] for r in sub], y=[r[f"{name}_ms"] for r in sub], name=f"{name} T={temp:g}")
-    fig.update_layout(title="Verifier stage (decision + cache commit)", xaxis_title="budget B", yaxis_title="ms",
-                      xaxis_type="log")
+    go, fig = plotly_go(), None
+    if go is not None:
+        fig = go.Figure()
+        for temp in sorted({r["T"] for r in rows}):
+            sub = [r for r in rows if r["T"] == temp]
+            for name in names:
+                fig.add_scatter(x=[r["B"] for r in sub], y=[r[f"{name}_ms"] for r in sub], name=f"{name} T={temp:g}")
+        fig.update_layout(title="Verifier stage (decision + cache commit)", xaxis_title="budget B", yaxis_title="ms",
+                          xaxis_type="log")
     write("verifier_stage_block" if args.block else "verifier_stage", args, {"rows": rows}, fig)
 
 

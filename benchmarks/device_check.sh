@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The GPU check, as one script: the exactness suites on CUDA (TEVVIZ_TEST_DEVICE=cuda), then the verifier-stage and
+# end-to-end benchmarks on the embedded pair. Results go to $OUT (default benchmarks/results/device).
+# On a machine without transformers >= 5.24 (5.0-5.23 leave the KV caches empty), put its wheels in .whl/ first.
+set -o pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-benchmarks/results/device}
+mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || exit 3
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+nvidia-smi -L
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__,
+  torch.cuda.get_device_name(0))"
+
+# Greedy = generate, caches in line, the laws and the planted faults, with every tiny model on the GPU.
+TEVVIZ_TEST_DEVICE=cuda timeout "${TEST_S:-210}" python3 -m pytest -p no:cacheprovider -n 8 -rfE --tb=short \
+  tests/test_exactness.py tests/test_laws.py tests/test_faults.py tests/test_eagle3_drafting.py \
+  tests/test_eagle3_law.py 2>&1 | tee "$OUT/tests_cuda.log" | tail -60
+
+cd benchmarks
+timeout 100 python3 verifier_stage.py --device cuda --limit 4 --out "../$OUT/verifier_stage_cuda.json" \
+  2>&1 | tail -8
+timeout 60 python3 verifier_stage.py --device cuda --limit 4 --block ../assets/models/tevviz-stdlib-block-draft \
+  --budgets 16,64,256 --out "../$OUT/verifier_stage_block_cuda.json" 2>&1 | tail -5
+timeout 110 python3 end_to_end.py --device cuda --baselines --limit 4 --temperatures 0,1 \
+  --out "../$OUT/end_to_end_cuda.json" 2>&1 | tail -26
