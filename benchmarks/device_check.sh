@@ -5,7 +5,7 @@
 set -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-benchmarks/results/device}
-mkdir -p "$OUT"
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 3
@@ -22,9 +22,9 @@ TEVVIZ_TEST_DEVICE=cuda timeout "${TEST_S:-210}" python3 -m pytest -p no:cachepr
   tests/test_eagle3_law.py 2>&1 | tee "$OUT/tests_cuda.log" | tail -60
 
 cd benchmarks
-timeout 100 python3 verifier_stage.py --device cuda --limit 4 --out "../$OUT/verifier_stage_cuda.json" \
+timeout "${STAGE_S:-100}" python3 verifier_stage.py --device cuda --limit 4 --out "$OUT/verifier_stage_cuda.json" \
   2>&1 | tail -8
 timeout 60 python3 verifier_stage.py --device cuda --limit 4 --block ../assets/models/tevviz-stdlib-block-draft \
-  --budgets 16,64,256 --out "../$OUT/verifier_stage_block_cuda.json" 2>&1 | tail -5
-timeout 110 python3 end_to_end.py --device cuda --baselines --limit 4 --temperatures 0,1 \
-  --out "../$OUT/end_to_end_cuda.json" 2>&1 | tail -26
+  --budgets 16,64,256 --out "$OUT/verifier_stage_block_cuda.json" 2>&1 | tail -5
+[ "${E2E:-1}" = 0 ] || timeout 110 python3 end_to_end.py --device cuda --baselines --limit 4 --temperatures 0,1 \
+  --out "$OUT/end_to_end_cuda.json" 2>&1 | tail -26
