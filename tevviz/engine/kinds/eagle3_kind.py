@@ -1,6 +1,7 @@
 """The EAGLE-3 drafter kind (docs/eagle3.md): a head folder in any of the four config dialects, loaded beside its
 target (whose tokenizer and, when the head has none, embedding it uses), drafted level by level through its own
-cache into EAGLE's dynamic tree or any level-by-level builder; and the doctor's readings of the target's states."""
+cache into EAGLE's dynamic tree or any level-by-level builder, trained by `Eagle3ExitTrainer`; and the doctor's
+readings of the target's states."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from ..draft.eagle3_drafting import Eagle3Drafter, fresh_tree
 from ..draft.eagle3_io import check_folder, is_head_folder, load_head, save_head
 from ..draft.eagle3_model import Eagle3Head, set_layer_ids
 from ..draft.eagle_tree import DEPTH
+from ..train.eagle3_exittrain import Eagle3ExitTrainer
 
 LEVEL_BUILDERS = ("best-first", "static", "chain", "sampled", "mixed")  # through its LevelStep (eagle names it)
 
@@ -63,5 +65,5 @@ register(DrafterKind(
     make=Eagle3Drafter, fresh_tree=fresh_tree, default_builder="eagle",
     folder_depth=lambda folder: DEPTH + 1, model_depth=lambda model: DEPTH + 1,
     check_folder=check_folder, own_tokenizer=lambda folder: False, builders=LEVEL_BUILDERS,
-    why_not_trained="its trainer (training-time test over the head's own states) is not written yet",
+    trainer=Eagle3ExitTrainer,
     recipe="eagle3", readings=readings, apply_reading=apply_reading))
