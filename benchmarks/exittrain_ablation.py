@@ -1,7 +1,8 @@
 """ExitTrain ablation on the embedded pair (the analogue of the paper's Table 2).
 
 A block drafter (`--draft assets/models/tevviz-stdlib-block-draft`) trains and is evaluated on DDTree trees, as deep
-as its block allows (the paper's own setting); an autoregressive one on best-first trees.
+as its block allows (the paper's own setting); an autoregressive one on best-first trees; an EAGLE-3 head on EAGLE's
+dynamic trees (`--pair smollm2 --kind eagle3`: the pair's shipped head; any head with `--draft`).
 
 Same initialisation, data, steps and seed for every objective: token-only, prefix weight, exit
 weight (the paper's), and our residual distillation. Held-out tau at T = 0 and T = 1 with B = 64,
@@ -25,10 +26,12 @@ from pathlib import Path
 from ablation_table import merge, table_rows
 from common import held_out_windows, pair_tree, parser, setup, table, write
 
+from tevviz.engine.decode.session import encode_prompt
 from tevviz.engine.decode.streams import collect_mixed_streams
 from tevviz.engine.draft.builders import BuilderConfig
 from tevviz.engine.draft.drafters import drafter_kind_of
 from tevviz.engine.load.models import ModelPair, ModelSource, with_draft
+from tevviz.engine.load.pairs import DEFAULT_PAIR, named_pair
 from tevviz.engine.train.block_exittrain import make_trainer, save_trained
 from tevviz.engine.train.evaluation import evaluate
 from tevviz.engine.train.exittrain import TOKEN_LABELS, TrainConfig, contexts_from_streams, mixed_temperatures
@@ -39,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The common benchmark flags and this ablation's own."""
     ap = parser(__doc__)
     ap.add_argument("--objectives", default="token,prefix,exit,residual")
+    ap.add_argument("--kind", default=None, help="train the named pair's shipped drafter of this kind instead of its "
+                    "default (autoregressive, block or eagle3: --pair smollm2 --kind eagle3 is its EAGLE-3 head)")
+    ap.add_argument("--train-limit", type=int, default=None, help="train on the first N train prompts only")
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1e-4)
@@ -108,13 +114,31 @@ def parse_args() -> argparse.Namespace:
     args = build_parser().parse_args()
     if args.distilled_from and not args.init_draft:
         raise SystemExit("--distilled-from goes with --init-draft (the warm start that run saved)")
+    if args.kind:
+        if args.draft:
+            raise SystemExit("--kind picks the pair's own drafter of that kind: give --kind or --draft, not both")
+        args.draft = shipped_drafter(args.pair, args.kind)
     return args
 
 
+def shipped_drafter(pair: str | None, kind: str) -> str:
+    """The folder of the named pair's shipped drafter of `kind` (read from the folders' configs)."""
+    from tevviz.engine.draft.drafters import folder_kind
+
+    named = named_pair(pair or DEFAULT_PAIR)
+    found = {name: path for name, path in named.drafter_paths().items() if folder_kind(path).name == kind}
+    if not found:
+        kinds = {name: folder_kind(path).name for name, path in named.drafter_paths().items()}
+        raise SystemExit(f"--kind {kind}: the {named.name} pair ships no {kind} drafter here (it has {kinds})")
+    return str(next(iter(found.values())))
+
+
 def train_prompts(args: argparse.Namespace, pair: ModelPair) -> list[list[int]]:
-    """The train prompts' token ids, or with --corpus-contexts random windows of the stdlib training files."""
-    train_rows = load_prompts(args.prompts, "train")
-    prompts = [pair.tokenizer(r["prompt"])["input_ids"] for r in train_rows]
+    """The train prompts' token ids (of --prompts, else of the named pair's file; chat rows through the template), or
+    with --corpus-contexts random windows of the stdlib training files."""
+    path = args.prompts or (named_pair(args.pair).split_path("train") if args.pair else None)
+    train_rows = load_prompts(path, "train")[: args.train_limit]
+    prompts = [encode_prompt(pair.tokenizer, r["prompt"], chat=bool(r.get("chat"))) for r in train_rows]
     if args.corpus_contexts:
         # Many short contexts from the training files (never the held-out files the eval prompts come from).
         import random
@@ -129,7 +153,8 @@ def train_prompts(args: argparse.Namespace, pair: ModelPair) -> list[list[int]]:
 
 
 def tree_builders(args: argparse.Namespace, pair: ModelPair) -> tuple[BuilderConfig, BuilderConfig]:
-    """The evaluation and training trees: best-first for an autoregressive drafter, DDTree's for a block one."""
+    """The evaluation and training trees: best-first for an autoregressive drafter, DDTree's for a block one,
+    EAGLE's for an EAGLE-3 head (each kind's own builder)."""
     kind = drafter_kind_of(pair.draft)
     builder = pair_tree(pair, args.budget, args.depth)
     if builder.kind == BuilderConfig.kind:  # the draft temperature ranks best-first trees' paths
