@@ -146,7 +146,7 @@ def test_exit_terms_on_a_hand_made_tree_where_w_is_not_p(pair):
 def test_the_token_loss_is_the_heads_law_along_the_written_chain(pair, contexts):
     """L_tok (training-time test) is, step k at row t, the law below the depth-k node of the chain the target wrote
     after seq[:t + 2], as drafting reads it (tree_rows on that chain): decay**k times each step's mean NLL of the
-    written tokens in the draft vocabulary."""
+    written tokens in the draft vocabulary: the recipe's own training loss."""
     c = contexts[2]
     seq, first, steps, decay = c.tokens + c.continuation[:8], len(c.tokens), 3, 0.8
     index = draft_index(pair.draft)
@@ -163,6 +163,15 @@ def test_the_token_loss_is_the_heads_law_along_the_written_chain(pair, contexts)
                 per_step[k].append(-float(rows[k, index[seq[t + 2 + k]]]))
     assert all(per_step) and any(index[x] < 0 for x in seq[first:]), "test setup: every step, and a skipped token"
     assert got == pytest.approx(sum(decay ** k * sum(n) / len(n) for k, n in enumerate(per_step)), rel=1e-4)
+    # ... and it is the loss the head's recipe trains it with (tevviz pair train-drafter --kind eagle3)
+    from tevviz.recipes.block_data import Sequences
+    from tevviz.recipes.eagle3 import pack, ttt_loss, unroll
+
+    full = target_features(pair.target, torch.tensor(seq), pair.draft.target_layers)
+    with torch.no_grad():  # the recipe's `first` is the last prompt token's index
+        recipe = ttt_loss(unroll(pair.draft, pack(Sequences([torch.tensor(seq)], [full], [first - 1]), [0]), steps,
+                                 index), decay)
+    assert got == pytest.approx(float(recipe), rel=1e-5)
 
 
 # ------------------------------------------------------------------------------------ training moves it right
