@@ -148,7 +148,7 @@ def exit_loss_terms(draft, context: list[int], tree: DraftTree, ex: law.ExitLaw,
         taken = torch.zeros_like(probs, dtype=torch.bool)
         taken[tree.parents[1:], tree.tokens[1:]] = True
         res = probs.masked_fill(taken, 0.0)
-        res = to_width(res, logq.shape[-1])
+        res = to_width(res, logq.shape[-1])  # renormalised rows: the missing mass over rho(v), i.e. p_v_res
         return -(ex.w * (res * logq).sum(-1)).sum()
     wt = node_weights(objective, ex)
     incoming = logq[tree.parents[1:], tree.tokens[1:]]  # log q(x_v | c, path(pa(v))) for v != root
