@@ -244,8 +244,9 @@ def check_trainer(trainer, pair, builder: str) -> DrafterKind:
                           f"{article(kind.name)} {kind.name} drafter (drafters.make_trainer picks the trainer)")
     if not accepts(builder, kind):
         own = builders_for(kind)
+        trained = [b for b in own if builder_kind(b).trainable]  # sampled and mixed trees are not trained on
         raise TevvizError(f"{article(kind.name)} {kind.name} drafter builds {', '.join(own)} trees; ExitTrain on "
-                          f"them takes --builder {' or '.join(own)}, not {builder}")
+                          f"them takes --builder {' or '.join(trained)}, not {builder}")
     return kind
 
 
