@@ -20,15 +20,14 @@ from ..core.seeds import stream_seed
 from ..core.tree import DraftTree, ancestor_mask, path_to, position_ids
 from ..cost.arm_choice import MixedBudget
 from ..cost.auto_budget import AutoBudget
-from ..draft.builder_kinds import builder_kind
-from ..draft.builders import BuilderConfig
+from ..draft.builders import BuilderConfig, DraftResult
 from ..draft.drafters import DraftRequest, layer_outputs, make_drafter, reading_of
 from ..errors import TevvizError
 from ..load.models import ModelPair
 from ..records.draft_rows import TEXT_RANKS
 from ..records.records import RoundRecord
-from ..verify.verifiers import get_verifier
-from .sizing import AutoSizing, MixedSizing, make_sizing
+from ..verify.verifiers import Decision, Verifier, get_verifier
+from .sizing import AutoSizing, MixedSizing, RoundPlan, make_sizing
 
 MAX_NEW_TOKENS = 8192
 logger = logging.getLogger("tevviz")
@@ -36,7 +35,10 @@ logger = logging.getLogger("tevviz")
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """Everything that decides a session's output besides the models and the prompt."""
+    """Everything that decides a session's output besides the models and the prompt.
+
+    `verifier` is the verifier's name (as users give it and the JSON keeps it); `verify` is the registered verifier
+    it names, resolved once at construction (as `builder.spec` is the builder's kind)."""
 
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     builder: BuilderConfig = field(default_factory=BuilderConfig)
@@ -49,13 +51,20 @@ class DecodeConfig:
     optimal: bool = False  # compute each round's optimal tree (one more target pass per depth; off by default)
 
     def __post_init__(self):
-        get_verifier(self.verifier)  # a clear error for an unknown name
-        builder_kind(self.builder.kind).check_verifier(self.verifier)
+        verify = get_verifier(self.verifier)  # a clear error for an unknown name
+        self.builder.spec.check_verifier(self.verifier)
+        # Not a field: equality, repr, replace() and the JSON keep the name alone (replace() resolves it again).
+        object.__setattr__(self, "_verify", verify)
         n = self.max_new_tokens
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_NEW_TOKENS:
             raise TevvizError(f"max new tokens must be an integer in [1, {MAX_NEW_TOKENS}], got {n!r}")
         if not isinstance(self.seed, int):
             raise TevvizError(f"seed must be an integer, got {self.seed!r}")
+
+    @property
+    def verify(self) -> Verifier:
+        """The registered verifier that `verifier` names, resolved at construction."""
+        return self._verify
 
 
 def has_chat_template(tokenizer) -> bool:
@@ -131,7 +140,7 @@ class DecodeSession:
         self._round_at: dict[int, tuple[int, int]] = {}  # round index -> (stream length at its start, its depth cap)
         # --budget auto and the mixed builder: an online cost model; one passed in carries what earlier sessions on
         # the same models and machine measured (its limits are this session's).
-        self.sizing = make_sizing(cfg.builder, cfg.verifier, cost_model)
+        self.sizing = make_sizing(RoundPlan(cfg.builder, cfg.verifier, cfg.verify), cost_model)
         features = None
         if len(prompt_ids) > 1:
             with torch.inference_mode():
@@ -263,21 +272,16 @@ class DecodeSession:
         t3 = time.perf_counter()
 
         committed, done = self._cut([tokens[v] for v in accepted[1:]] + [bonus])
-        fields = self._fields(tree, logits, exit_node, bonus, accepted, committed, decision.exit_law, anc, rp.verifier)
-        if decision.accept is not None:
-            fields["accept"] = decision.accept.tolist()
-        if drafted.rows is not None:  # a block round: the rows its DDTree was built from
-            # Texts for the ranks a person reads only: decoding all K x H tokens cost ~2 ms of a ~40 ms round.
-            ids, logprobs = (x.tolist() for x in drafted.rows)
-            texts = iter(_texts(pair.tokenizer, [t for row in ids for t in row[:TEXT_RANKS]]))
-            fields["draft_rows"] = [[{"token_id": t, "text": next(texts) if r < TEXT_RANKS else "", "logprob": lp}
-                                     for r, (t, lp) in enumerate(zip(i, v))] for i, v in zip(ids, logprobs)]
+        record = self._record(tree, logits, decision, drafted, exit_node, bonus, accepted, committed, anc, rp.verifier)
         self.generated.extend(committed)
         self.done = done
         t4 = time.perf_counter()
         ms = {k: v * 1e3 for k, v in {"draft": t1 - t0, "target": t2 - t1, "verify": t3 - t2, "other": t4 - t3}.items()}
-        sizing = self.sizing.observe(rp, drafted, fields, ms)
-        record = RoundRecord(**fields, stage_ms=ms, sizing=sizing)
+        record = replace(record, stage_ms=ms)
+        # The cost model learns from the record itself: it sees the numbers the round shows, and nothing else.
+        sizing = self.sizing.observe(rp, drafted, record)
+        if sizing is not None:
+            record = replace(record, sizing=sizing)
         self.rounds.append(record)
         self.round_count += 1
         if self.keep_rounds is not None and len(self.rounds) > self.keep_rounds:
@@ -293,23 +297,35 @@ class DecodeSession:
         total = len(self.generated) + len(committed)
         return committed, total >= self.cfg.max_new_tokens or len(self.prompt_ids) + total >= self.context_length
 
-    def _fields(self, tree: DraftTree, logits, exit_node, bonus, accepted, committed, ex: law.ExitLaw | None,
-                anc, verifier: str) -> dict:
-        """The round record's fields but the stage times: the tree, its target flow, the decision, missing tokens."""
+    def _record(self, tree: DraftTree, logits, decision: Decision, drafted: DraftResult, exit_node: int, bonus: int,
+                accepted: list[int], committed: list[int], anc, verifier: str) -> RoundRecord:
+        """The round's record but its stage times and sizing: the tree, its target flow, the decision, missing
+        tokens, and the verifier's acceptances and the drafter's rows where the round has them."""
         cfg, tok = self.cfg.sampling, self.pair.tokenizer
+        ex = decision.exit_law
         if ex is None:
             ex = law.exit_law_from_logits(tree, logits, cfg, anc)
         missing = (missing_records(tok, tree, processed_probs(logits, cfg), ex.P, self.cfg.missing_top)
                    if self.cfg.missing_top > 0 else [[] for _ in range(tree.size)])
         tokens = tree.tokens.tolist()
-        return {
-            "index": self.round_count, "verifier": verifier, "tokens": tokens, "texts": _texts(tok, tokens),
-            "parents": tree.parents.tolist(), "depths": tree.depths.tolist(),
-            "draft_logprobs": tree.draft_logprobs.tolist(), "scores": tree.scores.tolist(),
-            "p_edge": ex.p_edge.tolist(), "P": ex.P.tolist(), "rho": ex.rho.tolist(), "w": ex.w.tolist(),
-            "missing": missing, "exit_node": exit_node, "bonus_token": bonus, "bonus_text": _texts(tok, [bonus])[0],
-            "accepted": accepted, "committed": committed, "C_p": float(ex.C_p),
-        }
+        return RoundRecord(
+            index=self.round_count, verifier=verifier, tokens=tokens, texts=_texts(tok, tokens),
+            parents=tree.parents.tolist(), depths=tree.depths.tolist(),
+            draft_logprobs=tree.draft_logprobs.tolist(), scores=tree.scores.tolist(),
+            p_edge=ex.p_edge.tolist(), P=ex.P.tolist(), rho=ex.rho.tolist(), w=ex.w.tolist(),
+            missing=missing, exit_node=exit_node, bonus_token=bonus, bonus_text=_texts(tok, [bonus])[0],
+            accepted=accepted, committed=committed, C_p=float(ex.C_p),
+            accept=None if decision.accept is None else decision.accept.tolist(),
+            draft_rows=None if drafted.rows is None else self._draft_rows(drafted.rows),
+        )
+
+    def _draft_rows(self, rows: tuple[torch.Tensor, torch.Tensor]) -> list[list[dict]]:
+        """A block round's rows its DDTree was built from, with texts for the ranks a person reads only (decoding
+        all K x H tokens cost ~2 ms of a ~40 ms round)."""
+        ids, logprobs = (x.tolist() for x in rows)
+        texts = iter(_texts(self.pair.tokenizer, [t for row in ids for t in row[:TEXT_RANKS]]))
+        return [[{"token_id": t, "text": next(texts) if r < TEXT_RANKS else "", "logprob": lp}
+                 for r, (t, lp) in enumerate(zip(i, v))] for i, v in zip(ids, logprobs)]
 
     def run(self, rounds: int | None = None) -> list[RoundRecord]:
         """Step until done, or `rounds` more rounds."""

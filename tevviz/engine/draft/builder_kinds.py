@@ -31,6 +31,7 @@ class BuilderKind:
     why_not_trained: str = ""
     auto_only: bool = False  # it sizes every round itself (mixed)
     budget: int | None = None  # its own B where the user gives none and it is not auto-sized (None: tevviz's)
+    chain: bool = False  # it draws a sampled chain, which --budget auto sizes by the chain's own cost (chain_cost.py)
 
     def check_verifier(self, verifier: str) -> None:
         """Refuse a verifier that is not exact on this builder's trees."""

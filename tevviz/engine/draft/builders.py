@@ -38,7 +38,7 @@ for _kind in (
     BuilderKind("static", LEVEL, "a fixed branching per depth", verifiers=None),
     BuilderKind("chain", LEVEL, "the draft's greedy path (plain speculative decoding)", verifiers=None),
     BuilderKind("sampled", LEVEL, "a chain drawn from the draft's law, for speculative sampling",
-                verifiers=None, auto=True, trainable=False, why_not_trained=_SAMPLED_NOT_TRAINED),
+                verifiers=None, auto=True, trainable=False, why_not_trained=_SAMPLED_NOT_TRAINED, chain=True),
     BuilderKind("mixed", LEVEL, "each round a best-first tree or a sampled chain, whichever the session "
                 "measures faster (auto-sized only)", verifiers=None, auto=True, trainable=False, auto_only=True,
                 why_not_trained="its rounds are best-first trees or sampled chains chosen by measured speed; "
@@ -55,7 +55,10 @@ def __getattr__(name: str):
 
 @dataclass(frozen=True)
 class BuilderConfig:
-    """Which builder and its settings; fields that a builder does not use are ignored."""
+    """Which builder and its settings; fields that a builder does not use are ignored.
+
+    `kind` is the builder's name (as users give it and the JSON keeps it); `spec` is the registered kind it names,
+    resolved once at construction."""
 
     kind: str = "best-first"
     budget: int = 32  # B: non-root nodes kept (best-first)
@@ -74,6 +77,8 @@ class BuilderConfig:
 
     def __post_init__(self):
         kind = builder_kind(self.kind)  # a clear error for an unknown name
+        # Not a field: equality, repr, replace() and the JSON keep the name alone (replace() resolves it again).
+        object.__setattr__(self, "_spec", kind)
         if self.auto and not kind.auto:
             sized = ", ".join(k for k in builder_names() if builder_kind(k).auto)
             raise TevvizError(f"an automatic budget sizes {sized} rounds only, not {self.kind} trees")
@@ -103,6 +108,11 @@ class BuilderConfig:
                 total += level
             if total > MAX_BUDGET * 4:
                 raise TevvizError(f"static branching {b} makes {total} nodes; keep it under {MAX_BUDGET * 4}")
+
+    @property
+    def spec(self) -> BuilderKind:
+        """The registered builder kind that `kind` names, resolved at construction."""
+        return self._spec
 
     @property
     def max_depth(self) -> int:

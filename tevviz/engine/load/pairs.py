@@ -188,9 +188,9 @@ def decode_start(named: NamedPair | None, temperature: float, kind, own_depth: i
         base = best
     else:
         name, natural = default_tree(kind, own_depth, builder)
+        spec = builder_kind(name)  # the user's name (or the drafter's own), before a config exists
         base = DecodeDefaults(builder=name, verifier=OTHER_PAIR_DEFAULTS.verifier,
-                              budget=OTHER_PAIR_DEFAULTS.budget if builder_kind(name).auto
-                              else builder_kind(name).budget or FIXED_BUDGET,
+                              budget=OTHER_PAIR_DEFAULTS.budget if spec.auto else spec.budget or FIXED_BUDGET,
                               depth=natural or OTHER_PAIR_DEFAULTS.depth)
     return DecodeDefaults(builder=builder or base.builder, verifier=verifier or base.verifier,
                           budget=base.budget if budget is None else budget,

@@ -22,7 +22,7 @@ from ..core.tree import DraftTree, ancestor_mask, children, from_parents
 from ..errors import TevvizError
 from ..load.models import ModelPair
 from ..records.records import RoundRecord
-from .verifiers import VERIFIERS
+from .verifiers import Verifier, get_verifier, tev
 
 COMPARED_VERIFIERS = ("tev", "predraw", "residual")
 MAX_DRAWS = 100_000
@@ -116,7 +116,7 @@ def _uniforms(shape: tuple[int, ...], gen: torch.Generator, device) -> torch.Ten
 @batched("tev")
 def _tev_many(tree, logits, cfg, anc):
     """TEV draws its exit from the exit law w it computes: m exits from that same w, by float64 inverse CDF."""
-    w = VERIFIERS["tev"](tree, logits, cfg, torch.Generator(device=logits.device), anc).exit_law.w  # (N,)
+    w = tev(tree, logits, cfg, torch.Generator(device=logits.device), anc).exit_law.w  # (N,)
     return lambda m, gen: inverse_cdf(w, _uniforms((m,), gen, w.device)).reshape(m)
 
 
@@ -175,9 +175,8 @@ def _residual_many(tree, logits, cfg, anc):
     return draw
 
 
-def _per_draw(name: str, tree, logits, cfg, anc):
+def _per_draw(verify: Verifier, tree, logits, cfg, anc):
     """The reference: one verifier call per draw."""
-    verify = VERIFIERS[name]
 
     def draw(m: int, gen: torch.Generator) -> torch.Tensor:
         return torch.stack([verify(tree, logits, cfg, gen, anc).exit_node for _ in range(m)])
@@ -204,6 +203,7 @@ def compare_verifiers(pair: ModelPair, prefix: list[int], record: RoundRecord, s
     """
     if not 1 <= draws <= MAX_DRAWS:
         raise TevvizError(f"draws M must lie in [1, {MAX_DRAWS}], got {draws}")
+    verifiers = {name: get_verifier(name) for name in names}  # an unknown name refused before any work
     device = pair.device
     tree = from_parents(record.tokens, record.parents, record.draft_logprobs, device=device)
     check_ids(pair, prefix + record.tokens)
@@ -218,7 +218,8 @@ def compare_verifiers(pair: ModelPair, prefix: list[int], record: RoundRecord, s
         for name in names:
             t0 = time.perf_counter()
             many = BATCHED.get(name) if batched else None
-            drawers[name] = many(tree, logits, sampling, anc) if many else _per_draw(name, tree, logits, sampling, anc)
+            drawers[name] = (many(tree, logits, sampling, anc) if many
+                             else _per_draw(verifiers[name], tree, logits, sampling, anc))
             gens[name] = torch.Generator(device=device).manual_seed(seed)
             counts[name] = torch.zeros(record.size, dtype=torch.long, device=device)
             seconds[name] += time.perf_counter() - t0
