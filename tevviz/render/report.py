@@ -20,6 +20,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
+
 from tevviz.engine.records.io import ImportedSession
 from tevviz.engine.records.records import CoverageGap, RoundRecord, expected_length_text
 from tevviz.engine.records.round_numbers import AGGREGATIONS, COLUMNS, MEAN, NUMBERS, SESSION, RoundNumber
@@ -47,14 +49,9 @@ STATS_HEIGHT = 380
 def report_html(imported: ImportedSession, title: str | None = None) -> str:
     """The whole report as one HTML string (a round or trace file gives the sections it has data for)."""
     rounds = imported.rounds
-    gaps = [r.coverage_gap() for r in rounds]
     figures = _statistics(rounds)
-    payload = {
-        "figures": figures,
-        "metrics": _metric_styles(rounds[0]) if rounds else {},
-        "noValue": NO_VALUE_COLOUR,
-        "trees": [_tree(r, gap) for r, gap in zip(rounds, gaps)],
-    }
+    styles, trees = _trees(rounds)
+    payload = {"figures": figures, "metrics": styles, "noValue": NO_VALUE_COLOUR, "trees": trees}
     title = title or _default_title(imported)
     body = [
         f"<h1>{_esc(title)}</h1>",
@@ -92,22 +89,36 @@ def _statistics(rounds: list[RoundRecord]) -> dict[str, dict]:
     return {key: fig.to_plotly_json() for key, fig in figures.items()}
 
 
-def _metric_styles(record: RoundRecord) -> dict[str, dict]:
-    """Per metric, the colourscale and colour bar of the node trace, as tree_figure_dict writes them."""
-    rd = record.to_dict()
+def _trees(rounds: list[RoundRecord]) -> tuple[dict[str, dict], list[dict[str, Any]]]:
+    """The metrics' styles (read off the first round) and every round's tree; each round is turned into its dict and
+    its graph once, and its figure, colours and styles all read those."""
+    styles, trees = {}, []
+    for r in rounds:
+        rd = r.to_dict()
+        G = round_graph(rd)
+        if not trees:
+            styles = _metric_styles(rd, G)
+        trees.append(_tree(r, rd, G))
+    return styles, trees
+
+
+def _metric_styles(rd: dict, G: nx.DiGraph) -> dict[str, dict]:
+    """Per metric, the colourscale and colour bar of the node trace, as tree_figure_dict writes them (`rd` a round's
+    dict, `G` its graph)."""
     styles = {}
     for metric in METRICS:
-        marker = _node_traces(tree_figure_dict(rd, metric)["data"])[0]["marker"]
+        marker = _node_traces(tree_figure_dict(rd, metric, graph=G)["data"])[0]["marker"]
         styles[metric] = {"colorscale": marker["colorscale"], "colorbar": marker["colorbar"]}
     return styles
 
 
-def _tree(record: RoundRecord, gap: CoverageGap | None) -> dict[str, Any]:
-    """One round's tree, stored once: the metric-free traces, the layout, per-node columns and every metric's values."""
-    rd = record.to_dict()
+def _tree(record: RoundRecord, rd: dict, G: nx.DiGraph) -> dict[str, Any]:
+    """One round's tree (`rd` its dict, `G` its graph), stored once: the metric-free traces, the layout, per-node
+    columns and every metric's values."""
+    gap = record.coverage_gap()
     # Ghost branches (the optimal tree's nodes this tree lacks) are metric-free traces: drawn whatever the colour.
     ghosts = [asdict(g) for g in gap.ghosts] if gap is not None else ()
-    figure = tree_figure_dict(rd, DEFAULT_METRIC, ghosts=ghosts)
+    figure = tree_figure_dict(rd, DEFAULT_METRIC, ghosts=ghosts, graph=G)
     node_traces = _node_traces(figure["data"])
     at = figure["data"].index(node_traces[0])
     keys = ("x", "y", "hovertext", "text") if "text" in node_traces[0] else ("x", "y", "hovertext")  # text: labelled
@@ -118,7 +129,6 @@ def _tree(record: RoundRecord, gap: CoverageGap | None) -> dict[str, Any]:
                 column[v] = value
     template = {k: v for k, v in node_traces[0].items() if k not in PER_NODE}
     template["marker"] = {"size": node_traces[0]["marker"]["size"], "line": node_traces[0]["marker"]["line"]}
-    G = round_graph(rd)
     values, bars = {}, {}
     for m in METRICS:  # the colours as the node trace draws them (a log scale where it reads better): shown nodes only
         shown = [v for v in G if columns["x"][v] is not None and node_metric(G.nodes[v], m) is not None]

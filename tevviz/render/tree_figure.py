@@ -48,6 +48,7 @@ def tree_figure_dict(
     round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None, title: str | None = None,
     ghosts: Sequence[Mapping[str, Any]] = (), *, width: int = WIDTH, expanded: Iterable[int] = (),
     walk: int | None = None, scale: str = "auto", rank_by: str | None = None, marked: Iterable[int] = (),
+    graph: nx.DiGraph | None = None,
 ) -> dict[str, Any]:
     """One round's tree as a plain {"data", "layout"} dict: nodes coloured by `metric`, the accepted path, exit and
     bonus token, the optimal tree's `ghosts` (records.Ghost as dicts) dashed and grey, `highlight_node` ringed.
@@ -55,13 +56,14 @@ def tree_figure_dict(
     `width`: the figure's px; `expanded`: parents whose "+N" fold is open; `walk`: Step token's position in the block
     (the accepted path is drawn up to it, the exit and bonus only at the end); `scale`: the colour scale; `rank_by`:
     the metric whose top nodes are labelled first (`metric` by default; one layout for every colour with a fixed one);
-    `marked`: nodes ringed together (a token of the drafter's rows at its depth).
+    `marked`: nodes ringed together (a token of the drafter's rows at its depth); `graph`: `round_graph(round_dict)`
+    where the caller has it already (it is read, never changed).
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; expected one of {list(SCALES)}")
-    G = round_graph(round_dict)
+    G = round_graph(round_dict) if graph is None else graph
     drawn, bonus, ghost_id = _drawn_graph(G, ghosts)
     highlight = _drawn_id(highlight_node, bonus, ghost_id)
     if highlight is not None and highlight not in drawn:
