@@ -146,6 +146,10 @@ def decoders(pair: ModelPair, eager, args, temperature: float, meta: dict) -> di
     for b, h in args.trees:
         add(f"tevviz best-first+tev B={b} H={h}", tevviz_run(pair, n, temperature, best_first(b, h), "tev"), "tevviz",
             threads)
+    for h in getattr(args, "chains", []):
+        chain = BuilderConfig(kind="sampled", budget=AUTO_LIMIT, depth=h, auto=True)
+        add(f"tevviz sampled+speculative auto H<={h}", tevviz_run(pair, n, temperature, chain, "speculative"),
+            "tevviz", threads)
     return out
 
 

@@ -185,6 +185,9 @@ def parse_args():
                          "default threads, sdpa and eager; HF assisted, prompt lookup, early exit) beside tevviz's "
                          "default and --trees (default 8:4,16:6,32:6), each tevviz row with its ideal tokens/s and "
                          "the share of it achieved (baselines.py)")
+    ap.add_argument("--chains", default="",
+                    help="with --baselines: also sampled chains under speculative sampling, sized by --budget auto up "
+                         "to each of these depths, comma-separated")
     ap.add_argument("--early-exit", type=int, default=0,
                     help="with --baselines: the layer early-exit self-speculation drafts from (0: a quarter of the "
                          "target's layers)")
@@ -197,6 +200,7 @@ def parse_args():
     args.trees = [tuple(int(x) for x in bh.split(":")) for bh in args.trees.split(",") if bh]
     args.budgets = [int(b) for b in args.budgets.split(",") if b]
     args.sampled_depths = [int(h) for h in args.sampled_depths.split(",") if h]
+    args.chains = [int(h) for h in args.chains.split(",") if h]
     return args
 
 
