@@ -50,7 +50,7 @@ def report_html(imported: ImportedSession, title: str | None = None) -> str:
     """The whole report as one HTML string (a round or trace file gives the sections it has data for)."""
     rounds = imported.rounds
     figures = _statistics(rounds)
-    styles, trees = _trees(rounds)
+    styles, trees = round_trees(rounds)
     payload = {"figures": figures, "metrics": styles, "noValue": NO_VALUE_COLOUR, "trees": trees}
     title = title or _default_title(imported)
     body = [
@@ -89,9 +89,10 @@ def _statistics(rounds: list[RoundRecord]) -> dict[str, dict]:
     return {key: fig.to_plotly_json() for key, fig in figures.items()}
 
 
-def _trees(rounds: list[RoundRecord]) -> tuple[dict[str, dict], list[dict[str, Any]]]:
-    """The metrics' styles (read off the first round) and every round's tree; each round is turned into its dict and
-    its graph once, and its figure, colours and styles all read those."""
+def round_trees(rounds: list[RoundRecord]) -> tuple[dict[str, dict], list[dict[str, Any]]]:
+    """The metrics' styles (read off the first round) and every round's tree as the page's script draws them (the
+    scan report's too); each round is turned into its dict and its graph once, and its figure, colours and styles
+    all read those."""
     styles, trees = {}, []
     for r in rounds:
         rd = r.to_dict()

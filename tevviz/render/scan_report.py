@@ -16,10 +16,9 @@ from tevviz.render.page import PAGE, STATUS, STYLE, gzip_base64, plotly_blob
 from tevviz.render.report import (
     NO_VALUE_COLOUR,
     SCRIPT,
-    _metric_styles,
     _settings,
-    _tree,
     _tree_controls,
+    round_trees,
 )
 from tevviz.render.scan_figures import scan_figures
 from tevviz.render.scan_tables import (
@@ -51,30 +50,28 @@ def scan_meta(manifest: dict) -> dict:
     return {k: v for k, v in meta.items() if v is not None}
 
 
-def worst_trees(data: ScanData) -> list[dict]:
-    """The worst rounds' trees, stored as the session report stores a round, captioned with their prompt."""
-    trees, blocks = [], {}
+def worst_trees(data: ScanData) -> tuple[dict[str, dict], list[dict]]:
+    """The metrics' styles and the worst rounds' trees, stored as the session report stores a round, captioned with
+    their prompt."""
+    worst, blocks = [], {}
     for w in data.summary.worst:
         if w.prompt not in blocks:
             blocks[w.prompt] = {r.index: r for r in read_prompt(data, w.prompt).rounds}
         r = blocks[w.prompt].get(w.round)
-        if r is None:
-            continue
-        tree = _tree(r, r.coverage_gap())
+        if r is not None:
+            worst.append((w, r))
+    styles, trees = round_trees([r for _, r in worst])
+    for (w, _), tree in zip(worst, trees):
         tree["caption"] = f"prompt {w.prompt} ({w.category}), lost {w.lost:.3f}: " + tree["caption"]
-        tree["record"] = r
-        trees.append(tree)
-    return trees
+    return styles, trees
 
 
 def scan_report_html(data: ScanData, title: str | None = None) -> str:
     """The whole scan report as one HTML string."""
     s = data.summary
     figures = {FIGURE_IDS[k]: fig for k, fig in scan_figures(s.groups).items()}
-    trees = worst_trees(data)
-    records = [t.pop("record") for t in trees]
-    payload = {"figures": figures, "metrics": _metric_styles(records[0]) if records else {},
-               "noValue": NO_VALUE_COLOUR, "trees": trees}
+    styles, trees = worst_trees(data)
+    payload = {"figures": figures, "metrics": styles, "noValue": NO_VALUE_COLOUR, "trees": trees}
     meta = scan_meta(data.manifest)
     title = title or f"tevviz scan: {Path(str(meta.get('draft', '?'))).name} drafting for " \
                      f"{Path(str(meta.get('target', '?'))).name}, {len(data.index)} prompts"
