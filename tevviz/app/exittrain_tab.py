@@ -80,7 +80,7 @@ def moved_values(moved: ExitMassMove | None) -> dict:
 def trainable(cfg, draft):
     """The decode settings with a builder ExitTrain trains on: the drafter's own at a fixed B when the one in force
     draws its trees at random or sizes them by measured speed (a sampled chain, the mixed builder); what changed."""
-    kind = builder_kind(cfg.builder.kind)
+    kind = cfg.builder.spec
     if kind.trainable:
         return cfg, ""
     own = drafter_kind_of(draft).default_builder

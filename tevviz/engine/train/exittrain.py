@@ -31,7 +31,6 @@ from ..core.sampling import SamplingConfig, processed_probs, to_width
 from ..core.schedule import lr_scale
 from ..core.scoring import tree_logits
 from ..core.tree import DraftTree
-from ..draft.builder_kinds import builder_kind
 from ..draft.builders import BuilderConfig, build_tree
 from ..draft.drafters import check_trainer
 from ..errors import TevvizError
@@ -76,7 +75,7 @@ class TrainConfig:
             raise TevvizError("learning rate must be > 0 and lambda_exit >= 0")
         if not isinstance(self.steps, int) or self.steps < 0 or not isinstance(self.batch, int) or self.batch < 1:
             raise TevvizError("steps must be >= 0 and batch >= 1")
-        builder_kind(self.builder.kind).check_trainable()
+        self.builder.spec.check_trainable()
 
 
 @dataclass(frozen=True)
