@@ -191,3 +191,49 @@ def served(demo):
         yield f"http://127.0.0.1:{port}/"
     finally:
         demo.close()
+
+
+# ------------------------------------------------------------------------------ fixtures several test files share
+
+
+@pytest.fixture
+def no_models(monkeypatch):
+    """Any model load fails the test: the command must stop before it."""
+    from tevviz.engine.load.models import ModelSource
+
+    def refuse(self):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(ModelSource, "load", refuse)
+
+
+@pytest.fixture(scope="module")
+def pair_dirs(tmp_path_factory):
+    """A tiny Llama pair saved as two local HF folders."""
+    root = tmp_path_factory.mktemp("pair")
+    pair = tiny_pair("llama")
+    for name, model in (("target", pair.target), ("draft", pair.draft)):
+        model.save_pretrained(root / name)
+        pair.tokenizer.save_pretrained(root / name)
+    return root / "target", root / "draft", pair
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen3"])
+def saved_pair(request, tmp_path_factory):
+    """A target of each family and a block drafter written in DFlash's layout, both as folders."""
+    from _dflash import dflash_config, qwen3_target, write_drafter
+
+    root = tmp_path_factory.mktemp(request.param)
+    target = tiny_model("llama", 1, layers=3) if request.param == "llama" else qwen3_target(1)
+    target.save_pretrained(root / "target")
+    word_tokenizer().save_pretrained(root / "target")
+    write_drafter(root / "draft", dflash_config())
+    return str(root / "target"), str(root / "draft")
+
+
+@pytest.fixture(scope="module")
+def block_pair(saved_pair):
+    """The `saved_pair` folders loaded: the target and its block drafter."""
+    from tevviz.engine.load.models import load_pair
+
+    return load_pair(*saved_pair)
