@@ -1,14 +1,14 @@
-"""Bad input gives a TevvizError with a message that says what is wrong, and leaves no partial state."""
+"""A decoding session's own checks (tevviz/engine/decode/session.py): the prompts it refuses, the context limit it
+decodes up to exactly, a round that fails and changes nothing, and a finished session that refuses to step."""
 
 from __future__ import annotations
 
 import copy
-import json
 import math
 
 import pytest
 import torch
-from conftest import greedy_generate, random_prompts, tiny_pair, word_tokenizer
+from conftest import greedy_generate, random_prompts, tiny_model, tiny_pair, word_tokenizer
 
 from tevviz.engine import (
     BuilderConfig,
@@ -18,10 +18,8 @@ from tevviz.engine import (
     TevvizError,
     autoregressive,
     encode_prompt,
-    load_pair,
 )
-from tevviz.engine.draft.builders import MAX_BUDGET, MAX_CHILDREN, MAX_DEPTH, MAX_WIDTH
-from tevviz.engine.load.models import check_vocabularies
+from tevviz.engine.load.models import ModelPair
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -37,91 +35,7 @@ def greedy_cfg(**kw) -> DecodeConfig:
     return DecodeConfig(sampling=GREEDY, stop_on_eos=False, missing_top=0, **kw)
 
 
-# ------------------------------------------------------------------------------------------------ configurations
-
-
-def test_different_vocabularies_are_refused():
-    with pytest.raises(TevvizError, match="different vocabularies") as e:
-        check_vocabularies(word_tokenizer(96), word_tokenizer(80), "big-target", "small-draft")
-    assert "big-target" in str(e.value) and "small-draft" in str(e.value)
-    check_vocabularies(word_tokenizer(96), word_tokenizer(96), "a", "b")  # the same vocabulary passes
-
-
-@pytest.mark.parametrize("kwargs,field", [
-    ({"budget": 0}, "budget"), ({"budget": -3}, "budget"), ({"budget": MAX_BUDGET + 1}, "budget"),
-    ({"depth": 0}, "depth"), ({"depth": MAX_DEPTH + 1}, "depth"), ({"depth": 2.5}, "depth"),
-    ({"children": 0}, "children K"), ({"children": MAX_CHILDREN + 1}, "children K"),
-    ({"width": 0}, "width"), ({"width": MAX_WIDTH + 1}, "width"), ({"budget": True}, "budget"),
-    ({"kind": "beam"}, "builder"),
-    ({"kind": "static", "branching": ()}, "branching"), ({"kind": "static", "branching": (2, 0)}, "branching"),
-    ({"kind": "static", "branching": (MAX_CHILDREN + 1,)}, "branching"),
-    ({"kind": "static", "branching": (64, 64, 64)}, "nodes"),
-    ({"kind": "chain", "depth": 0}, "depth"),
-])
-def test_bad_builder_config(kwargs, field):
-    with pytest.raises(TevvizError, match=field):
-        BuilderConfig(**kwargs)
-
-
-def test_builder_limits_are_inclusive():
-    BuilderConfig(budget=MAX_BUDGET, depth=MAX_DEPTH, children=MAX_CHILDREN, width=MAX_WIDTH)
-    BuilderConfig(budget=1, depth=1, children=1, width=1)
-
-
-@pytest.mark.parametrize("kwargs,field", [
-    ({"temperature": -0.1}, "temperature"), ({"temperature": float("nan")}, "temperature"),
-    ({"temperature": float("inf")}, "temperature"), ({"temperature": "1"}, "temperature"),
-    ({"top_p": 0.0}, "top-p"), ({"top_p": 1.5}, "top-p"), ({"top_p": -0.2}, "top-p"),
-    ({"top_p": float("nan")}, "top-p"), ({"top_k": -1}, "top-k"), ({"top_k": 2.0}, "top-k"),
-])
-def test_bad_sampling_config(kwargs, field):
-    with pytest.raises(TevvizError, match=field):
-        SamplingConfig(**kwargs)
-
-
-def test_sampling_limits_are_inclusive():
-    SamplingConfig(temperature=0.0, top_p=1.0)
-    SamplingConfig(temperature=3.0, top_p=1e-6, top_k=1)
-
-
-@pytest.mark.parametrize("kwargs,field", [
-    ({"verifier": "beam"}, "unknown verifier"), ({"max_new_tokens": 0}, "max new tokens"),
-    ({"max_new_tokens": 10**6}, "max new tokens"), ({"seed": "x"}, "seed"),
-])
-def test_bad_decode_config(kwargs, field):
-    with pytest.raises(TevvizError, match=field) as e:
-        DecodeConfig(**kwargs)
-    if "verifier" in kwargs:
-        assert all(name in str(e.value) for name in ("tev", "predraw", "residual")), "the message lists the choices"
-
-
-# ----------------------------------------------------------------------------------------------------- models
-
-
-def test_missing_model_path():
-    with pytest.raises(TevvizError, match="does not exist") as e:
-        load_pair("/nonexistent/x", "/nonexistent/y")
-    assert "/nonexistent/x" in str(e.value)
-
-
-def test_only_one_of_target_and_draft():
-    with pytest.raises(TevvizError, match="both"):
-        load_pair("/nonexistent/x", None)
-
-
-def test_folder_without_weights(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    with pytest.raises(TevvizError, match="no weights"):
-        load_pair(str(tmp_path), str(tmp_path))
-
-
-def test_folder_without_config(tmp_path):
-    (tmp_path / "model.safetensors").write_bytes(b"")
-    with pytest.raises(TevvizError, match="config.json"):
-        load_pair(str(tmp_path), str(tmp_path))
-
-
-# ---------------------------------------------------------------------------------------------------- prompts
+# prompts and the context limit ---------------------------------------------------------------------------------------
 
 
 def test_empty_prompt(pair):
@@ -138,6 +52,12 @@ def test_prompt_token_outside_vocabulary(pair):
             DecodeSession(pair, bad, greedy_cfg())
 
 
+def test_out_of_vocabulary_prompt_ids():
+    pair = ModelPair(tiny_model("llama", 0), tiny_model("llama", 1), word_tokenizer(), "t", "d")
+    with pytest.raises(TevvizError, match="prompt token ids must lie in"):
+        DecodeSession(pair, [1, 2, 10_000], DecodeConfig())
+
+
 def test_prompt_longer_than_context(pair):
     ctx = pair.context_length
     assert ctx == 512
@@ -145,6 +65,22 @@ def test_prompt_longer_than_context(pair):
         with pytest.raises(TevvizError, match=f"{n} tokens.*{ctx} positions"):
             DecodeSession(pair, [1] * n, greedy_cfg())
     DecodeSession(pair, [1] * (ctx - 1), greedy_cfg())  # the longest prompt that leaves room for one token
+
+
+def test_long_prompt_trims_the_tree_and_says_so():
+    pair = tiny_pair("gpt2")  # 512 positions
+    n_pos = pair.context_length
+    prompt = [i % 90 for i in range(n_pos - 3)]
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=0), builder=BuilderConfig(depth=6), max_new_tokens=50,
+                       stop_on_eos=False)
+    s = DecodeSession(pair, prompt, cfg)
+    s.run()
+    assert "trimmed" in s.notice and len(s.tokens) <= n_pos
+    ref = pair.target.generate(torch.tensor([prompt]), max_new_tokens=len(s.generated), do_sample=False,
+                               eos_token_id=None, pad_token_id=0)[0, len(prompt):].tolist()
+    assert s.generated == ref
+    with pytest.raises(TevvizError, match="at most 512 positions"):
+        DecodeSession(pair, list(range(80)) * 7, cfg)
 
 
 @pytest.mark.parametrize("family", ["llama", "gpt2"])
@@ -164,7 +100,7 @@ def test_session_at_the_context_limit_matches_the_baseline(family):
             assert s.generated == base, f"{verifier}, prompt of {len(prompt)}: {s.generated} vs baseline {base}"
 
 
-# ----------------------------------------------------------------------------------------- failures mid-session
+# failures mid-session ------------------------------------------------------------------------------------------------
 
 
 def snapshot(s: DecodeSession) -> dict:
@@ -292,13 +228,15 @@ def test_failure_while_recording_leaves_no_partial_state(pair):
     assert s.generated == greedy_generate(pair.target, prompt, 64)
 
 
+# the end, the record -------------------------------------------------------------------------------------------------
+
+
 def test_finished_session_refuses_to_step(pair):
     s = DecodeSession(pair, [1, 2, 3], greedy_cfg(max_new_tokens=3))
     s.run()
     assert s.done and len(s.generated) == 3
     with pytest.raises(TevvizError, match="finished"):
         s.step()
-
 
 
 def test_missing_token_texts_match_their_ids():
