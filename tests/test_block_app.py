@@ -7,8 +7,8 @@ import json
 
 import pytest
 import torch
+from _dflash import BS, dflash_config, dflash_weights
 from conftest import served, tiny_model, word_tokenizer
-from test_block_drafter import BS, dflash_config, dflash_weights
 
 from tevviz.app import build_demo
 from tevviz.app.decode_tab import BROWSE_OUTPUTS, NODE_OUTPUTS, ROUND_OUTPUTS

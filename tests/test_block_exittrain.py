@@ -16,8 +16,8 @@ import sys
 
 import pytest
 import torch
+from _dflash import BS, dflash_config, write_drafter
 from conftest import VOCAB, tiny_model, word_tokenizer
-from test_block_drafter import BS, dflash_config, write_drafter
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
 from tevviz.engine.draft.block_model import is_block_drafter

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from _dflash import dflash_config
 from conftest import VOCAB, tiny_model
-from test_block_drafter import dflash_config
 
 from tevviz.engine.core.schedule import lr_scale
 from tevviz.engine.draft.block_model import BlockDraftModel, parse_config

@@ -18,8 +18,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from _dflash import dflash_config
 from conftest import VOCAB, perturbed, random_prompts, tiny_model, word_tokenizer
-from test_block_drafter import dflash_config
 from test_eagle3_loading import head_config, head_tensors, write_head
 
 from tevviz.cli import main

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from _dflash import dflash_config, write_drafter
 from conftest import greedy_generate, perturbed, tiny_model, word_tokenizer
-from test_block_drafter import dflash_config, write_drafter
 from test_eagle3_loading import head_config, head_tensors, write_head
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig

@@ -11,8 +11,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from _dflash import qwen3_target
 from conftest import VOCAB, greedy_generate, random_prompts, tiny_model
-from test_block_drafter import qwen3_target
 from test_eagle3_loading import head_config, head_tensors, write_head, write_target
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig

@@ -9,9 +9,9 @@ import json
 
 import pytest
 import torch
+from _dflash import qwen3_target
 from conftest import VOCAB, tiny_model, word_tokenizer
 from safetensors.torch import save_file
-from test_block_drafter import qwen3_target
 
 from tevviz.engine.draft.drafters import drafter_kind, folder_kind
 from tevviz.engine.draft.eagle3_io import save_head

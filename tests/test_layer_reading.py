@@ -4,8 +4,8 @@ source's `layer_ids`), and a bad override refused in words with nothing changed.
 from __future__ import annotations
 
 import pytest
+from _dflash import dflash_config, write_drafter
 from conftest import tiny_model, tiny_pair, word_tokenizer
-from test_block_drafter import dflash_config, write_drafter
 
 from tevviz.engine.draft.drafters import override_reading, reading_of
 from tevviz.engine.errors import TevvizError
