@@ -124,6 +124,14 @@ class NamedPair:
 # benchmarks/results/end_to_end_defaults_stdlib_T01_2026-12-04.json).
 STDLIB_DEFAULTS = DecodeDefaults(builder="sampled", verifier="speculative", budget="auto", depth=4)
 
+# SmolLM2 with its autoregressive drafter: at T = 0 the same sampled chain sized by --budget auto (depth up to 4) was
+# the fastest tevviz setting on both held-out sets (0.92x and 0.96x the best `generate`, against 0.83x and 0.89x for
+# best-first --budget auto); at T > 0 best-first --budget auto stays (0.93x and 0.81x; the chain 0.76x and 0.85x).
+# No setting beat `generate` on this CPU. 8 held-out chat prompts and 4 free-form ones x 64 tokens, one thread,
+# interleaved, on a loaded 2-core machine: benchmarks/results/end_to_end_smollm2_defaults_eval_2026-12-04.json and
+# benchmarks/results/end_to_end_smollm2_defaults_freeform_2026-12-04.json.
+SMOLLM2_GREEDY = STDLIB_DEFAULTS
+
 NAMED_PAIRS: dict[str, NamedPair] = {
     p.name: p
     for p in (
@@ -132,7 +140,7 @@ NAMED_PAIRS: dict[str, NamedPair] = {
                   "tevviz-stdlib-target",
                   ("tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain", "tevviz-stdlib-block-draft"),
                   greedy=STDLIB_DEFAULTS, sampled=STDLIB_DEFAULTS),
-        # SmolLM2: not measured for its defaults yet, so --budget auto with its floor (OTHER_PAIR_DEFAULTS).
+        # SmolLM2: SMOLLM2_GREEDY at T = 0, --budget auto with its floor (OTHER_PAIR_DEFAULTS) at T > 0.
         # The autoregressive drafter first: the faster of the two on both held-out sets at T = 0 and 1 with
         # --budget auto (benchmarks/results/which_smollm2_drafter_pays_shipped_block_2026-12-03.json). The EAGLE-3
         # head last: its tau at B = 16 is below the autoregressive drafter's on both held-out sets
@@ -141,7 +149,7 @@ NAMED_PAIRS: dict[str, NamedPair] = {
                              "(autoregressive; block; EAGLE-3 head)",
                   "SmolLM2-135M-Instruct",
                   ("tevviz-smollm2-draft", "tevviz-smollm2-block-draft", "tevviz-smollm2-eagle3-head"), fetched=True,
-                  prompts="prompts_chat.jsonl", chat=True,
+                  prompts="prompts_chat.jsonl", chat=True, greedy=SMOLLM2_GREEDY,
                   held_out=(("freeform", "scan_prompts/smollm2_freeform.jsonl"),)),
     )
 }
