@@ -17,7 +17,7 @@ from common import best_first, pair_tree, parser, table, tree_decode, write
 from drafter_frontier import generate_seconds
 
 from tevviz.engine.decode.session import encode_prompt
-from tevviz.engine.draft.drafters import drafter_kind_of
+from tevviz.engine.draft.drafters import accepts, drafter_kind_of
 from tevviz.engine.load.models import ModelSource, with_draft
 from tevviz.prompts import load_prompts
 
@@ -42,7 +42,7 @@ def main() -> None:
         pair, name = with_draft(base, path), path.rstrip("/").split("/")[-1]
         own = pair_tree(pair, args.budget, args.depth)
         runs[f"{name} ({own.kind})"] = (pair, own)
-        if own.kind != "best-first":
+        if own.kind != "best-first" and accepts("best-first", drafter_kind_of(pair.draft)):
             depth = min(args.depth, drafter_kind_of(pair.draft).model_depth(pair.draft) or args.depth)
             runs[f"{name} (best-first)"] = (pair, best_first(args.budget, depth))
     sets = {}
