@@ -15,35 +15,20 @@ import argparse
 import copy
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from ..engine.core.schedule import lr_scale
 from ..engine.draft.eagle3_config import VLLM, dialect_config, parse_head_config
 from ..engine.draft.eagle3_io import save_head
-from ..engine.draft.eagle3_model import Eagle3Head, HeadKV, LayerReading
+from ..engine.draft.eagle3_model import Eagle3Head, LayerReading
 from ..engine.errors import TevvizError
+from ..engine.train.eagle3_rows import Packed, ttt_loss, unroll
 from .block_data import DataStore, Sequences, say
 
 RECIPES = {"smollm2": {"out": "assets/models/tevviz-smollm2-eagle3-head",
                        "data": "~/.cache/tevviz/smollm2-eagle3-data", "layer_ids": (1, 14, 26)}}
-
-
-@dataclass
-class Packed:
-    """Sequences packed into one row: tokens, target states, positions, the sequence of each row, whether a row's
-    token is target-written, and the rows unrolled beyond step 0 (those whose drafts land on written tokens)."""
-
-    tokens: torch.Tensor  # (n,)
-    feats: torch.Tensor  # (n, F) float
-    positions: torch.Tensor  # (n,)
-    seq: torch.Tensor  # (n,)
-    written: torch.Tensor  # (n,) bool
-    last: torch.Tensor  # (n,) the index of each row's sequence's last row
-    rows: torch.Tensor  # rows unrolled (step k >= 1)
 
 
 def pack(seqs: Sequences, idx: list[int]) -> Packed:
@@ -62,40 +47,6 @@ def pack(seqs: Sequences, idx: list[int]) -> Packed:
         at += n
     cat = torch.cat
     return Packed(cat(tokens), cat(feats), cat(pos), cat(seq), cat(written), cat(last), cat(rows))
-
-
-def unroll(model: Eagle3Head, b: Packed, depth: int, vocab: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The head unrolled `depth` steps over a packed batch: per step k, its draft-vocabulary logits at `b.rows` and
-    their labels (the token at row + 2 + k as a draft id; -1 where not written, outside the sequence or not drafted)."""
-    n, rows = b.tokens.numel(), b.rows
-    cache, out = HeadKV(), []
-    causal = (b.seq[:, None] == b.seq[None, :]) & torch.ones(n, n, dtype=torch.bool).tril_()
-    h = model.layer(model.fuse(b.feats), b.tokens.roll(-1), b.positions, causal, cache)[rows]
-    r = rows.numel()
-    for k in range(depth):
-        at = rows + 2 + k
-        ok = at <= b.last[rows]
-        label = torch.where(ok, vocab[b.tokens[at.clamp(max=n - 1)]], -1)
-        label = torch.where(ok & b.written[at.clamp(max=n - 1)], label, -1)
-        out.append((model.lm_head(model.norm(h)), label))
-        if k + 1 == depth:
-            break
-        # step k + 1 at row t: the head's own state with the true token t + 2 + k, seeing the committed pairs up to
-        # t (step 0's keys) and its own rows t of steps 1..k (the diagonal), at position t + k + 1
-        seen = [causal[rows]] + [torch.eye(r, dtype=torch.bool)] * (k + 1)
-        token = b.tokens[(rows + 1 + k + 1).clamp(max=n - 1)]
-        h = model.layer(model.feedback(h), token, b.positions[rows] + k + 1, torch.cat(seen, 1), cache)
-    return out
-
-
-def ttt_loss(steps: list[tuple[torch.Tensor, torch.Tensor]], decay: float) -> torch.Tensor:
-    """Sum over steps k of decay**k times the mean cross-entropy of the step's labelled rows."""
-    total = 0.0
-    for k, (logits, label) in enumerate(steps):
-        keep = label >= 0
-        if keep.any():
-            total = total + decay ** k * F.cross_entropy(logits[keep], label[keep])
-    return total
 
 
 @torch.inference_mode()

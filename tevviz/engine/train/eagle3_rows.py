@@ -5,10 +5,13 @@ Drafting reads the committed pairs (the target's state at t with the token at t 
 `fc`; the root's row is the last pair's. A node at depth d reads its parent's row's fed-back state with its own token,
 at position root + d, seeing the committed pairs, its ancestors and itself. So the law below a node comes from d
 passes of the head, each over the state the pass before it made: a node's loss must come from its own level's pass,
-not from the root's law or from the target's states.
+not from the root's law or from the target's states. `unroll` and `ttt_loss` are the recipe's training loss
+(tevviz/recipes/eagle3.py packs its data for them); ExitTrain's L_tok reads the same over one sequence.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -73,33 +76,69 @@ def tree_rows(model: Eagle3Head, feats: torch.Tensor, context: list[int], tree: 
     return log_q(model, states)
 
 
+@dataclass
+class Packed:
+    """Sequences packed into one row: tokens, target states, positions, the sequence of each row, whether a row's
+    token is target-written, and the rows unrolled beyond step 0 (those whose drafts land on written tokens)."""
+
+    tokens: torch.Tensor  # (n,)
+    feats: torch.Tensor  # (n, F) float
+    positions: torch.Tensor  # (n,)
+    seq: torch.Tensor  # (n,)
+    written: torch.Tensor  # (n,) bool
+    last: torch.Tensor  # (n,) the index of each row's sequence's last row
+    rows: torch.Tensor  # rows unrolled (step k >= 1)
+
+
+def unroll(model: Eagle3Head, b: Packed, depth: int, vocab: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The head unrolled `depth` steps over a packed batch: per step k, its draft-vocabulary logits at `b.rows` and
+    their labels (the token at row + 2 + k as a draft id; -1 where not written, outside the sequence or not drafted)."""
+    n, rows = b.tokens.numel(), b.rows
+    cache, out = HeadKV(), []
+    causal = (b.seq[:, None] == b.seq[None, :]) & torch.ones(n, n, dtype=torch.bool, device=rows.device).tril_()
+    h = model.layer(model.fuse(b.feats), b.tokens.roll(-1), b.positions, causal, cache)[rows]
+    r = rows.numel()
+    for k in range(depth):
+        at = rows + 2 + k
+        ok = at <= b.last[rows]
+        label = torch.where(ok, vocab[b.tokens[at.clamp(max=n - 1)]], -1)
+        label = torch.where(ok & b.written[at.clamp(max=n - 1)], label, -1)
+        out.append((model.lm_head(model.norm(h)), label))
+        if k + 1 == depth:
+            break
+        # step k + 1 at row t: the head's own state with the true token t + 2 + k, seeing the committed pairs up to
+        # t (step 0's keys) and its own rows t of steps 1..k (the diagonal), at position t + k + 1
+        seen = [causal[rows]] + [torch.eye(r, dtype=torch.bool, device=rows.device)] * (k + 1)
+        token = b.tokens[(rows + 1 + k + 1).clamp(max=n - 1)]
+        h = model.layer(model.feedback(h), token, b.positions[rows] + k + 1, torch.cat(seen, 1), cache)
+    return out
+
+
+def ttt_loss(steps: list[tuple[torch.Tensor, torch.Tensor]], decay: float) -> torch.Tensor:
+    """Sum over steps k of decay**k times the mean cross-entropy of the step's labelled rows."""
+    total = 0.0
+    for k, (logits, label) in enumerate(steps):
+        keep = label >= 0
+        if keep.any():
+            total = total + decay ** k * F.cross_entropy(logits[keep], label[keep])
+    return total
+
+
 def unrolled_loss(model: Eagle3Head, feats: torch.Tensor, seq: list[int], first: int, steps: int, decay: float,
                   index: torch.Tensor) -> torch.Tensor | None:
-    """Training-time test over the written part of `seq` (from index `first` on), the head's own training loss.
-
-    Step 0 at row t reads the pairs (`feats` (len(seq) - 1, F) of seq[:-1]); step k at row t reads step k - 1's
-    fed-back state with the true token t + 1 + k, at position t + k, seeing the pairs up to t and its own earlier
-    steps of row t: the node at depth k of the chain the target wrote. Step k's loss, the mean cross-entropy of token
-    t + 2 + k over the rows where it is in the draft vocabulary, weighs decay**k. None when no row has a label."""
+    """Training-time test over the written part of `seq` (from index `first` on), the head's own training loss: the
+    recipe's `ttt_loss(unroll(...))` over this one sequence (`feats` (len(seq) - 1, F): the target's states of
+    seq[:-1]). None when no row has a label."""
     device, n = model.device, len(seq)
-    ids = torch.tensor(seq, device=device)
-    cache = HeadKV()
-    h = read_pairs(model, feats, ids[1:], cache)
-    rows = torch.arange(max(first - 2, 0), n - 2, device=device)  # row t drafts token t + 2 at step 0
-    if rows.numel() == 0:
+    # The last row pairs no state with a token; nothing reads it (no row's label or visible pairs reach it).
+    feats = torch.cat([feats, feats.new_zeros(1, feats.shape[-1])]).to(device)
+    at = torch.arange(n, device=device)
+    b = Packed(tokens=torch.tensor(seq, device=device), feats=feats, positions=at, seq=torch.zeros_like(at),
+               written=at >= first, last=torch.full_like(at, n - 1),
+               rows=torch.arange(max(first - 2, 0), n - 2, device=device))  # row t drafts token t + 2 at step 0
+    if b.rows.numel() == 0:
         return None
-    h, r = h[rows], rows.numel()
-    committed = causal_visibility(n - 1, 0, device)[rows]
-    total = None
-    for k in range(steps):
-        at = rows + 2 + k
-        label = torch.where(at < n, index[ids[at.clamp(max=n - 1)]], -1)
-        keep = label >= 0
-        if bool(keep.any()):
-            loss = decay ** k * F.cross_entropy(log_q(model, h[keep]), label[keep])
-            total = loss if total is None else total + loss
-        if k + 1 == steps or not bool((at + 1 < n).any()):
-            break
-        seen = torch.cat([committed] + [torch.eye(r, dtype=torch.bool, device=device)] * (k + 1), 1)
-        h = model.layer(model.feedback(h), ids[at.clamp(max=n - 1)], rows + k + 1, seen, cache)
-    return total
+    unrolled = unroll(model, b, steps, index)
+    if not any(bool((label >= 0).any()) for _, label in unrolled):
+        return None
+    return ttt_loss(unrolled, decay)
