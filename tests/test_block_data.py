@@ -81,3 +81,15 @@ def test_the_stdlib_block_recipe_writes_a_drafter_and_reuses_its_data(tmp_path, 
     drafter = load_block_drafter(tmp_path / "b", target)
     assert drafter.block.block_size == 8 and len(drafter.layers) == 1
     assert "data: reusing" not in capsys.readouterr().out  # the old single-file message is gone
+
+
+@pytest.mark.parametrize("argv", [None, []])
+def test_the_pairs_defaults_fill_only_what_the_command_line_leaves_out(monkeypatch, argv):
+    """Run as a module (argv None: sys.argv) or called with a list, a flag given wins over the pair's default."""
+    from tevviz.recipes.block import RECIPES, parse_args
+
+    line = ["smollm2", "--seqs", "6144", "--data-only"]
+    monkeypatch.setattr("sys.argv", ["block.py", *line])
+    args = parse_args(None if argv is None else line)
+    assert args.seqs == 6144 != RECIPES["smollm2"]["defaults"]["seqs"]
+    assert args.eval_seqs == RECIPES["smollm2"]["defaults"]["eval_seqs"]  # what was not given is the pair's

@@ -111,3 +111,31 @@ def test_the_kind_names_the_recipe_and_bad_flags_are_refused():
     assert drafter_kind("eagle3").recipe == "eagle3" and "smollm2" in eagle3.RECIPES
     with pytest.raises(TevvizError, match="--ttt"):
         eagle3.parse_args(["smollm2", "--ttt", "0"])
+
+
+def test_training_continues_from_a_saved_head_with_its_weights_and_vocabulary(setup, tmp_path):
+    """--init: the saved head's weights (float32, trainable) and draft vocabulary; a head of other layers is refused."""
+    torch.manual_seed(1)
+    head = eagle3.build_head(setup["target"], LAYERS, setup["ids"])
+    for p in head.parameters():
+        if p.requires_grad:
+            p.data.add_(torch.randn_like(p) * 0.05)
+    eagle3.save_head(head.eval(), tmp_path / "head", "vllm", torch.bfloat16)
+    args = argparse.Namespace(init=str(tmp_path / "head"), layer_ids=LAYERS, draft_vocab=8)
+    again = eagle3.start_head(args, setup["target"], setup["train"])
+    assert again.training and all(p.requires_grad and p.dtype == torch.float32 for p in again.parameters())
+    assert torch.equal(again.t2d.nonzero().flatten(), setup["ids"])  # its own vocabulary, not one of 8 from the data
+    saved = {k: v for k, v in head.state_dict().items() if not k.startswith("rotary.")}
+    for k, v in saved.items():
+        want = v.to(torch.bfloat16).float() if v.dtype.is_floating_point else v
+        torch.testing.assert_close(again.state_dict()[k], want, rtol=0, atol=0)
+    b = eagle3.pack(setup["train"], [0, 1])
+    loss = eagle3.ttt_loss(eagle3.unroll(again, b, 2, setup["vocab"]), 0.8)
+    loss.backward()
+    assert again.fc.weight.grad is not None and again.fc.weight.grad.abs().sum() > 0
+    with pytest.raises(TevvizError, match="--layer-ids must name the head's layers"):
+        eagle3.start_head(argparse.Namespace(init=str(tmp_path / "head"), layer_ids=(0, 1, 1), draft_vocab=8),
+                          setup["target"], setup["train"])
+    fresh = eagle3.start_head(argparse.Namespace(init=None, layer_ids=LAYERS, draft_vocab=8), setup["target"],
+                              setup["train"])
+    assert int(fresh.t2d.sum()) == 8

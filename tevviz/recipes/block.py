@@ -13,6 +13,7 @@ import argparse
 import copy
 import json
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -141,7 +142,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--data-only", action="store_true", help="stop after the data stage")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     ap.add_argument("--seed", type=int, default=0)
-    given = {a.split("=")[0].lstrip("-").replace("-", "_") for a in (argv or []) if a.startswith("--")}
+    argv = sys.argv[1:] if argv is None else argv  # run as a module, the command line is what the user gave
+    given = {a.split("=")[0].lstrip("-").replace("-", "_") for a in argv if a.startswith("--")}
     args = ap.parse_args(argv)
     for k, v in RECIPES[args.name]["defaults"].items():
         if k not in given:

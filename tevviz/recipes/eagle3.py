@@ -107,6 +107,21 @@ def build_head(target, layer_ids: tuple[int, ...], draft_ids: torch.Tensor) -> E
     return model
 
 
+def start_head(args, target, train_seqs: Sequences) -> Eagle3Head:
+    """The head training starts from: `--init`'s (checked to read the data's layers) or a new one."""
+    if args.init is None:
+        draft_ids = draft_vocabulary(train_seqs, target.config.vocab_size, args.draft_vocab)
+        return build_head(target, tuple(args.layer_ids), draft_ids)
+    from ..engine.draft.eagle3_io import load_head
+
+    model = load_head(args.init, target).float().requires_grad_(True)
+    want = tuple(i + 1 for i in args.layer_ids)
+    if tuple(model.layer_ids) != want:
+        raise TevvizError(f"--init {args.init} reads hidden_states {list(model.layer_ids)}, the data's features are "
+                          f"at {list(want)}: --layer-ids must name the head's layers")
+    return model.train()
+
+
 def train(args, model: Eagle3Head, data: dict, more=None) -> list[dict]:
     """The training loop (AdamW, warm-up then cosine over `--steps` or the wall cap, whichever ends first); returns
     the log and leaves the best held-out weights in. `more()` may hand new training pieces between checks."""
@@ -132,7 +147,7 @@ def train(args, model: Eagle3Head, data: dict, more=None) -> list[dict]:
         over = cap > 0 and time.perf_counter() - t0 > cap
         if step % args.eval_every == 0 or step == args.steps or over:
             ev = evaluate(model, data["held"], vocab, args.eval_depth)
-            log.append({"step": step, "loss": round(running, 4), "seconds": round(time.perf_counter() - t0, 1),
+            log.append({"step": step, "train_loss": round(running, 4), "seconds": round(time.perf_counter() - t0, 1),
                         "train_sequences": len(seqs), **ev})
             say(f"step {step}: loss {running:.3f}, held-out chain acceptance {ev['chain_acceptance']}, tau "
                 f"{ev['tau_chain']} ({time.perf_counter() - t0:.0f} s, {len(seqs)} training sequences)")
@@ -168,6 +183,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="decoder layers (0-based) the data's features hold, in order (default: EAGLE's "
                          "[2, N // 2, N - 3] as hidden_states indices)")
     ap.add_argument("--out", default=None, help="the head folder to write (default: the pair's in assets/models)")
+    ap.add_argument("--init", default=None, help="a head folder to continue training from: its weights and draft "
+                    "vocabulary (default: a new head, its lm_head and norm from the target's)")
     ap.add_argument("--steps", type=int, default=4000, help="optimiser steps at most (default: %(default)s)")
     ap.add_argument("--batch", type=int, default=8, help="sequences per step (default: %(default)s)")
     ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default: %(default)s)")
@@ -211,10 +228,10 @@ def main(argv: list[str] | None = None) -> int:
         raise TevvizError(f"--data features are {width} wide, not {len(args.layer_ids)} target states of "
                           f"{target.config.hidden_size}: --layer-ids must name the data's layers")
     train_seqs = Sequences.join(pieces)
-    draft_ids = draft_vocabulary(train_seqs, target.config.vocab_size, args.draft_vocab)
+    model = start_head(args, target, train_seqs)
+    draft_ids = model.t2d.nonzero().flatten()
     vocab = torch.full((target.config.vocab_size,), -1, dtype=torch.long)
     vocab[draft_ids] = torch.arange(draft_ids.numel())
-    model = build_head(target, tuple(args.layer_ids), draft_ids)
     held = Sequences(held.tokens[: args.eval_seqs], held.feats[: args.eval_seqs], held.first[: args.eval_seqs])
     n_params = sum(p.numel() for p in model.parameters())
     say(f"EAGLE-3 head: {n_params / 1e6:.2f} M parameters (the target's embedding not counted), draft vocabulary "
