@@ -29,11 +29,13 @@ from tevviz.engine.draft.eagle3_io import save_head
 from tevviz.engine.draft.eagle3_model import HeadKV
 from tevviz.engine.errors import TevvizError
 from tevviz.engine.load.models import ModelPair, load_pair
-from tevviz.engine.records.doctor_report import DepthRate, ReadingResult
+from tevviz.engine.records.doctor_report import FLOOR, DepthRate, ReadingResult
 from tevviz.engine.scan.doctor import (
     chain_trials,
+    chain_yield,
     clear_margin,
     depth_rates,
+    difference_se,
     run_doctor,
     spread,
 )
@@ -139,8 +141,8 @@ def test_the_drafter_labelled_as_trained_passes(folders, capsys):
     assert code == 0 and out["ok"] is True and out["best"] == "as given"
     own = next(r for r in out["readings"] if r["own"])
     assert own["layer_ids"] == [TRAINED + 1]
-    others = [r["acceptance"][0]["rate"] for r in out["readings"] if not r["own"]]
-    assert len(others) == 2 and out["margin"] == pytest.approx(max(others) - own["acceptance"][0]["rate"])
+    others = [r["tokens_per_round"]["rate"] for r in out["readings"] if not r["own"]]
+    assert len(others) == 2 and out["margin"] == pytest.approx(max(others) - own["tokens_per_round"]["rate"])
     assert -out["margin"] > out["threshold"]  # the trained reading is ahead by a clear margin too
 
 
@@ -155,6 +157,9 @@ def test_the_json_has_each_reading_its_acceptance_by_depth_with_se_and_the_best(
         for a in r["acceptance"]:
             assert a["trials"] == sum(n for _, n in a["by_prompt"]) and len(a["by_prompt"]) == 3
             assert a["rate"] == pytest.approx(a["accepted"] / a["trials"]) and a["se"] >= 0
+        y, (d1, d2) = r["tokens_per_round"], r["acceptance"]
+        assert y["rounds"] == d1["trials"] and y["accepted"] == d1["accepted"] + d2["accepted"]
+        assert y["rate"] == pytest.approx(y["accepted"] / y["rounds"]) and y["se"] > 0
     assert out["best"] in {r["name"] for r in out["readings"]}
 
 
@@ -165,7 +170,7 @@ def test_the_text_output_is_a_table_of_readings_then_the_best_and_the_verdict(fo
     text = capsys.readouterr().out
     assert code == 1
     rows = [ln for ln in text.splitlines() if ln.startswith(("as given*", "ids - 1", "ids + 1"))]
-    assert len(rows) == 3 and all(ln.count("±") == 2 for ln in rows)  # depth 1 and depth 2, each with its SE
+    assert len(rows) == 3 and all(ln.count("±") == 3 for ln in rows)  # depths 1, 2 and tokens per round, with SEs
     assert "best: ids - 1" in text and "verdict: NOT OK" in text
 
 
@@ -227,9 +232,35 @@ def test_rates_pool_rounds_and_their_se_is_over_prompts_never_below_the_binomial
     assert depth_rates([[f]])[1] == DepthRate(2, 0, 0, None, None, None, ((0, 0),))
 
 
-def _reading(name: str, own: bool, by_prompt) -> ReadingResult:
-    rounds = [[[True]] * k + [[False]] * (n - k) for k, n in by_prompt]
-    return ReadingResult(name, (1,), (), own, "", depth_rates(rounds), sum(n for _, n in by_prompt))
+def _reading(name: str, own: bool, by_prompt, deeper=None) -> ReadingResult:
+    """Per prompt (k, n): k of n rounds accept depth 1; `deeper` (per prompt, how many of those k accept depth 2;
+    default none) makes the rest fail at depth 2."""
+    deeper = deeper or [0] * len(by_prompt)
+    rounds = [[[True, True]] * j + [[True, False]] * (k - j) + [[False]] * (n - k)
+              for (k, n), j in zip(by_prompt, deeper)]
+    depths = depth_rates(rounds)
+    return ReadingResult(name, (1,), (), own, "", depths, sum(n for _, n in by_prompt), chain_yield(depths))
+
+
+def test_tokens_per_round_count_both_depths_with_their_se_over_prompts_and_rounds():
+    r = _reading("own", True, [(3, 4), (1, 4)], deeper=[2, 0])
+    y = r.per_round
+    assert (y.accepted, y.trials, y.by_prompt) == (6, 8, ((5, 4), (1, 4))) and y.rate == 0.75
+    # rounds accepting 2, 2, 1, 0, 1, 0, 0, 0 tokens: mean 0.75, sum of squares 10
+    assert y.binomial_se == pytest.approx(math.sqrt((10 / 8 - 0.75**2) / 7))
+    # over prompts: u_i = (y_i - 0.75 n_i) / 8 = +-2/8, so c / (c - 1) sum u^2 = 2 x 2 x 4 / 64
+    assert y.se == pytest.approx(0.5)
+    assert _reading("none", True, [(0, 0)]).per_round.rate is None
+
+
+def test_a_loss_at_both_depths_is_caught_where_depth_1_alone_stays_under_the_floor():
+    """The shipped SmolLM2 head with its ids shifted by one: +0.04 at depth 1 and +0.07 at depth 2 (docs/doctor.md)."""
+    own = _reading("own", True, [(18, 40)] * 24, deeper=[8] * 24)  # 0.45 at depth 1, 0.44 at depth 2
+    trained = _reading("trained", False, [(20, 40)] * 24, deeper=[10] * 24)  # 0.50 and 0.50
+    d1, d1_own = trained.rate(1), own.rate(1)
+    assert d1.rate - d1_own.rate <= max(2 * difference_se(d1, d1_own), FLOOR)  # depth 1 alone: not clear
+    margin, threshold, clear = clear_margin(trained, own)
+    assert margin == pytest.approx(0.1) and clear and FLOOR < threshold < 0.08  # 0.65 -> 0.75 tokens per round
 
 
 def test_the_margin_is_clear_only_beyond_two_se_of_the_paired_difference_and_the_floor():

@@ -226,8 +226,9 @@ def add_doctor(sub) -> None:
     d = _sub(sub, "doctor", "which reading of the target's states the drafter was trained with (exit 1: not its own)",
              "Checks the drafter's layout, then decodes held-out prompts greedily under each plausible reading of the "
              "target's states (its layer ids as given, one lower, one higher, ...) and reports depth-1 and depth-2 "
-             "acceptance of the drafter's top-1 chain with standard errors over prompts. Exit status 1 when another "
-             "reading beats the checkpoint's own by a clear margin (docs/doctor.md); 0 otherwise, and for a drafter "
+             "acceptance of the drafter's top-1 chain and its accepted drafted tokens per round, with standard errors "
+             "over prompts. Exit status 1 when another reading accepts more tokens per round than the checkpoint's "
+             "own by a clear margin (docs/doctor.md); 0 otherwise, and for a drafter "
              "that reads no target states.")
     d.add_argument("--prompts", default=None, help="prompt JSONL (default: the named pair's held-out eval prompts, "
                    "else built-in ones)")

@@ -1,11 +1,12 @@
 """The doctor's report (engine/scan/doctor.py) as terminal text (`tevviz doctor`) and as markdown (the app's Doctor
-tab): a table of readings by depth-1 and depth-2 acceptance with standard errors, the best reading and the verdict."""
+tab): a table of readings by depth-1 and depth-2 acceptance and accepted drafted tokens per round, with standard
+errors, the best reading and the verdict."""
 
 from __future__ import annotations
 
 from tevviz.render.scan_tables import markdown_table, text_table
 
-from ..engine.records.doctor_report import DepthRate, DoctorReport
+from ..engine.records.doctor_report import DepthRate, DoctorReport, ReadingResult
 
 OWN_MARK = "*"  # after the name of the checkpoint's own reading
 
@@ -15,15 +16,23 @@ def rate_cell(d: DepthRate) -> str:
     return "-" if d.rate is None else f"{d.rate:.3f} ± {d.se:.3f} ({d.trials})"
 
 
+def yield_cell(r: ReadingResult) -> str:
+    """`rate ± se`, or `-` when no round drafted."""
+    y = r.per_round
+    return "-" if y is None or y.rate is None else f"{y.rate:.3f} ± {y.se:.3f}"
+
+
 def reading_rows(report: DoctorReport) -> tuple[list[str], list[list[str]]]:
-    """Header and one row per reading: name (own marked), hidden_states indices, options, acceptance by depth."""
+    """Header and one row per reading: name (own marked), hidden_states indices, options, acceptance by depth, accepted
+    drafted tokens per round (what the verdict compares)."""
     depths = len(report.readings[0].depths) if report.readings else 0
-    head = ["reading", "hidden_states", "options", *(f"depth {d} (rounds)" for d in range(1, depths + 1)), "rounds"]
+    head = ["reading", "hidden_states", "options", *(f"depth {d} (rounds)" for d in range(1, depths + 1)),
+            "tokens / round", "rounds"]
     rows = []
     for r in report.readings:
         opts = ", ".join(f"{k}={v}" for k, v in r.options) or "-"
         rows.append([r.name + (OWN_MARK if r.own else ""), ", ".join(map(str, r.layer_ids)), opts,
-                     *(rate_cell(d) for d in r.depths), str(r.rounds)])
+                     *(rate_cell(d) for d in r.depths), yield_cell(r), str(r.rounds)])
     return head, rows
 
 
@@ -34,7 +43,8 @@ def _lines(report: DoctorReport) -> dict[str, str]:
     if not report.readings:
         return out | {"verdict": f"verdict: {status}: {report.verdict}"}
     margin = ("" if report.margin is None else
-              f" (the best other reading minus the own one: {report.margin:+.3f}; clear above {report.threshold:.3f})")
+              f" (the best other reading minus the own one: {report.margin:+.3f} drafted tokens per round; clear above "
+              f"{report.threshold:.3f})")
     measured = (f"measured: {report.measure}; {report.prompts} prompts, up to {report.max_new_tokens} new tokens "
                 f"each, {report.builder} trees")
     key = (f"{OWN_MARK} the checkpoint's own reading; hidden_states 0 is the embedding output, i the output of "

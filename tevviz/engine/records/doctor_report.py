@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 Z = 2.0  # combined standard errors a reading must beat the own reading by
-FLOOR = 0.05  # and at least this much depth-1 acceptance
+FLOOR = 0.05  # and at least this many accepted drafted tokens per round
 
 MEASURE = ("top-1 chain acceptance under greedy decoding: at depth 1, the share of rounds whose most likely drafted "
            "token is the target's; at depth 2, of those rounds, the share whose most likely next drafted token is "
-           "too; standard errors over prompts (rounds grouped by prompt), never below the binomial SE over rounds")
+           "too; and the drafted tokens accepted per round along that chain (both depths together), which the verdict "
+           "compares; standard errors over prompts (rounds grouped by prompt), never below the SE over rounds")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,22 @@ class DepthRate:
 
 
 @dataclass(frozen=True)
+class ChainYield:
+    """Drafted tokens accepted per round along the top-1 chain (every depth measured together), with its SE."""
+
+    accepted: int  # drafted tokens accepted over all rounds
+    trials: int  # rounds that tried depth 1
+    rate: float | None  # None when no round drafted
+    se: float | None
+    binomial_se: float | None  # the SE were the rounds independent (from the per-round counts' variance)
+    by_prompt: tuple[tuple[int, int], ...] = ()  # (accepted tokens, rounds) of each prompt, in order
+
+    def to_dict(self) -> dict:
+        return {"rate": self.rate, "se": self.se, "accepted": self.accepted, "rounds": self.trials,
+                "by_prompt": [list(x) for x in self.by_prompt]}
+
+
+@dataclass(frozen=True)
 class ReadingResult:
     """One reading and what it measured."""
 
@@ -41,6 +58,7 @@ class ReadingResult:
     why: str
     depths: tuple[DepthRate, ...]  # depths 1..DEPTHS
     rounds: int  # rounds decoded over all prompts
+    per_round: ChainYield | None = None  # what the verdict compares
 
     def rate(self, depth: int = 1) -> DepthRate:
         return self.depths[depth - 1]
@@ -48,7 +66,8 @@ class ReadingResult:
     def to_dict(self) -> dict:
         return {"name": self.name, "layer_ids": list(self.layer_ids), "options": dict(self.options),
                 "own": self.own, "why": self.why, "rounds": self.rounds,
-                "acceptance": [d.to_dict() for d in self.depths]}
+                "acceptance": [d.to_dict() for d in self.depths],
+                "tokens_per_round": None if self.per_round is None else self.per_round.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -59,8 +78,8 @@ class DoctorReport:
     draft_name: str
     layout: str  # what was checked before decoding
     readings: tuple[ReadingResult, ...]  # empty: nothing to doctor
-    best: str | None  # the name of the reading with the highest depth-1 acceptance
-    margin: float | None  # the strongest other reading's depth-1 acceptance minus the own's (None: no other)
+    best: str | None  # the name of the reading with the most accepted drafted tokens per round
+    margin: float | None  # the strongest other reading's tokens per round minus the own's (None: no other)
     threshold: float | None  # what the margin must exceed to be clear: max(Z x its SE, FLOOR)
     ok: bool  # no reading beats the own one by a clear margin
     verdict: str
@@ -68,8 +87,8 @@ class DoctorReport:
     max_new_tokens: int = 0
     builder: str = ""
     measure: str = MEASURE
-    margin_rule: str = (f"the best other reading's depth-1 acceptance minus the own's > max({Z:g} x the SE of that "
-                        f"difference, {FLOOR:g})")
+    margin_rule: str = (f"the best other reading's accepted drafted tokens per round (top-1 chain, depths 1 and 2) "
+                        f"minus the own's > max({Z:g} x the SE of that paired difference, {FLOOR:g})")
 
     @property
     def own(self) -> ReadingResult | None:

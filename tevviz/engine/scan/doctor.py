@@ -4,8 +4,8 @@ trained with?
 A drafter that reads the target's hidden states can be handed the wrong layers (an id read as a decoder layer's
 output or as a `hidden_states` index, a norm ignored) and greedy output stays correct: only acceptance drops. The
 doctor checks the layout, then decodes the same prompts greedily under each reading the drafter's kind offers
-(`DrafterKind.readings`) and measures the top-1 chain's acceptance at depths 1 and 2. The own reading is flagged
-when another beats it by a clear margin (`clear_margin`).
+(`DrafterKind.readings`) and measures the top-1 chain's acceptance at depths 1 and 2, and the drafted tokens it accepts
+per round. The own reading is flagged when another accepts more per round by a clear margin (`clear_margin`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..core.sampling import SamplingConfig
 from ..draft.builders import BuilderConfig
 from ..draft.drafters import DrafterKind, Reading, accepts, article, drafter_kind_of
 from ..errors import TevvizError
-from ..records.doctor_report import FLOOR, DepthRate, DoctorReport, ReadingResult, Z
+from ..records.doctor_report import FLOOR, ChainYield, DepthRate, DoctorReport, ReadingResult, Z
 from ..records.records import RoundRecord
 
 DEPTHS = 2  # the depths measured: the first two levels of the drafter's greedy chain
@@ -99,6 +99,22 @@ def depth_rates(per_prompt: list[list[list[bool]]], depths: int = DEPTHS) -> tup
     return tuple(out)
 
 
+def chain_yield(depths: tuple[DepthRate, ...]) -> ChainYield:
+    """Drafted tokens accepted per round along the top-1 chain: every depth's accepted rounds over the rounds that tried
+    depth 1; its SE over prompts, never below the SE of independent rounds (a round accepting x tokens adds x^2 =
+    the sum over d <= x of 2d - 1 to the sum of squares)."""
+    first = depths[0]
+    by_prompt = tuple((sum(d.by_prompt[i][0] for d in depths), m) for i, (_, m) in enumerate(first.by_prompt))
+    k, n = sum(y for y, _ in by_prompt), first.trials
+    if n == 0:
+        return ChainYield(0, 0, None, None, None, by_prompt)
+    rate = k / n
+    squares = sum((2 * d.depth - 1) * d.accepted for d in depths)
+    rounds_se = math.sqrt(max(squares / n - rate * rate, 0.0) / (n - 1)) if n > 1 else 0.0
+    cluster = _cluster_se([((y - rate * m) / n,) for y, m in by_prompt if m])
+    return ChainYield(k, n, rate, max(rounds_se, cluster), rounds_se, by_prompt)
+
+
 def _cluster_se(terms: list[tuple[float, ...]]) -> float:
     """The SE of a sum of per-prompt influence terms (each prompt's terms summed): sqrt(c / (c - 1) sum u_i^2)."""
     us = [sum(t) for t in terms]
@@ -106,22 +122,25 @@ def _cluster_se(terms: list[tuple[float, ...]]) -> float:
     return math.sqrt(c / (c - 1) * sum(u * u for u in us)) if c > 1 else 0.0
 
 
-def difference_se(a: DepthRate, b: DepthRate) -> float:
+def difference_se(a: DepthRate | ChainYield, b: DepthRate | ChainYield) -> float:
     """The SE of a.rate - b.rate over the prompts both decoded (paired: a prompt's difficulty cancels), never below
-    the binomial SE of two independent rates."""
+    the SE of two independent rates over rounds."""
     terms = [((ya - a.rate * ma) / a.trials, -(yb - b.rate * mb) / b.trials)
              for (ya, ma), (yb, mb) in zip(a.by_prompt, b.by_prompt) if ma or mb]
     return max(_cluster_se(terms), math.hypot(a.binomial_se or 0.0, b.binomial_se or 0.0))
 
 
 def clear_margin(other: ReadingResult, own: ReadingResult) -> tuple[float, float, bool]:
-    """(margin, threshold, clear): other minus own depth-1 acceptance, and whether it exceeds max(Z x its SE, FLOOR).
+    """(margin, threshold, clear): other minus own accepted drafted tokens per round, and whether it exceeds
+    max(Z x its SE, FLOOR).
 
+    Tokens per round count both depths: a wrong reading costs at depth 1 and again at depth 2, where the drafter builds
+    on its own state of depth 1 (a one-layer shift of a 30-layer target's head cost 0.04 at depth 1, 0.07 at depth 2).
     Both readings decode the same prompts, so the SE is that of the paired difference over prompts; Z = 2 makes a
     two-sided test near 5% for one comparison (with two or three other readings, a false alarm stays rare). The floor
-    keeps a statistically clear but small difference (many prompts) from being called a misconfiguration: the wrong
-    readings seen in practice cost most of the depth-1 acceptance (vLLM PR 43671: about 0.45 down to 0.10)."""
-    a, b = other.rate(1), own.rate(1)
+    keeps a statistically clear but small difference (many prompts) from being called a misconfiguration; it is half
+    of the ~0.10 accepted tokens per round that one head lost to a misread layer id (SGLang PR 25454)."""
+    a, b = other.per_round, own.per_round
     margin = a.rate - b.rate
     threshold = max(Z * difference_se(a, b), FLOOR)
     return margin, threshold, other is not own and margin > threshold
@@ -207,14 +226,16 @@ def run_doctor(pair, prompts: list[list[int]], max_new_tokens: int = 64, draft_p
 
 
 def _result(reading: Reading, per_prompt, rounds: int) -> ReadingResult:
+    depths = depth_rates(per_prompt)
     return ReadingResult(reading.name, tuple(reading.layer_ids), tuple(reading.options), reading.own, reading.why,
-                         depth_rates(per_prompt), rounds)
+                         depths, rounds, chain_yield(depths))
 
 
 def judge(kind: str, draft_name: str, layout: str, results: list[ReadingResult], prompts: int, max_new_tokens: int,
           builder: str) -> DoctorReport:
-    """The best reading (highest depth-1 acceptance; the own one on a tie) and the verdict on the own reading, which
-    is measured against its strongest challenger: `margin` is that reading's depth-1 acceptance minus the own's."""
+    """The best reading (most accepted drafted tokens per round; the own one on a tie) and the verdict on the own
+    reading, which is measured against its strongest challenger: `margin` is that reading's tokens per round minus
+    the own's."""
     own = next((r for r in results if r.own), results[0])
     if own.rate(1).rate is None:
         raise TevvizError("no round drafted a token under the checkpoint's own reading: give longer outputs "
@@ -225,7 +246,7 @@ def judge(kind: str, draft_name: str, layout: str, results: list[ReadingResult],
     if not others:
         said = f"no other reading to compare with {describe(own)}: the others lie beyond the target's layers"
         return DoctorReport(*head, own.name, None, None, True, said, *tail)
-    challenger = max(others, key=lambda r: r.rate(1).rate)
+    challenger = max(others, key=lambda r: r.per_round.rate)
     margin, threshold, clear = clear_margin(challenger, own)
     best = challenger if margin > 0 else own
     return DoctorReport(*head, best.name, margin, threshold, not clear,
@@ -238,16 +259,22 @@ def describe(r: ReadingResult) -> str:
     return f"{r.name} (hidden_states {list(r.layer_ids)}{opts})"
 
 
+def _says(r: ReadingResult) -> str:
+    """`t ± se drafted tokens accepted per round (depth 1 a, depth 2 b)`."""
+    y, d = r.per_round, r.depths
+    depth2 = "" if len(d) < 2 or d[1].rate is None else f", depth 2 {d[1].rate:.3f}"
+    return f"{y.rate:.3f} ± {y.se:.3f} drafted tokens per round (depth 1 {d[0].rate:.3f}{depth2})"
+
+
 def verdict(challenger: ReadingResult, own: ReadingResult, margin: float, threshold: float, clear: bool) -> str:
     """The verdict in words, the margin rule included."""
     rule = f"a clear margin exceeds max({Z:g} x the SE of the difference, {FLOOR:g}) = {threshold:.3f}"
-    o, c = own.rate(1), challenger.rate(1)
     if clear:
-        return (f"the checkpoint's own reading looks wrong: {describe(challenger)} accepts {c.rate:.3f} ± {c.se:.3f} "
-                f"at depth 1 against {o.rate:.3f} ± {o.se:.3f} for {describe(own)}, a margin of {margin:.3f} ({rule}); "
-                f"the drafter was most likely trained with {challenger.name}")
+        return (f"the checkpoint's own reading looks wrong: {describe(challenger)} accepts {_says(challenger)} against "
+                f"{_says(own)} for {describe(own)}, a margin of {margin:.3f} ({rule}); the drafter was most likely "
+                f"trained with {challenger.name}")
     if margin <= 0:
-        return (f"the checkpoint's own reading, {describe(own)}, is the best: {o.rate:.3f} ± {o.se:.3f} at depth 1, "
-                f"{-margin:.3f} above the next, {challenger.name} ({rule} for another reading to replace it)")
-    return (f"no reading beats the checkpoint's own by a clear margin: {describe(challenger)} is {margin:+.3f} at "
-            f"depth 1 against {describe(own)}, and {rule}")
+        return (f"the checkpoint's own reading, {describe(own)}, is the best: {_says(own)}, {-margin:.3f} above the "
+                f"next, {challenger.name} ({rule} for another reading to replace it)")
+    return (f"no reading beats the checkpoint's own by a clear margin: {describe(challenger)} accepts {margin:+.3f} "
+            f"drafted tokens per round against {describe(own)}, and {rule}")
