@@ -46,6 +46,8 @@ CSS = """
 }
 #error-box p, .error-box p { color: #b00020; font-weight: 600; }
 .stats-table table { font-size: 0.9em; }
+/* Tables of results keep their words whole: a header such as hidden_states is one word. */
+.prose table th, .prose table td { word-break: normal; overflow-wrap: normal; }
 """
 
 

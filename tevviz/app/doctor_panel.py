@@ -18,8 +18,8 @@ from .widgets import MODEL_WORK, PROGRESS, Panel, current
 
 INTRO = ("**Doctor.** A drafter that reads the target's hidden states can be handed the wrong layers (a layer id read "
          "as a decoder layer's output or as a `hidden_states` index) and greedy output stays correct: only acceptance "
-         "drops. This decodes held-out prompts greedily under each plausible reading and compares the drafter's top-1 "
-         "acceptance at depths 1 and 2 (docs/doctor.md).")
+         "drops. This decodes held-out prompts greedily under each plausible reading and measures the drafter's top-1 "
+         "acceptance at depths 1 and 2; the verdict compares the drafted tokens accepted per round (docs/doctor.md).")
 
 
 def doctor_prompts(ctl: Controller, limit: int) -> tuple[list[dict], str]:
