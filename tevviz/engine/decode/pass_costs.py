@@ -14,6 +14,7 @@ from ..draft.builders import ModelStep
 from ..draft.drafters import drafter_kind_of
 from ..draft.fast_draft import fast_step
 from ..records.speed import PassCosts
+from .target_pass import TargetPass
 
 TARGET_SIZES = (1, 2, 3, 5, 9, 17, 33, 65)  # tokens per target pass (a tree of B nodes takes B + 1)
 DRAFT_ROWS = (1, 2, 4, 8, 16, 32)  # rows per draft level
@@ -40,14 +41,14 @@ def _median_ms(run, sizes, repeats: int, device) -> dict[int, float]:
 
 def target_pass_ms(target, context: torch.Tensor, block: torch.Tensor, sizes, repeats: int) -> dict[int, float]:
     """Ms of one target forward of the first n tokens of `block` (1, N) on a cache holding `context` (1, L)."""
-    cache, past = new_cache(target), context.shape[1]
+    cache, past, forward = new_cache(target), context.shape[1], TargetPass(target)
     with torch.inference_mode():
         target(input_ids=context, cache=cache, use_cache=True)
 
         def run(n: int) -> None:
             mask = additive_mask(causal_visibility(n, past, context.device), target.dtype)
             pos = torch.arange(past, past + n, device=context.device)[None]
-            target(input_ids=block[:, :n], attention_mask=mask, position_ids=pos, cache=cache, use_cache=True)
+            forward(block[:, :n], mask, pos, cache)  # as a round runs it
             cache.crop(-n)
 
         return _median_ms(run, sizes, repeats, context.device)

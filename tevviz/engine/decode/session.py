@@ -28,6 +28,7 @@ from ..records.draft_rows import TEXT_RANKS
 from ..records.records import RoundRecord
 from ..verify.verifiers import Decision, Verifier, get_verifier
 from .sizing import AutoSizing, MixedSizing, RoundPlan, make_sizing
+from .target_pass import TargetPass
 
 MAX_NEW_TOKENS = 8192
 logger = logging.getLogger("tevviz")
@@ -135,6 +136,7 @@ class DecodeSession:
         # Each role its own stream, derived by hashing: consecutive seeds share no draws (engine/core/seeds.py).
         self.gen = torch.Generator(device=self.device).manual_seed(stream_seed(cfg.seed, "verify"))
         self.target_cache = new_cache(pair.target)
+        self.target_pass = TargetPass(pair.target)
         self.drafter = make_drafter(pair, cfg.builder, stream_seed(cfg.seed, "draft"))
         self.reading = reading_of(pair)  # the target states the drafter reads and why (None: it reads none)
         self._round_at: dict[int, tuple[int, int]] = {}  # round index -> (stream length at its start, its depth cap)
@@ -145,15 +147,13 @@ class DecodeSession:
         if len(prompt_ids) > 1:
             with torch.inference_mode():
                 ids = torch.tensor([prompt_ids[:-1]], device=self.device)
-                out = self._target(ids, None, None)
+                out = self._target(ids, None, None, logits=False)
                 features = self._features(out)
         self.drafter.prefill(self.prompt_ids, features)
 
-    def _target(self, ids: torch.Tensor, mask, positions):
+    def _target(self, ids: torch.Tensor, mask, positions, logits: bool = True):
         """One target forward on the cache; it returns the hidden states the drafter reads, if it reads any."""
-        hidden = bool(self.drafter.target_layers)
-        return self.pair.target(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.target_cache,
-                                use_cache=True, output_hidden_states=hidden)
+        return self.target_pass(ids, mask, positions, self.target_cache, bool(self.drafter.target_layers), logits)
 
     def _features(self, out) -> torch.Tensor | None:
         layers = self.drafter.target_layers

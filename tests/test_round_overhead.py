@@ -1,0 +1,127 @@
+"""A round's target pass and output layers (the transposed head product, the split pass) and the confidence-stopped
+sampled chain (`stop_below`, T = 0 only).
+
+Checked to fail against these faults, planted one at a time: the head product's (V, n) result reshaped to (n, V)
+instead of transposed (the equality tests), and a chain that stops before the drafted token instead of after it (the
+stop law test: a chain's last token is then one the draft was sure of).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import greedy_generate, random_prompts, tiny_model, tiny_pair
+
+from tevviz.engine import BuilderConfig, SamplingConfig, TevvizError
+from tevviz.engine.core.kv import additive_mask, causal_visibility, new_cache
+from tevviz.engine.decode.session import DecodeConfig, DecodeSession
+from tevviz.engine.decode.target_pass import TargetPass, takes_split
+from tevviz.engine.draft import fast_draft
+from tevviz.engine.draft.builders import build_tree
+from tevviz.engine.draft.fast_draft import head_rows
+
+STOP = 0.04  # the tiny drafts' top probabilities are 0.03 to 0.1: chains of every depth up to 6 stop at this
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_head_product_gives_linear_for_every_row_count(bias):
+    g = torch.Generator().manual_seed(0)
+    weight = torch.randn(500, 24, generator=g)
+    b = torch.randn(500, generator=g) if bias else None
+    for n in range(1, fast_draft.HEAD_ROWS + 4):
+        h = torch.randn(n, 24, generator=g)
+        got, ref = head_rows(h, weight, b), F.linear(h, weight, b)
+        assert got.shape == ref.shape and got.is_contiguous()
+        assert torch.allclose(got, ref, atol=1e-4, rtol=1e-5), n
+        if n > fast_draft.HEAD_ROWS:
+            assert torch.equal(got, ref)  # past the limit it is `linear` itself
+
+
+def test_the_split_pass_gives_the_models_logits_and_cache():
+    pair = tiny_pair("llama")
+    target, forward = pair.target, TargetPass(pair.target)
+    assert forward.split
+    context = torch.tensor([[5, 9, 14, 3, 22, 7]])
+    for n in (1, 3, fast_draft.HEAD_ROWS, fast_draft.HEAD_ROWS + 2):
+        block = torch.arange(30, 30 + n)[None]
+        mask = additive_mask(causal_visibility(n, context.shape[1], block.device), target.dtype)
+        pos = torch.arange(context.shape[1], context.shape[1] + n)[None]
+        outs, caches = [], []
+        with torch.inference_mode():
+            for split in (False, True):
+                cache = new_cache(target)
+                target(input_ids=context, cache=cache, use_cache=True)
+                outs.append(forward(block, mask, pos, cache, hidden=True) if split else
+                            target(input_ids=block, attention_mask=mask, position_ids=pos, cache=cache,
+                                   use_cache=True, output_hidden_states=True))
+                caches.append(cache)
+        assert torch.allclose(outs[0].logits, outs[1].logits, atol=1e-4), n
+        assert all(torch.equal(a, b) for a, b in zip(outs[0].hidden_states, outs[1].hidden_states))
+        for a, b in zip(caches[0].layers, caches[1].layers):
+            assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+    with torch.inference_mode():
+        cache = new_cache(target)
+        assert forward(context, None, None, cache, logits=False).logits is None and cache.get_seq_length() == 6
+
+
+def test_a_model_whose_forward_changes_its_logits_is_not_split():
+    """The split pass is the base model and the output layer; a forward that scales the logits after the output
+    layer disagrees with it on the check, and keeps its own forward."""
+    model = tiny_model("llama", seed=3)
+    own = model.forward
+
+    def scaled(*a, **kw):
+        out = own(*a, **kw)
+        out.logits = out.logits * 0.5
+        return out
+    model.forward = scaled
+    assert not takes_split(model) and not TargetPass(model).split
+    assert not takes_split(tiny_model("gpt2", seed=3))  # not a listed family
+
+
+def test_the_stopped_chain_ends_after_the_first_token_the_draft_is_unsure_of():
+    pair = tiny_pair("llama")
+    model, greedy = pair.draft, SamplingConfig(temperature=0.0)
+    lengths = set()
+    for i, context in enumerate(random_prompts(12, seed=4, lo=2, hi=8)):
+        cfg = BuilderConfig(kind="sampled", depth=6, stop_below=STOP)
+        with torch.inference_mode():
+            tree = build_tree(model, new_cache(model), context, cfg, sampling=greedy,
+                              gen=torch.Generator().manual_seed(i)).tree
+            tokens = tree.tokens.tolist()
+            sure = []
+            for d in range(1, len(tokens)):
+                logits = model(input_ids=torch.tensor([context + tokens[1:d]])).logits[0, -1]
+                p = torch.softmax(logits.float(), -1)
+                assert int(p.argmax()) == tokens[d]  # greedy: the draft's own argmax
+                sure.append(float(p.max()) >= STOP)
+        lengths.add(len(sure))
+        assert all(sure[:-1])  # every token before the last was one the draft was sure of
+        assert len(sure) == 6 or not sure[-1]  # ... and a chain shorter than its depth ends on an unsure one
+    assert len(lengths) > 1  # the threshold stops chains at different depths on these prompts
+
+
+def test_the_stopped_chain_decodes_as_generate_at_t0():
+    pair = tiny_pair("llama", seed=2)
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), verifier="speculative", max_new_tokens=40,
+                       builder=BuilderConfig(kind="sampled", depth=8, stop_below=STOP), stop_on_eos=False)
+    for prompt in random_prompts(4, seed=7):
+        s = DecodeSession(pair, prompt, cfg)
+        s.run()
+        assert s.generated == greedy_generate(pair.target, prompt, 40)
+
+
+def test_stop_below_is_refused_where_it_would_bias_or_is_out_of_range():
+    pair = tiny_pair("llama")
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), verifier="speculative", max_new_tokens=8,
+                       builder=BuilderConfig(kind="sampled", depth=4, stop_below=0.4))
+    s = DecodeSession(pair, [3, 4, 5], cfg)
+    with pytest.raises(TevvizError, match="greedy"):
+        s.step()
+    assert s.generated == [] and s.round_count == 0  # the failed round changed nothing
+    for bad in (1.0, -0.1, True, "0.4"):
+        with pytest.raises(TevvizError, match="stop_below"):
+            BuilderConfig(kind="sampled", depth=4, stop_below=bad)
+    with pytest.raises(TevvizError, match="stop_below"):
+        BuilderConfig(kind="sampled", depth=4, auto=True, stop_below=0.4)

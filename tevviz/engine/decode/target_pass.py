@@ -1,0 +1,74 @@
+"""The target's pass as a round runs it: the model's own layers, then its output layer through `head_rows`.
+
+A round's target pass is a few rows (a chain of H tokens is H + 1), where BLAS on a CPU computes the output layer
+through its slowest path: on SmolLM2-135M that layer was 23 to 34 of a ~100 ms pass of 2 or 3 rows, against 6 to 8 ms
+as the transposed product (draft/fast_draft.py, `head_rows`). Only families whose causal-LM forward is the base
+model followed by the output layer, nothing after it, take this pass, and a model only after one forward of a few
+tokens agrees with its own; any other runs the model's forward unchanged.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+from ..core.kv import new_cache
+from ..draft import fast_draft
+from ..draft.fast_draft import FAMILIES, head_rows
+
+CHECK_TOKENS = 5
+_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the pass agreed with its forward
+
+
+def _parts(model):
+    """The base model and the output layer of a family whose logits are that layer over the last hidden state."""
+    if getattr(model.config, "model_type", None) not in FAMILIES or getattr(model, "hf_device_map", None):
+        return None
+    base, head = getattr(model, getattr(model, "base_model_prefix", ""), None), model.get_output_embeddings()
+    if not isinstance(base, torch.nn.Module) or not isinstance(head, torch.nn.Linear):
+        return None
+    return base, head
+
+
+def _split(model, ids, mask, positions, cache, hidden: bool, logits: bool = True):
+    base, head = _parts(model)
+    out = base(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
+               output_hidden_states=hidden)
+    rows = head_rows(out.last_hidden_state[0], head.weight, head.bias)[None] if logits else None
+    return CausalLMOutputWithPast(logits=rows, cache=out.cache, hidden_states=out.hidden_states)
+
+
+def takes_split(model) -> bool:
+    """Whether `model` takes the split pass: a CPU model of a listed family whose split forward gives its own logits
+    on a few tokens (checked once a model)."""
+    if fast_draft.HEAD_ROWS < 1 or model.device.type != "cpu" or _parts(model) is None:
+        return False
+    if model not in _CHECKED:
+        with torch.inference_mode():
+            vocab = min(model.config.vocab_size, 1000)
+            ids = (torch.arange(3, 3 + CHECK_TOKENS, device=model.device) % vocab)[None]
+            ref = model(input_ids=ids, cache=new_cache(model), use_cache=True).logits.float()
+            got = _split(model, ids, None, None, new_cache(model), False).logits.float()
+        tol = 1e-3 if model.dtype == torch.float32 else 5e-2
+        _CHECKED[model] = bool(((got - ref).abs().max() <= tol * max(1.0, ref.abs().max().item())).item())
+    return _CHECKED[model]
+
+
+class TargetPass:
+    """One target forward on a cache: the split pass for passes of at most fast_draft.HEAD_ROWS tokens where the
+    model takes it, the model's own forward otherwise (a prefill, large trees, other families, accelerators)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.split = takes_split(model)
+
+    def __call__(self, ids: torch.Tensor, mask, positions, cache, hidden: bool = False, logits: bool = True):
+        """The pass's output (logits, hidden states); `logits=False` (a prefill, whose logits nobody reads) leaves
+        out the output layer where the split pass is taken, and its logits are then None."""
+        # HEAD_ROWS is read here, not at construction: a benchmark sets it to 0 to time the model's own head.
+        if self.split and (not logits or ids.shape[1] <= fast_draft.HEAD_ROWS):
+            return _split(self.model, ids, mask, positions, cache, hidden, logits)
+        return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
+                          output_hidden_states=hidden)
