@@ -5,7 +5,7 @@ and everything else (the decoding loop: tree, masks, verification, cache rollbac
 by prompt after one warm-up each, greedy, one thread: `generate`; HF assisted with the pair's drafter; tevviz's sampled
 chain sized by --budget auto with the output layers through the model's own `linear` (as before the transposed head
 product) and as it runs now; and (--stop-below) a chain stopped as HF's assistant stops, after the first token the
-draft gives less than that probability, up to --stop-depth tokens.
+draft gives less than that probability, up to each of --stop-depths tokens.
 
 HF's rounds are its target forwards (the first also holds the prompt's prefill, reported apart as setup); tevviz's
 are its session's rounds (its prefill is in the session's construction, reported as setup). Forward times come from
@@ -20,6 +20,7 @@ import torch
 from common import parser, setup, table, tree_decode, write
 
 from tevviz.engine.decode import target_pass
+from tevviz.engine.decode.sizing import ConfidenceStop
 from tevviz.engine.draft import fast_draft
 from tevviz.engine.draft.builders import BuilderConfig
 from tevviz.engine.load.pairs import AUTO_LIMIT
@@ -79,12 +80,12 @@ def hf_row(pair, ids, n, target_clock: Clock, draft_clock: Clock) -> dict:
             "draft_calls": draft_clock.calls, "target_s": per * rounds, "setup_s": first - per}
 
 
-def tevviz_row(pair, ids, n, builder, verifier, seed, head_rows: int, step_clock: Clock, pass_clock: Clock) -> dict:
+def tevviz_row(pair, ids, n, builder, stop, seed, head_rows: int, step_clock: Clock, pass_clock: Clock) -> dict:
     saved = fast_draft.HEAD_ROWS
     fast_draft.HEAD_ROWS = head_rows
     step_clock.reset(), pass_clock.reset()
     try:
-        s, wall = tree_decode(pair, ids, 0.0, builder, verifier, n, seed)
+        s, wall = tree_decode(pair, ids, 0.0, builder, "speculative", n, seed, stop)
     finally:
         fast_draft.HEAD_ROWS = saved
     rounds = s.rounds
@@ -122,7 +123,8 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--depth", type=int, default=4, help="the auto-sized chain's depth limit")
     ap.add_argument("--stop-below", type=float, default=0.4, help="the stopped chain's threshold (0: no such row)")
-    ap.add_argument("--stop-depth", type=int, default=8, help="the stopped chain's depth limit")
+    ap.add_argument("--stop-depths", default="8", help="the stopped chains' depth limits, comma-separated (a row each)")
+    ap.add_argument("--no-before", action="store_true", help="leave out the row with the model's own output layers")
     args = ap.parse_args()
     pair, prompts = setup(args)
     torch.set_num_threads(args.threads)
@@ -136,12 +138,15 @@ def main() -> None:
     rows = {
         "generate": None,
         "hf-assisted": None,
-        f"tevviz sampled auto H<={args.depth}, model head (before)": (auto, 0),
-        f"tevviz sampled auto H<={args.depth}": (auto, fast_draft.HEAD_ROWS),
+        f"tevviz sampled auto H<={args.depth}, model head (before)": (auto, None, 0),
+        f"tevviz sampled auto H<={args.depth}": (auto, None, fast_draft.HEAD_ROWS),
     }
-    if args.stop_below:
-        stopped = BuilderConfig(kind="sampled", depth=args.stop_depth, stop_below=args.stop_below)
-        rows[f"tevviz sampled stop<{args.stop_below:g} H<={args.stop_depth}"] = (stopped, fast_draft.HEAD_ROWS)
+    if args.no_before:
+        del rows[f"tevviz sampled auto H<={args.depth}, model head (before)"]
+    for h in [int(x) for x in args.stop_depths.split(",") if x] if args.stop_below else []:
+        stopped = BuilderConfig(kind="sampled", depth=h)
+        rows[f"tevviz sampled stop<{args.stop_below:g} H<={h}"] = (stopped, ConfidenceStop(args.stop_below),
+                                                                  fast_draft.HEAD_ROWS)
 
     def run(name, ids, i):
         if name == "generate":
@@ -157,8 +162,8 @@ def main() -> None:
                     "target_s": per * tokens, "setup_s": prefill - per}
         if name == "hf-assisted":
             return hf_row(pair, ids, n, target_clock, draft_clock)
-        builder, head = rows[name]
-        return tevviz_row(pair, ids, n, builder, "speculative", i, head, step_clock, pass_clock)
+        builder, stop, head = rows[name]
+        return tevviz_row(pair, ids, n, builder, stop, i, head, step_clock, pass_clock)
 
     for name in rows:  # warm-up, not timed
         run(name, prompts[0], 0)

@@ -1,5 +1,5 @@
 """A round's target pass and output layers (the transposed head product, the split pass) and the confidence-stopped
-sampled chain (`stop_below`, T = 0 only).
+sampled chain (sizing.py's ConfidenceStop, T = 0 only).
 
 Checked to fail against these faults, planted one at a time: the head product's (V, n) result reshaped to (n, V)
 instead of transposed (the equality tests), and a chain that stops before the drafted token instead of after it (the
@@ -7,6 +7,8 @@ stop law test: a chain's last token is then one the draft was sure of).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 import torch
@@ -16,6 +18,7 @@ from conftest import greedy_generate, random_prompts, tiny_model, tiny_pair
 from tevviz.engine import BuilderConfig, SamplingConfig, TevvizError
 from tevviz.engine.core.kv import additive_mask, causal_visibility, new_cache
 from tevviz.engine.decode.session import DecodeConfig, DecodeSession
+from tevviz.engine.decode.sizing import ConfidenceStop, StoppedChain
 from tevviz.engine.decode.target_pass import TargetPass, takes_split
 from tevviz.engine.draft import fast_draft
 from tevviz.engine.draft.builders import build_tree
@@ -85,7 +88,7 @@ def test_the_stopped_chain_ends_after_the_first_token_the_draft_is_unsure_of():
     model, greedy = pair.draft, SamplingConfig(temperature=0.0)
     lengths = set()
     for i, context in enumerate(random_prompts(12, seed=4, lo=2, hi=8)):
-        cfg = BuilderConfig(kind="sampled", depth=6, stop_below=STOP)
+        cfg = StoppedChain(kind="sampled", depth=6, stop_below=STOP)
         with torch.inference_mode():
             tree = build_tree(model, new_cache(model), context, cfg, sampling=greedy,
                               gen=torch.Generator().manual_seed(i)).tree
@@ -105,23 +108,28 @@ def test_the_stopped_chain_ends_after_the_first_token_the_draft_is_unsure_of():
 def test_the_stopped_chain_decodes_as_generate_at_t0():
     pair = tiny_pair("llama", seed=2)
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), verifier="speculative", max_new_tokens=40,
-                       builder=BuilderConfig(kind="sampled", depth=8, stop_below=STOP), stop_on_eos=False)
+                       builder=BuilderConfig(kind="sampled", depth=8), stop_on_eos=False)
+    sizes = set()
     for prompt in random_prompts(4, seed=7):
-        s = DecodeSession(pair, prompt, cfg)
+        s = DecodeSession(pair, prompt, cfg, cost_model=ConfidenceStop(STOP))
         s.run()
         assert s.generated == greedy_generate(pair.target, prompt, 40)
+        sizes |= {r.size for r in s.rounds}
+    assert len(sizes) > 2  # the chains were stopped at several depths
+    assert type(s.cfg.builder) is BuilderConfig  # the stop is the session's sizing, not its saved settings
 
 
-def test_stop_below_is_refused_where_it_would_bias_or_is_out_of_range():
+def test_a_confidence_stop_is_refused_where_it_would_bias_or_is_out_of_range():
     pair = tiny_pair("llama")
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), verifier="speculative", max_new_tokens=8,
-                       builder=BuilderConfig(kind="sampled", depth=4, stop_below=0.4))
-    s = DecodeSession(pair, [3, 4, 5], cfg)
+                       builder=BuilderConfig(kind="sampled", depth=4))
+    s = DecodeSession(pair, [3, 4, 5], cfg, cost_model=ConfidenceStop(0.4))
     with pytest.raises(TevvizError, match="greedy"):
         s.step()
     assert s.generated == [] and s.round_count == 0  # the failed round changed nothing
-    for bad in (1.0, -0.1, True, "0.4"):
-        with pytest.raises(TevvizError, match="stop_below"):
-            BuilderConfig(kind="sampled", depth=4, stop_below=bad)
-    with pytest.raises(TevvizError, match="stop_below"):
-        BuilderConfig(kind="sampled", depth=4, auto=True, stop_below=0.4)
+    for bad in (0, 1.0, -0.1, True, "0.4"):
+        with pytest.raises(TevvizError, match="threshold"):
+            ConfidenceStop(bad)
+    for builder in (BuilderConfig(kind="sampled", depth=4, auto=True), BuilderConfig(kind="chain", depth=4)):
+        with pytest.raises(TevvizError, match="confidence stop"):
+            DecodeSession(pair, [3, 4, 5], replace(cfg, builder=builder), cost_model=ConfidenceStop(0.4))

@@ -1,4 +1,5 @@
-"""How a session sizes each round: fixed settings, the --budget auto cost model, or the mixed builder's arm choice.
+"""How a session sizes each round: fixed settings, the --budget auto cost model, the mixed builder's arm choice, or
+(a prototype, no default) a greedy sampled chain stopped where the draft is unsure, as HF assisted generation stops.
 
 One policy behind the session: `round()` before a round says which builder, verifier and plan it runs;
 `observe()` after it feeds the round's record back and returns what the round's record shows of its sizing.
@@ -97,8 +98,49 @@ class MixedSizing:
         return replace(sizing, chain=rp.arm == "sampled", **self.model.summary())
 
 
-def make_sizing(settings: RoundPlan, cost_model=None) -> FixedSizing | AutoSizing | MixedSizing:
+@dataclass(frozen=True)
+class ConfidenceStop:
+    """Passed to a session as its cost model: each round's sampled chain (T = 0) ends after the first token the draft's
+    softmax gives less than `threshold`, the builder's depth its limit (HF's assistant_confidence_threshold is 0.4)."""
+
+    threshold: float = 0.4
+
+    def __post_init__(self):
+        c = self.threshold
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
+            raise TevvizError(f"a confidence stop's threshold must be a number in (0, 1), got {c!r}")
+
+
+@dataclass(frozen=True)
+class StoppedChain(BuilderConfig):
+    """A sampled chain's settings with its stop (builders.py reads `stop_below`); made by StopSizing, never saved."""
+
+    stop_below: float = 0.0
+
+
+class StopSizing:
+    """Every round a sampled chain of the builder's depth, stopped by a ConfidenceStop."""
+
+    def __init__(self, settings: RoundPlan, stop: ConfidenceStop):
+        b = settings.builder
+        if b.kind != "sampled" or b.auto:
+            raise TevvizError("a confidence stop ends sampled chains of a fixed depth: use the sampled builder "
+                              "without an automatic budget")
+        self.model = stop
+        fields = {k: getattr(b, k) for k in b.__dataclass_fields__}
+        self.settings = replace(settings, builder=StoppedChain(**fields, stop_below=stop.threshold))
+
+    def round(self) -> RoundPlan:
+        return self.settings
+
+    def observe(self, rp: RoundPlan, drafted: DraftResult, record: RoundRecord) -> RoundSizing | None:
+        return None
+
+
+def make_sizing(settings: RoundPlan, cost_model=None) -> FixedSizing | AutoSizing | MixedSizing | StopSizing:
     """The sizing policy a session's settings (its builder and verifier, resolved) call for."""
+    if isinstance(cost_model, ConfidenceStop):
+        return StopSizing(settings, cost_model)
     if settings.builder.spec.auto_only:
         return MixedSizing(settings, cost_model)
     if settings.builder.auto:

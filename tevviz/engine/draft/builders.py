@@ -74,8 +74,6 @@ class BuilderConfig:
     # paths lower, so trees grow wider; which tokens a node's children are does not change. Node q stays q.
     # Auto-sized trees rank nodes by their learnt acceptance table instead, which this does not touch.
     draft_temperature: float = 1.0
-    # sampled at T = 0: stop the chain after a token its draft softmax gives less than this, as HF's assistant does
-    stop_below: float = 0.0
 
     def __post_init__(self):
         kind = builder_kind(self.kind)  # a clear error for an unknown name
@@ -96,9 +94,6 @@ class BuilderConfig:
         t = self.draft_temperature
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not MIN_DRAFT_T <= t <= MAX_DRAFT_T:
             raise TevvizError(f"draft temperature must be a number in [{MIN_DRAFT_T}, {MAX_DRAFT_T}], got {t!r}")
-        c = self.stop_below
-        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c < 1 or c and self.auto:
-            raise TevvizError(f"stop_below must be a number in [0, 1) (0 with an auto budget), got {c!r}")
         if self.kind == "sampled" and t != 1:
             raise TevvizError("a draft temperature ranks best-first trees' paths; a sampled chain draws from the "
                               "decoding's own sampling law (the speculative verifier's q), so leave it at 1")
@@ -338,7 +333,8 @@ def _sampled_chain(step: LevelStep, root: torch.Tensor, logits: torch.Tensor, ba
     depth): keeping or dropping a token by its own q would draw the kept ones from another law than q. Not so
     at T = 0 (`stop_below`): a node is accepted when it is the target's argmax, whatever set the chain's length.
     """
-    stop_below = cfg.stop_below if cfg is not None else 0.0  # q is one-hot at T = 0: the stop reads the softmax
+    # decode/sizing.py's StoppedChain (a ConfidenceStop's rounds); q is one-hot at T = 0: the stop reads the softmax
+    stop_below = getattr(cfg, "stop_below", 0.0)
     if stop_below and not sampling.greedy:
         raise TevvizError("stop_below ends chains of greedy decoding only (T = 0): at T > 0 it would bias the draws")
     device = step.device
@@ -354,7 +350,10 @@ def _sampled_chain(step: LevelStep, root: torch.Tensor, logits: torch.Tensor, ba
         q = processed_probs(logits[..., :width], sampling)  # (1, V); ids the target lacks are never drawn
         x = greedy_rows(q) if sampling.greedy else sample_categorical(q, gen)  # (1,), still on the device
         lq = torch.log(q.gather(-1, x.unsqueeze(-1))[0])
-        tokens.append(x), laws.append(q), logq.append(lq), reach.append(reach[-1] + lq)
+        tokens.append(x)
+        laws.append(q)
+        logq.append(lq)
+        reach.append(reach[-1] + lq)
         if d == H or (stop_below and float(torch.softmax(logits[..., :width].float(), -1).max()) < stop_below):
             break
         # A chain node sees the whole cache and every earlier chain slot: a causal row.
