@@ -124,12 +124,13 @@ class NamedPair:
 # benchmarks/results/end_to_end_defaults_stdlib_T01_2026-12-04.json).
 STDLIB_DEFAULTS = DecodeDefaults(builder="sampled", verifier="speculative", budget="auto", depth=4)
 
-# SmolLM2 with its autoregressive drafter: at T = 0 the same sampled chain sized by --budget auto (depth up to 4) was
-# the fastest tevviz setting on both held-out sets (0.92x and 0.96x the best `generate`, against 0.83x and 0.89x for
-# best-first --budget auto); at T > 0 best-first --budget auto stays (0.93x and 0.81x; the chain 0.76x and 0.85x).
-# No setting beat `generate` on this CPU. 8 held-out chat prompts and 4 free-form ones x 64 tokens, one thread,
-# interleaved, on a loaded 2-core machine: benchmarks/results/end_to_end_smollm2_defaults_eval_2026-12-04.json and
-# benchmarks/results/end_to_end_smollm2_defaults_freeform_2026-12-04.json.
+# SmolLM2 with its autoregressive drafter: at T = 0 the same sampled chain sized by --budget auto (depth up to 4) is
+# the fastest tevviz setting on both held-out sets, and at T > 0 best-first --budget auto (with its floor) is. With the
+# output layer as a transposed product (draft/fast_draft.head_rows): 1.055x / 1.117x the best `generate` at T = 0 and
+# 1.018x / 0.882x at T = 1 (templated / free-form; B = 8 best-first trees 0.88x / 0.81x and 0.65x / 0.58x). 8 templated
+# and 4 free-form held-out chat prompts x 64 tokens, one thread, interleaved, on a shared 2-core machine:
+# benchmarks/results/end_to_end_smollm2_head_rows_{eval,freeform}_2026-12-04.json (before the transposed head the
+# chain read 0.92x / 0.96x: end_to_end_smollm2_defaults_{eval,freeform}_2026-12-04.json).
 SMOLLM2_GREEDY = STDLIB_DEFAULTS
 
 NAMED_PAIRS: dict[str, NamedPair] = {
