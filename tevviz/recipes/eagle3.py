@@ -21,10 +21,10 @@ import torch
 
 from ..engine.core.schedule import lr_scale
 from ..engine.draft.eagle3_config import VLLM, dialect_config, parse_head_config
-from ..engine.draft.eagle3_io import save_head
+from ..engine.draft.eagle3_io import load_head, save_head
 from ..engine.draft.eagle3_model import Eagle3Head, LayerReading
 from ..engine.errors import TevvizError
-from ..engine.train.eagle3_rows import Packed, ttt_loss, unroll
+from ..engine.train.eagle3_rows import Packed, draft_index, ttt_loss, unroll
 from .block_data import DataStore, Sequences, say
 
 RECIPES = {"smollm2": {"out": "assets/models/tevviz-smollm2-eagle3-head",
@@ -112,8 +112,6 @@ def start_head(args, target, train_seqs: Sequences) -> Eagle3Head:
     if args.init is None:
         draft_ids = draft_vocabulary(train_seqs, target.config.vocab_size, args.draft_vocab)
         return build_head(target, tuple(args.layer_ids), draft_ids)
-    from ..engine.draft.eagle3_io import load_head
-
     model = load_head(args.init, target).float().requires_grad_(True)
     want = tuple(i + 1 for i in args.layer_ids)
     if tuple(model.layer_ids) != want:
@@ -229,13 +227,11 @@ def main(argv: list[str] | None = None) -> int:
                           f"{target.config.hidden_size}: --layer-ids must name the data's layers")
     train_seqs = Sequences.join(pieces)
     model = start_head(args, target, train_seqs)
-    draft_ids = model.t2d.nonzero().flatten()
-    vocab = torch.full((target.config.vocab_size,), -1, dtype=torch.long)
-    vocab[draft_ids] = torch.arange(draft_ids.numel())
+    vocab = draft_index(model)
     held = Sequences(held.tokens[: args.eval_seqs], held.feats[: args.eval_seqs], held.first[: args.eval_seqs])
     n_params = sum(p.numel() for p in model.parameters())
     say(f"EAGLE-3 head: {n_params / 1e6:.2f} M parameters (the target's embedding not counted), draft vocabulary "
-        f"{draft_ids.numel()}, hidden_states {list(model.layer_ids)}; {len(train_seqs)} training sequences "
+        f"{model.d2t.numel()}, hidden_states {list(model.layer_ids)}; {len(train_seqs)} training sequences "
         f"({train_seqs.count()} written tokens), {len(held)} held-out")
 
     def more(current: Sequences) -> Sequences:
@@ -251,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     record = {"recipe": "tevviz.recipes.eagle3", "settings": settings, "parameters": n_params,
-              "draft_vocab_size": int(draft_ids.numel()), "hidden_states": list(model.layer_ids),
+              "draft_vocab_size": int(model.d2t.numel()), "hidden_states": list(model.layer_ids),
               "train_pieces": sorted(seen), "train_seconds": round(time.perf_counter() - t0, 1), "log": log}
     (out / "training_log.json").write_text(json.dumps(record, indent=1) + "\n")
     say(f"wrote {out} ({sum(f.stat().st_size for f in out.iterdir()) / 1e6:.1f} MB)")

@@ -19,7 +19,7 @@ def rate_cell(d: DepthRate) -> str:
 def yield_cell(r: ReadingResult) -> str:
     """`rate ± se`, or `-` when no round drafted."""
     y = r.per_round
-    return "-" if y is None or y.rate is None else f"{y.rate:.3f} ± {y.se:.3f}"
+    return "-" if y.rate is None else f"{y.rate:.3f} ± {y.se:.3f}"
 
 
 def reading_rows(report: DoctorReport) -> tuple[list[str], list[list[str]]]:

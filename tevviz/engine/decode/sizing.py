@@ -113,34 +113,25 @@ class ConfidenceStop:
 
 @dataclass(frozen=True)
 class StoppedChain(BuilderConfig):
-    """A sampled chain's settings with its stop (builders.py reads `stop_below`); made by StopSizing, never saved."""
+    """A sampled chain's settings with its stop (builders.py reads `stop_below`); made by `stopped`, never saved."""
 
     stop_below: float = 0.0
 
 
-class StopSizing:
-    """Every round a sampled chain of the builder's depth, stopped by a ConfidenceStop."""
-
-    def __init__(self, settings: RoundPlan, stop: ConfidenceStop):
-        b = settings.builder
-        if b.kind != "sampled" or b.auto:
-            raise TevvizError("a confidence stop ends sampled chains of a fixed depth: use the sampled builder "
-                              "without an automatic budget")
-        self.model = stop
-        fields = {k: getattr(b, k) for k in b.__dataclass_fields__}
-        self.settings = replace(settings, builder=StoppedChain(**fields, stop_below=stop.threshold))
-
-    def round(self) -> RoundPlan:
-        return self.settings
-
-    def observe(self, rp: RoundPlan, drafted: DraftResult, record: RoundRecord) -> RoundSizing | None:
-        return None
+def stopped(settings: RoundPlan, stop: ConfidenceStop) -> RoundPlan:
+    """The settings with a ConfidenceStop's chain: every round a sampled chain of the builder's depth, stopped."""
+    b = settings.builder
+    if b.kind != "sampled" or b.auto:
+        raise TevvizError("a confidence stop ends sampled chains of a fixed depth: use the sampled builder "
+                          "without an automatic budget")
+    fields = {k: getattr(b, k) for k in b.__dataclass_fields__}
+    return replace(settings, builder=StoppedChain(**fields, stop_below=stop.threshold))
 
 
-def make_sizing(settings: RoundPlan, cost_model=None) -> FixedSizing | AutoSizing | MixedSizing | StopSizing:
+def make_sizing(settings: RoundPlan, cost_model=None) -> FixedSizing | AutoSizing | MixedSizing:
     """The sizing policy a session's settings (its builder and verifier, resolved) call for."""
     if isinstance(cost_model, ConfidenceStop):
-        return StopSizing(settings, cost_model)
+        return FixedSizing(stopped(settings, cost_model))
     if settings.builder.spec.auto_only:
         return MixedSizing(settings, cost_model)
     if settings.builder.auto:

@@ -32,8 +32,8 @@ def _parts(model):
     return base, head
 
 
-def _split(model, ids, mask, positions, cache, hidden: bool, logits: bool = True):
-    base, head = _parts(model)
+def _split(parts, ids, mask, positions, cache, hidden: bool, logits: bool = True):
+    base, head = parts
     out = base(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
                output_hidden_states=hidden)
     rows = head_rows(out.last_hidden_state[0], head.weight, head.bias)[None] if logits else None
@@ -50,7 +50,7 @@ def takes_split(model) -> bool:
             vocab = min(model.config.vocab_size, 1000)
             ids = (torch.arange(3, 3 + CHECK_TOKENS, device=model.device) % vocab)[None]
             ref = model(input_ids=ids, cache=new_cache(model), use_cache=True).logits.float()
-            got = _split(model, ids, None, None, new_cache(model), False).logits.float()
+            got = _split(_parts(model), ids, None, None, new_cache(model), False).logits.float()
         tol = 1e-3 if model.dtype == torch.float32 else 5e-2
         _CHECKED[model] = bool(((got - ref).abs().max() <= tol * max(1.0, ref.abs().max().item())).item())
     return _CHECKED[model]
@@ -63,12 +63,13 @@ class TargetPass:
     def __init__(self, model):
         self.model = model
         self.split = takes_split(model)
+        self.parts = _parts(model) if self.split else None  # resolved once, not every round
 
     def __call__(self, ids: torch.Tensor, mask, positions, cache, hidden: bool = False, logits: bool = True):
         """The pass's output (logits, hidden states); `logits=False` (a prefill, whose logits nobody reads) leaves
         out the output layer where the split pass is taken, and its logits are then None."""
         # HEAD_ROWS is read here, not at construction: a benchmark sets it to 0 to time the model's own head.
         if self.split and (not logits or ids.shape[1] <= fast_draft.HEAD_ROWS):
-            return _split(self.model, ids, mask, positions, cache, hidden, logits)
+            return _split(self.parts, ids, mask, positions, cache, hidden, logits)
         return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
                           output_hidden_states=hidden)

@@ -220,7 +220,8 @@ def draft_levels(step: LevelStep, pending: list[int], cfg: BuilderConfig, max_de
     if cfg.kind == "sampled":
         if sampling is None or gen is None:
             raise TevvizError("a sampled chain needs the sampling settings and a generator")
-        return _sampled_chain(step, ids[-1:], logits, base, H, plan, sampling, gen, width, len(pending) - 1, cfg)
+        return _sampled_chain(step, ids[-1:], logits, base, H, plan, sampling, gen, width, len(pending) - 1,
+                              getattr(cfg, "stop_below", 0.0))
     # A kept tree of B nodes is at most B deep (scores fall along paths, ties keep ancestors first),
     # so levels below that would be drafted for nothing.
     H = min(H, cfg.keep)
@@ -325,7 +326,7 @@ class _Growth:
 
 def _sampled_chain(step: LevelStep, root: torch.Tensor, logits: torch.Tensor, base: int, H: int, plan: Plan | None,
                    sampling: SamplingConfig, gen: torch.Generator, width: int | None, root_row: int,
-                   cfg: BuilderConfig | None = None) -> DraftResult:
+                   stop_below: float = 0.0) -> DraftResult:
     """A chain of H tokens, each drawn from the draft's processed law below the previous one.
 
     The laws drawn from travel with the tree (`draft_probs`): the speculative verifier accepts node v with
@@ -333,8 +334,8 @@ def _sampled_chain(step: LevelStep, root: torch.Tensor, logits: torch.Tensor, ba
     depth): keeping or dropping a token by its own q would draw the kept ones from another law than q. Not so
     at T = 0 (`stop_below`): a node is accepted when it is the target's argmax, whatever set the chain's length.
     """
-    # decode/sizing.py's StoppedChain (a ConfidenceStop's rounds); q is one-hot at T = 0: the stop reads the softmax
-    stop_below = getattr(cfg, "stop_below", 0.0)
+    # stop_below comes from decode/sizing.py's StoppedChain (a ConfidenceStop's rounds); q is one-hot at T = 0: the
+    # stop reads the softmax
     if stop_below and not sampling.greedy:
         raise TevvizError("stop_below ends chains of greedy decoding only (T = 0): at T > 0 it would bias the draws")
     device = step.device

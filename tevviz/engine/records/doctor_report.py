@@ -58,7 +58,7 @@ class ReadingResult:
     why: str
     depths: tuple[DepthRate, ...]  # depths 1..DEPTHS
     rounds: int  # rounds decoded over all prompts
-    per_round: ChainYield | None = None  # what the verdict compares
+    per_round: ChainYield  # what the verdict compares
 
     def rate(self, depth: int = 1) -> DepthRate:
         return self.depths[depth - 1]
@@ -67,7 +67,7 @@ class ReadingResult:
         return {"name": self.name, "layer_ids": list(self.layer_ids), "options": dict(self.options),
                 "own": self.own, "why": self.why, "rounds": self.rounds,
                 "acceptance": [d.to_dict() for d in self.depths],
-                "tokens_per_round": None if self.per_round is None else self.per_round.to_dict()}
+                "tokens_per_round": self.per_round.to_dict()}
 
 
 @dataclass(frozen=True)
