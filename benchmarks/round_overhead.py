@@ -19,6 +19,7 @@ import time
 import torch
 from common import parser, setup, table, tree_decode, write
 
+from tevviz.engine.core import few_rows
 from tevviz.engine.decode import target_pass
 from tevviz.engine.decode.sizing import ConfidenceStop
 from tevviz.engine.draft import fast_draft
@@ -81,13 +82,13 @@ def hf_row(pair, ids, n, target_clock: Clock, draft_clock: Clock) -> dict:
 
 
 def tevviz_row(pair, ids, n, builder, stop, seed, head_rows: int, step_clock: Clock, pass_clock: Clock) -> dict:
-    saved = fast_draft.HEAD_ROWS
-    fast_draft.HEAD_ROWS = head_rows
+    saved = few_rows.LIMIT
+    few_rows.LIMIT = head_rows
     step_clock.reset(), pass_clock.reset()
     try:
         s, wall = tree_decode(pair, ids, 0.0, builder, "speculative", n, seed, stop)
     finally:
-        fast_draft.HEAD_ROWS = saved
+        few_rows.LIMIT = saved
     rounds = s.rounds
     stage = {k: sum(r.stage_ms[k] for r in rounds) / 1e3 for k in ("draft", "target", "verify", "other")}
     inside = sum(stage.values())
@@ -139,14 +140,14 @@ def main() -> None:
         "generate": None,
         "hf-assisted": None,
         f"tevviz sampled auto H<={args.depth}, model head (before)": (auto, None, 0),
-        f"tevviz sampled auto H<={args.depth}": (auto, None, fast_draft.HEAD_ROWS),
+        f"tevviz sampled auto H<={args.depth}": (auto, None, few_rows.LIMIT),
     }
     if args.no_before:
         del rows[f"tevviz sampled auto H<={args.depth}, model head (before)"]
     for h in [int(x) for x in args.stop_depths.split(",") if x] if args.stop_below else []:
         stopped = BuilderConfig(kind="sampled", depth=h)
         rows[f"tevviz sampled stop<{args.stop_below:g} H<={h}"] = (stopped, ConfidenceStop(args.stop_below),
-                                                                  fast_draft.HEAD_ROWS)
+                                                                  few_rows.LIMIT)
 
     def run(name, ids, i):
         if name == "generate":

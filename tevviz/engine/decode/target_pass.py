@@ -1,10 +1,11 @@
-"""The target's pass as a round runs it: the model's own layers, then its output layer through `head_rows`.
+"""The target's pass as a round runs it: the model's own layers with their linear layers as `few_rows` runs them,
+then its output layer through `head_rows`.
 
-A round's target pass is a few rows (a chain of H tokens is H + 1), where BLAS on a CPU computes the output layer
-through its slowest path: on SmolLM2-135M that layer was 23 to 34 of a ~100 ms pass of 2 or 3 rows, against 6 to 8 ms
-as the transposed product (draft/fast_draft.py, `head_rows`). Only families whose causal-LM forward is the base
-model followed by the output layer, nothing after it, take this pass, and a model only after one forward of a few
-tokens agrees with its own; any other runs the model's forward unchanged.
+A round's target pass is a few rows (a chain of H tokens is H + 1), where BLAS on a CPU computes a linear layer
+through its slowest path (core/few_rows.py): on SmolLM2-135M the output layer alone was 23 to 34 of a ~100 ms pass of
+2 or 3 rows, against 6 to 8 ms as the transposed product. Only families whose causal-LM forward is the base model
+followed by the output layer, nothing after it, take this pass, and a model only after one forward of a few tokens
+agrees with its own; any other runs the model's forward unchanged.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import weakref
 import torch
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from ..core import few_rows as rows
 from ..core.kv import new_cache
-from ..draft import fast_draft
-from ..draft.fast_draft import FAMILIES, head_rows
+from ..draft.fast_draft import FAMILIES
 
 CHECK_TOKENS = 5
 _CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the pass agreed with its forward
@@ -34,16 +35,17 @@ def _parts(model):
 
 def _split(parts, ids, mask, positions, cache, hidden: bool, logits: bool = True):
     base, head = parts
-    out = base(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
-               output_hidden_states=hidden)
-    rows = head_rows(out.last_hidden_state[0], head.weight, head.bias)[None] if logits else None
-    return CausalLMOutputWithPast(logits=rows, cache=out.cache, hidden_states=out.hidden_states)
+    with rows.few_rows(base):
+        out = base(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
+                   output_hidden_states=hidden)
+    scores = rows.head_rows(out.last_hidden_state[0], head.weight, head.bias)[None] if logits else None
+    return CausalLMOutputWithPast(logits=scores, cache=out.cache, hidden_states=out.hidden_states)
 
 
 def takes_split(model) -> bool:
     """Whether `model` takes the split pass: a CPU model of a listed family whose split forward gives its own logits
     on a few tokens (checked once a model)."""
-    if fast_draft.HEAD_ROWS < 1 or model.device.type != "cpu" or _parts(model) is None:
+    if rows.LIMIT < 1 or model.device.type != "cpu" or _parts(model) is None:
         return False
     if model not in _CHECKED:
         with torch.inference_mode():
@@ -57,7 +59,7 @@ def takes_split(model) -> bool:
 
 
 class TargetPass:
-    """One target forward on a cache: the split pass for passes of at most fast_draft.HEAD_ROWS tokens where the
+    """One target forward on a cache: the split pass for passes of at most few_rows.LIMIT tokens where the
     model takes it, the model's own forward otherwise (a prefill, large trees, other families, accelerators)."""
 
     def __init__(self, model):
@@ -68,8 +70,8 @@ class TargetPass:
     def __call__(self, ids: torch.Tensor, mask, positions, cache, hidden: bool = False, logits: bool = True):
         """The pass's output (logits, hidden states); `logits=False` (a prefill, whose logits nobody reads) leaves
         out the output layer where the split pass is taken, and its logits are then None."""
-        # HEAD_ROWS is read here, not at construction: a benchmark sets it to 0 to time the model's own head.
-        if self.split and (not logits or ids.shape[1] <= fast_draft.HEAD_ROWS):
+        # LIMIT is read here, not at construction: a benchmark sets it to 0 to time the model's own layers.
+        if self.split and (not logits or ids.shape[1] <= rows.LIMIT):
             return _split(self.parts, ids, mask, positions, cache, hidden, logits)
         return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
                           output_hidden_states=hidden)

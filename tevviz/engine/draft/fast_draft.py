@@ -19,6 +19,8 @@ import weakref
 import torch
 import torch.nn.functional as F
 
+from ..core.few_rows import head_rows, layer_rows
+
 # Model types whose decoder layer is: RMSNorm, attention (optional q/k/v bias, no per-head norms), residual,
 # RMSNorm, SiLU-gated MLP, residual; embeddings unscaled.
 FAMILIES = frozenset({"llama", "qwen2", "mistral"})
@@ -26,24 +28,6 @@ STATIC_ROPE = frozenset({"default", "linear", "llama3", "yarn"})  # RoPE whose t
 MIN_CAPACITY = 256
 CHECK_TOKENS = 6
 ENABLED = os.environ.get("TEVVIZ_FAST_DRAFT", "1") != "0"  # 0: draft through the model's modules (to compare)
-# Output layers of at most this many rows go through the transposed product on a CPU (`head_rows`); 0 turns that off.
-HEAD_ROWS = int(os.environ.get("TEVVIZ_HEAD_ROWS", "8"))
-
-
-def head_rows(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """`F.linear(h, weight, bias)` for (n, d) rows `h`, as one (V, d) x (d, n) product when n is small on a CPU.
-
-    The same sums in another order: BLAS on a CPU takes a slow path for a few rows against a wide output layer.
-    SmolLM2-135M's head (V = 49,152, d = 576), one thread: 10, 23, 34 and 19 ms for 1, 2, 3 and 8 rows through
-    `linear`, 6, 6, 8 and 14 ms transposed (one row is sent as two: a matrix-vector product is the slow one); the
-    drafter's (d = 128): 4.0, 6.5, 10.4 ms against 1.6, 1.4, 2.0 ms. Past about 8 rows `linear` is the faster.
-    """
-    n = h.shape[0]
-    if h.device.type != "cpu" or not 1 <= n <= HEAD_ROWS or h.dim() != 2:
-        return F.linear(h, weight, bias)
-    x = h if n > 1 else torch.cat([h, h])
-    out = (weight @ x.T)[:, :n].T.contiguous()
-    return out if bias is None else out + bias
 
 
 class _Layer:
@@ -159,18 +143,18 @@ class LlamaStep:
         h, hd = self.heads, self.head_dim
         for w, layer in zip(self.layers, self.kv.layers):
             y = _rms(x, w["in_norm"], self.eps)
-            q = F.linear(y, w["q"], w["q_bias"]).view(q_len, h, hd).transpose(0, 1)[None]
-            k = F.linear(y, w["k"], w["k_bias"]).view(q_len, self.kv_heads, hd).transpose(0, 1)[None]
-            v = F.linear(y, w["v"], w["v_bias"]).view(q_len, self.kv_heads, hd).transpose(0, 1)[None]
+            q = layer_rows(y, w["q"], w["q_bias"]).view(q_len, h, hd).transpose(0, 1)[None]
+            k = layer_rows(y, w["k"], w["k_bias"]).view(q_len, self.kv_heads, hd).transpose(0, 1)[None]
+            v = layer_rows(y, w["v"], w["v_bias"]).view(q_len, self.kv_heads, hd).transpose(0, 1)[None]
             q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
             layer.k[..., start : start + q_len, :] = k
             layer.v[..., start : start + q_len, :] = v
             end = start + q_len
             a = F.scaled_dot_product_attention(q, layer.k[..., :end, :], layer.v[..., :end, :], attn_mask=mask,
                                                enable_gqa=self.kv_heads != h)
-            x = x + F.linear(a[0].transpose(0, 1).reshape(q_len, h * hd), w["o"], w["o_bias"])
+            x = x + layer_rows(a[0].transpose(0, 1).reshape(q_len, h * hd), w["o"], w["o_bias"])
             y = _rms(x, w["post_norm"], self.eps)
-            x = x + F.linear(F.silu(F.linear(y, w["gate"])) * F.linear(y, w["up"]), w["down"])
+            x = x + layer_rows(F.silu(layer_rows(y, w["gate"])) * layer_rows(y, w["up"]), w["down"])
         self.kv.length = start + q_len
         return head_rows(_rms(x, self.norm, self.eps), self.head.weight, self.head.bias)
 
