@@ -1,7 +1,9 @@
 """The baselines a user would pick, and each tevviz row's limit, for `end_to_end.py --baselines`.
 
 Rows, interleaved prompt by prompt like every end_to_end run: `generate` at one thread and at torch's default thread
-count, each with sdpa and eager attention (the fastest of the four is the plain baseline); HF assisted generation with
+count, each with sdpa and eager attention (the fastest of the four is the plain baseline), and with sdpa and the
+target's linear layers as tevviz's passes run them on a CPU (core/few_rows.py; `vs_best_plain` is against the fastest
+plain row of all, so that what speculation adds is read apart from the cheaper pass); HF assisted generation with
 the pair's drafter, prompt lookup (`prompt_lookup_num_tokens`) and early-exit self-speculation (`assistant_early_exit`,
 where the target's decoder slices its layers by `config.num_hidden_layers`, which is how transformers exits early),
 at the thread count where `generate` was faster on the first prompt (timed before the run); tevviz's default for the
@@ -20,6 +22,7 @@ import time
 import torch
 from common import best_first, tree_decode
 
+from tevviz.engine.core.few_rows import few_rows
 from tevviz.engine.core.threads import TORCH_DEFAULT_THREADS, thread_count
 from tevviz.engine.decode.pass_costs import draft_level_ms, target_pass_ms
 from tevviz.engine.draft.builders import BuilderConfig
@@ -40,6 +43,12 @@ def hf_generate(target, pair: ModelPair, ids, n: int, temperature: float, **extr
         kw.update(temperature=temperature, top_k=0, top_p=1.0)
     out = target.generate(torch.tensor([ids], device=pair.device), **kw)
     return out.shape[1] - len(ids), None
+
+
+def few_row_generate(pair: ModelPair, ids, n: int, temperature: float):
+    """`hf_generate` with the target's linear layers as tevviz's target pass runs them (core/few_rows.py)."""
+    with few_rows(pair.target):
+        return hf_generate(pair.target, pair, ids, n, temperature)
 
 
 def at_threads(threads: int, fn):
@@ -130,6 +139,10 @@ def decoders(pair: ModelPair, eager, args, temperature: float, meta: dict) -> di
         for attn, target in (("sdpa", pair.target), ("eager", eager)):
             add(f"generate {attn} threads={k}", lambda ids, i, m=target: hf_generate(m, pair, ids, n, temperature),
                 "generate", k, attn)
+        # Plain decoding with tevviz's few-row linear layers (the cheaper step tevviz's own passes take): what
+        # speculation adds beyond the cheaper pass is measured against this one.
+        add(f"generate sdpa threads={k}, few-row layers", lambda ids, i: few_row_generate(pair, ids, n, temperature),
+            "plain", k)
     layer, _ = early_exit_layer(pair.target, args.early_exit)  # the run says why where it is None
     hf = {"hf-assisted": {"assistant_model": pair.draft},
           f"prompt-lookup N={args.prompt_lookup or 10}": {"prompt_lookup_num_tokens": args.prompt_lookup or 10}}
@@ -197,18 +210,20 @@ def ideal_of(extras: list, costs: PassCosts, seconds: float) -> dict:
 
 def result_rows(runs: dict, meta: dict, seconds: dict, tokens: dict, taus: dict, ceilings: dict, extras: dict,
                 costs: PassCosts) -> tuple[list[dict], dict]:
-    """One row per temperature and decoder, against the fastest `generate`; and per temperature which rows were the
-    fastest of each kind."""
+    """One row per temperature and decoder, against the fastest `generate` and the fastest plain decoding of all
+    (`generate` with few-row layers too); and per temperature which rows were the fastest of each kind."""
     rows, best = [], {}
     for t, names in runs.items():
         tps = {k: tokens[t, k] / seconds[t, k] for k in names}
         plain = max((k for k in names if meta[t][k]["kind"] == "generate"), key=tps.get)
+        any_plain = max((k for k in names if meta[t][k]["kind"] in ("generate", "plain")), key=tps.get)
         fastest = {kind: max((k for k in names if meta[t][k]["kind"] == kind), key=tps.get)
                    for kind in ("generate", "tevviz")}
-        best[f"T{t:g}"] = {"best_generate": plain, "best_tevviz": fastest["tevviz"]}
+        best[f"T{t:g}"] = {"best_generate": plain, "best_plain": any_plain, "best_tevviz": fastest["tevviz"]}
         for k in names:
             row = {"T": t, "decoder": k, **meta[t][k], "tokens": tokens[t, k], "seconds": seconds[t, k],
-                   "tokens_per_s": tps[k], "vs_best_generate": tps[k] / tps[plain]}
+                   "tokens_per_s": tps[k], "vs_best_generate": tps[k] / tps[plain],
+                   "vs_best_plain": tps[k] / tps[any_plain]}
             if taus[t, k]:
                 row |= {"tau": sum(taus[t, k]) / len(taus[t, k]),
                         "ceiling": sum(ceilings[t, k]) / len(ceilings[t, k])}

@@ -292,10 +292,11 @@ def run_baselines(args, temps: list[float]) -> None:
     rows, best = baselines.result_rows(runs, meta, *measured, extras, costs)
     print(f"{len(prompts)} prompts x {args.max_new_tokens} tokens  device {pair.device}  pair {pair.target_name} / "
           f"{pair.draft_name}  tevviz rows at {baselines.decode_threads()} thread(s)")
-    print(table(rows, ["T", "decoder", "threads", "attn", "tau", "tokens_per_s", "vs_best_generate",
+    print(table(rows, ["T", "decoder", "threads", "attn", "tau", "tokens_per_s", "vs_best_generate", "vs_best_plain",
                        "ideal_tokens_per_s", "share_of_ideal"]))
     for t, b in best.items():
-        print(f"{t}: best generate: {b['best_generate']}; fastest tevviz row: {b['best_tevviz']}")
+        print(f"{t}: best generate: {b['best_generate']}; best plain: {b['best_plain']}; "
+              f"fastest tevviz row: {b['best_tevviz']}")
     name = args.pair or ("custom" if args.target else "stdlib")
     write(f"end_to_end_baselines_{name}", args, {"rows": rows, "best": best, "early_exit": why, "thread_probe": rates,
                                                   "pass_costs": {"target_ms": costs.target_ms,
