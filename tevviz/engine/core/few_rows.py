@@ -63,6 +63,13 @@ def layer_rows(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     return _transposed(x.reshape(rows, d), weight, bias).view(*x.shape[:-1], weight.shape[0])
 
 
+def same_logits(got: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether a rewritten forward's logits `got` agree with the model's own `ref` (1e-3 of their scale in float32,
+    5e-2 in half precision): the check a model passes once before tevviz runs it the rewritten way."""
+    tol = 1e-3 if dtype == torch.float32 else 5e-2
+    return bool(((got.float() - ref.float()).abs().max() <= tol * max(1.0, ref.float().abs().max().item())).item())
+
+
 def _forward(linear: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return layer_rows(x, linear.weight, linear.bias)
 
