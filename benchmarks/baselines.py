@@ -154,15 +154,22 @@ def decoders(pair: ModelPair, eager, args, temperature: float, meta: dict) -> di
             args.hf_threads)
     threads = decode_threads()
     tree, verifier = default_tree(pair, temperature)
-    add(f"tevviz default ({tree.kind}+{verifier}{' auto' if tree.auto else ''} H<={tree.depth})",
-        tevviz_run(pair, n, temperature, tree, verifier), "tevviz", threads)
+    default = f"tevviz default ({tree.kind}+{verifier}{' auto' if tree.auto else ''} H<={tree.depth})"
+    add(default, tevviz_run(pair, n, temperature, tree, verifier), "tevviz", threads)
     for b, h in args.trees:
         add(f"tevviz best-first+tev B={b} H={h}", tevviz_run(pair, n, temperature, best_first(b, h), "tev"), "tevviz",
             threads)
+    chains = {}
     for h in getattr(args, "chains", []):
-        chain = BuilderConfig(kind="sampled", budget=AUTO_LIMIT, depth=h, auto=True)
-        add(f"tevviz sampled+speculative auto H<={h}", tevviz_run(pair, n, temperature, chain, "speculative"),
+        chains[h] = BuilderConfig(kind="sampled", budget=AUTO_LIMIT, depth=h, auto=True)
+        add(f"tevviz sampled+speculative auto H<={h}", tevviz_run(pair, n, temperature, chains[h], "speculative"),
             "tevviz", threads)
+    # The default and the chains again at other thread counts, beside `generate` at its best one.
+    for k in [k for k in getattr(args, "tevviz_threads", []) if k != threads]:
+        add(f"{default} threads={k}", tevviz_run(pair, n, temperature, tree, verifier), "tevviz", k)
+        for h, chain in chains.items():
+            add(f"tevviz sampled+speculative auto H<={h} threads={k}",
+                tevviz_run(pair, n, temperature, chain, "speculative"), "tevviz", k)
     return out
 
 
@@ -227,7 +234,7 @@ def result_rows(runs: dict, meta: dict, seconds: dict, tokens: dict, taus: dict,
             if taus[t, k]:
                 row |= {"tau": sum(taus[t, k]) / len(taus[t, k]),
                         "ceiling": sum(ceilings[t, k]) / len(ceilings[t, k])}
-            if extras.get((t, k)):
+            if extras.get((t, k)) and meta[t][k]["threads"] == decode_threads():  # priced at that count only
                 row |= ideal_of(extras[t, k], costs, seconds[t, k])
             rows.append(row)
     return rows, best

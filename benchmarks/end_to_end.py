@@ -188,6 +188,9 @@ def parse_args():
     ap.add_argument("--chains", default="",
                     help="with --baselines: also sampled chains under speculative sampling, sized by --budget auto up "
                          "to each of these depths, comma-separated")
+    ap.add_argument("--tevviz-threads", default="",
+                    help="with --baselines: also tevviz's default and --chains rows at each of these thread counts, "
+                         "comma-separated (the others run at `tevviz decode`'s)")
     ap.add_argument("--early-exit", type=int, default=0,
                     help="with --baselines: the layer early-exit self-speculation drafts from (0: a quarter of the "
                          "target's layers)")
@@ -201,6 +204,7 @@ def parse_args():
     args.budgets = [int(b) for b in args.budgets.split(",") if b]
     args.sampled_depths = [int(h) for h in args.sampled_depths.split(",") if h]
     args.chains = [int(h) for h in args.chains.split(",") if h]
+    args.tevviz_threads = [int(k) for k in args.tevviz_threads.split(",") if k]
     return args
 
 
