@@ -292,7 +292,8 @@ def run_baselines(args, temps: list[float]) -> None:
     measure = lambda: baselines.measured_pass_costs(pair, prompts, args.max_new_tokens, args.pass_repeats)
     before, extras = measure(), {}
     measured = timed_runs(pair, prompts, runs, extras)
-    costs = baselines.mean_costs(before, measure())
+    after = measure()
+    costs = baselines.cheaper_costs(before, after)
     rows, best = baselines.result_rows(runs, meta, *measured, extras, costs)
     print(f"{len(prompts)} prompts x {args.max_new_tokens} tokens  device {pair.device}  pair {pair.target_name} / "
           f"{pair.draft_name}  tevviz rows at {baselines.decode_threads()} thread(s)")
@@ -304,7 +305,8 @@ def run_baselines(args, temps: list[float]) -> None:
     name = args.pair or ("custom" if args.target else "stdlib")
     write(f"end_to_end_baselines_{name}", args, {"rows": rows, "best": best, "early_exit": why, "thread_probe": rates,
                                                   "pass_costs": {"target_ms": costs.target_ms,
-                                                                 "draft_ms": costs.draft_ms}})
+                                                                 "draft_ms": costs.draft_ms,
+                                                                 "before": vars(before), "after": vars(after)}})
 
 
 def main() -> None:

@@ -124,14 +124,16 @@ class NamedPair:
 # benchmarks/results/end_to_end_defaults_stdlib_T01_2026-12-04.json).
 STDLIB_DEFAULTS = DecodeDefaults(builder="sampled", verifier="speculative", budget="auto", depth=4)
 
-# SmolLM2 with its autoregressive drafter: at T = 0 the same sampled chain sized by --budget auto (depth up to 4) is
-# the fastest tevviz setting on both held-out sets, and at T > 0 best-first --budget auto (with its floor) is. With the
-# output layer as a transposed product (draft/fast_draft.head_rows): 1.055x / 1.117x the best `generate` at T = 0 and
-# 1.018x / 0.882x at T = 1 (templated / free-form; B = 8 best-first trees 0.88x / 0.81x and 0.65x / 0.58x). 8 templated
-# and 4 free-form held-out chat prompts x 64 tokens, one thread, interleaved, on a shared 2-core machine:
-# benchmarks/results/end_to_end_smollm2_head_rows_{eval,freeform}_2026-12-04.json (before the transposed head the
-# chain read 0.92x / 0.96x: end_to_end_smollm2_defaults_{eval,freeform}_2026-12-04.json).
-SMOLLM2_GREEDY = STDLIB_DEFAULTS
+# SmolLM2 with its autoregressive drafter: the same sampled chain sized by --budget auto (depth up to 4), at T = 0 and
+# T = 1 alike, with the passes' linear layers of a few rows as the transposed product (core/few_rows.py). 8 templated
+# and 8 free-form held-out chat prompts x 64 tokens, one thread, interleaved, quiet:
+# T = 0: 1.40x / 1.20x the best `generate` (templated / free-form), depth up to 2 1.41x / 1.26x; B = 8 best-first trees
+# 0.89x / 0.71x. T = 1: the chain 1.30x on the free-form set (up to depth 2: 1.45x / 1.31x) where best-first
+# --budget auto, the T > 0 default before, read 1.15x / 1.10x.
+# benchmarks/results/end_to_end_smollm2_few_rows_eval_T01_2026-12-04.json and
+# benchmarks/results/end_to_end_smollm2_few_rows_freeform_T01_2026-12-04.json (the chain before few-row layers, with
+# the output layer alone transposed: end_to_end_smollm2_head_rows_{eval,freeform}_2026-12-04.json).
+SMOLLM2_DEFAULTS = STDLIB_DEFAULTS
 
 NAMED_PAIRS: dict[str, NamedPair] = {
     p.name: p
@@ -141,7 +143,7 @@ NAMED_PAIRS: dict[str, NamedPair] = {
                   "tevviz-stdlib-target",
                   ("tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain", "tevviz-stdlib-block-draft"),
                   greedy=STDLIB_DEFAULTS, sampled=STDLIB_DEFAULTS),
-        # SmolLM2: SMOLLM2_GREEDY at T = 0, --budget auto with its floor (OTHER_PAIR_DEFAULTS) at T > 0.
+        # SmolLM2: SMOLLM2_DEFAULTS at every temperature.
         # The autoregressive drafter first: the faster of the two on both held-out sets at T = 0 and 1 with
         # --budget auto (benchmarks/results/which_smollm2_drafter_pays_shipped_block_2026-12-03.json). The EAGLE-3
         # head last: its tau at B = 16 is 0.96x the autoregressive drafter's on the templated set and 0.97x on the
@@ -151,7 +153,7 @@ NAMED_PAIRS: dict[str, NamedPair] = {
                              "(autoregressive; block; EAGLE-3 head)",
                   "SmolLM2-135M-Instruct",
                   ("tevviz-smollm2-draft", "tevviz-smollm2-block-draft", "tevviz-smollm2-eagle3-head"), fetched=True,
-                  prompts="prompts_chat.jsonl", chat=True, greedy=SMOLLM2_GREEDY,
+                  prompts="prompts_chat.jsonl", chat=True, greedy=SMOLLM2_DEFAULTS, sampled=SMOLLM2_DEFAULTS,
                   held_out=(("freeform", "scan_prompts/smollm2_freeform.jsonl"),)),
     )
 }
