@@ -42,6 +42,7 @@ def test_which_layers_and_row_counts_take_the_transposed_product():
     assert [n for n in range(10) if pays(n, torch.empty(1536, 576))] == [1, 2, 3, 4, 5, 6]
     assert [n for n in range(10) if pays(n, torch.empty(576, 1536))] == [1, 2]  # a wide input (a down projection)
     assert not any(pays(n, torch.empty(128, 384)) for n in range(10))  # a small layer, held in cache
+    assert not any(pays(n, torch.empty(1536, 576, dtype=torch.bfloat16)) for n in range(10))  # measured in float32
 
 
 def test_a_block_shadows_the_layers_and_restores_them_after_even_on_error():

@@ -49,8 +49,8 @@ def head_rows(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None =
 
 def pays(rows: int, weight: torch.Tensor) -> bool:
     """Whether a hidden layer of this (out, in) weight takes the transposed product for `rows` rows (measured on
-    MKL)."""
-    return (LIMIT > 0 and 1 <= rows <= LAYER_ROWS and weight.numel() >= MIN_WEIGHTS
+    MKL in float32, the only dtype it is taken in)."""
+    return (LIMIT > 0 and 1 <= rows <= LAYER_ROWS and weight.dtype == torch.float32 and weight.numel() >= MIN_WEIGHTS
             and (rows <= 2 or weight.shape[1] <= WIDE_INPUT))
 
 
