@@ -3,9 +3,9 @@
 Per round, for each decoder: tokens committed (tau), draft tokens, draft ms (and ms per drafted token), target ms,
 and everything else (the decoding loop: tree, masks, verification, cache rollback, records). Rows, interleaved prompt
 by prompt after one warm-up each, greedy, one thread: `generate`; HF assisted with the pair's drafter; tevviz's sampled
-chain sized by --budget auto with the output layers through the model's own `linear` (as before the transposed head
-product) and as it runs now; and (--stop-below) a chain stopped as HF's assistant stops, after the first token the
-draft gives less than that probability, up to each of --stop-depths tokens.
+chain sized by --budget auto with every linear layer through the model's own `linear` (TEVVIZ_FEW_ROWS=0: as before
+core/few_rows.py) and as it runs now; and (--stop-below) a chain stopped as HF's assistant stops, after the first
+token the draft gives less than that probability, up to each of --stop-depths tokens.
 
 HF's rounds are its target forwards (the first also holds the prompt's prefill, reported apart as setup); tevviz's
 are its session's rounds (its prefill is in the session's construction, reported as setup). Forward times come from
@@ -125,7 +125,7 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=4, help="the auto-sized chain's depth limit")
     ap.add_argument("--stop-below", type=float, default=0.4, help="the stopped chain's threshold (0: no such row)")
     ap.add_argument("--stop-depths", default="8", help="the stopped chains' depth limits, comma-separated (a row each)")
-    ap.add_argument("--no-before", action="store_true", help="leave out the row with the model's own output layers")
+    ap.add_argument("--no-before", action="store_true", help="leave out the row with the model's own linear layers")
     args = ap.parse_args()
     pair, prompts = setup(args)
     torch.set_num_threads(args.threads)
@@ -139,11 +139,11 @@ def main() -> None:
     rows = {
         "generate": None,
         "hf-assisted": None,
-        f"tevviz sampled auto H<={args.depth}, model head (before)": (auto, None, 0),
+        f"tevviz sampled auto H<={args.depth}, model linear (before)": (auto, None, 0),
         f"tevviz sampled auto H<={args.depth}": (auto, None, few_rows.LIMIT),
     }
     if args.no_before:
-        del rows[f"tevviz sampled auto H<={args.depth}, model head (before)"]
+        del rows[f"tevviz sampled auto H<={args.depth}, model linear (before)"]
     for h in [int(x) for x in args.stop_depths.split(",") if x] if args.stop_below else []:
         stopped = BuilderConfig(kind="sampled", depth=h)
         rows[f"tevviz sampled stop<{args.stop_below:g} H<={h}"] = (stopped, ConfidenceStop(args.stop_below),

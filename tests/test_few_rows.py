@@ -18,7 +18,21 @@ from conftest import greedy_generate, random_prompts, tiny_pair
 from tevviz.engine import BuilderConfig, SamplingConfig
 from tevviz.engine.core import few_rows
 from tevviz.engine.core.few_rows import layer_rows, pays
-from tevviz.engine.decode.session import DecodeConfig, DecodeSession
+from tevviz.engine.decode.session import DecodeConfig, DecodeSession, autoregressive
+
+
+@pytest.fixture
+def transposed_calls(monkeypatch):
+    """Counts the transposed products taken (so that a test knows the path it checks was run)."""
+    calls = []
+    own = few_rows._transposed
+
+    def counted(*a):
+        calls.append(a[0].shape[0])
+        return own(*a)
+
+    monkeypatch.setattr(few_rows, "_transposed", counted)
+    return calls
 
 
 @pytest.mark.parametrize("bias", [False, True])
@@ -87,19 +101,55 @@ def test_blocks_on_two_threads_leave_the_layers_as_they_were():
     assert not errors and not any("forward" in m.__dict__ for m in linears)
 
 
-def test_the_model_inside_a_block_gives_its_own_logits(monkeypatch):
+def test_the_model_inside_a_block_gives_its_own_logits(monkeypatch, transposed_calls):
     monkeypatch.setattr(few_rows, "MIN_WEIGHTS", 0)  # the tiny model's layers take the transposed product too
     target = tiny_pair("llama").target
-    ids = torch.tensor([[5, 9, 14, 3, 22]])
-    with torch.inference_mode():
-        ref = target(input_ids=ids).logits
-        with few_rows.few_rows(target):
-            got = target(input_ids=ids).logits
-    assert (got - ref).abs().max() < 1e-4
+    for ids in ([[5]], [[5, 9]], [[5, 9, 14, 3, 22]]):
+        ids = torch.tensor(ids)
+        with torch.inference_mode():
+            ref = target(input_ids=ids).logits
+            del transposed_calls[:]
+            with few_rows.few_rows(target):
+                got = target(input_ids=ids).logits
+        assert (got - ref).abs().max() < 1e-4
+        assert transposed_calls and set(transposed_calls) == {ids.shape[1]}  # every layer, at the pass's rows
+
+
+def test_blocks_nest_over_a_model_and_its_base_and_leave_a_layers_own_forward():
+    target = tiny_pair("llama").target
+    linears = [m for m in target.modules() if type(m) is torch.nn.Linear]
+    with few_rows.few_rows(target):
+        with few_rows.few_rows(target.model):  # the same layers, held twice
+            pass
+        assert all("forward" in m.__dict__ for m in linears)  # the outer block still holds them
+    assert not any("forward" in m.__dict__ for m in linears)
+    own = linears[0].__dict__["forward"] = lambda input: torch.zeros(1)  # a wrapper of the user's
+    with few_rows.few_rows(target):
+        assert linears[0].__dict__["forward"] is own
+    assert linears[0].__dict__["forward"] is own
+    del linears[0].__dict__["forward"]
+
+
+def test_a_layer_called_by_keyword_inside_a_block_works():
+    layer = torch.nn.Linear(600, 200)
+    x = torch.randn(3, 600)
+    with few_rows.few_rows(layer):
+        got = layer(input=x)
+    assert torch.allclose(got, F.linear(x, layer.weight, layer.bias), atol=1e-5)
+
+
+def test_a_bad_row_limit_in_the_environment_is_a_clear_error():
+    import os
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", "import tevviz.engine.core.few_rows"], capture_output=True, text=True,
+                         env={**os.environ, "TEVVIZ_FEW_ROWS": "eight"}, check=False)
+    assert run.returncode != 0 and "TEVVIZ_FEW_ROWS must be a whole number" in run.stderr
 
 
 @pytest.mark.parametrize("builder", ["sampled", "best-first"])
-def test_greedy_decoding_through_few_row_layers_is_the_targets_own(builder, monkeypatch):
+def test_greedy_decoding_through_few_row_layers_is_the_targets_own(builder, monkeypatch, transposed_calls):
     """With every layer of the tiny pair taking the transposed product where the rows pay, and with it off, greedy
     decoding gives `generate`'s tokens."""
     monkeypatch.setattr(few_rows, "MIN_WEIGHTS", 0)
@@ -108,8 +158,21 @@ def test_greedy_decoding_through_few_row_layers_is_the_targets_own(builder, monk
     for limit in (few_rows.LIMIT, 0):
         monkeypatch.setattr(few_rows, "LIMIT", limit)
         for prompt in prompts:
+            del transposed_calls[:]
             session = DecodeSession(pair, prompt, DecodeConfig(
                 sampling=SamplingConfig(temperature=0.0), builder=BuilderConfig(kind=builder, budget=6, depth=4),
                 verifier="speculative" if builder == "sampled" else "tev", max_new_tokens=24, stop_on_eos=False))
             session.run()
             assert session.generated == greedy_generate(pair.target, prompt, 24), (limit, prompt)
+            assert bool(transposed_calls) == (limit > 0)  # the path under test was taken, and only when on
+
+
+def test_plain_decoding_through_few_row_layers_is_generates_own(monkeypatch, transposed_calls):
+    """tevviz's plain loop (`--baseline`, the app's speed panel) takes the rounds' pass, few-row layers and all."""
+    monkeypatch.setattr(few_rows, "MIN_WEIGHTS", 0)
+    pair = tiny_pair("llama")
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), max_new_tokens=24, stop_on_eos=False)
+    for prompt in random_prompts(3, seed=12):
+        del transposed_calls[:]
+        assert autoregressive(pair, prompt, cfg).token_ids == greedy_generate(pair.target, prompt, 24)
+        assert 1 in transposed_calls  # each step one row (a short prompt's prefill takes it too)

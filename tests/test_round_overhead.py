@@ -60,10 +60,10 @@ def test_the_split_pass_gives_the_models_logits_and_cache():
                                    use_cache=True, output_hidden_states=True))
                 caches.append(cache)
         assert torch.allclose(outs[0].logits, outs[1].logits, atol=1e-4), n
-        # The layers' products run in another order (few_rows): the same states up to rounding.
-        assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(outs[0].hidden_states, outs[1].hidden_states))
+        # The tiny model's layers are below few_rows.MIN_WEIGHTS: they run `linear`, as the model's own forward does.
+        assert all(torch.equal(a, b) for a, b in zip(outs[0].hidden_states, outs[1].hidden_states))
         for a, b in zip(caches[0].layers, caches[1].layers):
-            assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
+            assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
     with torch.inference_mode():
         cache = new_cache(target)
         assert forward(context, None, None, cache, logits=False).logits is None and cache.get_seq_length() == 6

@@ -2,7 +2,7 @@
 
 A speculative round's passes are a few rows (a chain of H tokens is H + 1), where BLAS on a CPU (MKL in torch's
 wheels) runs `linear` through a path that reads the weight once per row: on SmolLM2-135M, one thread, a target pass of
-1, 2, 3 and 5 tokens cost 57, 78, 94 and 94 ms through `linear` and 45, 52, 70 and 78 ms with its layers as the
+1, 2, 3 and 5 tokens cost 59, 97, 116 and 100 ms through `linear` and 47, 48, 67 and 79 ms with its layers as the
 transposed product (docs/experiments/2026-12-04-do-a-few-rows-pay-for-the-whole-weight.md). The same sums in
 another order: rounding differs, as it does between any two BLAS paths.
 
@@ -20,8 +20,18 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
+from ..errors import TevvizError
+
+
+def _limit(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise TevvizError(f"TEVVIZ_FEW_ROWS must be a whole number of rows (0 turns it off), got {text!r}") from None
+
+
 # Output layers of at most this many rows go through the transposed product (`head_rows`); 0 turns all of it off.
-LIMIT = int(os.environ.get("TEVVIZ_FEW_ROWS", "8"))
+LIMIT = _limit(os.environ.get("TEVVIZ_FEW_ROWS", "8"))
 LAYER_ROWS = 6  # a hidden layer's largest row count that pays (at 8 rows `linear` is as fast)
 WIDE_INPUT = 1024  # past this many inputs (an MLP's down projection) only 1 or 2 rows pay
 # Below this many weights a layer stays `linear`: the embedded drafter's (128 x 384 and smaller) drafted a level
@@ -70,35 +80,43 @@ def same_logits(got: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> boo
     return bool(((got.float() - ref.float()).abs().max() <= tol * max(1.0, ref.float().abs().max().item())).item())
 
 
-def _forward(linear: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    return layer_rows(x, linear.weight, linear.bias)
+def _forward(linear: torch.nn.Linear, input: torch.Tensor) -> torch.Tensor:  # `input`: nn.Linear's own name
+    return layer_rows(input, linear.weight, linear.bias)
 
 
 _LOCK = threading.Lock()
-_LINEARS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> [(linear, its few-rows forward)]
-_DEPTH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> how many `few_rows` blocks hold it
+# module -> its nn.Linear layers, listed once (a layer swapped in later is not shadowed; it runs `linear`)
+_LINEARS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_HELD: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # linear -> how many open blocks shadow it
 
 
 @contextmanager
 def few_rows(module: torch.nn.Module):
     """Within the block, `module`'s linear layers run `layer_rows`; after it they are as they were.
 
-    The layers' own `forward` is shadowed in each instance's dictionary (a few microseconds a pass), never the
-    class's, so the model is untouched outside the block and other models never see it."""
+    Each layer's `forward` is shadowed in the instance's dictionary (a few microseconds a pass), never the class's,
+    and counted per layer, so blocks nest (a model and its base, two models sharing layers). A layer that already
+    has a `forward` of its own (a hook, a wrapper) keeps it. The shadow is per instance, not per thread: a call on
+    the same model from another thread while a block is open takes the transposed product too."""
     with _LOCK:
         if module not in _LINEARS:
-            _LINEARS[module] = [(m, partial(_forward, m)) for m in module.modules()
-                                if type(m) is torch.nn.Linear]
-        depth = _DEPTH.get(module, 0)
-        if depth == 0:
-            for linear, forward in _LINEARS[module]:
-                linear.__dict__["forward"] = forward
-        _DEPTH[module] = depth + 1
+            _LINEARS[module] = [m for m in module.modules() if type(m) is torch.nn.Linear]
+        linears = _LINEARS[module]
+        for linear in linears:
+            held = _HELD.get(linear, 0)
+            if held == 0:
+                if "forward" in linear.__dict__:
+                    continue
+                linear.__dict__["forward"] = partial(_forward, linear)
+            _HELD[linear] = held + 1
     try:
         yield
     finally:
         with _LOCK:
-            _DEPTH[module] -= 1
-            if _DEPTH[module] == 0:
-                for linear, _ in _LINEARS[module]:
+            for linear in linears:
+                held = _HELD.get(linear, 0)
+                if held == 1:
+                    del _HELD[linear]
                     linear.__dict__.pop("forward", None)
+                elif held > 1:
+                    _HELD[linear] = held - 1

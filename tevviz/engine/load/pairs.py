@@ -128,9 +128,10 @@ STDLIB_DEFAULTS = DecodeDefaults(builder="sampled", verifier="speculative", budg
 # T = 1 alike, with the passes' linear layers of a few rows as the transposed product (core/few_rows.py). 8 templated
 # and 8 free-form held-out chat prompts x 64 tokens, one thread, interleaved, quiet:
 # T = 0: 1.40x / 1.20x the best `generate` (templated / free-form), depth up to 2 1.41x / 1.26x; B = 8 best-first trees
-# 0.89x / 0.71x. T = 1: the chain 1.30x on the free-form set (up to depth 2: 1.45x / 1.31x) where best-first
-# --budget auto, the T > 0 default before, read 1.15x / 1.10x.
-# benchmarks/results/end_to_end_smollm2_few_rows_eval_T01_2026-12-04.json and
+# 0.89x / 0.71x. T = 1: the chain 1.24x / 1.30x (up to depth 2: 1.20x, 1.45x in an earlier run / 1.31x) where
+# best-first --budget auto, the T > 0 default before, read 1.15x / 1.10x.
+# benchmarks/results/end_to_end_smollm2_few_rows_eval_T01_2026-12-04.json,
+# benchmarks/results/end_to_end_smollm2_few_rows_eval_T1_2026-12-04.json (the default at T = 1, templated) and
 # benchmarks/results/end_to_end_smollm2_few_rows_freeform_T01_2026-12-04.json (the chain before few-row layers, with
 # the output layer alone transposed: end_to_end_smollm2_head_rows_{eval,freeform}_2026-12-04.json).
 SMOLLM2_DEFAULTS = STDLIB_DEFAULTS
