@@ -116,10 +116,11 @@ def default_tree(pair: ModelPair, temperature: float) -> tuple[BuilderConfig, st
                          auto=auto), start.verifier
 
 
-def tevviz_run(pair: ModelPair, n: int, temperature: float, builder: BuilderConfig, verifier: str):
-    """A tevviz row: (tokens, (tau, ceiling, (rounds, prompt length))), the rounds kept for the ideal's price."""
+def tevviz_run(pair: ModelPair, n: int, temperature: float, builder: BuilderConfig, verifier: str, stop=None):
+    """A tevviz row: (tokens, (tau, ceiling, (rounds, prompt length))), the rounds kept for the ideal's price; `stop`
+    a ConfidenceStop (decode/sizing.py) for greedy chains stopped where the draft is unsure."""
     def run(ids, i):
-        s, _ = tree_decode(pair, ids, temperature, builder, verifier, n, i)
+        s, _ = tree_decode(pair, ids, temperature, builder, verifier, n, i, stop)
         ceilings = [r.expected_length for r in s.rounds if r.expected_length is not None]
         tau = sum(r.block_length for r in s.rounds) / len(s.rounds)
         return len(s.generated), (tau, sum(ceilings) / len(ceilings) if ceilings else float("nan"),
@@ -164,6 +165,12 @@ def decoders(pair: ModelPair, eager, args, temperature: float, meta: dict) -> di
         chains[h] = BuilderConfig(kind="sampled", budget=AUTO_LIMIT, depth=h, auto=True)
         add(f"tevviz sampled+speculative auto H<={h}", tevviz_run(pair, n, temperature, chains[h], "speculative"),
             "tevviz", threads)
+    if getattr(args, "stop_below", 0) and temperature == 0:  # a prototype: chains stopped as HF's assistant stops
+        from tevviz.engine.decode.sizing import ConfidenceStop
+
+        stopped, stop = BuilderConfig(kind="sampled", depth=args.stop_depth), ConfidenceStop(args.stop_below)
+        add(f"tevviz sampled stop<{args.stop_below:g} H<={args.stop_depth}",
+            tevviz_run(pair, n, temperature, stopped, "speculative", stop), "tevviz", threads)
     # The default and the chains again at other thread counts, beside `generate` at its best one.
     for k in [k for k in getattr(args, "tevviz_threads", []) if k != threads]:
         add(f"{default} threads={k}", tevviz_run(pair, n, temperature, tree, verifier), "tevviz", k)
