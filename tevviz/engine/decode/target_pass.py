@@ -52,13 +52,16 @@ def takes_split(model) -> bool:
         with torch.inference_mode():
             vocab = min(model.config.vocab_size, 1000)
             ids = (torch.arange(3, 3 + CHECK_TOKENS, device=model.device) % vocab)[None]
-            agree = True
-            # 1 and 2 rows (one row sent as two; a wide layer transposed) as well as a few (a wide layer `linear`).
-            for n in CHECK_ROWS:
+            parts = _parts(model)
+
+            def agrees(n: int) -> bool:
                 ref = model(input_ids=ids[:, :n], cache=new_cache(model), use_cache=True).logits
-                got = _split(_parts(model), ids[:, :n], None, None, new_cache(model), False).logits
-                agree = agree and rows.same_logits(got, ref, model.dtype)
-        _CHECKED[model] = agree
+                got = _split(parts, ids[:, :n], None, None, new_cache(model), False).logits
+                return rows.same_logits(got, ref, model.dtype)
+
+            # 1 and 2 rows (one row sent as two; a wide layer transposed) as well as a few (a wide layer `linear`);
+            # the first that disagrees ends the check.
+            _CHECKED[model] = all(agrees(n) for n in CHECK_ROWS)
     return _CHECKED[model]
 
 
