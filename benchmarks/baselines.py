@@ -113,14 +113,13 @@ def default_tree(pair: ModelPair, temperature: float) -> tuple[BuilderConfig, st
     start = decode_start(pair_of_target(pair.target_name), temperature, kind, kind.model_depth(pair.draft))
     auto = start.budget == "auto"
     return BuilderConfig(kind=start.builder, budget=AUTO_LIMIT if auto else start.budget, depth=start.depth,
-                         auto=auto), start.verifier
+                         auto=auto, stop_below=start.stop_below), start.verifier
 
 
-def tevviz_run(pair: ModelPair, n: int, temperature: float, builder: BuilderConfig, verifier: str, stop=None):
-    """A tevviz row: (tokens, (tau, ceiling, (rounds, prompt length))), the rounds kept for the ideal's price; `stop`
-    a ConfidenceStop (decode/sizing.py) for greedy chains stopped where the draft is unsure."""
+def tevviz_run(pair: ModelPair, n: int, temperature: float, builder: BuilderConfig, verifier: str):
+    """A tevviz row: (tokens, (tau, ceiling, (rounds, prompt length))), the rounds kept for the ideal's price."""
     def run(ids, i):
-        s, _ = tree_decode(pair, ids, temperature, builder, verifier, n, i, stop)
+        s, _ = tree_decode(pair, ids, temperature, builder, verifier, n, i)
         ceilings = [r.expected_length for r in s.rounds if r.expected_length is not None]
         tau = sum(r.block_length for r in s.rounds) / len(s.rounds)
         return len(s.generated), (tau, sum(ceilings) / len(ceilings) if ceilings else float("nan"),
@@ -155,7 +154,8 @@ def decoders(pair: ModelPair, eager, args, temperature: float, meta: dict) -> di
             args.hf_threads)
     threads = decode_threads()
     tree, verifier = default_tree(pair, temperature)
-    default = f"tevviz default ({tree.kind}+{verifier}{' auto' if tree.auto else ''} H<={tree.depth})"
+    stop = f" stop<{tree.stop_below:g}" if tree.stop_below else ""
+    default = f"tevviz default ({tree.kind}+{verifier}{' auto' if tree.auto else ''}{stop} H<={tree.depth})"
     add(default, tevviz_run(pair, n, temperature, tree, verifier), "tevviz", threads)
     for b, h in args.trees:
         add(f"tevviz best-first+tev B={b} H={h}", tevviz_run(pair, n, temperature, best_first(b, h), "tev"), "tevviz",
@@ -165,12 +165,10 @@ def decoders(pair: ModelPair, eager, args, temperature: float, meta: dict) -> di
         chains[h] = BuilderConfig(kind="sampled", budget=AUTO_LIMIT, depth=h, auto=True)
         add(f"tevviz sampled+speculative auto H<={h}", tevviz_run(pair, n, temperature, chains[h], "speculative"),
             "tevviz", threads)
-    if getattr(args, "stop_below", 0) and temperature == 0:  # a prototype: chains stopped as HF's assistant stops
-        from tevviz.engine.decode.sizing import ConfidenceStop
-
-        stopped, stop = BuilderConfig(kind="sampled", depth=args.stop_depth), ConfidenceStop(args.stop_below)
-        add(f"tevviz sampled stop<{args.stop_below:g} H<={args.stop_depth}",
-            tevviz_run(pair, n, temperature, stopped, "speculative", stop), "tevviz", threads)
+    stopped = BuilderConfig(kind="sampled", depth=args.stop_depth, stop_below=getattr(args, "stop_below", 0))
+    if stopped.stop_below and stopped != tree:  # chains stopped as HF's assistant stops (the default may be one)
+        add(f"tevviz sampled stop<{stopped.stop_below:g} H<={stopped.depth}",
+            tevviz_run(pair, n, temperature, stopped, "speculative"), "tevviz", threads)
     # The default and the chains again at other thread counts, beside `generate` at its best one.
     for k in [k for k in getattr(args, "tevviz_threads", []) if k != threads]:
         add(f"{default} threads={k}", tevviz_run(pair, n, temperature, tree, verifier), "tevviz", k)

@@ -192,8 +192,8 @@ def parse_args():
                     help="with --baselines: also tevviz's default and --chains rows at each of these thread counts, "
                          "comma-separated (the others run at `tevviz decode`'s)")
     ap.add_argument("--stop-below", type=float, default=0.0,
-                    help="with --baselines, at T = 0: also a sampled chain stopped after the first token the draft "
-                         "gives less than this probability (HF assisted's rule; decode/sizing.py's ConfidenceStop)")
+                    help="with --baselines: also a sampled chain stopped after the first token the draft gives less "
+                         "than this probability (HF assisted's rule; BuilderConfig.stop_below), if not the default")
     ap.add_argument("--stop-depth", type=int, default=8, help="with --stop-below: the stopped chain's depth limit")
     ap.add_argument("--early-exit", type=int, default=0,
                     help="with --baselines: the layer early-exit self-speculation drafts from (0: a quarter of the "

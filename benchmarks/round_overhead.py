@@ -21,7 +21,6 @@ from common import parser, setup, table, tree_decode, write
 
 from tevviz.engine.core import few_rows
 from tevviz.engine.decode import target_pass
-from tevviz.engine.decode.sizing import ConfidenceStop
 from tevviz.engine.draft import fast_draft
 from tevviz.engine.draft.builders import BuilderConfig
 from tevviz.engine.load.pairs import AUTO_LIMIT
@@ -81,12 +80,12 @@ def hf_row(pair, ids, n, target_clock: Clock, draft_clock: Clock) -> dict:
             "draft_calls": draft_clock.calls, "target_s": per * rounds, "setup_s": first - per}
 
 
-def tevviz_row(pair, ids, n, builder, stop, seed, head_rows: int, step_clock: Clock, pass_clock: Clock) -> dict:
+def tevviz_row(pair, ids, n, builder, seed, head_rows: int, step_clock: Clock, pass_clock: Clock) -> dict:
     saved = few_rows.LIMIT
     few_rows.LIMIT = head_rows
     step_clock.reset(), pass_clock.reset()
     try:
-        s, wall = tree_decode(pair, ids, 0.0, builder, "speculative", n, seed, stop)
+        s, wall = tree_decode(pair, ids, 0.0, builder, "speculative", n, seed)
     finally:
         few_rows.LIMIT = saved
     rounds = s.rounds
@@ -139,15 +138,14 @@ def main() -> None:
     rows = {
         "generate": None,
         "hf-assisted": None,
-        f"tevviz sampled auto H<={args.depth}, model linear (before)": (auto, None, 0),
-        f"tevviz sampled auto H<={args.depth}": (auto, None, few_rows.LIMIT),
+        f"tevviz sampled auto H<={args.depth}, model linear (before)": (auto, 0),
+        f"tevviz sampled auto H<={args.depth}": (auto, few_rows.LIMIT),
     }
     if args.no_before:
         del rows[f"tevviz sampled auto H<={args.depth}, model linear (before)"]
     for h in [int(x) for x in args.stop_depths.split(",") if x] if args.stop_below else []:
-        stopped = BuilderConfig(kind="sampled", depth=h)
-        rows[f"tevviz sampled stop<{args.stop_below:g} H<={h}"] = (stopped, ConfidenceStop(args.stop_below),
-                                                                  few_rows.LIMIT)
+        stopped = BuilderConfig(kind="sampled", depth=h, stop_below=args.stop_below)
+        rows[f"tevviz sampled stop<{args.stop_below:g} H<={h}"] = (stopped, few_rows.LIMIT)
 
     def run(name, ids, i):
         if name == "generate":
@@ -163,8 +161,8 @@ def main() -> None:
                     "target_s": per * tokens, "setup_s": prefill - per}
         if name == "hf-assisted":
             return hf_row(pair, ids, n, target_clock, draft_clock)
-        builder, stop, head = rows[name]
-        return tevviz_row(pair, ids, n, builder, stop, i, head, step_clock, pass_clock)
+        builder, head = rows[name]
+        return tevviz_row(pair, ids, n, builder, i, head, step_clock, pass_clock)
 
     for name in rows:  # warm-up, not timed
         run(name, prompts[0], 0)

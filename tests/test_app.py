@@ -390,6 +390,27 @@ def test_auto_budget_sizes_each_round_within_the_limits(app_url):
     assert "chosen for expected tokens/s" in stats or ("no draft: a plain target step" in stats and count == 1), stats
 
 
+def test_a_stopped_chain_from_the_settings_is_drawn_saved_and_refused_with_auto(app_url):
+    """The stop box: a sampled chain at a fixed depth ends where the draft is unsure, the export keeps the stop;
+    with the auto box on it is a clear error and the run is as it was; another builder leaves the box alone."""
+    c = client(app_url)
+    c.predict(api_name="/reset")
+    for _ in range(3):
+        out = c.predict(builder="sampled", verifier="speculative", auto_budget=False, depth=8, stop_below=0.3,
+                        api_name="/step")
+        assert out[OUT["error"]] == "", out[OUT["error"]]
+    session = exported_session(c)
+    assert session.meta["builder"]["stop_below"] == 0.3 and len(session.rounds) == 3
+    assert all(max(r.depths) <= 8 for r in session.rounds)
+    out = c.predict(builder="sampled", verifier="speculative", auto_budget=True, depth=8, stop_below=0.3,
+                    api_name="/step")
+    assert "stop below ends sampled chains of a fixed depth" in out[OUT["error"]]
+    assert len(exported_session(c).rounds) == 3
+    out = c.predict(builder="best-first", verifier="tev", auto_budget=False, budget=8, depth=4, stop_below=0.3,
+                    api_name="/step")
+    assert out[OUT["error"]] == "", out[OUT["error"]]
+
+
 def test_mixed_builder_says_which_arm_drafted_each_round(app_url):
     """The mixed builder in the app: its warm-up drafts a sampled chain, then a best-first tree; the statistics
     say which arm drafted the shown round, and without the auto box the app says that it needs it."""

@@ -41,9 +41,10 @@ def cli_config(*argv: str):
 
 
 def settings(cfg) -> DecodeDefaults:
-    """The builder, verifier, budget ("auto" when auto-sized) and depth of a DecodeConfig."""
+    """The builder, verifier, budget ("auto" when auto-sized), depth and stop of a DecodeConfig."""
     b = cfg.builder
-    return DecodeDefaults(builder=b.kind, verifier=cfg.verifier, budget="auto" if b.auto else b.budget, depth=b.depth)
+    return DecodeDefaults(builder=b.kind, verifier=cfg.verifier, budget="auto" if b.auto else b.budget, depth=b.depth,
+                          stop_below=b.stop_below)
 
 
 @pytest.fixture
@@ -162,7 +163,8 @@ def test_a_notebook_session_on_another_pair_starts_at_budget_auto():
 
 def decode_widgets(demo: gr.Blocks) -> dict:
     """The Decode tab's tree and verifier widgets' starting values, by label."""
-    labels = {"builder": "builder", "B budget": "budget", "H depth": "depth", "verifier": "verifier"}
+    labels = {"builder": "builder", "B budget": "budget", "H depth": "depth", "verifier": "verifier",
+              "sampled chain: stop below p (0 = off)": "stop_below"}
     out = {}
     for block in demo.blocks.values():
         label = str(getattr(block, "label", "") or "")
@@ -174,7 +176,8 @@ def decode_widgets(demo: gr.Blocks) -> dict:
 
 
 def widget_settings(w: dict) -> DecodeDefaults:
-    return DecodeDefaults(w["builder"], w["verifier"], "auto" if w["auto"] else w["budget"], w["depth"])
+    budget = "auto" if w["auto"] else w["budget"]
+    return DecodeDefaults(w["builder"], w["verifier"], budget, w["depth"], w["stop_below"])
 
 
 def test_the_apps_decode_tab_starts_at_the_stdlib_pairs_recorded_best():
@@ -193,6 +196,56 @@ def test_the_apps_decode_tab_follows_the_record_and_another_pair_starts_at_auto(
     assert widget_settings(w) == DecodeDefaults("best-first", "tev", "auto", 6) and w["budget"] == AUTO_LIMIT
     block = PairSource(ModelSource(draft=BLOCK, device=None)).builder_default()
     assert (block.builder, block.verifier, block.budget) == ("ddtree", "tev", "auto")
+
+
+# --- a recorded stopped chain (BuilderConfig.stop_below) --------------------------------------------------------------
+
+STOPPED = DecodeDefaults(builder="sampled", verifier="speculative", budget=FIXED_BUDGET, depth=8, stop_below=0.4)
+
+
+@pytest.fixture
+def stopped(monkeypatch):
+    """The stdlib pair with a stopped chain recorded at T = 0 (SAMPLED at T > 0)."""
+    monkeypatch.setitem(NAMED_PAIRS, "stdlib", replace(STDLIB, greedy=STOPPED, sampled=SAMPLED))
+
+
+def test_a_recorded_stop_reaches_the_cli_the_notebook_and_the_app(stopped, stdlib_pair):
+    assert settings(cli_config()) == STOPPED and cli_config().builder.stop_below == 0.4
+    assert settings(cli_config("--temperature", "1")) == SAMPLED  # the other temperature's record has none
+    s = tevviz.session(stdlib_pair, "def f(x):", max_new_tokens=6)
+    assert settings(s.cfg) == STOPPED
+    s.run()
+    assert len(s.generated) == 6 and all(max(r.depths) <= 8 for r in s.rounds)
+    assert widget_settings(decode_widgets(build_demo(ModelSource(device=None)))) == STOPPED
+    assert "stopped below p = 0.4" in STOPPED.describe() and "H <= 8" in STOPPED.describe()
+
+
+def test_the_users_stop_wins_and_a_self_sized_chain_or_another_builder_drops_the_recorded_one(stopped, stdlib_pair):
+    assert settings(cli_config("--stop-below", "0.25")) == replace(STOPPED, stop_below=0.25)
+    assert settings(cli_config("--stop-below", "0")) == replace(STOPPED, stop_below=0.0)  # the chain, never stopped
+    assert settings(cli_config("--depth", "5")) == replace(STOPPED, depth=5)  # H stays the stop's limit
+    assert settings(cli_config("--budget", "auto")) == replace(STOPPED, budget="auto", stop_below=0.0)
+    assert settings(cli_config("--builder", "best-first")) == DecodeDefaults("best-first", "tev", "auto", 6)
+    s = tevviz.session(stdlib_pair, "def f(x):", stop_below=0.1, depth=3)
+    assert s.cfg.builder.stop_below == 0.1 and s.cfg.builder.depth == 3
+
+
+def test_a_stop_given_on_a_self_sized_chain_sizes_it_in_place_of_the_cost_model():
+    """On the stdlib pair's own default (a sampled chain, --budget auto) --stop-below alone is enough."""
+    assert decode_defaults(STDLIB, 0.0).budget == "auto"
+    assert settings(cli_config("--stop-below", "0.3")) == replace(decode_defaults(STDLIB, 0.0), budget=FIXED_BUDGET,
+                                                                  stop_below=0.3)
+
+
+@pytest.mark.parametrize("argv, said", [
+    (("--builder", "best-first", "--stop-below", "0.4"), "sampled chains of a fixed depth"),
+    (("--stop-below", "0.4", "--budget", "auto"), "sampled chains of a fixed depth"),
+    (("--stop-below", "1"), r"probability in \[0, 1\)"),
+    (("--stop-below", "-0.2"), r"probability in \[0, 1\)"),
+])
+def test_a_stop_where_it_cannot_apply_is_a_clear_error(stopped, argv, said):
+    with pytest.raises(tevviz.TevvizError, match=said):
+        cli_config(*argv)
 
 
 # --- the limit a decode's speed is held against (engine/records/speed.py) --------------------------------------------

@@ -1,5 +1,5 @@
 """A round's target pass and output layers (the transposed head product, the split pass) and the confidence-stopped
-sampled chain (sizing.py's ConfidenceStop, T = 0 only).
+sampled chain (BuilderConfig.stop_below).
 
 Checked to fail against these faults, planted one at a time: the head product's (V, n) result reshaped to (n, V)
 instead of transposed (the equality tests), and a chain that stops before the drafted token instead of after it (the
@@ -7,8 +7,6 @@ stop law test: a chain's last token is then one the draft was sure of).
 """
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 import pytest
 import torch
@@ -19,10 +17,11 @@ from tevviz.engine import BuilderConfig, SamplingConfig, TevvizError
 from tevviz.engine.core import few_rows
 from tevviz.engine.core.few_rows import head_rows
 from tevviz.engine.core.kv import additive_mask, causal_visibility, new_cache
+from tevviz.engine.core.sampling import processed_probs
 from tevviz.engine.decode.session import DecodeConfig, DecodeSession
-from tevviz.engine.decode.sizing import ConfidenceStop, StoppedChain
 from tevviz.engine.decode.target_pass import TargetPass, takes_split
 from tevviz.engine.draft.builders import build_tree
+from tevviz.engine.records.io import session_meta
 
 STOP = 0.04  # the tiny drafts' top probabilities are 0.03 to 0.1: chains of every depth up to 6 stop at this
 
@@ -84,53 +83,52 @@ def test_a_model_whose_forward_changes_its_logits_is_not_split():
     assert not takes_split(tiny_model("gpt2", seed=3))  # not a listed family
 
 
-def test_the_stopped_chain_ends_after_the_first_token_the_draft_is_unsure_of():
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_the_stopped_chain_ends_after_the_first_token_the_draft_is_unsure_of(temperature):
+    """Each token is drawn from the draft's processed law (at T = 0 its argmax); the chain ends after the first one
+    drawn where the draft's top probability is below the stop, or at H."""
     pair = tiny_pair("llama")
-    model, greedy = pair.draft, SamplingConfig(temperature=0.0)
+    model, sampling = pair.draft, SamplingConfig(temperature=temperature)
     lengths = set()
     for i, context in enumerate(random_prompts(12, seed=4, lo=2, hi=8)):
-        cfg = StoppedChain(kind="sampled", depth=6, stop_below=STOP)
+        cfg = BuilderConfig(kind="sampled", depth=6, stop_below=STOP)
         with torch.inference_mode():
-            tree = build_tree(model, new_cache(model), context, cfg, sampling=greedy,
+            tree = build_tree(model, new_cache(model), context, cfg, sampling=sampling,
                               gen=torch.Generator().manual_seed(i)).tree
             tokens = tree.tokens.tolist()
             sure = []
             for d in range(1, len(tokens)):
                 logits = model(input_ids=torch.tensor([context + tokens[1:d]])).logits[0, -1]
                 p = torch.softmax(logits.float(), -1)
-                assert int(p.argmax()) == tokens[d]  # greedy: the draft's own argmax
+                if temperature == 0:
+                    assert int(p.argmax()) == tokens[d]  # greedy: the draft's own argmax
+                assert torch.allclose(tree.draft_probs[d], processed_probs(logits, sampling), atol=1e-5)
                 sure.append(float(p.max()) >= STOP)
         lengths.add(len(sure))
-        assert all(sure[:-1])  # every token before the last was one the draft was sure of
+        assert all(sure[:-1])  # every token before the last was drawn where the draft was sure
         assert len(sure) == 6 or not sure[-1]  # ... and a chain shorter than its depth ends on an unsure one
     assert len(lengths) > 1  # the threshold stops chains at different depths on these prompts
 
 
-def test_the_stopped_chain_decodes_as_generate_at_t0():
+def test_the_stopped_chain_decodes_as_generate_at_t0_and_its_setting_is_saved():
     pair = tiny_pair("llama", seed=2)
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), verifier="speculative", max_new_tokens=40,
-                       builder=BuilderConfig(kind="sampled", depth=8), stop_on_eos=False)
+                       builder=BuilderConfig(kind="sampled", depth=8, stop_below=STOP), stop_on_eos=False)
     sizes = set()
     for prompt in random_prompts(4, seed=7):
-        s = DecodeSession(pair, prompt, cfg, cost_model=ConfidenceStop(STOP))
+        s = DecodeSession(pair, prompt, cfg)
         s.run()
         assert s.generated == greedy_generate(pair.target, prompt, 40)
         sizes |= {r.size for r in s.rounds}
     assert len(sizes) > 2  # the chains were stopped at several depths
-    assert type(s.cfg.builder) is BuilderConfig  # the stop is the session's sizing, not its saved settings
+    assert session_meta(s)["builder"]["stop_below"] == STOP  # the export keeps the setting
 
 
-def test_a_confidence_stop_is_refused_where_it_would_bias_or_is_out_of_range():
-    pair = tiny_pair("llama")
-    cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), verifier="speculative", max_new_tokens=8,
-                       builder=BuilderConfig(kind="sampled", depth=4))
-    s = DecodeSession(pair, [3, 4, 5], cfg, cost_model=ConfidenceStop(0.4))
-    with pytest.raises(TevvizError, match="greedy"):
-        s.step()
-    assert s.generated == [] and s.round_count == 0  # the failed round changed nothing
-    for bad in (0, 1.0, -0.1, True, "0.4"):
-        with pytest.raises(TevvizError, match="threshold"):
-            ConfidenceStop(bad)
-    for builder in (BuilderConfig(kind="sampled", depth=4, auto=True), BuilderConfig(kind="chain", depth=4)):
-        with pytest.raises(TevvizError, match="confidence stop"):
-            DecodeSession(pair, [3, 4, 5], replace(cfg, builder=builder), cost_model=ConfidenceStop(0.4))
+def test_a_stop_is_refused_where_it_cannot_apply_or_is_out_of_range():
+    for bad in (1.0, -0.1, True, "0.4"):
+        with pytest.raises(TevvizError, match=r"probability in \[0, 1\)"):
+            BuilderConfig(kind="sampled", depth=4, stop_below=bad)
+    for kind, auto in (("sampled", True), ("chain", False), ("best-first", False)):
+        with pytest.raises(TevvizError, match="sampled chains of a fixed depth"):
+            BuilderConfig(kind=kind, depth=4, auto=auto, stop_below=0.4)
+    assert BuilderConfig(kind="best-first", stop_below=0).stop_below == 0  # 0: no stop, any builder

@@ -203,6 +203,45 @@ def test_speculative_commits_the_targets_law_and_accepts_with_min_1_p_over_q(T):
                 assert got.tolist() == pytest.approx(want, abs=1e-5), (x1, x2)
 
 
+def stopped_two_token_law(goes_on, draws: int, seed: int) -> tuple[dict[tuple[int, int], int], dict[bool, int]]:
+    """Counts of the first two committed tokens over chains whose second token is kept only where
+    `goes_on(x1, x2)` (else the chain is x1 alone), verified by the speculative verifier at T = 1; and how many
+    chains went on and how many stopped."""
+    g = torch.Generator().manual_seed(seed)
+    counts: dict[tuple[int, int], int] = {}
+    shapes = {True: 0, False: 0}
+    for _ in range(draws):
+        x1 = int(torch.multinomial(Q0, 1, generator=g))
+        x2 = int(torch.multinomial(Q1[x1], 1, generator=g))
+        tree, logits = chain_round(x1, x2)
+        on = goes_on(x1, x2)
+        shapes[on] += 1
+        if not on:  # the chain ends at x1: the row below it is the target's p1, where the bonus comes from
+            tree = DraftTree(tree.tokens[:2], tree.parents[:2], tree.depths[:2], tree.draft_logprobs[:2],
+                             tree.scores[:2], tree.draft_probs[:2])
+            logits = logits[:2]
+        d = VERIFIERS["speculative"](tree, logits, SamplingConfig(temperature=1.0), g)
+        block = tree.tokens[1:int(d.exit_node) + 1].tolist() + [int(d.bonus_token)]
+        if len(block) == 1:
+            block.append(int(torch.multinomial(P1[block[0]], 1, generator=g)))
+        counts[(block[0], block[1])] = counts.get((block[0], block[1]), 0) + 1
+    return counts, shapes
+
+
+def test_a_chain_that_stops_by_the_drafts_law_on_its_path_still_commits_the_targets_law():
+    """BuilderConfig.stop_below: whether a chain goes on depends on the tokens drawn so far (here: x2 is drawn only
+    below an x1 whose draft law Q1[x1] is sure, top probability >= 0.6), and every drawn token is kept. The first
+    two committed tokens follow p0 then p1 (chi-square). Checked to fail against the stop that is not exact, planted:
+    keeping x2 only where its own q is high (Q1[x1, x2] >= 0.3) conditions the kept token's law away from q."""
+    counts, shapes = stopped_two_token_law(lambda x1, x2: float(Q1[x1].max()) >= 0.6, 8000, seed=12)
+    assert min(shapes.values()) > 2000  # both shapes of chain, often
+    law = {(a, b): float(P0[a] * P1[a, b]) for a in range(V) for b in range(V) if P0[a] * P1[a, b] > 0}
+    assert not [k for k in counts if k not in law], "a committed token of target probability 0"
+    cells = sorted(law)
+    _, df, p_value = chi_square_p([counts.get(c, 0) for c in cells], [law[c] for c in cells])
+    assert df == 11 and p_value > 1e-3, f"chi-square p {p_value:.2e}"
+
+
 # Top-p and top-k on the target's law: at top-p 0.7, p0's nucleus is tokens 0 and 1 (token 2 lies outside it, though
 # q0 draws it); at top-k 2 with T = 0.8 every row keeps two tokens; both together at T = 1.2.
 NUCLEUS_SETTINGS = {"t1-topp0.7": SamplingConfig(temperature=1.0, top_p=0.7),

@@ -38,29 +38,30 @@ def load(pair: str | None = None, target: str | None = None, draft: str | None =
 
 def session(pair: ModelPair, prompt: str, *, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
             budget: int | str | None = None, depth: int | None = None, builder: str | None = None,
-            verifier: str | None = None, max_new_tokens: int = 64, seed: int = 0, chat: bool | None = None,
-            optimal: bool = False, **builder_options) -> DecodeSession:
+            verifier: str | None = None, stop_below: float | None = None, max_new_tokens: int = 64, seed: int = 0,
+            chat: bool | None = None, optimal: bool = False, **builder_options) -> DecodeSession:
     """A decoding session on `prompt`; `step()` runs one round and returns its RoundRecord.
 
-    `builder`, `verifier`, `budget` (a number, or "auto": each round sized for tokens/s up to `budget_limit`) and
-    `depth` left out start where `tevviz decode` does: a named pair's measured best at `temperature`, else
+    `builder`, `verifier`, `budget` (a number, or "auto": each round sized for tokens/s up to `budget_limit`),
+    `depth` and `stop_below` (a sampled chain ends after a token the draft gave less than this) left out start where
+    `tevviz decode` does: a named pair's measured best at `temperature`, else
     budget="auto" on the drafter's own builder (DDTree as deep as its block for a block drafter); `chat` defaults to
     whether the tokenizer has a chat template; `optimal=True` computes each round's optimal tree (see
     `DecodeSession.optimal` to compute it for one round only).
     """
-    start = start_settings(pair, temperature, builder, verifier, budget, depth, builder_options)
+    start = start_settings(pair, temperature, builder, verifier, budget, depth, builder_options, stop_below)
     chat = has_chat_template(pair.tokenizer) if chat is None else chat
     auto = start.budget == "auto"
     limit = builder_options.pop("budget_limit", AUTO_LIMIT)
     tree = BuilderConfig(kind=start.builder, budget=limit if auto else start.budget, depth=start.depth, auto=auto,
-                         **builder_options)
+                         stop_below=start.stop_below, **builder_options)
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p), builder=tree,
                        verifier=start.verifier, max_new_tokens=max_new_tokens, seed=seed, chat=chat, optimal=optimal)
     return DecodeSession(pair, encode_prompt(pair.tokenizer, prompt, chat=chat), cfg)
 
 
 def start_settings(pair: ModelPair, temperature: float, builder=None, verifier=None, budget=None, depth=None,
-                   options: dict | None = None) -> DecodeDefaults:
+                   options: dict | None = None, stop_below: float | None = None) -> DecodeDefaults:
     """The settings `session` decodes with (engine/load/pairs.py's decode_start for the loaded pair); `options` may hold
     the older spelling auto=True with `budget` as the limit (moved to options["budget_limit"])."""
     options = {} if options is None else options
@@ -72,7 +73,7 @@ def start_settings(pair: ModelPair, temperature: float, builder=None, verifier=N
         budget = "auto" if auto else (FIXED_BUDGET if budget in (None, "auto") else budget)
     kind = drafter_kind_of(pair.draft)
     return decode_start(pair_of_target(pair.target_name), temperature, kind, kind.model_depth(pair.draft),
-                        builder=builder, verifier=verifier, budget=budget, depth=depth)
+                        builder=builder, verifier=verifier, budget=budget, depth=depth, stop_below=stop_below)
 
 
 def figure(record: RoundRecord, metric: str = "P", ghosts: bool = True) -> go.Figure:

@@ -100,7 +100,8 @@ def tree_shape_flags(g) -> None:
 
 
 DEFAULTS_NOTE = ("Flags left out take the setting measured fastest for the loaded named pair at the temperature "
-                 "given (its builder, verifier, budget and depth, recorded with the benchmark that measured them); "
+                 "given (its builder, verifier, budget, depth and a sampled chain's stop, recorded with the benchmark "
+                 "that measured them); "
                  "any other pair, or a drafter that setting does not fit, starts at --budget auto (whose floor is "
                  f"plain decoding; B = {FIXED_BUDGET} for a builder that does not size itself) on the drafter's own "
                  "builder (best-first; ddtree for a block drafter, eagle for an EAGLE-3 head) under TEV. Flags "
@@ -145,6 +146,10 @@ def add_decoding(p: argparse.ArgumentParser, note: str = DEFAULTS_NOTE) -> None:
     g.add_argument("--draft-temperature", type=float, default=1.0,
                    help="path scores from the draft's logits / this (best-first): above 1 a sharp draft builds wider "
                         "trees; the tokens drafted under a node and the verification are unchanged")
+    g.add_argument("--stop-below", type=float, default=None, metavar="P",
+                   help="--builder sampled at a fixed depth: end each round's chain after the first token drawn where "
+                        "the draft's top probability is below P (--depth its longest; 0 = no stop; exact at any "
+                        "temperature; default: as said above)")
 
 
 def add_threads(p) -> None:

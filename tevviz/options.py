@@ -45,7 +45,8 @@ def start_from_args(args):
     scan = getattr(args, "command", None) == "scan"
     budget = FIXED_BUDGET if scan and args.budget is None else args.budget
     return decode_start(None if scan else pair_of_target(target), args.temperature, kind, own_depth,
-                        builder=args.builder, verifier=args.verifier, budget=budget, depth=args.depth)
+                        builder=args.builder, verifier=args.verifier, budget=budget, depth=args.depth,
+                        stop_below=getattr(args, "stop_below", None))
 
 
 def decode_config_from_args(args):
@@ -65,7 +66,7 @@ def decode_config_from_args(args):
         sampling=SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
         builder=BuilderConfig(kind=start.builder, budget=args.budget_limit if auto else start.budget,
                               depth=start.depth, children=args.children, width=args.width, branching=branching,
-                              auto=auto, draft_temperature=args.draft_temperature),
+                              auto=auto, draft_temperature=args.draft_temperature, stop_below=start.stop_below),
         verifier=start.verifier, max_new_tokens=args.max_new_tokens, seed=args.seed,
         optimal=getattr(args, "optimal", False),
     )

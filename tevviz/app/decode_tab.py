@@ -32,7 +32,7 @@ __all__ = ["BROWSE_OUTPUTS", "NODE_OUTPUTS", "ROUND_OUTPUTS", "VIEW_OUTPUTS", "d
 
 # The settings widgets, by the names `decode_settings` takes (every decoding endpoint accepts them by keyword).
 SETTINGS = ("prompt", "temperature", "top_k", "top_p", "seed", "builder", "budget", "depth", "children", "width",
-            "branching", "verifier", "max_new_tokens", "chat", "auto_budget")
+            "branching", "verifier", "max_new_tokens", "chat", "auto_budget", "stop_below")
 BASELINE_OUTPUTS = ("error", "stats")  # outputs of /baseline after the gr.State
 DOWNLOADS = ("round_dl", "session_dl", "html_dl")
 RUN_FIGURES_EVERY = 5  # rounds between session-figure updates during a Run
@@ -80,6 +80,9 @@ def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str
             c["children"] = gr.Number(BuilderConfig.children, precision=0, label="K children", min_width=70)
             c["width"] = gr.Number(BuilderConfig.width, precision=0, label="W width", min_width=70)
         c["branching"] = gr.Textbox(",".join(map(str, BuilderConfig.branching)), label="static branching per depth")
+        c["stop_below"] = gr.Number(start.stop_below, label="sampled chain: stop below p (0 = off)",
+                                    info="the chain ends after a token the draft gave less than p; H is its longest "
+                                         "(the sampled builder with auto off)", elem_id="stop-below")
         c["verifier"] = gr.Radio(verifiers, value=start.verifier, label="verifier")
         c["max_new_tokens"] = gr.Number(DecodeConfig.max_new_tokens, precision=0, label="max new tokens")
     return c

@@ -17,19 +17,21 @@ def run_name(st: AppState) -> str:
     meta = st.meta or {}
     if st.cfg is not None:
         c = st.cfg
-        t, kind, budget, depth, auto = (c.sampling.temperature, c.builder.kind, c.builder.budget, c.builder.depth,
-                                        c.builder.auto)
+        t, kind, budget, depth, auto, stop = (c.sampling.temperature, c.builder.kind, c.builder.budget,
+                                              c.builder.depth, c.builder.auto, c.builder.stop_below)
         verifier, seed = c.verifier, c.seed
     else:
         s, b = meta.get("sampling") or {}, meta.get("builder") or {}
-        t, kind, budget, depth, auto = (s.get("temperature"), b.get("kind"), b.get("budget"), b.get("depth"),
-                                        b.get("auto"))
+        t, kind, budget, depth, auto, stop = (s.get("temperature"), b.get("kind"), b.get("budget"), b.get("depth"),
+                                              b.get("auto"), b.get("stop_below"))
         verifier, seed = meta.get("verifier"), meta.get("seed")
     start = " ".join(st.prompt.split())[:24]
     if kind is None and verifier is None:
         return f"“{start}” · a {st.kind} file, {len(st.rounds)} rounds"
     draft = str(meta.get("draft") or "?").rstrip("/").split("/")[-1]
     size = f"B auto≤{budget}" if auto else f"B {budget}"
+    if kind == "sampled" and isinstance(stop, (int, float)) and stop > 0:
+        size = f"stop<{stop:g}"  # a stopped chain: no budget, H its longest
     temperature = f"T {t:g}" if isinstance(t, (int, float)) else "T ?"
     return f"“{start}” · {draft} · {kind} {size} H {depth} · {temperature} · {verifier} · seed {seed}"
 

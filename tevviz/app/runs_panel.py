@@ -24,7 +24,7 @@ SETTING_FIELDS = {"temperature": ("sampling", "temperature"), "top_k": ("samplin
                   "top_p": ("sampling", "top_p"), "builder": ("builder", "kind"), "budget": ("builder", "budget"),
                   "depth": ("builder", "depth"), "children": ("builder", "children"), "width": ("builder", "width"),
                   "auto_budget": ("builder", "auto"), "verifier": ("verifier",), "seed": ("seed",),
-                  "max_new_tokens": ("max_new_tokens",), "chat": ("chat",)}
+                  "max_new_tokens": ("max_new_tokens",), "chat": ("chat",), "stop_below": ("builder", "stop_below")}
 
 
 def settings_values(meta: dict) -> dict:

@@ -159,7 +159,8 @@ def widget_settings(st: AppState) -> dict:
             "budget": builder.get("budget"), "depth": builder.get("depth"), "children": builder.get("children"),
             "width": builder.get("width"), "branching": ",".join(map(str, builder.get("branching") or [])),
             "verifier": meta.get("verifier"), "max_new_tokens": meta.get("max_new_tokens"),
-            "chat": bool(meta.get("chat")), "auto_budget": bool(builder.get("auto"))}
+            "chat": bool(meta.get("chat")), "auto_budget": bool(builder.get("auto")),
+            "stop_below": builder.get("stop_below") or 0.0}
 
 
 @dataclass

@@ -50,8 +50,10 @@ def _float(x, name: str) -> float:
 
 def decode_settings(prompt: str, temperature: float, top_k: int, top_p: float, seed: int, builder: str,
                     budget: int, depth: int, children: int, width: int, branching: str, verifier: str,
-                    max_new_tokens: int, chat: bool = False, auto_budget: bool = False) -> tuple[str, DecodeConfig]:
-    """The prompt and the DecodeConfig that the settings widgets describe (raises TevvizError)."""
+                    max_new_tokens: int, chat: bool = False, auto_budget: bool = False,
+                    stop_below: float = 0.0) -> tuple[str, DecodeConfig]:
+    """The prompt and the DecodeConfig that the settings widgets describe (raises TevvizError). `stop_below` is the
+    sampled builder's; other trees leave it, as they leave the static branching."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise TevvizError("the prompt is empty")
     try:
@@ -60,9 +62,11 @@ def decode_settings(prompt: str, temperature: float, top_k: int, top_p: float, s
         raise TevvizError(f"static branching must be comma-separated integers, got {branching!r}") from None
     sampling = SamplingConfig(temperature=_float(temperature, "temperature"), top_k=_int(top_k, "top-k"),
                               top_p=_float(top_p, "top-p"))
+    stops = builder == "sampled"  # with auto on, BuilderConfig says why a stop does not apply
     tree = BuilderConfig(kind=builder, budget=_int(budget, "budget B"), depth=_int(depth, "depth H"),
                          children=_int(children, "children K"), width=_int(width, "width W"), branching=shape,
-                         auto=bool(auto_budget))
+                         auto=bool(auto_budget),
+                         stop_below=_float(stop_below or 0.0, "stop below p") if stops else 0.0)
     cfg = DecodeConfig(sampling=sampling, builder=tree, verifier=verifier,
                        max_new_tokens=_int(max_new_tokens, "max new tokens"), seed=_int(seed, "seed"),
                        chat=bool(chat))

@@ -27,7 +27,7 @@ from ..load.models import ModelPair
 from ..records.draft_rows import TEXT_RANKS
 from ..records.records import RoundRecord
 from ..verify.verifiers import Decision, Verifier, get_verifier
-from .sizing import AutoSizing, ConfidenceStop, MixedSizing, RoundPlan, make_sizing
+from .sizing import AutoSizing, MixedSizing, RoundPlan, make_sizing
 from .target_pass import TargetPass
 
 MAX_NEW_TOKENS = 8192
@@ -111,7 +111,7 @@ class DecodeSession:
     """Tree decoding of one prompt, one round per `step()`."""
 
     def __init__(self, pair: ModelPair, prompt_ids: list[int], cfg: DecodeConfig, keep_rounds: int | None = None,
-                 cost_model: AutoBudget | MixedBudget | ConfidenceStop | None = None):
+                 cost_model: AutoBudget | MixedBudget | None = None):
         if not prompt_ids:
             raise TevvizError("the prompt is empty")
         vocab = self.vocab = pair.target.get_output_embeddings().weight.shape[0]
@@ -141,7 +141,7 @@ class DecodeSession:
         self.reading = reading_of(pair)  # the target states the drafter reads and why (None: it reads none)
         self._round_at: dict[int, tuple[int, int]] = {}  # round index -> (stream length at its start, its depth cap)
         # --budget auto and the mixed builder: an online cost model; one passed in carries what earlier sessions on
-        # the same models and machine measured (its limits are this session's). A ConfidenceStop: sizing.py.
+        # the same models and machine measured (its limits are this session's).
         self.sizing = make_sizing(RoundPlan(cfg.builder, cfg.verifier, cfg.verify), cost_model)
         features = None
         if len(prompt_ids) > 1:

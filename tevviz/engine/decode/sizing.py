@@ -1,5 +1,5 @@
-"""How a session sizes each round: fixed settings, the --budget auto cost model, the mixed builder's arm choice, or
-(a prototype, no default) a greedy sampled chain stopped where the draft is unsure, as HF assisted generation stops.
+"""How a session sizes each round: fixed settings, the --budget auto cost model, or the mixed builder's arm choice.
+(A sampled chain stopped where the draft is unsure sizes itself as it is drawn: BuilderConfig.stop_below.)
 
 One policy behind the session: `round()` before a round says which builder, verifier and plan it runs;
 `observe()` after it feeds the round's record back and returns what the round's record shows of its sizing.
@@ -98,40 +98,8 @@ class MixedSizing:
         return replace(sizing, chain=rp.arm == "sampled", **self.model.summary())
 
 
-@dataclass(frozen=True)
-class ConfidenceStop:
-    """Passed to a session as its cost model: each round's sampled chain (T = 0) ends after the first token the draft's
-    softmax gives less than `threshold`, the builder's depth its limit (HF's assistant_confidence_threshold is 0.4)."""
-
-    threshold: float = 0.4
-
-    def __post_init__(self):
-        c = self.threshold
-        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
-            raise TevvizError(f"a confidence stop's threshold must be a number in (0, 1), got {c!r}")
-
-
-@dataclass(frozen=True)
-class StoppedChain(BuilderConfig):
-    """A sampled chain's settings with its stop (builders.py reads `stop_below`); made by `stopped`, never saved."""
-
-    stop_below: float = 0.0
-
-
-def stopped(settings: RoundPlan, stop: ConfidenceStop) -> RoundPlan:
-    """The settings with a ConfidenceStop's chain: every round a sampled chain of the builder's depth, stopped."""
-    b = settings.builder
-    if b.kind != "sampled" or b.auto:
-        raise TevvizError("a confidence stop ends sampled chains of a fixed depth: use the sampled builder "
-                          "without an automatic budget")
-    fields = {k: getattr(b, k) for k in b.__dataclass_fields__}
-    return replace(settings, builder=StoppedChain(**fields, stop_below=stop.threshold))
-
-
 def make_sizing(settings: RoundPlan, cost_model=None) -> FixedSizing | AutoSizing | MixedSizing:
     """The sizing policy a session's settings (its builder and verifier, resolved) call for."""
-    if isinstance(cost_model, ConfidenceStop):
-        return FixedSizing(stopped(settings, cost_model))
     if settings.builder.spec.auto_only:
         return MixedSizing(settings, cost_model)
     if settings.builder.auto:

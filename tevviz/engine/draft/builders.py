@@ -74,6 +74,10 @@ class BuilderConfig:
     # paths lower, so trees grow wider; which tokens a node's children are does not change. Node q stays q.
     # Auto-sized trees rank nodes by their learnt acceptance table instead, which this does not touch.
     draft_temperature: float = 1.0
+    # The sampled builder's stop (0: none): a chain ends after the first token drawn where the draft's top
+    # probability is below this, its depth H the limit (HF assisted generation's confidence threshold). Exact at any
+    # temperature: whether to draw on depends on the tokens drawn so far only, and every drawn token is kept.
+    stop_below: float = 0.0
 
     def __post_init__(self):
         kind = builder_kind(self.kind)  # a clear error for an unknown name
@@ -97,6 +101,12 @@ class BuilderConfig:
         if self.kind == "sampled" and t != 1:
             raise TevvizError("a draft temperature ranks best-first trees' paths; a sampled chain draws from the "
                               "decoding's own sampling law (the speculative verifier's q), so leave it at 1")
+        c = self.stop_below
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c < 1:
+            raise TevvizError(f"stop below must be a probability in [0, 1) (0: no stop), got {c!r}")
+        if c and (self.kind != "sampled" or self.auto):
+            raise TevvizError("stop below ends sampled chains of a fixed depth: use the sampled builder without an "
+                              "automatic budget (H is then the chain's longest)")
         if self.kind == "static":
             b = self.branching
             if not b or len(b) > MAX_DEPTH or any(not isinstance(x, int) or x < 1 or x > MAX_CHILDREN for x in b):
@@ -221,7 +231,7 @@ def draft_levels(step: LevelStep, pending: list[int], cfg: BuilderConfig, max_de
         if sampling is None or gen is None:
             raise TevvizError("a sampled chain needs the sampling settings and a generator")
         return _sampled_chain(step, ids[-1:], logits, base, H, plan, sampling, gen, width, len(pending) - 1,
-                              getattr(cfg, "stop_below", 0.0))
+                              cfg.stop_below)
     # A kept tree of B nodes is at most B deep (scores fall along paths, ties keep ancestors first),
     # so levels below that would be drafted for nothing.
     H = min(H, cfg.keep)
@@ -330,14 +340,11 @@ def _sampled_chain(step: LevelStep, root: torch.Tensor, logits: torch.Tensor, ba
     """A chain of H tokens, each drawn from the draft's processed law below the previous one.
 
     The laws drawn from travel with the tree (`draft_probs`): the speculative verifier accepts node v with
-    probability min(1, p(x_v) / q(x_v)) and needs q. The depth is fixed before the first draw (a plan's forced
-    depth): keeping or dropping a token by its own q would draw the kept ones from another law than q. Not so
-    at T = 0 (`stop_below`): a node is accepted when it is the target's argmax, whatever set the chain's length.
+    probability min(1, p(x_v) / q(x_v)) and needs q. A plan fixes the depth before the first draw: keeping or
+    dropping a token by its own q would draw the kept ones from another law than q. `stop_below` only ends the
+    chain after a token, on the draft's law that token came from: every drawn token is kept and drawn from q, and
+    whether the chain goes on depends on the tokens before it, so each position is still verified against its q.
     """
-    # stop_below comes from decode/sizing.py's StoppedChain (a ConfidenceStop's rounds); q is one-hot at T = 0: the
-    # stop reads the softmax
-    if stop_below and not sampling.greedy:
-        raise TevvizError("stop_below ends chains of greedy decoding only (T = 0): at T > 0 it would bias the draws")
     device = step.device
     if plan is not None:  # it gives the depth; the chain's reach stays the draft's own (its table is for trees)
         if plan.forced_budget is None:
@@ -355,7 +362,8 @@ def _sampled_chain(step: LevelStep, root: torch.Tensor, logits: torch.Tensor, ba
         laws.append(q)
         logq.append(lq)
         reach.append(reach[-1] + lq)
-        if d == H or (stop_below and float(torch.softmax(logits[..., :width].float(), -1).max()) < stop_below):
+        # The raw softmax, not q: at T = 0 q is one-hot and says nothing of how sure the draft is.
+        if d == H or (stop_below and _top_probability(logits[..., :width]) < stop_below):
             break
         # A chain node sees the whole cache and every earlier chain slot: a causal row.
         source = torch.full((1,), root_row if d == 1 else 0, dtype=torch.long, device=device)  # the row that drew x
@@ -369,6 +377,12 @@ def _sampled_chain(step: LevelStep, root: torch.Tensor, logits: torch.Tensor, ba
     depth = torch.arange(n, device=device)
     tree = DraftTree(torch.cat(tokens), depth - 1, depth, lq, torch.cumsum(lq, 0), torch.cat(laws))
     return DraftResult(tree, slot, base, levels, torch.zeros(n, dtype=torch.long, device=device), torch.cat(reach))
+
+
+def _top_probability(logits: torch.Tensor) -> float:
+    """The draft's largest softmax probability in a (1, V) row, as exp(max - logsumexp): no softmax over V."""
+    row = logits.float().flatten()
+    return float(torch.exp(row.max() - torch.logsumexp(row, 0)))
 
 
 def root_only(root: int, base: int, device) -> DraftResult:

@@ -31,15 +31,19 @@ def cache_root() -> Path:
 @dataclass(frozen=True)
 class DecodeDefaults:
     """The decoding settings a pair starts with at one temperature: its builder, verifier, budget B (or "auto": sized
-    each round by the cost model, whose floor is a plain target step) and depth H."""
+    each round by the cost model, whose floor is a plain target step), depth H and a sampled chain's stop (0: none;
+    BuilderConfig.stop_below)."""
 
     builder: str = "best-first"
     verifier: str = "tev"
     budget: int | str = "auto"
     depth: int = 6
+    stop_below: float = 0.0
 
     def describe(self) -> str:
         size = "--budget auto" if self.budget == "auto" else f"B = {self.budget}"
+        if self.stop_below:  # a stopped chain: no budget, H its longest
+            return f"{self.builder} + {self.verifier}, H <= {self.depth}, stopped below p = {self.stop_below:g}"
         return f"{self.builder} + {self.verifier}, {size}, H = {self.depth}"
 
 
@@ -186,13 +190,15 @@ def pair_of_target(target: str | os.PathLike | None) -> NamedPair | None:
 
 def decode_start(named: NamedPair | None, temperature: float, kind, own_depth: int | None = None, *,
                  builder: str | None = None, verifier: str | None = None, budget: int | str | None = None,
-                 depth: int | None = None) -> DecodeDefaults:
+                 depth: int | None = None, stop_below: float | None = None) -> DecodeDefaults:
     """The settings a decode runs with: the user's (`builder` ... `depth`, None where not given) and for the rest the
     named pair's measured best at `temperature`, or, for another pair or where those do not apply, --budget auto on
     the drafter's own builder (B = FIXED_BUDGET where that builder does not size itself) under TEV.
 
     The measured best is one setting: it applies when the drafter (of `kind`, a DrafterKind; `own_depth` its natural
-    depth) takes its builder and the user names no other builder or verifier, nor a fixed B where it sizes itself."""
+    depth) takes its builder and the user names no other builder or verifier, nor a fixed B where it sizes itself.
+    Its stop (a sampled chain's) stays unless the user gives one or asks for --budget auto (that sizes chains); a
+    stop the user gives on a self-sized setting fixes its budget."""
     from ..draft.builder_kinds import builder_kind
     from ..draft.drafters import default_tree
 
@@ -205,9 +211,12 @@ def decode_start(named: NamedPair | None, temperature: float, kind, own_depth: i
         base = DecodeDefaults(builder=name, verifier=OTHER_PAIR_DEFAULTS.verifier,
                               budget=OTHER_PAIR_DEFAULTS.budget if spec.auto else spec.budget or FIXED_BUDGET,
                               depth=natural or OTHER_PAIR_DEFAULTS.depth)
-    return DecodeDefaults(builder=builder or base.builder, verifier=verifier or base.verifier,
-                          budget=base.budget if budget is None else budget,
-                          depth=base.depth if depth is None else depth)
+    if budget is None:  # a stop the user gives sizes the chain itself, in place of the cost model
+        budget = FIXED_BUDGET if stop_below and base.budget == "auto" else base.budget
+    if stop_below is None:
+        stop_below = base.stop_below if budget != "auto" else 0.0
+    return DecodeDefaults(builder=builder or base.builder, verifier=verifier or base.verifier, budget=budget,
+                          depth=base.depth if depth is None else depth, stop_below=stop_below)
 
 
 def _applies(best: DecodeDefaults, kind, builder, verifier, budget) -> bool:
