@@ -15,7 +15,6 @@ import os
 import threading
 import weakref
 from contextlib import contextmanager
-from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -80,14 +79,25 @@ def same_logits(got: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> boo
     return bool(((got.float() - ref.float()).abs().max() <= tol * max(1.0, ref.float().abs().max().item())).item())
 
 
-def _forward(linear: torch.nn.Linear, input: torch.Tensor) -> torch.Tensor:  # `input`: nn.Linear's own name
-    return layer_rows(input, linear.weight, linear.bias)
+def _shadow(linear: torch.nn.Linear):
+    """The layer's `forward` within a block: `layer_rows` on its parameters as they are at each call, with no frame
+    between (a pass calls ~100 of them, at a few microseconds each)."""
+    params = linear._parameters
+
+    def forward(input: torch.Tensor) -> torch.Tensor:  # `input`: nn.Linear's own name
+        weight, bias = params["weight"], params["bias"]
+        d = input.shape[-1]
+        rows = input.numel() // d if d else 0
+        if input.is_cpu and pays(rows, weight):
+            return _transposed(input.reshape(rows, d), weight, bias).view(*input.shape[:-1], weight.shape[0])
+        return F.linear(input, weight, bias)
+    return forward
 
 
 _LOCK = threading.Lock()
-# module -> its nn.Linear layers, listed once (a layer swapped in later is not shadowed; it runs `linear`)
-_LINEARS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_HELD: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # linear -> how many open blocks shadow it
+# module -> its nn.Linear layers and their shadows, made once (a layer swapped in later is not shadowed: `linear`)
+_SHADOWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_HELD = "_tevviz_few_rows_held"  # in a shadowed layer's __dict__: how many open blocks shadow it
 
 
 @contextmanager
@@ -99,24 +109,26 @@ def few_rows(module: torch.nn.Module):
     has a `forward` of its own (a hook, a wrapper) keeps it. The shadow is per instance, not per thread: a call on
     the same model from another thread while a block is open takes the transposed product too."""
     with _LOCK:
-        if module not in _LINEARS:
-            _LINEARS[module] = [m for m in module.modules() if type(m) is torch.nn.Linear]
-        linears = _LINEARS[module]
-        for linear in linears:
-            held = _HELD.get(linear, 0)
+        shadows = _SHADOWS.get(module)
+        if shadows is None:
+            shadows = _SHADOWS[module] = [(m, _shadow(m)) for m in module.modules() if type(m) is torch.nn.Linear]
+        for linear, shadow in shadows:
+            own = linear.__dict__
+            held = own.get(_HELD, 0)
             if held == 0:
-                if "forward" in linear.__dict__:
+                if "forward" in own:
                     continue
-                linear.__dict__["forward"] = partial(_forward, linear)
-            _HELD[linear] = held + 1
+                own["forward"] = shadow
+            own[_HELD] = held + 1
     try:
         yield
     finally:
         with _LOCK:
-            for linear in linears:
-                held = _HELD.get(linear, 0)
+            for linear, _ in shadows:
+                own = linear.__dict__
+                held = own.get(_HELD, 0)
                 if held == 1:
-                    del _HELD[linear]
-                    linear.__dict__.pop("forward", None)
+                    del own[_HELD]
+                    own.pop("forward", None)
                 elif held > 1:
-                    _HELD[linear] = held - 1
+                    own[_HELD] = held - 1

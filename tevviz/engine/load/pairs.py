@@ -140,6 +140,15 @@ STDLIB_DEFAULTS = DecodeDefaults(builder="sampled", verifier="speculative", budg
 # the output layer alone transposed: end_to_end_smollm2_head_rows_{eval,freeform}_2026-12-04.json).
 SMOLLM2_DEFAULTS = STDLIB_DEFAULTS
 
+# SmolLM2 at T = 0: a sampled chain (greedy at T = 0: the draft's own path) of up to 8 tokens, ended after the first
+# token the drafter gave less than 0.4 (BuilderConfig.stop_below; HF assisted generation's threshold). The budget
+# is unused by a chain. 8 held-out prompts x 64 tokens, one thread, interleaved: 1.42x the best `generate` against
+# 1.21x for the chain sized by --budget auto on the templated set, 1.28x against 1.19x on the free-form set.
+# benchmarks/results/end_to_end_smollm2_confidence_stop_eval_T0_2026-12-04.json and
+# benchmarks/results/end_to_end_smollm2_confidence_stop_freeform_T0_2026-12-04.json.
+SMOLLM2_GREEDY = DecodeDefaults(builder="sampled", verifier="speculative", budget=FIXED_BUDGET, depth=8,
+                                stop_below=0.4)
+
 NAMED_PAIRS: dict[str, NamedPair] = {
     p.name: p
     for p in (
@@ -148,7 +157,7 @@ NAMED_PAIRS: dict[str, NamedPair] = {
                   "tevviz-stdlib-target",
                   ("tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain", "tevviz-stdlib-block-draft"),
                   greedy=STDLIB_DEFAULTS, sampled=STDLIB_DEFAULTS),
-        # SmolLM2: SMOLLM2_DEFAULTS at every temperature.
+        # SmolLM2: SMOLLM2_GREEDY at T = 0, SMOLLM2_DEFAULTS at T > 0.
         # The autoregressive drafter first: the faster of the two on both held-out sets at T = 0 and 1 with
         # --budget auto (benchmarks/results/which_smollm2_drafter_pays_shipped_block_2026-12-03.json). The EAGLE-3
         # head last: its tau at B = 16 is 0.96x the autoregressive drafter's on the templated set and 0.97x on the
@@ -158,7 +167,7 @@ NAMED_PAIRS: dict[str, NamedPair] = {
                              "(autoregressive; block; EAGLE-3 head)",
                   "SmolLM2-135M-Instruct",
                   ("tevviz-smollm2-draft", "tevviz-smollm2-block-draft", "tevviz-smollm2-eagle3-head"), fetched=True,
-                  prompts="prompts_chat.jsonl", chat=True, greedy=SMOLLM2_DEFAULTS, sampled=SMOLLM2_DEFAULTS,
+                  prompts="prompts_chat.jsonl", chat=True, greedy=SMOLLM2_GREEDY, sampled=SMOLLM2_DEFAULTS,
                   held_out=(("freeform", "scan_prompts/smollm2_freeform.jsonl"),)),
     )
 }
