@@ -231,10 +231,11 @@ def test_the_users_stop_wins_and_a_self_sized_chain_or_another_builder_drops_the
 
 
 def test_a_stop_given_on_a_self_sized_chain_sizes_it_in_place_of_the_cost_model():
-    """On the stdlib pair's own default (a sampled chain, --budget auto) --stop-below alone is enough."""
-    assert decode_defaults(STDLIB, 0.0).budget == "auto"
-    assert settings(cli_config("--stop-below", "0.3")) == replace(decode_defaults(STDLIB, 0.0), budget=FIXED_BUDGET,
-                                                                  stop_below=0.3)
+    """On the stdlib pair's own default at T = 1 (a sampled chain, --budget auto) --stop-below alone is enough."""
+    sampling = decode_defaults(STDLIB, 1.0)
+    assert sampling.budget == "auto" and sampling.builder == "sampled"
+    got = settings(cli_config("--temperature", "1", "--stop-below", "0.3"))
+    assert got == replace(sampling, budget=FIXED_BUDGET, stop_below=0.3)
 
 
 @pytest.mark.parametrize("argv, said", [
