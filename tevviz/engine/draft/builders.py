@@ -105,8 +105,8 @@ class BuilderConfig:
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c < 1:
             raise TevvizError(f"stop below must be a probability in [0, 1) (0: no stop), got {c!r}")
         if c and (self.kind != "sampled" or self.auto):
-            raise TevvizError("stop below ends sampled chains of a fixed depth: use the sampled builder without an "
-                              "automatic budget (H is then the chain's longest)")
+            raise TevvizError("stop below ends sampled chains of a fixed depth: use the sampled builder with the "
+                              "automatic budget off (H is then the chain's longest), or set the stop to 0")
         if self.kind == "static":
             b = self.branching
             if not b or len(b) > MAX_DEPTH or any(not isinstance(x, int) or x < 1 or x > MAX_CHILDREN for x in b):
