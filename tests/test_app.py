@@ -401,7 +401,8 @@ def test_a_stopped_chain_from_the_settings_is_drawn_saved_and_refused_with_auto(
         assert out[OUT["error"]] == "", out[OUT["error"]]
     session = exported_session(c)
     assert session.meta["builder"]["stop_below"] == 0.3 and len(session.rounds) == 3
-    assert all(max(r.depths) <= 8 for r in session.rounds)
+    # The tiny drafter's top probabilities are 0.03 to 0.1: every chain stops after its first token, far short of H.
+    assert all(max(r.depths) == 1 for r in session.rounds)
     out = c.predict(builder="sampled", verifier="speculative", auto_budget=True, depth=8, stop_below=0.3,
                     api_name="/step")
     assert "stop below ends sampled chains of a fixed depth" in out[OUT["error"]]

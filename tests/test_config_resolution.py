@@ -59,7 +59,8 @@ def test_the_resolved_kinds_stay_out_of_equality_repr_and_the_json():
     assert a == b and hash(a) == hash(b) and a.builder.spec is b.builder.spec
     assert "spec" not in repr(a) and "verify=" not in repr(a) and "function" not in repr(a)
     assert asdict(a.builder) == {"kind": "best-first", "budget": 32, "depth": 6, "children": 8, "width": 8,
-                                 "branching": (4, 2, 2, 1, 1), "auto": False, "draft_temperature": 1.0}
+                                 "branching": (4, 2, 2, 1, 1), "auto": False, "draft_temperature": 1.0,
+                                 "stop_below": 0.0}
     assert set(asdict(a)) == {"sampling", "builder", "verifier", "max_new_tokens", "seed", "stop_on_eos",
                               "missing_top", "chat", "optimal"}
 

@@ -226,6 +226,8 @@ def test_the_users_stop_wins_and_a_self_sized_chain_or_another_builder_drops_the
     assert settings(cli_config("--depth", "5")) == replace(STOPPED, depth=5)  # H stays the stop's limit
     assert settings(cli_config("--budget", "auto")) == replace(STOPPED, budget="auto", stop_below=0.0)
     assert settings(cli_config("--builder", "best-first")) == DecodeDefaults("best-first", "tev", "auto", 6)
+    # A fixed B, which a chain has no use for, asks for a tree of that size: the general defaults, as elsewhere.
+    assert settings(cli_config("--budget", "16")) == DecodeDefaults("best-first", "tev", 16, 6)
     s = tevviz.session(stdlib_pair, "def f(x):", stop_below=0.1, depth=3)
     assert s.cfg.builder.stop_below == 0.1 and s.cfg.builder.depth == 3
 
@@ -236,6 +238,16 @@ def test_a_stop_given_on_a_self_sized_chain_sizes_it_in_place_of_the_cost_model(
     assert sampling.budget == "auto" and sampling.builder == "sampled"
     got = settings(cli_config("--temperature", "1", "--stop-below", "0.3"))
     assert got == replace(sampling, budget=FIXED_BUDGET, stop_below=0.3)
+
+
+def test_a_run_saved_before_chains_had_a_stop_reopens_without_one():
+    """Reopening a run sets the Decode tab's boxes to its settings: one saved without `stop_below` had no stop."""
+    from tevviz.app.runs_panel import settings_values
+
+    old = {"builder": {"kind": "sampled", "budget": 32, "depth": 4, "auto": False}}
+    assert settings_values(old)["stop_below"] == 0.0
+    assert settings_values({"builder": {**old["builder"], "stop_below": 0.4}})["stop_below"] == 0.4
+    assert "stop_below" not in settings_values({})  # a file without settings leaves the box as it is
 
 
 @pytest.mark.parametrize("argv, said", [

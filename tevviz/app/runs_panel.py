@@ -36,6 +36,8 @@ def settings_values(meta: dict) -> dict:
             value = value.get(key) if isinstance(value, dict) else None
         if value is not None:
             out[name] = value
+    if isinstance(meta.get("builder"), dict) and "stop_below" not in meta["builder"]:
+        out["stop_below"] = 0.0  # a run saved before chains had a stop had none
     branching = (meta.get("builder") or {}).get("branching")
     if isinstance(branching, list):
         out["branching"] = ",".join(map(str, branching))

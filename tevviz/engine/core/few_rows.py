@@ -15,6 +15,7 @@ import os
 import threading
 import weakref
 from contextlib import contextmanager
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -79,19 +80,15 @@ def same_logits(got: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> boo
     return bool(((got.float() - ref.float()).abs().max() <= tol * max(1.0, ref.float().abs().max().item())).item())
 
 
-def _shadow(linear: torch.nn.Linear):
-    """The layer's `forward` within a block: `layer_rows` on its parameters as they are at each call, with no frame
-    between (a pass calls ~100 of them, at a few microseconds each)."""
-    params = linear._parameters
-
-    def forward(input: torch.Tensor) -> torch.Tensor:  # `input`: nn.Linear's own name
-        weight, bias = params["weight"], params["bias"]
-        d = input.shape[-1]
-        rows = input.numel() // d if d else 0
-        if input.is_cpu and pays(rows, weight):
-            return _transposed(input.reshape(rows, d), weight, bias).view(*input.shape[:-1], weight.shape[0])
-        return F.linear(input, weight, bias)
-    return forward
+def _forward(linear: torch.nn.Linear, input: torch.Tensor) -> torch.Tensor:  # `input`: nn.Linear's own name
+    """A layer's `forward` within a block: `layer_rows` on its weight and bias as they are at each call (a
+    parametrised weight too), without a frame between (a pass calls ~100 of them, at a few microseconds each)."""
+    weight, bias = linear.weight, linear.bias
+    d = input.shape[-1]
+    rows = input.numel() // d if d else 0
+    if input.is_cpu and pays(rows, weight):
+        return _transposed(input.reshape(rows, d), weight, bias).view(*input.shape[:-1], weight.shape[0])
+    return F.linear(input, weight, bias)
 
 
 _LOCK = threading.Lock()
@@ -111,7 +108,9 @@ def few_rows(module: torch.nn.Module):
     with _LOCK:
         shadows = _SHADOWS.get(module)
         if shadows is None:
-            shadows = _SHADOWS[module] = [(m, _shadow(m)) for m in module.modules() if type(m) is torch.nn.Linear]
+            # partial, not a closure: a copy of a layer taken inside a block (deepcopy, pickle) binds to the copy
+            shadows = _SHADOWS[module] = [(m, partial(_forward, m)) for m in module.modules()
+                                          if type(m) is torch.nn.Linear]
         for linear, shadow in shadows:
             own = linear.__dict__
             held = own.get(_HELD, 0)

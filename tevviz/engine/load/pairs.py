@@ -131,7 +131,7 @@ STDLIB_DEFAULTS = DecodeDefaults(builder="sampled", verifier="speculative", budg
 # The stdlib pair at T = 0: a sampled chain (at T = 0 the drafter's own path) of up to 8 tokens, ended after the first
 # token the drafter gave less than 0.4 (BuilderConfig.stop_below; HF assisted generation's threshold); a chain uses no
 # budget. 8 eval prompts x 64 tokens, one thread, interleaved, quiet, two runs: 1.81x and 1.76x the best `generate`
-# against 1.66x and 1.75x for the auto-sized chain (tau 2.91 against 2.17-2.20): ahead twice, the second time by less
+# against 1.66x and 1.75x for the auto-sized chain (tau 2.91 against 2.16-2.20): ahead twice, the second time by less
 # than two rows of one setting differed by in that run (1.43x / 1.52x at T = 1).
 # benchmarks/results/end_to_end_stdlib_stop_T01_2026-12-04.json and
 # benchmarks/results/end_to_end_stdlib_stop_default_T01_2026-12-04.json. At T = 1 it read 1.50x / 1.44x against
@@ -151,7 +151,7 @@ STOPPED_CHAIN = DecodeDefaults(builder="sampled", verifier="speculative", budget
 SMOLLM2_DEFAULTS = STDLIB_DEFAULTS
 
 # SmolLM2 at T = 0: STOPPED_CHAIN too. 8 held-out prompts x 64 tokens, one thread, interleaved: 1.42x the best
-# `generate` against 1.21x for the chain sized by --budget auto on the templated set, 1.28x against 1.19x on the
+# `generate` against 1.21x for the chain sized by --budget auto on the templated set, 1.28x against 1.18x on the
 # free-form set. benchmarks/results/end_to_end_smollm2_confidence_stop_eval_T0_2026-12-04.json and
 # benchmarks/results/end_to_end_smollm2_confidence_stop_freeform_T0_2026-12-04.json.
 SMOLLM2_GREEDY = STOPPED_CHAIN
@@ -239,6 +239,7 @@ def _applies(best: DecodeDefaults, kind, builder, verifier, budget) -> bool:
     """Whether a pair's measured best setting applies to this drafter and these user flags."""
     from ..draft.drafters import accepts
 
-    fixed_size = budget is not None and budget != "auto" and best.budget == "auto"
+    # A fixed B where the setting sizes itself, by the cost model or by its chain's stop, is another setting.
+    fixed_size = budget is not None and budget != "auto" and (best.budget == "auto" or best.stop_below > 0)
     return (accepts(best.builder, kind) and builder in (None, best.builder) and verifier in (None, best.verifier)
             and not fixed_size)
