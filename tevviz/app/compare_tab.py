@@ -115,7 +115,10 @@ def compare_tab(ctl: Controller, state: gr.State, error, settings: dict, verifie
                 cfg = decode_settings(**{**values, "verifier": v, "builder": b, "budget": nodes,
                                          "auto_budget": False})[1]
                 shown = Path(draft_path.strip()).name if draft_path and draft_path.strip() else ""
-                name = f"{label}: {v}, {b}, B={nodes}" + (f", draft {shown}" if shown else "")
+                # A chain keeps no budget; a stopped one takes the Decode tab's stop and H as its longest.
+                size = (f"stop<{cfg.builder.stop_below:g} H<={cfg.builder.depth}" if cfg.builder.stop_below
+                        else f"B={nodes}")
+                name = f"{label}: {v}, {b}, {size}" + (f", draft {shown}" if shown else "")
                 out.append(ctl.decode_all(prompt, cfg, (draft_path or "").strip(), name, progress, sid=current(st).sid))
         except TevvizError as e:
             return failed(error, e)
