@@ -272,6 +272,23 @@ def test_speculative_commits_the_targets_law_after_top_p_and_top_k(setting):
     assert mean_len == pytest.approx(exact, abs=0.035)
 
 
+@pytest.mark.parametrize("setting", [*LAW_SETTINGS, *NUCLEUS_SETTINGS])
+def test_speculative_gives_the_chains_exit_law_as_the_logits_do(setting):
+    """The speculative verifier hands the round's record the tree's exit law from the edges it read; it is the law
+    the record would compute from the logits (temperature, top-k and top-p applied)."""
+    from tevviz.engine.core.exit_law import exit_law_from_logits
+
+    cfg = {**LAW_SETTINGS, **NUCLEUS_SETTINGS}[setting]
+    for x1 in range(V):
+        for x2 in range(V):
+            if Q0[x1] * Q1[x1, x2] > 0:
+                tree, logits = chain_round(x1, x2)
+                got = VERIFIERS["speculative"](tree, logits, cfg, torch.Generator().manual_seed(0)).exit_law
+                want = exit_law_from_logits(tree, logits, cfg)
+                for name in ("p_edge", "P", "rho", "w"):
+                    assert torch.allclose(getattr(got, name), getattr(want, name), atol=1e-6), (x1, x2, name)
+
+
 def test_tev_on_a_sampled_chain_is_exact_but_accepts_less():
     """The tree being drawn independently of the target's draws, TEV stays exact on it; its block is shorter."""
     def tev_with_accept(tree, logits, cfg, gen, anc=None):

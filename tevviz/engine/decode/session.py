@@ -132,11 +132,13 @@ class DecodeSession:
         self.done = False
         self.notice = ""  # said to the user when the session trims or stops early
         self._stop = stop_ids(pair) if cfg.stop_on_eos else set()
+        self._known_texts: dict[int, str] = {}  # token id -> its text alone (a round decodes only ids new to it)
         self.device = pair.target.device
         # Each role its own stream, derived by hashing: consecutive seeds share no draws (engine/core/seeds.py).
         self.gen = torch.Generator(device=self.device).manual_seed(stream_seed(cfg.seed, "verify"))
         self.target_cache = new_cache(pair.target)
         self.target_pass = TargetPass(pair.target)
+        self._mask_dtype = pair.target.dtype  # read once: the property walks the model's parameters
         self.drafter = make_drafter(pair, cfg.builder, stream_seed(cfg.seed, "draft"))
         self.reading = reading_of(pair)  # the target states the drafter reads and why (None: it reads none)
         self._round_at: dict[int, tuple[int, int]] = {}  # round index -> (stream length at its start, its depth cap)
@@ -242,7 +244,7 @@ class DecodeSession:
     # version counters and view tracking takes 6-15% off each small forward on a CPU.
     @torch.inference_mode()
     def _round(self) -> RoundRecord:
-        pair, cfg = self.pair, self.cfg
+        cfg = self.cfg
         t0 = time.perf_counter()
         cap = self._depth_cap()
         self._round_at[self.round_count] = (len(self.tokens), cap)
@@ -256,7 +258,7 @@ class DecodeSession:
         past = self.target_cache.get_seq_length()
         # The root alone (a round without a draft) is one query that sees the whole cache: no mask to build or
         # apply, as in plain decoding.
-        mask = None if tree.size == 1 else additive_mask(tree_visibility(anc, past), pair.target.dtype)
+        mask = None if tree.size == 1 else additive_mask(tree_visibility(anc, past), self._mask_dtype)
         out = self._target(tree.tokens.unsqueeze(0), mask, position_ids(tree, past))
         logits = out.logits[0]  # (N, V)
         _sync(self.device)
@@ -309,15 +311,23 @@ class DecodeSession:
                    if self.cfg.missing_top > 0 else [[] for _ in range(tree.size)])
         tokens = tree.tokens.tolist()
         return RoundRecord(
-            index=self.round_count, verifier=verifier, tokens=tokens, texts=_texts(tok, tokens),
+            index=self.round_count, verifier=verifier, tokens=tokens, texts=self._token_texts(tokens),
             parents=tree.parents.tolist(), depths=tree.depths.tolist(),
             draft_logprobs=tree.draft_logprobs.tolist(), scores=tree.scores.tolist(),
             p_edge=ex.p_edge.tolist(), P=ex.P.tolist(), rho=ex.rho.tolist(), w=ex.w.tolist(),
-            missing=missing, exit_node=exit_node, bonus_token=bonus, bonus_text=_texts(tok, [bonus])[0],
+            missing=missing, exit_node=exit_node, bonus_token=bonus, bonus_text=self._token_texts([bonus])[0],
             accepted=accepted, committed=committed, C_p=float(ex.C_p),
             accept=None if decision.accept is None else decision.accept.tolist(),
             draft_rows=None if drafted.rows is None else self._draft_rows(drafted.rows),
         )
+
+    def _token_texts(self, ids: list[int]) -> list[str]:
+        """Each token's text alone, decoded once a session."""
+        known = self._known_texts
+        new = [t for t in dict.fromkeys(ids) if t not in known]
+        if new:
+            known.update(zip(new, _texts(self.pair.tokenizer, new)))
+        return [known[t] for t in ids]
 
     def _draft_rows(self, rows: tuple[torch.Tensor, torch.Tensor]) -> list[list[dict]]:
         """A block round's rows its DDTree was built from, with texts for the ranks a person reads only (decoding

@@ -220,4 +220,7 @@ def speculative(tree, logits, cfg, gen, anc=None) -> Decision:
     drawn_from = torch.cat([q, torch.zeros_like(q[:1])]).index_select(0, at)[0]
     res = (row - drawn_from).clamp(min=0)  # below the last node nothing was drawn: p itself
     bonus = sample_categorical(_or_row(res, row), gen)
-    return Decision(node, bonus, accept=torch.cat([torch.ones(1, device=logits.device), accept.float()]))
+    one = torch.ones(1, device=logits.device)
+    # The tree's exit law (the record's target flow) from the edges read here, p_{v-1}(x_v): not normalised again.
+    ex = law.exit_law_from_edges(tree, torch.cat([one, px.float()]), anc)
+    return Decision(node, bonus, ex, accept=torch.cat([one, accept.float()]))
