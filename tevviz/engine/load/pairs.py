@@ -130,12 +130,13 @@ STDLIB_DEFAULTS = DecodeDefaults(builder="sampled", verifier="speculative", budg
 
 # The stdlib pair at T = 0: a sampled chain (at T = 0 the drafter's own path) of up to 8 tokens, ended after the first
 # token the drafter gave less than 0.4 (BuilderConfig.stop_below; HF assisted generation's threshold); a chain uses no
-# budget. 8 eval prompts x 64 tokens, one thread, interleaved, quiet, two runs: 1.81x and 1.76x the best `generate`
-# against 1.66x and 1.75x for the auto-sized chain (tau 2.91 against 2.16-2.20): ahead twice, the second time by less
-# than two rows of one setting differed by in that run (1.43x / 1.52x at T = 1).
-# benchmarks/results/end_to_end_stdlib_stop_T01_2026-12-04.json and
-# benchmarks/results/end_to_end_stdlib_stop_default_T01_2026-12-04.json. At T = 1 it read 1.50x / 1.44x against
-# 1.57x / 1.43-1.52x: no lead, so T > 0 keeps STDLIB_DEFAULTS.
+# budget. 8 eval prompts x 64 tokens, one thread, interleaved, quiet, three runs: 1.81x, 1.76x and 1.88x the best
+# `generate` against 1.66x, 1.75x and 1.78x for the auto-sized chain (tau 2.91 against 2.16-2.24): ahead each time,
+# the second time by less than two rows of one setting differed by in that run (1.43x / 1.52x at T = 1).
+# benchmarks/results/end_to_end_stdlib_stop_T01_2026-12-04.json,
+# benchmarks/results/end_to_end_stdlib_stop_default_T01_2026-12-04.json and
+# benchmarks/results/end_to_end_stdlib_round_work_T01_2026-12-04.json. At T = 1 it read 1.50x / 1.44x / 1.49x against
+# 1.57x / 1.43-1.52x / 1.46-1.49x: no lead, so T > 0 keeps STDLIB_DEFAULTS.
 STOPPED_CHAIN = DecodeDefaults(builder="sampled", verifier="speculative", budget=FIXED_BUDGET, depth=8, stop_below=0.4)
 
 # SmolLM2 with its autoregressive drafter: the same sampled chain sized by --budget auto (depth up to 4), at T > 0 (and
