@@ -106,7 +106,8 @@ DEFAULTS_NOTE = ("Flags left out take the setting measured fastest for the loade
                  f"plain decoding; B = {FIXED_BUDGET} for a builder that does not size itself) on the drafter's own "
                  "builder (best-first; ddtree for a block drafter, eagle for an EAGLE-3 head) under TEV. Flags "
                  "given always win; naming another builder or verifier, or a fixed --budget where the setting sizes "
-                 "itself, leaves the rest at those general defaults.")
+                 "itself (by the cost model or by its chain's stop), leaves the rest at those general defaults; "
+                 "--budget auto sizes a stopped chain by the cost model instead.")
 SCAN_NOTE = ("Flags left out take the drafter's own builder (best-first; ddtree for a block drafter; eagle for an "
              "EAGLE-3 head) at B = "
              f"{FIXED_BUDGET}, H = 6 (a block drafter's block size - 1) under TEV: fixed trees, so that a scan's "
