@@ -8,6 +8,8 @@ stop law test: a chain's last token is then one the draft was sure of).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -132,3 +134,33 @@ def test_a_stop_is_refused_where_it_cannot_apply_or_is_out_of_range():
         with pytest.raises(TevvizError, match="sampled chains of a fixed depth"):
             BuilderConfig(kind=kind, depth=4, auto=auto, stop_below=0.4)
     assert BuilderConfig(kind="best-first", stop_below=0).stop_below == 0  # 0: no stop, any builder
+
+
+def test_the_app_says_why_each_stopped_chain_ended():
+    """The details beside the tree say, for a chain with a stop, whether the shown round reached its longest (H, or
+    what the token limit left) or ended after a token drawn where the drafter was unsure: with no node selected, and
+    at the chain's last node. They follow the round shown, as the statistics under the tree do not."""
+    from tevviz.app.details import node_details, stop_sentence
+    from tevviz.app.state import AppState
+
+    pair, prompt = tiny_pair("llama", seed=2), [5, 6, 7]
+
+    def shown(stop: float, depth: int, n: int, view: int) -> str:
+        cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), verifier="speculative", max_new_tokens=n,
+                           builder=BuilderConfig(kind="sampled", depth=depth, stop_below=stop), stop_on_eos=False)
+        s = DecodeSession(pair, prompt, cfg)
+        s.run()
+        st = AppState(kind="live", rounds=list(s.rounds), view=view % len(s.rounds), cfg=cfg, prompt_ids=prompt,
+                      generated=list(s.generated))
+        said = stop_sentence(st)
+        assert node_details(st).endswith(said)  # no node selected: the hint, then why
+        last = replace(st, node=len(st.round.tokens) - 1)
+        assert node_details(last).endswith(said) and (not said or said not in node_details(replace(st, node=0)))
+        return said
+
+    # The tiny drafter's top probabilities are 0.03 to 0.1: a stop of 0.3 ends every chain after its first token.
+    assert shown(0.3, 8, 12, 0).endswith("1 of at most 8 tokens drafted; its token 1 was drawn where the drafter's "
+                                         "top probability was below the stop.")
+    assert shown(0.01, 3, 12, 0).endswith("3 of at most 3 tokens drafted; it reached its longest, H = 3.")
+    assert shown(0.01, 8, 5, 0).endswith("4 of at most 4 tokens drafted; it reached the 4 the token limit left.")
+    assert shown(0.0, 3, 6, 0) == ""  # no stop, nothing to say

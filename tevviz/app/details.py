@@ -4,6 +4,7 @@ Step token walks a round, what the verifier decided at the current step."""
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 from ..engine.records.records import RoundRecord
 from ..render.graph import round_graph
@@ -25,9 +26,35 @@ def node_details(st: AppState) -> str:
         return _bonus_text(r, G)
     if isinstance(v, str) and v.startswith("ghost:"):
         return _ghost_text(r, v)
+    why = stop_sentence(st)  # a stopped chain: why the round ended where it did, beside its last node too
     if v is None:
-        return HINT
-    return _node_text(r, G, v)
+        return HINT + (f"\n\n{why}" if why else "")
+    text = _node_text(r, G, v)
+    return text + (f"\n\n{why}" if why and v == len(r.tokens) - 1 else "")
+
+
+def stop_sentence(st: AppState) -> str:
+    """Why the shown round's chain ended where it did, for a chain with a stop (BuilderConfig.stop_below): at its
+    longest, or after a token drawn where the drafter's top probability was below the stop; "" for other rounds."""
+    r = st.round
+    if r is None:
+        return ""
+    if st.cfg is not None:
+        b, limit = asdict(st.cfg.builder), st.cfg.max_new_tokens
+    else:
+        b, limit = (st.meta or {}).get("builder") or {}, (st.meta or {}).get("max_new_tokens")
+    stop, H = b.get("stop_below") or 0, b.get("depth")
+    if b.get("kind") != "sampled" or not isinstance(stop, (int, float)) or stop <= 0 or not isinstance(H, int):
+        return ""
+    longest, end = H, st.context_ends()[st.view] if 0 <= st.view < len(st.rounds) else None
+    if end is not None and isinstance(limit, int):  # decoding trims a round's depth near the token limit
+        longest = min(H, limit - (end - len(st.prompt_ids)) - 1)
+    d = max(r.depths)
+    if d >= longest:
+        why = f"it reached its longest, H = {H}" if longest == H else f"it reached the {longest} the token limit left"
+    else:
+        why = f"its token {d} was drawn where the drafter's top probability was below the stop"
+    return f"Stopped chain (stop below {stop:g}), round {r.index}: {d} of at most {longest} tokens drafted; {why}."
 
 
 def walk_text(r: RoundRecord, G, token: int, temperature: float | None) -> str:
