@@ -50,6 +50,8 @@ def stop_sentence(st: AppState) -> str:
     if end is not None and isinstance(limit, int):  # decoding trims a round's depth near the token limit
         longest = min(H, limit - (end - len(st.prompt_ids)) - 1)
     d = max(r.depths)
+    if longest <= 0:
+        return f"Stopped chain (stop below {stop:g}), round {r.index}: the token limit left no room to draft."
     if d >= longest:
         why = f"it reached its longest, H = {H}" if longest == H else f"it reached the {longest} the token limit left"
     else:
