@@ -142,6 +142,10 @@ def test_decode_says_what_it_ran_and_on_a_terminal_how_to_compare(monkeypatch, c
     assert main([*argv, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["builder"] == "best-first (budget 32, depth 6)" and out["verifier"] == "predraw"
+    # The embedded pair's greedy default, a stopped chain, is said by its stop and longest depth, not a budget.
+    assert main(["decode", "--prompt", PROMPT, "--max-new-tokens", "8", "--threads", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "ran: builder sampled (stopped below p = 0.4, depth up to 8), verifier speculative" in err
 
 
 # Ctrl-C: the first stops at the end of the round, the second at once -------------------------------------------------
