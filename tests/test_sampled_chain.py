@@ -274,16 +274,17 @@ def test_speculative_commits_the_targets_law_after_top_p_and_top_k(setting):
 
 @pytest.mark.parametrize("setting", [*LAW_SETTINGS, *NUCLEUS_SETTINGS])
 def test_speculative_gives_the_chains_exit_law_as_the_logits_do(setting):
-    """The speculative verifier hands the round's record the tree's exit law from the edges it read; it is the law
+    """The speculative verifier hands the round's record the edges it read; the exit law built from them is the law
     the record would compute from the logits (temperature, top-k and top-p applied)."""
-    from tevviz.engine.core.exit_law import exit_law_from_logits
+    from tevviz.engine.core.exit_law import exit_law_from_edges, exit_law_from_logits
 
     cfg = {**LAW_SETTINGS, **NUCLEUS_SETTINGS}[setting]
     for x1 in range(V):
         for x2 in range(V):
             if Q0[x1] * Q1[x1, x2] > 0:
                 tree, logits = chain_round(x1, x2)
-                got = VERIFIERS["speculative"](tree, logits, cfg, torch.Generator().manual_seed(0)).exit_law
+                edges = VERIFIERS["speculative"](tree, logits, cfg, torch.Generator().manual_seed(0)).p_edge
+                got = exit_law_from_edges(tree, edges)
                 want = exit_law_from_logits(tree, logits, cfg)
                 for name in ("p_edge", "P", "rho", "w"):
                     assert torch.allclose(getattr(got, name), getattr(want, name), atol=1e-6), (x1, x2, name)

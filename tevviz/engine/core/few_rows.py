@@ -68,7 +68,7 @@ def layer_rows(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     """`F.linear(x, weight, bias)` for any leading shape, transposed where `pays` says so on a CPU."""
     d = x.shape[-1]
     rows = x.numel() // d if d else 0
-    if x.device.type != "cpu" or not pays(rows, weight):
+    if not x.is_cpu or not pays(rows, weight):
         return F.linear(x, weight, bias)
     return _transposed(x.reshape(rows, d), weight, bias).view(*x.shape[:-1], weight.shape[0])
 
@@ -82,13 +82,8 @@ def same_logits(got: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> boo
 
 def _forward(linear: torch.nn.Linear, input: torch.Tensor) -> torch.Tensor:  # `input`: nn.Linear's own name
     """A layer's `forward` within a block: `layer_rows` on its weight and bias as they are at each call (a
-    parametrised weight too), without a frame between (a pass calls ~100 of them, at a few microseconds each)."""
-    weight, bias = linear.weight, linear.bias
-    d = input.shape[-1]
-    rows = input.numel() // d if d else 0
-    if input.is_cpu and pays(rows, weight):
-        return _transposed(input.reshape(rows, d), weight, bias).view(*input.shape[:-1], weight.shape[0])
-    return F.linear(input, weight, bias)
+    parametrised weight too)."""
+    return layer_rows(input, linear.weight, linear.bias)
 
 
 _LOCK = threading.Lock()

@@ -306,7 +306,8 @@ class DecodeSession:
         cfg, tok = self.cfg.sampling, self.pair.tokenizer
         ex = decision.exit_law
         if ex is None:
-            ex = law.exit_law_from_logits(tree, logits, cfg, anc)
+            ex = (law.exit_law_from_logits(tree, logits, cfg, anc) if decision.p_edge is None
+                  else law.exit_law_from_edges(tree, decision.p_edge, anc))
         missing = (missing_records(tok, tree, processed_probs(logits, cfg), ex.P, self.cfg.missing_top)
                    if self.cfg.missing_top > 0 else [[] for _ in range(tree.size)])
         tokens = tree.tokens.tolist()
@@ -333,7 +334,7 @@ class DecodeSession:
         """A block round's rows its DDTree was built from, with texts for the ranks a person reads only (decoding
         all K x H tokens cost ~2 ms of a ~40 ms round)."""
         ids, logprobs = (x.tolist() for x in rows)
-        texts = iter(_texts(self.pair.tokenizer, [t for row in ids for t in row[:TEXT_RANKS]]))
+        texts = iter(self._token_texts([t for row in ids for t in row[:TEXT_RANKS]]))
         return [[{"token_id": t, "text": next(texts) if r < TEXT_RANKS else "", "logprob": lp}
                  for r, (t, lp) in enumerate(zip(i, v))] for i, v in zip(ids, logprobs)]
 

@@ -37,6 +37,9 @@ class Decision:
     # (N,) the verifier's probability of accepting each node once its parent is accepted, where that is not the
     # target edge probability p_pa(v)(x_v) (speculative sampling on a sampled chain: min(1, p / q)); 1 at the root.
     accept: torch.Tensor | None = None
+    # (N,) the target edge probabilities p_pa(v)(x_v) where the verifier read them without the exit law (speculative):
+    # the round's record builds its exit law from them instead of normalising the logits again.
+    p_edge: torch.Tensor | None = None
 
 
 class Verifier(Protocol):
@@ -221,6 +224,5 @@ def speculative(tree, logits, cfg, gen, anc=None) -> Decision:
     res = (row - drawn_from).clamp(min=0)  # below the last node nothing was drawn: p itself
     bonus = sample_categorical(_or_row(res, row), gen)
     one = torch.ones(1, device=logits.device)
-    # The tree's exit law (the record's target flow) from the edges read here, p_{v-1}(x_v): not normalised again.
-    ex = law.exit_law_from_edges(tree, torch.cat([one, px.float()]), anc)
-    return Decision(node, bonus, ex, accept=torch.cat([one, accept.float()]))
+    # The edges read here, p_{v-1}(x_v), for the record; the exit law itself is left to it, not drawn by drawn.
+    return Decision(node, bonus, accept=torch.cat([one, accept.float()]), p_edge=torch.cat([one, px.float()]))
