@@ -151,7 +151,7 @@ def test_the_app_says_why_each_stopped_chain_ended():
         s = DecodeSession(pair, prompt, cfg)
         s.run()
         st = AppState(kind="live", rounds=list(s.rounds), view=view % len(s.rounds), cfg=cfg, prompt_ids=prompt,
-                      generated=list(s.generated))
+                      generated=list(s.generated), meta=session_meta(s))
         said = stop_sentence(st)
         assert node_details(st).endswith(said)  # no node selected: the hint, then why
         last = replace(st, node=len(st.round.tokens) - 1)

@@ -254,15 +254,8 @@ class Controller(TrainingActions):
     def _depth_limit(st: AppState, index: int) -> int:
         """H of an imported round: its session's builder depth, trimmed near the token limit as decoding trims it;
         the tree's own depth where the file does not say."""
-        r = st.rounds[index]
-        builder = st.meta.get("builder") if isinstance(st.meta.get("builder"), dict) else {}
-        depth = builder.get("depth") if builder.get("kind") in ("best-first", "chain", "sampled") else None
-        if not isinstance(depth, int):
-            return max(r.depths)
-        end, limit = st.context_ends()[index], st.meta.get("max_new_tokens")
-        if end is not None and isinstance(limit, int):
-            depth = min(depth, limit - (end - len(st.prompt_ids)) - 1)
-        return max(depth, max(r.depths))
+        r, depth = st.rounds[index], st.depth_limit(index)
+        return max(r.depths) if depth is None else max(depth, max(r.depths))
 
     @on_model_thread
     def compare(self, st: AppState, prompt_box: str, sampling: SamplingConfig, draws: int, seed: int,

@@ -4,7 +4,6 @@ Step token walks a round, what the verifier decided at the current step."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
 
 from ..engine.records.records import RoundRecord
 from ..render.graph import round_graph
@@ -36,20 +35,13 @@ def node_details(st: AppState) -> str:
 def stop_sentence(st: AppState) -> str:
     """Why the shown round's chain ended where it did, for a chain with a stop (BuilderConfig.stop_below): at its
     longest, or after a token drawn where the drafter's top probability was below the stop; "" for other rounds."""
-    r = st.round
-    if r is None:
-        return ""
-    if st.cfg is not None:
-        b, limit = asdict(st.cfg.builder), st.cfg.max_new_tokens
-    else:
-        b, limit = (st.meta or {}).get("builder") or {}, (st.meta or {}).get("max_new_tokens")
+    r, b = st.round, st.builder()
     stop, H = b.get("stop_below") or 0, b.get("depth")
-    if b.get("kind") != "sampled" or not isinstance(stop, (int, float)) or stop <= 0 or not isinstance(H, int):
+    if r is None or b.get("kind") != "sampled" or not isinstance(stop, (int, float)) or stop <= 0:
         return ""
-    longest, end = H, st.context_ends()[st.view] if 0 <= st.view < len(st.rounds) else None
-    if end is not None and isinstance(limit, int):  # decoding trims a round's depth near the token limit
-        longest = min(H, limit - (end - len(st.prompt_ids)) - 1)
-    d = max(r.depths)
+    longest, d = st.depth_limit(st.view), max(r.depths)
+    if longest is None:  # a file without the depth it ran at
+        return ""
     if longest <= 0:
         return f"Stopped chain (stop below {stop:g}), round {r.index}: the token limit left no room to draft."
     if d >= longest:

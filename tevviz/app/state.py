@@ -152,6 +152,23 @@ class AppState:
         """Per kept round: the stream's length up to and including its root token (None where unknown)."""
         return context_ends(self.stream, self.rounds)
 
+    def builder(self) -> dict:
+        """The run's builder settings as its session file keeps them ({} where it does not say)."""
+        b = self.meta.get("builder") if isinstance(self.meta, dict) else None
+        return b if isinstance(b, dict) else {}
+
+    def depth_limit(self, index: int) -> int | None:
+        """H of kept round `index` as decoding ran it: its builder's depth, trimmed as decoding trims it near the
+        token limit; None where the settings do not say (a builder without one depth, a file without settings)."""
+        builder = self.builder()
+        depth = builder.get("depth") if builder.get("kind") in ("best-first", "chain", "sampled") else None
+        if not isinstance(depth, int):
+            return None
+        end, limit = self.context_ends()[index], self.meta.get("max_new_tokens")
+        if end is not None and isinstance(limit, int):
+            depth = min(depth, limit - (end - len(self.prompt_ids)) - 1)
+        return depth
+
 
 def view_options(st: AppState) -> dict:
     """What a new run keeps of the old one's view: ghosts, the optimal-tree option, the colour scale, the width, the
