@@ -193,6 +193,13 @@ def served(demo):
         demo.close()
 
 
+def screenshot(page, path, full_page: bool = False) -> None:
+    """A screenshot kept as an artifact for a person to look at, not asserted on: CSS animations stopped (a
+    spinner redrawn every frame keeps a software-rendered page busy) and a long timeout, since a full page
+    rendered beside the suite's other worker once took over the default 30 s."""
+    page.screenshot(path=str(path), full_page=full_page, animations="disabled", timeout=120_000)
+
+
 # ------------------------------------------------------------------------------ fixtures several test files share
 
 

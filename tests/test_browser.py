@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import served, tiny_pair
+from conftest import screenshot, served, tiny_pair
 
 from tevviz.app import build_demo
 from tevviz.engine.records import io as tio
@@ -75,7 +75,7 @@ def test_step_recolour_and_download(app_url, tmp_path):
                 return svg && chart.clientWidth > 800 &&
                     Math.abs(svg.getBoundingClientRect().width - chart.clientWidth) < 2;
             }""")
-            page.screenshot(path=str(ARTIFACTS / "app.png"), full_page=True)
+            screenshot(page, ARTIFACTS / "app.png", full_page=True)
         finally:
             browser.close()
 
@@ -161,7 +161,7 @@ def test_a_scan_folder_opens_and_its_worst_round_shows_in_the_tree_view(tmp_path
             title = page.locator("#tree-plot .gtitle")
             sync_api.expect(title).to_have_text(re.compile(r"^round \d+:"))
             ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "scan_round.png"))
+            screenshot(page, ARTIFACTS / "scan_round.png")
         finally:
             browser.close()
 

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 import test_browser_tree
-from conftest import served, tiny_pair
+from conftest import screenshot, served, tiny_pair
 from test_browser import ARTIFACTS, CHROMIUM
 from test_browser_tree import POINTS, pick_metric
 
@@ -78,7 +78,7 @@ def test_a_reload_and_a_link_return_to_the_same_view(browser, app_url):
     link = page.url
 
     other = new_page(browser)  # another browser: no localStorage, no state, the link alone
-    other.goto(link)
+    load(other, link)  # (once, under the full suite, a Step pressed right after the view showed began a new run)
     expect(other.locator("#tree-plot .gtitle")).to_have_text(re.compile(r"^round 1:"))
     expect(other.locator("#node-details")).to_contain_text(f"node {node['id']}")
     step(other, 3)  # and the run goes on from its last token there
@@ -116,5 +116,5 @@ def test_a_change_of_settings_keeps_the_old_run_one_click_away_and_two_runs_comp
     expect(page.locator("#compare-text")).to_contain_text("conditional A")
     expect(page.locator("#compare-plot .gtitle")).to_contain_text("round 0")
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "runs_compared.png"), full_page=True)
+    screenshot(page, ARTIFACTS / "runs_compared.png", full_page=True)
     page.context.close()

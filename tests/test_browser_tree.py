@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import served, tiny_pair
+from conftest import screenshot, served, tiny_pair
 from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 
 from tevviz.app import build_demo
@@ -100,7 +100,7 @@ def test_labels_never_overlap_and_the_accepted_path_is_labelled(browser, app_url
         badge = page.locator("#tree-plot .block-label, #tree-plot label").first.bounding_box()
         heading = page.locator("#tree-plot .gtitle").bounding_box()
         assert badge is None or badge["y"] + badge["height"] <= heading["y"] + 1
-        page.screenshot(path=str(_artifact(f"tree_b{budget}.png")))
+        screenshot(page, _artifact(f"tree_b{budget}.png"))
     finally:
         page.close()
 
@@ -140,7 +140,7 @@ def test_a_click_selects_a_node_and_the_keys_move_every_view(browser, app_url):
         box.fill("1")
         box.press("Enter")
         expect(title).to_have_text(re.compile(r"^round 1:"))
-        page.screenshot(path=str(_artifact("tree_selected.png")))
+        screenshot(page, _artifact("tree_selected.png"))
     finally:
         page.close()
 
@@ -155,7 +155,7 @@ def test_a_narrow_window_shows_the_tree_first_and_cuts_nothing(browser, app_url,
         assert tree["y"] < settings["y"], (tree, settings)
         figure = page.locator("#tree-plot .main-svg").first.bounding_box()
         assert figure["x"] >= 0 and figure["x"] + figure["width"] <= width, figure
-        page.screenshot(path=str(_artifact(f"narrow_{width}.png")), full_page=True)
+        screenshot(page, _artifact(f"narrow_{width}.png"), full_page=True)
     finally:
         page.close()
 

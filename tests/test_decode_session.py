@@ -196,6 +196,39 @@ def test_draft_failure_mid_session(pair):
     assert s.generated == greedy_generate(pair.target, prompt, 64)
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_sampled_chain_on_nan_draft_logits_names_the_draft(pair, temperature, bad):
+    """A chain checks its draws once, from the tokens drawn, not each level's row: a NaN or +inf draft logit still
+    fails the round with a clear message naming the draft, and the session is as it was."""
+    prompt = random_prompts(1, seed=953)[0]
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), stop_on_eos=False, missing_top=0,
+                       builder=BuilderConfig(kind="sampled", depth=4), verifier="speculative", seed=3)
+    s = DecodeSession(pair, prompt, cfg)
+    s.run(rounds=2)
+    before = snapshot(s)
+    step = s.drafter.step
+
+    class Poisoned:
+        device = step.device
+
+        def length(self):
+            return step.length()
+
+        def __call__(self, *args):
+            out = step(*args).clone()
+            out[..., 7] = bad  # one logit of every row
+            return out
+
+    s.drafter.step = Poisoned()
+    try:
+        with pytest.raises(TevvizError, match=r"round 2\b.*draft model produced NaN or inf"):
+            s.step()
+    finally:
+        s.drafter.step = step
+    assert_unchanged(s, before)
+
+
 class FlakyTokenizer:
     """Wraps a tokenizer; decoding fails once when armed (a failure after the round's decision)."""
 

@@ -431,7 +431,7 @@ def test_root_alone_is_plain_decoding(setting):
 def test_rho_floor_from_float_rounding():
     """Children whose edge probabilities sum to 1 up to float32 rounding give rho = 0 and w = 0 exactly."""
     tree = from_parents([0, 1, 2, 3], [-1, 0, 0, 0])
-    logits = torch.tensor([[-50.0, 1.0, 0.3, -0.2], [0.0] * 4, [0.0] * 4, [0.0] * 4])
+    logits = torch.tensor([[-50.0, 0.4, 0.1, -0.3], [0.0] * 4, [0.0] * 4, [0.0] * 4])
     cfg = SamplingConfig(temperature=1.0)
     ex = VERIFIERS["tev"](tree, logits, cfg, torch.Generator().manual_seed(3)).exit_law
     # Test setup: in float32 the children's edges miss 1 by a rounding error (~1e-7), not by the true e^-50.

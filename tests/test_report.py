@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import tiny_pair
+from conftest import screenshot, tiny_pair
 from plotly.offline import get_plotlyjs
 
 from tevviz.cli import main
@@ -391,7 +391,7 @@ def test_report_in_the_browser_offline(browser, report_file, session_file):
     expect(caption).to_have_text(re.compile(rf"^round {rounds[k - 1].index}, "))
     assert page.locator("#metric").input_value() == "w"
     assert page.evaluate(PLOTTED) == plotted_nodes(expected(k - 1, "w"))
-    page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+    screenshot(page, ARTIFACTS / "report.png", full_page=True)
     page.close()
     assert not errors, errors
     assert not blocked, blocked

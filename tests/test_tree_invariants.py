@@ -121,6 +121,16 @@ def test_tree_structure_functions(tree_logits):
     assert position_ids(tree, 7).tolist() == [[7 + d for d in tree.depths.tolist()]]
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 9])
+def test_a_chains_ancestor_mask_is_causal_and_a_tree_as_deep_as_a_chain_is_one(n):
+    """A tree with one node a level takes the chain's short cut; a tree as deep but with a branch does not."""
+    chain = from_parents(list(range(n)), [-1] + list(range(n - 1)))
+    assert ancestor_mask(chain).tolist() == naive_ancestors([-1] + list(range(n - 1)))
+    if n >= 3:  # one node fewer than a chain's depth: node 2 hangs off the root beside node 1
+        parents = [-1, 0, 0] + list(range(2, n - 1))
+        assert ancestor_mask(from_parents(list(range(n)), parents)).tolist() == naive_ancestors(parents)
+
+
 def test_from_parents_rejects_bad_orders():
     for tokens, parents in (([], []), ([1, 2], [0, -1]), ([1, 2, 3], [-1, 2, 0]), ([1, 2], [-1, 1])):
         with pytest.raises(ValueError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 
 import torch
 
@@ -28,9 +28,12 @@ class DraftTree:
     # A sampled tree only (the `sampled` builder): (N, V) float, row v the draft's processed law that node v was drawn
     # from (row 0 unused). The speculative verifier needs it; None for a deterministic tree.
     draft_probs: torch.Tensor | None = None
+    # False only where the tree has no siblings by construction (a chain), so there is nothing to check: the check
+    # is a sort and a host read, a tenth of a sampled chain's own work in a round.
+    check_siblings: InitVar[bool] = True
 
-    def __post_init__(self):
-        clash = repeated_siblings(self)
+    def __post_init__(self, check_siblings: bool):
+        clash = repeated_siblings(self) if check_siblings else []
         if clash:
             said = "; ".join(f"nodes {', '.join(map(str, nodes))} under node {p} repeat token {t}"
                              for p, t, nodes in clash[:5])
@@ -100,9 +103,13 @@ def from_parents(
 def ancestor_mask(tree: DraftTree) -> torch.Tensor:
     """(N, N) bool: [i, j] is True when j is i itself or an ancestor of i (the tree attention pattern)."""
     n = tree.size
+    depth = int(tree.depths.max()) if n > 1 else 0
+    if depth == n - 1:
+        # One node a level, each below the one before (parents come first): a chain, whose pattern is causal.
+        return torch.ones(n, n, dtype=torch.bool, device=tree.device).tril_()
     reach = torch.eye(n, dtype=torch.bool, device=tree.device)  # covers distance < span
     jump = tree.parents.clamp(min=0)  # span-th ancestor (the root is its own parent here)
-    span, depth = 1, int(tree.depths.max()) if n > 1 else 0
+    span = 1
     # Pointer doubling: log2(depth) vector passes instead of one pass per generation.
     while span <= depth:
         reach = reach | reach[jump]

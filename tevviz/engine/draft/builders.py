@@ -15,7 +15,7 @@ from typing import Protocol
 import torch
 
 from ..core.kv import additive_mask, causal_visibility
-from ..core.sampling import SamplingConfig, greedy_rows, processed_probs, sample_categorical
+from ..core.sampling import SamplingConfig, check_finite, greedy_rows, processed_probs, sample_categorical
 from ..core.tree import DraftTree
 from ..cost.auto_budget import Plan
 from ..errors import TevvizError
@@ -350,39 +350,46 @@ def _sampled_chain(step: LevelStep, root: torch.Tensor, logits: torch.Tensor, ba
         if plan.forced_budget is None:
             raise TevvizError("a sampled chain's depth must be fixed before it is drawn (the plan's forced budget)")
         H = min(H, plan.forced_budget)
-    tokens, logq = [root], [torch.zeros(1, device=device)]
-    laws = [torch.zeros_like(logits[..., :width], dtype=torch.float32)]
-    reach = [torch.zeros(1, device=device)]  # the draft's log path probability, shown as the round's prediction
+    tokens, laws = [root], [torch.zeros_like(logits[..., :width], dtype=torch.float32)]
+    # Each level's position, visibility (a chain node sees the whole cache and every earlier chain slot: a causal
+    # row) and source row (the one that drew it), made once: a level's own small tensors cost as much as its draw.
+    positions = torch.arange(base, base + H, device=device)
+    visible = torch.ones(1, base + H, dtype=torch.bool, device=device)
+    sources = torch.tensor([root_row, 0], dtype=torch.long, device=device)
     levels = 1
     for d in range(1, H + 1):
-        q = processed_probs(logits[..., :width], sampling)  # (1, V); ids the target lacks are never drawn
-        x = greedy_rows(q) if sampling.greedy else sample_categorical(q, gen)  # (1,), still on the device
-        lq = torch.log(q.gather(-1, x.unsqueeze(-1))[0])
+        row = logits[..., :width]
+        if sampling.greedy:  # q is one-hot on the argmax: take the argmax once, not again from q
+            x = greedy_rows(row, "the draft model")
+            q = torch.zeros_like(row, dtype=torch.float32).scatter_(-1, x.unsqueeze(-1), 1.0)
+        else:  # ids the target lacks are never drawn; a NaN or inf row is caught below, from the token it drew
+            q = processed_probs(row, sampling, check=False)  # (1, V)
+            x = sample_categorical(q, gen)  # (1,), still on the device
         tokens.append(x)
         laws.append(q)
-        logq.append(lq)
-        reach.append(reach[-1] + lq)
         # The raw softmax, not q: at T = 0 q is one-hot and says nothing of how sure the draft is.
-        if d == H or (stop_below and _top_probability(logits[..., :width]) < stop_below):
+        if d == H or (stop_below and _top_probability(row) < stop_below):
             break
-        # A chain node sees the whole cache and every earlier chain slot: a causal row.
-        source = torch.full((1,), root_row if d == 1 else 0, dtype=torch.long, device=device)  # the row that drew x
-        logits = step(x, torch.full((1,), base - 1 + d, device=device),
-                      torch.ones(1, base + d, dtype=torch.bool, device=device), source)
+        logits = step(x, positions[d - 1: d], visible[:, : base + d], sources[:1] if d == 1 else sources[1:])
         levels += 1
     n = len(tokens)
-    lq = torch.cat(logq)
+    drawn, q = torch.cat(tokens), torch.cat(laws)
+    # Each token's log q read once for the whole chain, not a level at a time; the root's is 0 (its row is empty).
+    lq = torch.log(q.gather(1, drawn.unsqueeze(1))[:, 0])
+    lq[0] = 0.0
+    # A row with a NaN or +inf logit softmaxes to NaN everywhere, so the token drawn from it has a NaN q.
+    check_finite(lq, "the draft model")
     slot = torch.arange(-1, n - 1, device=device)  # node d went through the draft's d-th chain forward, at slot d - 1
     slot[levels:] = -1  # ... if there was one: the last token drawn is never forwarded
     depth = torch.arange(n, device=device)
-    tree = DraftTree(torch.cat(tokens), depth - 1, depth, lq, torch.cumsum(lq, 0), torch.cat(laws))
-    return DraftResult(tree, slot, base, levels, torch.zeros(n, dtype=torch.long, device=device), torch.cat(reach))
+    score = torch.cumsum(lq, 0)  # the draft's log path probability, also shown as the round's prediction (reach)
+    tree = DraftTree(drawn, depth - 1, depth, lq, score, q, check_siblings=False)  # a chain: no siblings
+    return DraftResult(tree, slot, base, levels, torch.zeros(n, dtype=torch.long, device=device), score)
 
 
 def _top_probability(logits: torch.Tensor) -> float:
-    """The draft's largest softmax probability in a (1, V) row, as exp(max - logsumexp): no softmax over V."""
-    row = logits.float().flatten()
-    return float(torch.exp(row.max() - torch.logsumexp(row, 0)))
+    """The draft's largest softmax probability in a (1, V) row (one softmax kernel: cheaper than a log-normaliser)."""
+    return float(torch.softmax(logits.float().flatten(), dim=0).amax())
 
 
 def root_only(root: int, base: int, device) -> DraftResult:

@@ -19,7 +19,6 @@ from ..core.sampling import (
     float64_sampling,
     greedy_rows,
     inverse_cdf,
-    log_normalisers,
     processed_probs,
     sample_categorical,
 )
@@ -79,9 +78,8 @@ def bonus_from(
 def tev(tree, logits, cfg, gen, anc=None) -> Decision:
     """Tree Exit Verification (paper Algorithm 1): exit V ~ w over all nodes at once, then Y ~ p_V_res.
 
-    One pass over the (N, V) logits for the rows' log-normalisers; the edge probabilities and the
-    exit row are read from it, so the bonus row is not processed a second time. No per-node samples
-    and no host round trip.
+    One softmax over the (N, V) logits; the edge probabilities and the exit row are read from it, so the bonus
+    row is not processed a second time. No per-node samples and no host round trip.
     """
     if tree.size == 1:
         return _root_alone(logits, cfg, gen)
@@ -94,21 +92,16 @@ def tev(tree, logits, cfg, gen, anc=None) -> Decision:
         ex = law.exit_law_from_edges(tree, edge, anc)
         node = ex.w.argmax()
         return Decision(node, idx[node], ex)
-    if cfg.top_p < 1:
-        ex = law.exit_law_from_logits(tree, logits, cfg, anc)
-        node = sample_categorical(ex.w, gen)
-        return Decision(node, bonus_from(tree, logits, cfg, node, gen), ex)
-    x, lse = log_normalisers(logits, cfg)  # temperature and top-k applied once for every row
-    up = tree.parents.clamp(min=0)
-    edge = torch.exp(x[up, tree.tokens] - lse[up])
+    p = processed_probs(logits, cfg)  # temperature, top-k and top-p applied once for every row
+    edge = p[tree.parents.clamp(min=0), tree.tokens]
     edge[0] = 1.0
     ex = law.exit_law_from_edges(tree, edge, anc)
     if not float64_sampling(logits.device):
         node = sample_categorical(ex.w, gen)
-        return Decision(node, sample_categorical(_residual_or_row(tree, x, lse, node), gen), ex)
+        return Decision(node, sample_categorical(_residual_or_row(tree, p, node), gen), ex)
     u = torch.rand(2, 1, generator=gen, device=logits.device, dtype=torch.float64)  # the exit's and the bonus's
     node = inverse_cdf(ex.w, u[0])
-    return Decision(node, inverse_cdf(_residual_or_row(tree, x, lse, node), u[1]), ex)
+    return Decision(node, inverse_cdf(_residual_or_row(tree, p, node), u[1]), ex)
 
 
 def _root_alone(logits: torch.Tensor, cfg: SamplingConfig, gen: torch.Generator) -> Decision:
@@ -119,10 +112,9 @@ def _root_alone(logits: torch.Tensor, cfg: SamplingConfig, gen: torch.Generator)
     return Decision(torch.zeros((), dtype=torch.long, device=logits.device), bonus, ex)
 
 
-def _residual_or_row(tree: DraftTree, x: torch.Tensor, lse: torch.Tensor, node: torch.Tensor) -> torch.Tensor:
-    """The residual at `node` from processed logits and log-normalisers (see `_or_row`)."""
-    at = node.view(1)
-    row = torch.exp(x.index_select(0, at)[0] - lse.index_select(0, at))  # p_V, (V,); no host read of the node
+def _residual_or_row(tree: DraftTree, p: torch.Tensor, node: torch.Tensor) -> torch.Tensor:
+    """The residual at `node` from the processed rows `p` (N, V) (see `_or_row`)."""
+    row = p.index_select(0, node.view(1))[0]  # p_V, (V,); no host read of the node
     return _or_row(law.residual_of_row(tree, row, node), row)
 
 
@@ -200,29 +192,44 @@ def speculative(tree, logits, cfg, gen, anc=None) -> Decision:
     if tree.size == 1:
         return _root_alone(logits, cfg, gen)
     n = tree.size
-    if not torch.equal(tree.parents, torch.arange(-1, n - 1, device=tree.parents.device)):
+    if tree.parents.tolist() != list(range(-1, n - 1)):
         raise TevvizError("the speculative verifier takes a sampled chain (builder 'sampled'), not a branching tree")
     if cfg.greedy:
         return tev(tree, logits, cfg, gen, anc)  # p and q are one-hot: accept while the tokens agree, as TEV does
-    dtype = torch.float64 if float64_sampling(logits.device) else torch.float32
-    p = processed_probs(logits, cfg).to(dtype)  # (N, V): p_v at every chain node
-    q = tree.draft_probs[1:].to(logits.device, dtype)  # (N - 1, V): the law node v was drawn from, v >= 1
-    if q.shape[-1] < p.shape[-1]:  # a draft with a narrower output layer: no weight on the ids it lacks
-        q = torch.nn.functional.pad(q, (0, p.shape[-1] - q.shape[-1]))
-    elif q.shape[-1] > p.shape[-1]:
+    device = logits.device
+    dtype = torch.float64 if float64_sampling(device) else torch.float32
+    p = processed_probs(logits, cfg)  # (N, V): p_v at every chain node
+    q = tree.draft_probs[1:].to(device)  # (N - 1, V): the law node v was drawn from, v >= 1
+    if q.shape[-1] > p.shape[-1]:
         raise TevvizError(f"the chain was drawn over {q.shape[-1]} ids, but the target scores {p.shape[-1]}")
-    x = tree.tokens[1:].to(logits.device).unsqueeze(1)
-    # Normalised in the working precision: the sampler drew x in proportion to q, whatever q's float32 sum.
-    p, q = p / p.sum(-1, keepdim=True), q / q.sum(-1, keepdim=True)
-    px, qx = p[:-1].gather(1, x)[:, 0], q.gather(1, x)[:, 0]
-    accept = (px / qx).clamp(max=1)  # qx > 0: a token of zero draft weight is never drawn
-    u = torch.rand(n - 1, generator=gen, device=logits.device, dtype=dtype)
-    node = (u < accept).long().cumprod(0).sum()  # the deepest accepted node (node ids are depths in a chain)
-    at = node.view(1)
-    row = p.index_select(0, at)[0]
-    drawn_from = torch.cat([q, torch.zeros_like(q[:1])]).index_select(0, at)[0]
-    res = (row - drawn_from).clamp(min=0)  # below the last node nothing was drawn: p itself
-    bonus = sample_categorical(_or_row(res, row), gen)
-    one = torch.ones(1, device=logits.device)
+    x = tree.tokens[1:].to(device).unsqueeze(1)
+    # The few numbers the walk needs, read in one host copy: p(x) and q(x) with each row's total, by which they
+    # are normalised where they are read (the sampler drew x in proportion to q, whatever q's float32 sum).
+    # Right after the target pass every tensor op runs on cold caches at several times its warm cost, so the
+    # walk down the chain is a few lines of host arithmetic rather than a dozen ops on the device; on an
+    # accelerator that is one more wait for it in the round (the round waits for the decision anyway).
+    read = torch.cat([p[:-1].gather(1, x), q.gather(1, x), p[:-1].sum(-1, keepdim=True), q.sum(-1, keepdim=True)], 1)
+    u = torch.rand(n - 1, generator=gen, device=device, dtype=dtype).tolist()
+    rows = read.tolist()
+    accept, p_edge, node = [1.0], [1.0], 0
+    for v, (px, qx, p_total, q_total) in enumerate(rows, start=1):
+        accept.append(min(1.0, px * q_total / (p_total * qx)))  # p(x) / q(x), both normalised; qx > 0 (x was drawn)
+        p_edge.append(px / p_total)
+        if node == v - 1 and u[v - 1] < accept[v]:
+            node = v  # the deepest node reached by accepting every node above it
+    row = p[node]
+    if node < n - 1:
+        # The bonus ~ max(0, p/P - q/Q), drawn as max(0, p - q P/Q) in the working precision (where p and q nearly
+        # cancel, float32 would not do): the sampler normalises what it is given. It is p itself where that
+        # residual rounds to zero mass (such a node is rejected with probability 0). Below the last node nothing
+        # was drawn: the residual is p there.
+        p_total, q_total = rows[node][2:]
+        res = row.to(dtype, copy=True)
+        res[: q.shape[-1]].sub_(q[node], alpha=p_total / q_total)  # a narrower draft output layer: nothing past it
+        res.clamp_(min=0)
+        if float(res.sum()) > 0:
+            row = res
+    bonus = sample_categorical(row, gen)
     # The edges read here, p_{v-1}(x_v), for the record; the exit law itself is left to it, not drawn by drawn.
-    return Decision(node, bonus, accept=torch.cat([one, accept.float()]), p_edge=torch.cat([one, px.float()]))
+    return Decision(torch.tensor(node, device=device), bonus, accept=torch.tensor(accept, device=device),
+                    p_edge=torch.tensor(p_edge, device=device))
