@@ -16,10 +16,17 @@ import pytest
 import torch
 from conftest import perturbed, random_prompts, tiny_model, word_tokenizer
 
-from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
+from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig, TevvizError
 from tevviz.engine.core import exit_law as law
 from tevviz.engine.core.exit_law import RHO_FLOOR
-from tevviz.engine.core.sampling import edge_probs, float64_sampling, inverse_cdf, processed_probs, sample_categorical
+from tevviz.engine.core.sampling import (
+    edge_probs,
+    float64_sampling,
+    greedy_rows,
+    inverse_cdf,
+    processed_probs,
+    sample_categorical,
+)
 from tevviz.engine.core.scoring import tree_logits
 from tevviz.engine.core.tree import ancestor_mask, from_parents
 from tevviz.engine.load.models import ModelPair
@@ -492,16 +499,30 @@ def test_float32_sampler_law():
     assert_law(Counter(bins.tolist()), law, "float32 sampler on a Zipf row", tv_max=0.05)
 
 
-def test_edge_probs_equal_processed_rows():
-    """TEV's shortcut (one log-normaliser per row) gives the same p_pa(v)(x_v) as the normalised rows."""
+def test_edge_probs_equal_the_processed_law_by_hand():
+    """The edges TEV and the exit law read, p_pa(v)(x_v), equal the float64 processed law built by hand (temperature,
+    top-k, top-p; the argmax at T = 0)."""
     g = torch.Generator().manual_seed(2)
     logits = torch.randn(12, 30, generator=g) * 2
     rows = torch.randint(0, 12, (40,), generator=g)
     toks = torch.randint(0, 30, (40,), generator=g)
     for cfg in (SamplingConfig(1.0), SamplingConfig(0.6, top_k=7), SamplingConfig(0.9, top_p=0.7),
                 SamplingConfig(1.1, top_k=10, top_p=0.8), SamplingConfig(0.0)):
-        want = processed_probs(logits, cfg)[rows, toks]
-        assert torch.allclose(edge_probs(logits, rows, toks, cfg), want, atol=1e-6), cfg
+        laws = [hand_probs(row, cfg) for row in logits.tolist()]
+        want = torch.tensor([laws[r][t] for r, t in zip(rows.tolist(), toks.tolist())], dtype=torch.float64)
+        assert torch.allclose(edge_probs(logits, rows, toks, cfg).double(), want, atol=1e-6), cfg
+
+
+def test_the_finite_check_holds_for_many_float16_rows_and_still_catches_inf():
+    """Finite float16 logits whose row maxima add up past float16's range are not taken for NaN or inf (a plain sum
+    of them overflows), and one +inf or NaN among them still fails with the clear message."""
+    logits = torch.full((4096, 8), 30.0, dtype=torch.float16)
+    assert greedy_rows(logits).tolist() == [0] * 4096
+    for bad in (math.inf, math.nan):
+        poisoned = logits.clone()
+        poisoned[17, 3] = bad
+        with pytest.raises(TevvizError, match="NaN or inf logits"):
+            greedy_rows(poisoned)
 
 
 # ---------------------------------------------------------------------------------------------------- saturation

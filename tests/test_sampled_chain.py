@@ -81,7 +81,7 @@ def test_the_sampled_builder_needs_its_sampling_settings_and_a_depth_fixed_befor
 
 def test_a_draft_with_a_wider_output_layer_never_draws_an_id_the_target_lacks():
     """Padded output layers differ between checkpoints of one family; the chain is drawn among the target's ids,
-    and the verifier pads the draft's law where the draft is narrower."""
+    and where the draft is narrower the verifier subtracts its law over the ids it has."""
     import copy
 
     from tevviz.engine import DecodeConfig, DecodeSession
@@ -101,6 +101,25 @@ def test_a_draft_with_a_wider_output_layer_never_draws_an_id_the_target_lacks():
     narrow = tree_of_width(V - 2)
     d = VERIFIERS["speculative"](narrow, torch.randn(3, V), SamplingConfig(temperature=1.0), torch.Generator())
     assert d.accept.shape == (3,) and int(d.bonus_token) < V
+
+
+def test_a_narrower_drafts_chain_commits_the_targets_law_over_every_id():
+    """A draft 2 ids narrower than the target: the first committed token follows the target's p over all 6 ids, the
+    2 the draft cannot propose included (they come from the residual alone)."""
+    p0 = torch.tensor([0.3, 0.1, 0.2, 0.1, 0.2, 0.1], dtype=torch.float64)
+    q0 = torch.tensor([0.1, 0.5, 0.2, 0.2], dtype=torch.float64)
+    logits = torch.stack([p0, torch.full((6,), 1 / 6, dtype=torch.float64)]).log().float()
+    cfg, g = SamplingConfig(temperature=1.0), torch.Generator().manual_seed(11)
+    counts = [0] * 6
+    for _ in range(6000):
+        x1 = int(torch.multinomial(q0, 1, generator=g))
+        t = from_parents([0, x1], [-1, 0])
+        tree = DraftTree(t.tokens, t.parents, t.depths, t.draft_logprobs, t.scores,
+                         torch.stack([torch.zeros(4), q0.float()]))
+        d = VERIFIERS["speculative"](tree, logits, cfg, g)
+        counts[x1 if int(d.exit_node) == 1 else int(d.bonus_token)] += 1
+    _, df, p_value = chi_square_p(counts, p0.tolist())
+    assert df == 5 and p_value > 1e-3, f"chi-square p {p_value:.2e}: {counts}"
 
 
 def tree_of_width(width: int) -> DraftTree:

@@ -39,10 +39,10 @@ class SamplingConfig:
 
 def check_finite(reduced: torch.Tensor, model: str = "the target") -> None:
     # Checked on a per-row reduction (max or log-normaliser), which any NaN or +inf logit poisons;
-    # such a logit would otherwise turn into a silently wrong sample. Read as the reduction's sum, one number on
-    # the host (as bool() of an isfinite kernel reads one, at a third of its cost on a CPU): a non-finite entry
-    # makes the sum non-finite, and finite per-row maxima of logits are nowhere near float overflow.
-    if not math.isfinite(float(reduced.sum())):
+    # such a logit would otherwise turn into a silently wrong sample. Read as one number on the host (bool() of an
+    # isfinite kernel reads one too, at three times the cost on a CPU): every entry times 0, summed, is exactly 0
+    # when all are finite and NaN when one is not, in any dtype (a plain sum of float16 maxima overflows).
+    if not math.isfinite(float((reduced * 0).sum())):
         raise TevvizError(f"{model} produced NaN or inf logits (try dtype float32 or bfloat16 instead of float16)")
 
 
@@ -81,8 +81,8 @@ def greedy_rows(logits: torch.Tensor, model: str = "the target") -> torch.Tensor
 def processed_probs(logits: torch.Tensor, cfg: SamplingConfig, check: bool = True) -> torch.Tensor:
     """Processed target distribution of rows (..., V); one-hot on argmax at temperature 0.
 
-    `check=False` leaves out the NaN and inf check for a caller that checks what it draws instead: such a row
-    comes out NaN everywhere."""
+    `check=False` leaves out the NaN and inf check at T > 0, for a caller that checks what it draws instead: such a
+    row comes out NaN everywhere."""
     x = processed_logits(logits, cfg)
     if cfg.greedy:
         return torch.zeros_like(x).scatter_(-1, greedy_rows(x).unsqueeze(-1), 1.0)

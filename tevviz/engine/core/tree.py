@@ -55,7 +55,7 @@ class DraftTree:
         probs = None if self.draft_probs is None else self.draft_probs.to(device)
         return DraftTree(*(t.to(device)
                            for t in (self.tokens, self.parents, self.depths, self.draft_logprobs, self.scores)),
-                         probs)
+                         probs, check_siblings=False)  # checked when it was made (or a chain): the same tree
 
 
 def repeated_siblings(tree: DraftTree) -> list[tuple[int, int, list[int]]]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import torch
 
 from .block_model import BlockDraftModel, ContextKV
-from .builders import DraftResult, root_only
+from .builders import DraftResult
 from .ddtree import ddtree_tree
+from .draft_result import root_only
 from .drafters import DraftRequest
 
 

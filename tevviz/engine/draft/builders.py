@@ -10,16 +10,17 @@ temperature, top-k and top-p), for the speculative verifier (docs/math.md, *Samp
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 import torch
 
 from ..core.kv import additive_mask, causal_visibility
-from ..core.sampling import SamplingConfig, check_finite, greedy_rows, processed_probs, sample_categorical
+from ..core.sampling import SamplingConfig
 from ..core.tree import DraftTree
 from ..cost.auto_budget import Plan
 from ..errors import TevvizError
 from .builder_kinds import BuilderKind, builder_kind, builder_names, register
+from .draft_result import DraftResult, LevelStep
+from .sampled_chain import sampled_chain
 
 MAX_BUDGET = 1024
 MAX_DEPTH = 64
@@ -151,37 +152,6 @@ class BuilderConfig:
         return replace(self, kind=kind, draft_temperature=self.draft_temperature if kind != "sampled" else 1.0)
 
 
-@dataclass(frozen=True)
-class DraftResult:
-    """A built tree, which nodes the draft forwarded (their cache slots), and where the tree slots start."""
-
-    tree: DraftTree
-    slots: torch.Tensor  # (N,) long; draft-cache offset past `base` of each forwarded node, -1 if never forwarded
-    base: int  # draft cache length after the pending tokens (root included)
-    levels: int  # draft forwards, the pending tokens' included
-    ranks: torch.Tensor  # (N,) long; each node's rank among its parent's drafted children (root 0)
-    reach: torch.Tensor  # (N,) log predicted reach (from the plan's acceptance table; without a plan, the path score)
-    # A block drafter's per-depth rows the tree was built from: (H, K) top token ids and their log-probabilities
-    # (DDTree's K = min(B, V), enough to rebuild the tree); None for level-by-level drafting.
-    rows: tuple[torch.Tensor, torch.Tensor] | None = None
-
-
-class LevelStep(Protocol):
-    """One level of drafting, supplied by the drafter: its rows for new tokens under tree attention, its state grown
-    by them (a causal LM's KV cache; a drafter that feeds back its own hidden state keeps those rows too)."""
-
-    device: torch.device
-
-    def length(self) -> int:
-        """Positions the drafter's state holds before this round (its cache length)."""
-
-    def __call__(self, tokens: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor,
-                 sources: torch.Tensor | None) -> torch.Tensor:
-        """(q, V) rows for `tokens` (q,) at `positions` seeing `visible` (q, state + q) slots; `sources[i]` is the row
-        of the previous call that drafted tokens[i] (None: committed tokens, read in order after the state; the last
-        of their rows is the root's)."""
-
-
 class ModelStep:
     """A causal LM's level step: one forward on its own KV cache."""
 
@@ -230,8 +200,8 @@ def draft_levels(step: LevelStep, pending: list[int], cfg: BuilderConfig, max_de
     if cfg.kind == "sampled":
         if sampling is None or gen is None:
             raise TevvizError("a sampled chain needs the sampling settings and a generator")
-        return _sampled_chain(step, ids[-1:], logits, base, H, plan, sampling, gen, width, len(pending) - 1,
-                              cfg.stop_below)
+        return sampled_chain(step, ids[-1:], logits, base, H, plan, sampling, gen, width, len(pending) - 1,
+                             cfg.stop_below)
     # A kept tree of B nodes is at most B deep (scores fall along paths, ties keep ancestors first),
     # so levels below that would be drafted for nothing.
     H = min(H, cfg.keep)
@@ -332,72 +302,6 @@ class _Growth:
             tree, kept = _keep_best(tree, log_reach, keep)
             slot, rank, log_reach = slot[kept], rank[kept], log_reach[kept]
         return DraftResult(tree, slot, base, levels, rank, log_reach)
-
-
-def _sampled_chain(step: LevelStep, root: torch.Tensor, logits: torch.Tensor, base: int, H: int, plan: Plan | None,
-                   sampling: SamplingConfig, gen: torch.Generator, width: int | None, root_row: int,
-                   stop_below: float = 0.0) -> DraftResult:
-    """A chain of H tokens, each drawn from the draft's processed law below the previous one.
-
-    The laws drawn from travel with the tree (`draft_probs`): the speculative verifier accepts node v with
-    probability min(1, p(x_v) / q(x_v)) and needs q. A plan fixes the depth before the first draw: keeping or
-    dropping a token by its own q would draw the kept ones from another law than q. `stop_below` only ends the
-    chain after a token, on the draft's law that token came from: every drawn token is kept and drawn from q, and
-    whether the chain goes on depends on the tokens before it, so each position is still verified against its q.
-    """
-    device = step.device
-    if plan is not None:  # it gives the depth; the chain's reach stays the draft's own (its table is for trees)
-        if plan.forced_budget is None:
-            raise TevvizError("a sampled chain's depth must be fixed before it is drawn (the plan's forced budget)")
-        H = min(H, plan.forced_budget)
-    tokens, laws = [root], [torch.zeros_like(logits[..., :width], dtype=torch.float32)]
-    # Each level's position, visibility (a chain node sees the whole cache and every earlier chain slot: a causal
-    # row) and source row (the one that drew it), made once: a level's own small tensors cost as much as its draw.
-    positions = torch.arange(base, base + H, device=device)
-    visible = torch.ones(1, base + H, dtype=torch.bool, device=device)
-    sources = torch.tensor([root_row, 0], dtype=torch.long, device=device)
-    levels = 1
-    for d in range(1, H + 1):
-        row = logits[..., :width]
-        if sampling.greedy:  # q is one-hot on the argmax: take the argmax once, not again from q
-            x = greedy_rows(row, "the draft model")
-            q = torch.zeros_like(row, dtype=torch.float32).scatter_(-1, x.unsqueeze(-1), 1.0)
-        else:  # ids the target lacks are never drawn; a NaN or inf row is caught below, from the token it drew
-            q = processed_probs(row, sampling, check=False)  # (1, V)
-            x = sample_categorical(q, gen)  # (1,), still on the device
-        tokens.append(x)
-        laws.append(q)
-        # The raw softmax, not q: at T = 0 q is one-hot and says nothing of how sure the draft is.
-        if d == H or (stop_below and _top_probability(row) < stop_below):
-            break
-        logits = step(x, positions[d - 1: d], visible[:, : base + d], sources[:1] if d == 1 else sources[1:])
-        levels += 1
-    n = len(tokens)
-    drawn, q = torch.cat(tokens), torch.cat(laws)
-    # Each token's log q read once for the whole chain, not a level at a time; the root's is 0 (its row is empty).
-    lq = torch.log(q.gather(1, drawn.unsqueeze(1))[:, 0])
-    lq[0] = 0.0
-    # A row with a NaN or +inf logit softmaxes to NaN everywhere, so the token drawn from it has a NaN q.
-    check_finite(lq, "the draft model")
-    slot = torch.arange(-1, n - 1, device=device)  # node d went through the draft's d-th chain forward, at slot d - 1
-    slot[levels:] = -1  # ... if there was one: the last token drawn is never forwarded
-    depth = torch.arange(n, device=device)
-    score = torch.cumsum(lq, 0)  # the draft's log path probability, also shown as the round's prediction (reach)
-    tree = DraftTree(drawn, depth - 1, depth, lq, score, q, check_siblings=False)  # a chain: no siblings
-    return DraftResult(tree, slot, base, levels, torch.zeros(n, dtype=torch.long, device=device), score)
-
-
-def _top_probability(logits: torch.Tensor) -> float:
-    """The draft's largest softmax probability in a (1, V) row (one softmax kernel: cheaper than a log-normaliser)."""
-    return float(torch.softmax(logits.float().flatten(), dim=0).amax())
-
-
-def root_only(root: int, base: int, device) -> DraftResult:
-    """A round without a draft (auto budget): the tree is the root alone and the draft cache is not touched."""
-    zero = torch.zeros(1, dtype=torch.long, device=device)
-    tree = DraftTree(torch.tensor([root], device=device), zero - 1, zero, torch.zeros(1, device=device),
-                     torch.zeros(1, device=device))
-    return DraftResult(tree, zero - 1, base, levels=0, ranks=zero, reach=torch.zeros(1, device=device))
 
 
 def _top(key: torch.Tensor, n: int) -> torch.Tensor:

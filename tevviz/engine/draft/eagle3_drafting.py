@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import torch
 
-from .builders import DraftResult, draft_levels, root_only
+from .builders import DraftResult, draft_levels
+from .draft_result import root_only
 from .drafters import DraftRequest
 from .eagle3_model import Eagle3Head, HeadKV
 
 
 class Eagle3Step:
-    """The head's level step (`builders.LevelStep`): committed pairs read the target's states through fc; a drafted
+    """The head's level step (`draft_result.LevelStep`): committed pairs read the target's states through fc; a drafted
     node reads the state of the row that drafted it (`sources`)."""
 
     def __init__(self, model: Eagle3Head, cache: HeadKV, feats: torch.Tensor):

@@ -3,8 +3,9 @@ level one draft forward over the k frontier nodes, their k x k children scored b
 kept as the next frontier; finally the `total_tokens - 1` best candidates over all levels.
 
 That is the best-first builder with its frontier as wide as its children per node (W = K), so any drafter that
-drafts level by level (`builders.LevelStep`: an EAGLE-3 head, a causal LM) builds it through `builders.draft_levels`;
-the kept set is closed under ancestors because path scores do not increase along a path (ties: shallower first).
+drafts level by level (`draft_result.LevelStep`: an EAGLE-3 head, a causal LM) builds it through
+`builders.draft_levels`; the kept set is closed under ancestors because path scores do not increase along a path
+(ties: shallower first).
 EAGLE's `depth` counts the draft forwards after the root's, so its trees reach depth + 1: tevviz's H.
 """
 

@@ -101,7 +101,7 @@ def unsupported(model) -> str | None:
 
 
 class LlamaStep:
-    """A level step (builders.LevelStep) over a Llama-family model's weights and a StaticKV."""
+    """A level step (draft_result.LevelStep) over a Llama-family model's weights and a StaticKV."""
 
     def __init__(self, model, kv: StaticKV | None = None):
         c = model.config

@@ -8,7 +8,8 @@ from pathlib import Path
 import torch
 
 from ..core.kv import keep_entries, new_cache
-from ..draft.builders import DraftResult, ModelStep, draft_levels, root_only
+from ..draft.builders import DraftResult, ModelStep, draft_levels
+from ..draft.draft_result import root_only
 from ..draft.drafters import DrafterKind, DraftRequest, register
 from ..draft.fast_draft import fast_step
 from ..load.models import check_cache, load_model

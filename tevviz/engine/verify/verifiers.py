@@ -203,19 +203,20 @@ def speculative(tree, logits, cfg, gen, anc=None) -> Decision:
     if q.shape[-1] > p.shape[-1]:
         raise TevvizError(f"the chain was drawn over {q.shape[-1]} ids, but the target scores {p.shape[-1]}")
     x = tree.tokens[1:].to(device).unsqueeze(1)
-    # The few numbers the walk needs, read in one host copy: p(x) and q(x) with each row's total, by which they
-    # are normalised where they are read (the sampler drew x in proportion to q, whatever q's float32 sum).
-    # Right after the target pass every tensor op runs on cold caches at several times its warm cost, so the
-    # walk down the chain is a few lines of host arithmetic rather than a dozen ops on the device; on an
-    # accelerator that is one more wait for it in the round (the round waits for the decision anyway).
-    read = torch.cat([p[:-1].gather(1, x), q.gather(1, x), p[:-1].sum(-1, keepdim=True), q.sum(-1, keepdim=True)], 1)
-    u = torch.rand(n - 1, generator=gen, device=device, dtype=dtype).tolist()
-    rows = read.tolist()
+    # The few numbers the walk needs, read in one host copy: p(x) and q(x), each row's total in the working
+    # precision, by which they are normalised where they are read (the sampler drew x in proportion to q, whatever
+    # q's float32 sum), and the uniforms. Right after the target pass every tensor op runs on cold caches at several
+    # times its warm cost, so the walk down the chain is a few lines of host arithmetic rather than a dozen ops on
+    # the device; on an accelerator that is one more wait for it in the round (the round waits for the decision).
+    u = torch.rand(n - 1, 1, generator=gen, device=device, dtype=dtype)
+    rows = torch.cat([p[:-1].gather(1, x).to(dtype), q.gather(1, x).to(dtype),
+                      p[:-1].sum(-1, keepdim=True, dtype=dtype), q.sum(-1, keepdim=True, dtype=dtype), u], 1).tolist()
     accept, p_edge, node = [1.0], [1.0], 0
-    for v, (px, qx, p_total, q_total) in enumerate(rows, start=1):
-        accept.append(min(1.0, px * q_total / (p_total * qx)))  # p(x) / q(x), both normalised; qx > 0 (x was drawn)
+    for v, (px, qx, p_total, q_total, u_v) in enumerate(rows, start=1):
+        # p(x) / q(x), both normalised; qx > 0 where the chain drew x (a hand-made law with q(x) = 0 accepts)
+        accept.append(min(1.0, px * q_total / (p_total * qx)) if qx > 0 else 1.0)
         p_edge.append(px / p_total)
-        if node == v - 1 and u[v - 1] < accept[v]:
+        if node == v - 1 and u_v < accept[v]:
             node = v  # the deepest node reached by accepting every node above it
     row = p[node]
     if node < n - 1:
@@ -223,7 +224,7 @@ def speculative(tree, logits, cfg, gen, anc=None) -> Decision:
         # cancel, float32 would not do): the sampler normalises what it is given. It is p itself where that
         # residual rounds to zero mass (such a node is rejected with probability 0). Below the last node nothing
         # was drawn: the residual is p there.
-        p_total, q_total = rows[node][2:]
+        p_total, q_total = rows[node][2:4]
         res = row.to(dtype, copy=True)
         res[: q.shape[-1]].sub_(q[node], alpha=p_total / q_total)  # a narrower draft output layer: nothing past it
         res.clamp_(min=0)
