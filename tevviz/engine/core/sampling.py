@@ -78,6 +78,11 @@ def greedy_rows(logits: torch.Tensor, model: str = "the target") -> torch.Tensor
     return idx
 
 
+def one_hot(idx: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Float32 rows shaped as `like` (..., V), 1 at each row's `idx` (...,) and 0 elsewhere: the law at T = 0."""
+    return torch.zeros_like(like, dtype=torch.float32).scatter_(-1, idx.unsqueeze(-1), 1.0)
+
+
 def processed_probs(logits: torch.Tensor, cfg: SamplingConfig, check: bool = True) -> torch.Tensor:
     """Processed target distribution of rows (..., V); one-hot on argmax at temperature 0.
 
@@ -85,7 +90,7 @@ def processed_probs(logits: torch.Tensor, cfg: SamplingConfig, check: bool = Tru
     row comes out NaN everywhere."""
     x = processed_logits(logits, cfg)
     if cfg.greedy:
-        return torch.zeros_like(x).scatter_(-1, greedy_rows(x).unsqueeze(-1), 1.0)
+        return one_hot(greedy_rows(x), x)
     # One softmax kernel rather than a log-normaliser and exp(x - lse): a third of the cost on a few rows of a
     # CPU. The check reads each row's max, which is non-finite exactly when the log-normaliser would be.
     if check:

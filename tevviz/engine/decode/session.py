@@ -304,12 +304,13 @@ class DecodeSession:
         """The round's record but its stage times and sizing: the tree, its target flow, the decision, missing
         tokens, and the verifier's acceptances and the drafter's rows where the round has them."""
         cfg, tok = self.cfg.sampling, self.pair.tokenizer
-        ex = decision.exit_law
+        ex, top = decision.exit_law, self.cfg.missing_top
+        # The processed rows once, for the edges where the verifier read none and for the missing tokens.
+        probs = processed_probs(logits, cfg) if top > 0 or (ex is None and decision.p_edge is None) else None
         if ex is None:
-            ex = (law.exit_law_from_logits(tree, logits, cfg, anc) if decision.p_edge is None
-                  else law.exit_law_from_edges(tree, decision.p_edge, anc))
-        missing = (missing_records(tok, tree, processed_probs(logits, cfg), ex.P, self.cfg.missing_top)
-                   if self.cfg.missing_top > 0 else [[] for _ in range(tree.size)])
+            edges = law.p_edge(tree, probs) if decision.p_edge is None else decision.p_edge
+            ex = law.exit_law_from_edges(tree, edges, anc)
+        missing = missing_records(tok, tree, probs, ex.P, top) if top > 0 else [[] for _ in range(tree.size)]
         tokens = tree.tokens.tolist()
         return RoundRecord(
             index=self.round_count, verifier=verifier, tokens=tokens, texts=self._token_texts(tokens),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ..core.sampling import SamplingConfig, check_finite, greedy_rows, processed_probs, sample_categorical
+from ..core.sampling import SamplingConfig, check_finite, greedy_rows, one_hot, processed_probs, sample_categorical
 from ..core.tree import DraftTree
 from ..cost.auto_budget import Plan
 from ..errors import TevvizError
@@ -39,7 +39,7 @@ def sampled_chain(step: LevelStep, root: torch.Tensor, logits: torch.Tensor, bas
         row = logits[..., :width]
         if sampling.greedy:  # q is one-hot on the argmax: take the argmax once, not again from q
             x = greedy_rows(row, "the draft model")
-            q = torch.zeros_like(row, dtype=torch.float32).scatter_(-1, x.unsqueeze(-1), 1.0)
+            q = one_hot(x, row)
         else:  # ids the target lacks are never drawn; a NaN or inf row is caught below, from the token it drew
             q = processed_probs(row, sampling, check=False)  # (1, V)
             x = sample_categorical(q, gen)  # (1,), still on the device

@@ -66,14 +66,6 @@ def get_verifier(name: str) -> Verifier:
     return VERIFIERS[name]
 
 
-def bonus_from(
-    tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig, node: torch.Tensor, gen: torch.Generator
-) -> torch.Tensor:
-    """Y ~ p_v_res at `node` (p_v itself at a leaf), normalising only that one row."""
-    row = processed_probs(logits.index_select(0, node.view(1)), cfg)[0]  # (V,)
-    return sample_categorical(_or_row(law.residual(tree, row, node), row), gen)
-
-
 @register("tev")
 def tev(tree, logits, cfg, gen, anc=None) -> Decision:
     """Tree Exit Verification (paper Algorithm 1): exit V ~ w over all nodes at once, then Y ~ p_V_res.
@@ -218,18 +210,15 @@ def speculative(tree, logits, cfg, gen, anc=None) -> Decision:
         p_edge.append(px / p_total)
         if node == v - 1 and u_v < accept[v]:
             node = v  # the deepest node reached by accepting every node above it
-    row = p[node]
+    row = p[node].to(dtype)
     if node < n - 1:
         # The bonus ~ max(0, p/P - q/Q), drawn as max(0, p - q P/Q) in the working precision (where p and q nearly
-        # cancel, float32 would not do): the sampler normalises what it is given. It is p itself where that
-        # residual rounds to zero mass (such a node is rejected with probability 0). Below the last node nothing
-        # was drawn: the residual is p there.
+        # cancel, float32 would not do): the sampler normalises what it is given. Below the last node nothing was
+        # drawn: the residual is p there.
         p_total, q_total = rows[node][2:4]
-        res = row.to(dtype, copy=True)
+        res = row.clone()
         res[: q.shape[-1]].sub_(q[node], alpha=p_total / q_total)  # a narrower draft output layer: nothing past it
-        res.clamp_(min=0)
-        if float(res.sum()) > 0:
-            row = res
+        row = _or_row(res.clamp_(min=0), row)
     bonus = sample_categorical(row, gen)
     # The edges read here, p_{v-1}(x_v), for the record; the exit law itself is left to it, not drawn by drawn.
     return Decision(torch.tensor(node, device=device), bonus, accept=torch.tensor(accept, device=device),
