@@ -1,0 +1,1 @@
+"""Serving engines beside tevviz: their speculative-decoding statistics read into one record (acceptance.py)."""
