@@ -264,6 +264,13 @@ def add_bench(sub) -> None:
     b.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
 
 
+def add_engine(sub) -> None:
+    """`tevviz engine import|...` (commands/engines.py builds the group; other modules add actions to it)."""
+    from .commands.engines import add_engine_parsers
+
+    add_engine_parsers(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = Parser(prog="tevviz", formatter_class=Formatter, epilog=EXAMPLES,
                 description="Visual debugger for draft trees in speculative decoding (TEV, ExitTrain). "
@@ -272,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
     add_app(_sub(sub, "app", "open the debugger in the browser (the default command)"))
     for add in (add_decode, add_inspect, add_report, add_compare, add_train, add_eval, add_doctor, add_scan, add_pair,
-                add_bench):
+                add_bench, add_engine):
         add(sub)
     return ap
 

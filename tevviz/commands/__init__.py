@@ -10,13 +10,15 @@ from .common import Interrupt, UntilStopped, load_input, prompt_ids, prompt_rows
 from .compare import cmd_compare
 from .decoding import cmd_decode, cmd_inspect, cmd_report, cmd_scan, decode_summary, print_decoded
 from .doctor import cmd_doctor
+from .engines import cmd_engine
 from .pairs import benchmarks_dir, cmd_bench, cmd_pair
 from .serving import check_server, cmd_app, server_settings
 from .training import cmd_eval, cmd_train, distill_files, distill_stream, print_eval
 
 __all__ = [
     "Interrupt", "UntilStopped", "benchmarks_dir", "check_server", "cmd_app", "cmd_bench", "cmd_compare",
-    "cmd_decode", "cmd_doctor", "cmd_eval", "cmd_inspect", "cmd_pair", "cmd_report", "cmd_scan", "cmd_train",
+    "cmd_decode", "cmd_doctor", "cmd_engine", "cmd_eval", "cmd_inspect", "cmd_pair", "cmd_report", "cmd_scan",
+    "cmd_train",
     "decode_summary", "distill_files", "distill_stream", "load_input", "print_decoded", "print_eval", "prompt_ids",
     "prompt_rows", "read_prompt", "server_settings", "set_threads", "use_chat",
 ]

@@ -62,7 +62,7 @@ class EngineAcceptance:
 
     engine: str  # "vllm", "sglang", "llama.cpp", "tensorrt-llm", "tevviz"
     format: str  # the parser that read it, e.g. "vllm-log"
-    steps: int  # verification steps (drafts verified)
+    steps: int | None  # verification steps (drafts verified); None where the format does not say
     accepted: int  # drafted tokens accepted over all steps
     drafted: int | None = None  # drafted tokens over all steps (None where the format does not say)
     reached: tuple[int, ...] = ()
@@ -73,10 +73,12 @@ class EngineAcceptance:
     engine_figures: tuple[EngineFigure, ...] = ()
 
     def __post_init__(self):
-        if self.steps < 0 or self.accepted < 0 or (self.drafted is not None and self.drafted < 0):
+        if (self.steps or 0) < 0 or self.accepted < 0 or (self.drafted or 0) < 0:
             raise TevvizError(f"{self.engine} ({self.format}): negative counts (steps {self.steps}, "
                               f"accepted {self.accepted}, drafted {self.drafted})")
-        bounds = (self.steps, *self.reached)
+        if self.steps is None and self.reached:
+            raise TevvizError(f"{self.engine} ({self.format}): per-depth counts need the number of steps")
+        bounds = (self.steps or 0, *self.reached)
         if any(b > a for a, b in pairwise(bounds)):
             raise TevvizError(f"{self.engine} ({self.format}): steps reaching depth k must not rise with k "
                               f"(steps {self.steps}, reached {list(self.reached)})")
@@ -177,7 +179,8 @@ class EngineAcceptance:
             step_drafted = d.get("per_step_drafted")
             step_accepted = d.get("per_step_accepted")
             return cls(
-                str(d["engine"]), str(d["format"]), int(d["steps"]), int(d["accepted"]),
+                str(d["engine"]), str(d["format"]), None if d["steps"] is None else int(d["steps"]),
+                int(d["accepted"]),
                 None if d.get("drafted") is None else int(d["drafted"]), tuple(int(r) for r in d.get("reached", ())),
                 None if step_accepted is None else tuple(int(a) for a in step_accepted),
                 None if step_drafted is None else tuple(int(a) for a in step_drafted),
