@@ -16,6 +16,10 @@ from tevviz.engine.load.models import ModelPair
 # Tiny models gain nothing from intra-op threads, and oversubscribed threads on a busy 2-core
 # machine slow every op down by an order of magnitude.
 torch.set_num_threads(1)
+# The tests take the few-row path wherever a model agrees with it (the path that needs checking; the model's own
+# layers are the model itself), with no timing probe per tiny model and nothing written to the user's cache; the
+# probe and its choice have tests of their own (tests/test_row_paths.py). A subprocess inherits it.
+os.environ.setdefault("TEVVIZ_ROW_PATHS", "few")
 
 VOCAB = 96
 EOS = VOCAB - 1

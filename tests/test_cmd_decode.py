@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import select
 import signal
 import struct
@@ -51,12 +52,35 @@ def test_draft_temperature_sharpens_the_draft_scores(tmp_path, capsys):
 
 
 def test_baseline_times_plain_decoding_and_gives_the_speed_up(capsys):
+    """The baseline is the fastest of the plain ways timed on the prompt (both target paths and generate, at each
+    thread count tried), named, and the speed-up divides by it."""
     out = run_json([*DECODE, "--baseline"], capsys)
     assert out["baseline_tokens_per_s"] > 0
-    assert out["speedup"] == pytest.approx(out["tokens_per_s"] / out["baseline_tokens_per_s"])
+    base = out["baseline"]
+    rates = base["probe_tokens_per_s"]
+    assert base["way"] == max(rates, key=rates.get) and base["tokens_per_s"] == out["baseline_tokens_per_s"]
+    assert any("generate" in w for w in rates) and any("the model's own layers" in w for w in rates)
+    assert any("few-row layers" in w for w in rates)  # the embedded target takes the few-row path too
+    if out.get("drafting"):  # no drafted token accepted: no ratio claimed
+        assert out["speedup"] is None
+    else:
+        assert out["speedup"] == pytest.approx(out["tokens_per_s"] / out["baseline_tokens_per_s"])
     capsys.readouterr()
     assert main([a for a in DECODE if a != "--json"] + ["--baseline"]) == 0
-    assert "speed-up" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert bool(re.search(r"speed-up \d", err)) != ("no speed-up claimed" in err)
+    assert "plain decoding: " in err and "ways timed on this prompt" in err
+
+
+def test_ignore_eos_decodes_to_the_token_limit(tmp_path, capsys):
+    """--ignore-eos keeps decoding past the end token: the prompt that ends at once here writes every token asked."""
+    prompt = ["--prompt", "x = 1\n" * 3]  # short code the embedded pair ends quickly
+    plain, doc = exported([*prompt, "--max-new-tokens", "40"], tmp_path, capsys, "a.json")
+    past, doc2 = exported([*prompt, "--max-new-tokens", "40", "--ignore-eos"], tmp_path, capsys, "b.json")
+    assert doc["meta"]["stop_on_eos"] is True and doc2["meta"]["stop_on_eos"] is False
+    assert len(past["token_ids"]) == 40
+    if len(plain["token_ids"]) < 40:  # where the end token came first, the tokens before it are the same
+        assert past["token_ids"][: len(plain["token_ids"])] == plain["token_ids"]
 
 
 def test_optimal_computes_each_rounds_optimal_tree(tmp_path, capsys):

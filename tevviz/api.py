@@ -39,7 +39,8 @@ def load(pair: str | None = None, target: str | None = None, draft: str | None =
 def session(pair: ModelPair, prompt: str, *, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
             budget: int | str | None = None, depth: int | None = None, builder: str | None = None,
             verifier: str | None = None, stop_below: float | None = None, max_new_tokens: int = 64, seed: int = 0,
-            chat: bool | None = None, optimal: bool = False, **builder_options) -> DecodeSession:
+            chat: bool | None = None, optimal: bool = False, ignore_eos: bool = False,
+            **builder_options) -> DecodeSession:
     """A decoding session on `prompt`; `step()` runs one round and returns its RoundRecord.
 
     `builder`, `verifier`, `budget` (a number, or "auto": each round sized for tokens/s up to `budget_limit`),
@@ -47,7 +48,8 @@ def session(pair: ModelPair, prompt: str, *, temperature: float = 0.0, top_k: in
     `tevviz decode` does: a named pair's measured best at `temperature`, else
     budget="auto" on the drafter's own builder (DDTree as deep as its block for a block drafter); `chat` defaults to
     whether the tokenizer has a chat template; `optimal=True` computes each round's optimal tree (see
-    `DecodeSession.optimal` to compute it for one round only).
+    `DecodeSession.optimal` to compute it for one round only); `ignore_eos=True` decodes past the end token to
+    `max_new_tokens` (a benchmark's equal lengths).
     """
     start = start_settings(pair, temperature, builder, verifier, budget, depth, builder_options, stop_below)
     chat = has_chat_template(pair.tokenizer) if chat is None else chat
@@ -56,7 +58,8 @@ def session(pair: ModelPair, prompt: str, *, temperature: float = 0.0, top_k: in
     tree = BuilderConfig(kind=start.builder, budget=limit if auto else start.budget, depth=start.depth, auto=auto,
                          stop_below=start.stop_below, **builder_options)
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p), builder=tree,
-                       verifier=start.verifier, max_new_tokens=max_new_tokens, seed=seed, chat=chat, optimal=optimal)
+                       verifier=start.verifier, max_new_tokens=max_new_tokens, seed=seed, chat=chat, optimal=optimal,
+                       stop_on_eos=not ignore_eos)
     return DecodeSession(pair, encode_prompt(pair.tokenizer, prompt, chat=chat), cfg)
 
 

@@ -121,6 +121,9 @@ def add_decoding(p: argparse.ArgumentParser, note: str = DEFAULTS_NOTE) -> None:
     g.add_argument("--top-k", type=int, default=0, help="0 = off")
     g.add_argument("--top-p", type=float, default=1.0, help="1 = off")
     g.add_argument("--seed", type=int, default=0, help="seeds the verifier's draws (and a sampled chain's)")
+    g.add_argument("--ignore-eos", action="store_true",
+                   help="keep decoding past the end token to --max-new-tokens (as vLLM's ignore_eos and llama.cpp's "
+                        "--ignore-eos), so that a benchmark writes the same number of tokens on every side")
     g = p.add_argument_group("draft tree", note)
     g.add_argument("--verifier", default=None, metavar="NAME",
                    choices=LazyChoices("tevviz.engine.verify.verifiers", "VERIFIERS"),

@@ -68,5 +68,5 @@ def decode_config_from_args(args):
                               depth=start.depth, children=args.children, width=args.width, branching=branching,
                               auto=auto, draft_temperature=args.draft_temperature, stop_below=start.stop_below),
         verifier=start.verifier, max_new_tokens=args.max_new_tokens, seed=args.seed,
-        optimal=getattr(args, "optimal", False),
+        optimal=getattr(args, "optimal", False), stop_on_eos=not getattr(args, "ignore_eos", False),
     )

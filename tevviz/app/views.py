@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from ..engine.records.records import expected_length_text, optimal_label
 from ..engine.records.round_numbers import NUMBERS, SESSION
-from ..engine.records.speed import ideal_speed, ms_per_token, speed_breakdown
+from ..engine.records.speed import drafting_note, ideal_speed, ms_per_token, speed_breakdown
 from ..engine.records.summary import SessionSummary, summarize
 from ..engine.train.exit_mass import ExitMassMove
 from ..engine.verify.comparison import Comparison
@@ -167,7 +167,9 @@ def stats_markdown(st: AppState) -> str:
     tps = tokens / st.seconds if st.seconds > 0 else None
     base = st.baseline
     comparable = base is not None and base["prompt"] == st.prompt and base["cfg"] == st.cfg
-    speedup = tps / base["tokens_per_s"] if comparable and tps and base["tokens_per_s"] else None
+    # No ratio where speculation committed nothing (the speed lines say why).
+    claim = comparable and tps and base["tokens_per_s"] and not drafting_note(st.rounds)
+    speedup = tps / base["tokens_per_s"] if claim else None
     kept = f" (last {s.rounds} rounds)" if st.dropped else ""
     means = [n for n in SESSION if not n.needs_optimal]  # tau, mean E[L]: with the optimal tree, the table below
     heads = "".join(f"{n.heading}{kept} | " for n in means)
@@ -178,6 +180,8 @@ def stats_markdown(st: AppState) -> str:
         (f"| {rounds} | {tokens} | {_fmt(tps)} | {cells}"
          f"{_fmt(base['tokens_per_s']) if comparable else '—'} | {'—' if speedup is None else f'{speedup:.2f}x'} |"),
     ]
+    if comparable and base.get("way"):
+        lines.append(f"\n*Plain decoding: {base['way']}, the fastest of {base['ways']} ways timed on this prompt.*")
     lines += speed_lines(st, base if comparable else None)
     r = st.round
     gap = r.coverage_gap() if r is not None else None

@@ -57,6 +57,10 @@ def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
     reading = reading_of(session.pair)
     if reading is not None:  # which target states the drafter read, and why (its config's dialect, --layer-ids)
         out["drafter_reading"] = {"layer_ids": list(reading.layer_ids), "why": reading.why}
+    from ..engine.records.speed import drafting_note
+
+    if drafting_note(session.rounds):  # a speed line then says this in place of a ratio
+        out["drafting"] = drafting_note(session.rounds)
     if session.notice:
         out["notice"] = session.notice
     return out
@@ -69,17 +73,27 @@ def ran_builder(builder) -> str:
     return f"{builder.kind} ({budget}, depth {builder.depth})"
 
 
-def _timed_baseline(pair, prompt_ids, cfg, out: dict) -> None:
-    """--baseline: plain decoding's tokens/s and the speed-up; a Ctrl-C there leaves them out, keeping the rest."""
-    from ..engine import autoregressive
+def _timed_baseline(pair, prompt_ids, cfg, out: dict, quiet: bool) -> None:
+    """--baseline: the fastest plain decoding of the same prompt (every way tevviz knows, timed short, the best one
+    over the whole length) and the speed-up against it; a Ctrl-C there leaves them out, keeping the rest."""
+    from tqdm import tqdm
 
+    from ..engine.decode.plain import best_plain, plain_ways
+
+    ways = plain_ways(pair.target)
+    bar = tqdm(total=2 * len(ways) + 1, desc="timing plain decoding", file=sys.stderr, disable=quiet, leave=False)
     try:
-        base = autoregressive(pair, prompt_ids, cfg)
+        base = best_plain(pair, prompt_ids, cfg, ways, progress=lambda done, total: bar.update(done - bar.n))
     except KeyboardInterrupt:
         print("baseline interrupted: left out", file=sys.stderr)
         return
+    finally:
+        bar.close()
+    out["baseline"] = base.to_dict()
     out["baseline_tokens_per_s"] = base.tokens_per_s
-    out["speedup"] = out["tokens_per_s"] / base.tokens_per_s if base.tokens_per_s else None
+    # No ratio where speculation committed nothing: it would time the loop, not a drafter (out["drafting"] says so).
+    claim = base.tokens_per_s and not out.get("drafting")
+    out["speedup"] = out["tokens_per_s"] / base.tokens_per_s if claim else None
 
 def _export(session, prompt: str, path: Path, interrupted: bool) -> str:
     """Write the session JSON (its meta marked when interrupted); the reason nothing was written, or ""."""
@@ -130,7 +144,7 @@ def cmd_decode(args) -> int:
     interrupted = at_once or (stop.requested and not session.done)
     out = decode_summary(session, seconds, cfg, args.optimal)
     if args.baseline and not interrupted:
-        _timed_baseline(pair, prompt_ids, cfg, out)
+        _timed_baseline(pair, prompt_ids, cfg, out, quiet=args.json or not sys.stderr.isatty())
     failure = _export(session, prompt, export, interrupted) if export is not None else ""
     if interrupted:
         out["interrupted"] = True
@@ -160,6 +174,12 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
     means = "  ".join(mean_text(n, out[n.session], *over(n)) for n in SESSION if not n.needs_optimal)
     print(f"rounds {out['rounds']}  tokens {len(out['token_ids'])}  {means}  "
           f"{out['tokens_per_s']:.1f} tok/s" + (f"  speed-up {speedup:.2f}x" if speedup else ""), file=sys.stderr)
+    if "baseline" in out:
+        print(f"plain decoding: {out['baseline']['tokens_per_s']:.1f} tok/s, {out['baseline']['way']} (the fastest "
+              f"of {len(out['baseline']['probe_tokens_per_s'])} ways timed on this prompt; the speed-up divides by "
+              "it)", file=sys.stderr)
+    if "drafting" in out:
+        print(f"no speed-up claimed: {out['drafting']}", file=sys.stderr)
     print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in out["stage_ms"].items()), file=sys.stderr)
     if "builder" in out:
         print(f"ran: builder {out['builder']}, verifier {out['verifier']}", file=sys.stderr)

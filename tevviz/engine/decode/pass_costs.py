@@ -4,12 +4,10 @@ speed.ideal_speed prices a run's rounds with them)."""
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import torch
 
 from ..core.kv import additive_mask, causal_visibility, new_cache
+from ..core.timing import median_ms
 from ..draft.builders import ModelStep
 from ..draft.drafters import drafter_kind_of
 from ..draft.fast_draft import fast_step
@@ -18,25 +16,6 @@ from .target_pass import TargetPass
 
 TARGET_SIZES = (1, 2, 3, 5, 9, 17, 33, 65)  # tokens per target pass (a tree of B nodes takes B + 1)
 DRAFT_ROWS = (1, 2, 4, 8, 16, 32)  # rows per draft level
-
-
-def _sync(device) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _median_ms(run, sizes, repeats: int, device) -> dict[int, float]:
-    """Median ms of `run(n)` for each n, sizes interleaved in each repeat (the first repeat warms up)."""
-    times: dict[int, list[float]] = {n: [] for n in sizes}
-    for rep in range(repeats + 1):
-        for n in sizes:
-            _sync(device)
-            t0 = time.perf_counter()
-            run(n)
-            _sync(device)
-            if rep:
-                times[n].append(1e3 * (time.perf_counter() - t0))
-    return {n: statistics.median(v) for n, v in times.items()}
 
 
 def target_pass_ms(target, context: torch.Tensor, block: torch.Tensor, sizes, repeats: int) -> dict[int, float]:
@@ -51,7 +30,7 @@ def target_pass_ms(target, context: torch.Tensor, block: torch.Tensor, sizes, re
             forward(block[:, :n], mask, pos, cache)  # as a round runs it
             cache.crop(-n)
 
-        return _median_ms(run, sizes, repeats, context.device)
+        return median_ms(run, sizes, repeats, context.device)
 
 
 def draft_level_ms(pair, context: torch.Tensor, block: torch.Tensor, rows, repeats: int) -> dict[int, float] | None:
@@ -72,7 +51,7 @@ def draft_level_ms(pair, context: torch.Tensor, block: torch.Tensor, rows, repea
             step(block[0, :n], torch.full((n,), past, device=context.device), visible, None)
             step.cache.crop(-n)
 
-        return _median_ms(run, rows, repeats, context.device)
+        return median_ms(run, rows, repeats, context.device)
 
 
 def measure_pass_costs(pair, token_ids: list[int], context: int = 200, repeats: int = 5,

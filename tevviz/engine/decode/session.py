@@ -14,9 +14,10 @@ import torch
 
 from ..core import exit_law as law
 from ..core.kv import additive_mask, keep_entries, new_cache, tree_visibility
-from ..core.sampling import SamplingConfig, processed_probs, sample_categorical
+from ..core.sampling import SamplingConfig, processed_probs
 from ..core.scoring import missing_records
 from ..core.seeds import stream_seed
+from ..core.timing import sync
 from ..core.tree import DraftTree, ancestor_mask, path_to, position_ids
 from ..cost.arm_choice import MixedBudget
 from ..cost.auto_budget import AutoBudget
@@ -96,11 +97,6 @@ def stop_ids(pair: ModelPair) -> set[int]:
     if pair.tokenizer.eos_token_id is not None:
         ids.add(pair.tokenizer.eos_token_id)
     return ids
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _texts(tokenizer, ids: list[int]) -> list[str]:
@@ -251,7 +247,7 @@ class DecodeSession:
         rp = self.sizing.round()
         drafted = self.drafter.draft(DraftRequest(rp.builder, cap, rp.plan, cfg.sampling, self.vocab))
         tree = drafted.tree.to(self.device)
-        _sync(self.device)
+        sync(self.device)
         t1 = time.perf_counter()
 
         anc = ancestor_mask(tree)
@@ -261,7 +257,7 @@ class DecodeSession:
         mask = None if tree.size == 1 else additive_mask(tree_visibility(anc, past), self._mask_dtype)
         out = self._target(tree.tokens.unsqueeze(0), mask, position_ids(tree, past))
         logits = out.logits[0]  # (N, V)
-        _sync(self.device)
+        sync(self.device)
         t2 = time.perf_counter()
 
         decision = rp.verify(tree, logits, cfg.sampling, self.gen, anc)
@@ -270,7 +266,7 @@ class DecodeSession:
         keep_entries(self.target_cache, past, accepted, past + tree.size)
         self.drafter.commit(drafted, accepted, bonus, self._features(out))
         tokens = tree.tokens.tolist()
-        _sync(self.device)
+        sync(self.device)
         t3 = time.perf_counter()
 
         committed, done = self._cut([tokens[v] for v in accepted[1:]] + [bonus])
@@ -347,45 +343,5 @@ class DecodeSession:
         return out
 
 
-@dataclass(frozen=True)
-class BaselineResult:
-    """Plain autoregressive decoding of the target: the generated tokens and the wall time."""
-
-    token_ids: list[int]
-    seconds: float
-
-    @property
-    def tokens_per_s(self) -> float:
-        return len(self.token_ids) / self.seconds if self.seconds > 0 else 0.0
-
-
-@torch.inference_mode()
-def autoregressive(pair: ModelPair, prompt_ids: list[int], cfg: DecodeConfig) -> BaselineResult:
-    """Token-by-token decoding of the target with the same processed distribution as the verifiers.
-
-    The prompt's prefill (all but its last token) is left out of the time, as `DecodeSession` does it
-    before its first round: speed-ups compare like with like."""
-    model, device = pair.target, pair.target.device
-    stop = stop_ids(pair) if cfg.stop_on_eos else set()
-    gen = torch.Generator(device=device).manual_seed(cfg.seed)
-    n = min(cfg.max_new_tokens, pair.context_length - len(prompt_ids))
-    cache = new_cache(model)
-    # Through the pass a session's rounds take (its few-row layers on a CPU), so that a speed-up against this
-    # baseline is speculation's alone, not also the cheaper pass.
-    forward = TargetPass(model)
-    if len(prompt_ids) > 1:
-        forward(torch.tensor([prompt_ids[:-1]], device=device), None, None, cache, logits=False)
-    ids = torch.tensor([prompt_ids[-1:]], device=device)
-    _sync(device)
-    t0 = time.perf_counter()
-    out: list[int] = []
-    for _ in range(n):
-        logits = forward(ids, None, None, cache).logits[0, -1:]
-        tok = sample_categorical(processed_probs(logits, cfg.sampling), gen)
-        out.append(int(tok))
-        if out[-1] in stop:
-            break
-        ids = tok.view(1, 1)
-    _sync(device)
-    return BaselineResult(out, time.perf_counter() - t0)
-
+# Plain decoding lives in plain.py; these names stay importable from here, where they were first.
+from .plain import BaselineResult, autoregressive  # noqa: F401

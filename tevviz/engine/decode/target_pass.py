@@ -10,6 +10,7 @@ agrees with its own; any other runs the model's forward unchanged.
 
 from __future__ import annotations
 
+import logging
 import weakref
 
 import torch
@@ -18,10 +19,13 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 from ..core import few_rows as rows
 from ..core.kv import new_cache
 from ..draft.fast_draft import FAMILIES
+from . import row_paths as rp
 
 CHECK_TOKENS = 5
 CHECK_ROWS = (1, 2, CHECK_TOKENS)  # the passes checked against the model's own forward
 _CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the pass agreed with its forward
+_PATHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {thread count: RowPaths}
+logger = logging.getLogger("tevviz")
 
 
 def _parts(model):
@@ -65,20 +69,69 @@ def takes_split(model) -> bool:
     return _CHECKED[model]
 
 
+def _probe(model) -> dict[int, dict[str, float]]:
+    """Both paths' ms for passes of 1..few_rows.LIMIT tokens on a cached context, as plain decoding runs them."""
+    parts, device = _parts(model), model.device
+    vocab = min(model.config.vocab_size, 1000)
+    tokens = (torch.arange(rp.PROBE_CONTEXT + rows.LIMIT, device=device) * 7 + 3) % vocab
+    context, block = tokens[None, : rp.PROBE_CONTEXT], tokens[None, rp.PROBE_CONTEXT:]
+    cache = new_cache(model)
+    with torch.inference_mode():
+        model(input_ids=context, cache=cache, use_cache=True)
+
+        def run(path: str, n: int) -> None:
+            if path == "stock":
+                model(input_ids=block[:, :n], cache=cache, use_cache=True)
+            else:
+                _split(parts, block[:, :n], None, None, cache, False)
+            cache.crop(-n)
+
+        return rp.probe_ms(run, range(1, rows.LIMIT + 1), device=device)
+
+
+def row_paths(model) -> rp.RowPaths:
+    """The path `model`'s passes take per row count at the current thread count: from the cache, else probed once
+    (a few seconds for SmolLM2-135M) and kept; forced by TEVVIZ_ROW_PATHS."""
+    if not takes_split(model):
+        return rp.RowPaths()
+    threads = torch.get_num_threads()
+    known = _PATHS.setdefault(model, {})
+    if threads not in known:
+        mode = rp.mode()
+        counts = range(1, rows.LIMIT + 1)
+        if mode in ("few", "stock"):
+            known[threads] = rp.RowPaths(frozenset(counts) if mode == "few" else frozenset(), {}, mode)
+        else:
+            path = rp.cache_file(model)
+            paths = rp.read_cached(path) if mode == "auto" else None
+            if paths is None or set(paths.ms) != set(counts):
+                logger.info("timing the target's passes of 1-%d tokens both ways, once for this machine", rows.LIMIT)
+                ms = _probe(model)
+                paths = rp.RowPaths(rp.choose(ms), ms, "probe")
+                rp.write_cached(path, paths)
+            known[threads] = paths
+    return known[threads]
+
+
 class TargetPass:
     """One target forward on a cache: the split pass for passes of at most few_rows.LIMIT tokens where the
-    model takes it, the model's own forward otherwise (a prefill, large trees, other families, accelerators)."""
+    model takes it and its row-path choice says it pays (`path="auto"`), or always (`"few_rows"`) or never
+    (`"stock"`); the model's own forward otherwise (a prefill, large trees, other families, accelerators)."""
 
-    def __init__(self, model):
+    def __init__(self, model, path: str = "auto"):
+        if path not in ("auto", *rp.PATHS):
+            raise ValueError(f"path must be auto, stock or few_rows, not {path!r}")
         self.model = model
-        self.split = takes_split(model)
+        self.split = path != "stock" and takes_split(model)
         self.parts = _parts(model) if self.split else None  # resolved once, not every round
+        self.paths = row_paths(model) if self.split and path == "auto" else None  # None: every count it can
 
     def __call__(self, ids: torch.Tensor, mask, positions, cache, hidden: bool = False, logits: bool = True):
         """The pass's output (logits, hidden states); `logits=False` (a prefill, whose logits nobody reads) leaves
         out the output layer where the split pass is taken, and its logits are then None."""
+        n = ids.shape[1]
         # LIMIT is read here, not at construction: a benchmark sets it to 0 to time the model's own layers.
-        if self.split and (not logits or ids.shape[1] <= rows.LIMIT):
+        if self.split and (not logits or (n <= rows.LIMIT and (self.paths is None or self.paths.takes(n)))):
             return _split(self.parts, ids, mask, positions, cache, hidden, logits)
         return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
                           output_hidden_states=hidden)

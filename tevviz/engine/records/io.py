@@ -227,6 +227,7 @@ def session_meta(session) -> dict:
         "verifier": cfg.verifier,
         "seed": cfg.seed,
         "max_new_tokens": cfg.max_new_tokens,
+        "stop_on_eos": cfg.stop_on_eos,  # False: --ignore-eos decoded past the end token
         "chat": cfg.chat,
         "tevviz": __version__,
         **_reading(session),

@@ -25,6 +25,7 @@ class SpeedBreakdown:
     stage_ms_per_token: dict[str, float]  # each stage's recorded time over the rounds / tokens
     measured_ms_per_token: float | None  # wall time around whole rounds / tokens, where measured
     baseline_ms_per_token: float | None  # plain autoregressive decoding of the target
+    drafting: str | None = None  # why no speed-up is claimed (no round drafted, or no drafted token accepted)
 
     @property
     def recorded_ms_per_token(self) -> float:
@@ -60,8 +61,9 @@ class SpeedBreakdown:
 
     @property
     def speedup(self) -> float | None:
-        """Baseline time per token / this run's."""
-        if not self.baseline_ms_per_token or not self.tokens or self.ms_per_token <= 0:
+        """Baseline time per token / this run's; None where drafting did not run or did not pay (no ratio is
+        claimed for speculation that committed nothing)."""
+        if self.drafting or not self.baseline_ms_per_token or not self.tokens or self.ms_per_token <= 0:
             return None
         return self.baseline_ms_per_token / self.ms_per_token
 
@@ -81,6 +83,8 @@ class SpeedBreakdown:
         top = max(stages, key=stages.get)
         share = stages[top] / self.recorded_ms_per_token if self.recorded_ms_per_token > 0 else 0.0
         where = f"{STAGE_NAMES[top]} takes {share:.0%} of its time"
+        if self.drafting:
+            return f"No speed-up to claim: {self.drafting} ({self.ms_per_token:.1f} ms a token; {where})."
         if self.break_even is None:
             return (f"Each round takes {self.round_ms:.1f} ms and committed {self.tokens_per_round:.2f} tokens "
                     f"({self.ms_per_token:.1f} ms a token; {where}); time the baseline to see the tau it must beat.")
@@ -108,7 +112,20 @@ def speed_breakdown(rounds: list[RoundRecord], baseline_ms_per_token: float | No
     totals = {s: sum(r.stage_ms.get(s, 0.0) for r in rounds) for s in STAGES}
     per_token = {s: (v / tokens if tokens else 0.0) for s, v in totals.items()}
     measured = None if seconds is None else ms_per_token(seconds, tokens)
-    return SpeedBreakdown(len(rounds), tokens, per_token, measured, baseline_ms_per_token)
+    return SpeedBreakdown(len(rounds), tokens, per_token, measured, baseline_ms_per_token, drafting_note(rounds))
+
+
+def drafting_note(rounds: list[RoundRecord]) -> str | None:
+    """Why `rounds` can claim no speed-up from speculation: none drafted, or none of their drafted tokens was
+    accepted (a ratio then measures the loop's overhead, not a drafter); None where drafted tokens were accepted."""
+    if not rounds:
+        return None
+    drafted = sum(len(r.tokens) - 1 for r in rounds)
+    if drafted == 0:
+        return "drafting did not run (every round was a plain target step)"
+    if not any(len(r.accepted) > 1 for r in rounds):
+        return f"drafting did not pay (none of the {drafted} drafted tokens was accepted)"
+    return None
 
 
 @dataclass(frozen=True)
