@@ -1,0 +1,57 @@
+"""Why the two engines part, from what tevviz can compute: the target's (or the drafter's) two most likely tokens
+where the runs part. A near tie there is within what two float32 implementations order differently; a clear winner
+that one engine did not take means the engines do not compute the same model."""
+
+from __future__ import annotations
+
+import torch
+
+from .llamacpp_compare import Part, PromptRun
+
+NEAR_TIE = 0.02  # probability gap under which float rounding can swap the two most likely tokens
+
+
+@torch.inference_mode()
+def top_two(model, ids: list[int]) -> list[tuple[int, float]]:
+    """The model's two most likely next tokens after `ids` and their probabilities (one forward, float32 softmax)."""
+    logits = model(torch.tensor([ids], device=model.device)).logits[0, -1].float()
+    p, t = torch.softmax(logits, -1).topk(2)
+    return list(zip(t.tolist(), p.tolist()))
+
+
+def _tie(tops: list[tuple[int, float]], text) -> tuple[str, bool]:
+    (a, pa), (b, pb) = tops
+    return f"{text(a)!r} {pa:.4f} and {text(b)!r} {pb:.4f}", pa - pb < NEAR_TIE
+
+
+def part_cause(pair, prompt_ids: list[int], llama: PromptRun, tev: PromptRun, part: Part,
+               causal_draft: bool) -> str:
+    """One sentence on the part of one prompt: where, what each engine did, and the likely cause."""
+    def text(t: int) -> str:
+        return pair.tokenizer.decode([t])
+
+    where = f"prompt {part.prompt}, round {part.round}"
+    if part.what == "tokens":
+        q = part.token_part if part.token_part is not None else part.position
+        if q >= min(len(llama.tokens), len(tev.tokens)):
+            return (f"{where}: one engine stopped at token {q} and the other went on "
+                    "(their end tokens differ: llama.cpp ends at every end-of-generation token its vocabulary marks)")
+        both, tie = _tie(top_two(pair.target, prompt_ids + list(tev.tokens[:q])), text)
+        why = ("a near tie, which two float32 implementations can order differently (precision)" if tie else
+               "not a near tie: the engines do not compute the same target (weights, conversion or prompt)")
+        return (f"{where}: at generated token {q} llama.cpp wrote {text(llama.tokens[q])!r}, tevviz "
+                f"{text(tev.tokens[q])!r}; the target's two most likely tokens there (tevviz, float32) are {both}: "
+                f"{why}")
+    acc = [a for a in part.accepted if a is not None]
+    j = min(acc) + 1 if acc else 1
+    said = (f"{where}: the same tokens, but llama.cpp accepted {part.accepted[0]} drafted tokens and tevviz "
+            f"{part.accepted[1]}")
+    if not causal_draft:
+        return said + f" (the drafts part at position {j} of the chain)"
+    ctx = prompt_ids + list(tev.tokens[: part.position + j - 1])
+    if len(ctx) - len(prompt_ids) > len(tev.tokens):
+        return said
+    both, tie = _tie(top_two(pair.draft, ctx), text)
+    why = ("a near tie, which float32 rounding can swap (precision)" if tie else
+           "not a near tie: the engines do not draft with the same drafter (weights or conversion)")
+    return f"{said}; at draft position {j} the drafter's two most likely tokens are {both}: {why}"
