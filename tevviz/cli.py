@@ -75,7 +75,9 @@ def add_scan(sub) -> None:
     p.add_argument("paths", nargs="+", metavar="PROMPTS.jsonl | merge DIR... | compare A B | show DIR")
     p.add_argument("-o", "--out", default=None, help="the scan folder to write (a scan, or a merge's output)")
     p.add_argument("--resume", action="store_true", help="continue the scan already in --out")
-    p.add_argument("--shard", default=None, metavar="I/N", help="scan only the prompts at positions I, I + N, ...")
+    p.add_argument("--shard", default=None, metavar="I/N|auto",
+                   help="scan only the prompts at positions I, I + N, ...; auto: I and N from the launcher (torchrun, "
+                        "accelerate launch, a Slurm array, srun), one records file a rank in -o DIR")
     p.add_argument("--skip-bad", action="store_true",
                    help="leave out malformed prompt lines and prompts too long for the models (default: stop, "
                         "naming the line, before anything is decoded)")

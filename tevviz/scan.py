@@ -1,6 +1,6 @@
 """`tevviz scan`: decode a prompt set into a scan folder, merge shards, compare two scans, show one.
 
-    tevviz scan PROMPTS.jsonl -o DIR [decode options] [--resume] [--shard I/N] [--skip-bad]
+    tevviz scan PROMPTS.jsonl -o DIR [decode options] [--resume] [--shard I/N | --shard auto] [--skip-bad]
     tevviz scan merge DIR... -o OUT
     tevviz scan compare DIR_A DIR_B
     tevviz scan show DIR
@@ -29,7 +29,11 @@ the rounds that lost most.
 
 An interrupted scan (Ctrl-C, a killed job, a full disk) keeps every finished prompt; --resume continues it and
 decodes nothing twice. --shard I/N scans every N-th prompt from position I (0-based), so N jobs of a launcher
-(a SLURM array: --shard $SLURM_ARRAY_TASK_ID/N) split one scan; `tevviz scan merge` joins their folders.
+split one scan; `tevviz scan merge` joins their folders. --shard auto reads I and N from the launcher (RANK and
+WORLD_SIZE from torchrun or accelerate launch, else a Slurm array's task id and count, else srun's SLURM_PROCID and
+SLURM_NTASKS), takes the GPU of LOCAL_RANK, and writes one records file a rank into the one folder -o DIR, which it
+continues as --resume does: a relaunch with any number of ranks decodes nothing twice. `tevviz scan merge DIR -o
+OUT` then makes one scan of it.
 
   tevviz scan merge DIR... -o OUT     join shard folders (refused, writing nothing, if settings or models differ)
   tevviz scan compare DIR_A DIR_B     paired differences B - A per category and per depth, with standard errors
@@ -77,9 +81,26 @@ def _progress_printer():
     return show
 
 
+def _pin_device(args, local: int | None) -> None:
+    """One GPU a process: a bare (or auto-chosen) cuda device becomes cuda:LOCAL_RANK."""
+    if local is None:
+        return
+    import torch
+
+    from .engine.load.models import resolve_device
+    from .engine.scan.ranks import pinned_device
+
+    resolved = resolve_device(args.device)
+    pinned = pinned_device(resolved, local, torch.cuda.device_count() if resolved == "cuda" else 0)
+    if pinned != resolved:
+        torch.cuda.set_device(pinned)  # so that a tensor made on plain "cuda" lands on this rank's GPU too
+        args.device = pinned
+
+
 def _prepare(args):
-    """Read the prompts, load the pair, make or check the folder; returns (pair, planned, cfg, folder)."""
-    from .engine.scan.scan_files import file_digest, read_prompts, repair, shard
+    """Read the prompts, load the pair, make or check the folder; returns (pair, planned, cfg, folder, records):
+    `planned` the prompts this process scans, `records` the file it appends to."""
+    from .engine.scan.scan_files import RECORDS, file_digest, read_prompts, repair, shard
     from .engine.scan.scan_merge import check_resume
     from .engine.scan.scan_run import plan_prompts, scan_manifest
     from .options import decode_config_from_args, source_from_args
@@ -88,6 +109,8 @@ def _prepare(args):
         raise TevvizError("give one prompt file (or: merge DIR... -o OUT, compare A B, show DIR)")
     if args.out is None:
         raise TevvizError("give the scan folder with -o DIR")
+    if args.shard == "auto":
+        return _prepare_auto(args)
     path, folder, part = Path(args.paths[0]), Path(args.out), parse_shard(args.shard)
     cfg = decode_config_from_args(args)
     has_files = folder.is_dir() and any(folder.iterdir())
@@ -113,30 +136,67 @@ def _prepare(args):
 
         folder.mkdir(parents=True, exist_ok=True)
         write_manifest(folder, manifest)
-    return pair, planned, cfg, folder
+    return pair, planned, cfg, folder, RECORDS
+
+
+def _prepare_auto(args):
+    """_prepare for --shard auto: this rank's share of the prompts and its own file in the shared folder."""
+    from .engine.scan.auto_folder import join_folder, rank_file, share
+    from .engine.scan.ranks import launch_rank
+    from .engine.scan.scan_files import AUTO, file_digest, read_prompts
+    from .engine.scan.scan_run import plan_prompts, scan_manifest
+    from .options import decode_config_from_args, source_from_args
+
+    rank = launch_rank()  # bad variables are refused before anything loads
+    path, folder = Path(args.paths[0]), Path(args.out)
+    cfg = decode_config_from_args(args)
+    if folder.exists() and not folder.is_dir():
+        raise TevvizError(f"-o {str(folder)!r} is a file")
+    prompts, skipped = read_prompts(path, args.skip_bad)
+    _pin_device(args, rank.local)
+    pair = source_from_args(args).load()
+    # Every rank plans every prompt: all refuse the same bad prompt, and all write the same manifest.
+    planned, problems = plan_prompts(pair, prompts, args.chat, args.skip_bad, str(path))
+    manifest = scan_manifest(pair, cfg, args.chat, path.resolve(), file_digest(path), len(prompts), len(planned),
+                             AUTO, skipped + problems)
+    if rank.index == 0:
+        for line in skipped + problems:
+            print(f"skipped {line}", file=sys.stderr)
+    join_folder(folder, manifest)
+    records, dropped = rank_file(folder, rank)
+    if dropped:
+        print(f"dropped {dropped} bytes of an unfinished prompt at the end of {records}", file=sys.stderr)
+    print(f"{rank.label()}: {len(share(planned, rank))} of the {len(planned)} prompts are this process's",
+          file=sys.stderr)
+    return pair, share(planned, rank), cfg, folder, records
 
 
 def run(args) -> int:
-    """Scan a prompt file into -o DIR (or continue it with --resume)."""
+    """Scan a prompt file into -o DIR (or continue it with --resume, or join it with --shard auto)."""
     from .engine.core.threads import use_threads
-    from .engine.scan.scan_files import done_ids
-    from .engine.scan.scan_run import run_scan
+    from .engine.scan.scan_run import run_scan, unfinished
 
     use_threads(args.threads)  # the one policy of decode, the app and the notebook API
-    pair, planned, cfg, folder = _prepare(args)
+    pair, planned, cfg, folder, records = _prepare(args)
+    auto = args.shard == "auto"
     args.started = True
-    before = len(done_ids(folder) & {p.prompt.id for p in planned})
-    print(f"scanning {len(planned)} prompts into {folder}" + (f" ({before} already done)" if before else ""),
-          file=sys.stderr)
-    finished = before
+    before = len(planned) - len(unfinished(planned, folder))
+    print(f"scanning {len(planned)} prompts into {folder / records if auto else folder}"
+          + (f" ({before} already done)" if before else ""), file=sys.stderr)
     try:
         with _terminate_as_interrupt():
-            finished = run_scan(pair, planned, cfg, folder, progress=_progress_printer())
+            finished = run_scan(pair, planned, cfg, folder, progress=_progress_printer(), records=records)
     except KeyboardInterrupt:
-        finished = len(done_ids(folder) & {p.prompt.id for p in planned})
-        print(f"\ninterrupted: {finished} of {len(planned)} prompts are in {folder}; the same command with --resume "
-              "continues", file=sys.stderr)
+        finished = len(planned) - len(unfinished(planned, folder))
+        again = "the same command" if auto else "the same command with --resume"
+        print(f"\ninterrupted: {finished} of {len(planned)} prompts are in {folder}; {again} continues",
+              file=sys.stderr)
         return 130
+    if auto:
+        # No rank knows when the others end (a scan opens no process group): merge is the one reducer.
+        print(f"done: {finished} prompts in {folder / records}; once every rank is done, `tevviz scan merge "
+              f"{folder} -o OUT` makes one scan of the folder", file=sys.stderr)
+        return 0
     return show_folder(folder, args.json, args.worst)
 
 

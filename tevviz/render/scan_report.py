@@ -43,8 +43,10 @@ def scan_meta(manifest: dict) -> dict:
             "dtype": (models.get("target") or {}).get("dtype"), "device": manifest.get("device"),
             **(manifest.get("settings") or {}), "prompt file": prompts.get("file"),
             "prompts scanned": manifest.get("scanned"), "tevviz": manifest.get("tevviz")}
-    if manifest.get("shard"):
+    if isinstance(manifest.get("shard"), dict):
         meta["shard"] = f"{manifest['shard']['index']}/{manifest['shard']['count']}"
+    elif manifest.get("shard"):
+        meta["shard"] = str(manifest["shard"])  # "auto": a file a rank
     if manifest.get("merged_from"):
         meta["merged from"] = manifest["merged_from"]
     return {k: v for k, v in meta.items() if v is not None}

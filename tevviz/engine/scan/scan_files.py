@@ -1,4 +1,5 @@
-"""A scan folder: `manifest.json` (settings, models, prompt file) and `records.jsonl`, one JSON object a line.
+"""A scan folder: `manifest.json` (settings, models, prompt file) and `records.jsonl`, one JSON object a line (a
+`--shard auto` scan: one `records-RANK-of-COUNT.jsonl` a shard instead, all read as one).
 
 Each finished prompt is one block appended with a single write and an fsync: a line per round
 (`{"type": "round", "prompt": ID, "round": ...}`), then the prompt's own line (`{"type": "prompt", ...}`), which
@@ -11,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +27,8 @@ from ..records.scan_stats import ScanAccumulator, ScanSummary
 SCAN_SCHEMA = "tevviz.scan/1"
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl"
+SHARD_RECORDS = re.compile(r"records-(\d+)-of-(\d+)\.jsonl")  # a --shard auto rank's file
+AUTO = "auto"  # the manifest's "shard" of a --shard auto folder
 DEFAULT_CATEGORY = "uncategorised"
 PROMPT_PREFIX = b'{"type":"prompt"'  # how a prompt line starts (orjson keeps the key order and adds no spaces)
 MAX_PROBLEMS = 50  # damaged lines named in full; the rest are counted
@@ -120,14 +125,33 @@ def file_digest(path: str | Path) -> str:
 # --- writing --------------------------------------------------------------------------------------------------------
 
 
+def shard_records_name(index: int, count: int) -> str:
+    """The records file of shard `index` of `count` in a --shard auto folder."""
+    return f"records-{index:05d}-of-{count:05d}.jsonl"
+
+
+def records_paths(folder: Path) -> list[Path]:
+    """The folder's records files: `records.jsonl` if there is one, then the shards' files by count and rank."""
+    shards = [p for p in folder.glob("records-*-of-*.jsonl") if SHARD_RECORDS.fullmatch(p.name)] \
+        if folder.is_dir() else []
+    shards.sort(key=lambda p: tuple(int(x) for x in reversed(SHARD_RECORDS.fullmatch(p.name).groups())))
+    return [p for p in [folder / RECORDS] if p.is_file()] + shards
+
+
 def write_manifest(folder: Path, manifest: dict) -> None:
-    """Write the manifest whole or not at all (a temporary file, fsync, rename)."""
-    tmp = folder / (MANIFEST + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, folder / MANIFEST)
+    """Write the manifest whole or not at all (a temporary file of its own, fsync, rename): ranks of one scan may
+    write the same manifest at once."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{MANIFEST}-", suffix=".tmp")
+    try:
+        with open(fd, "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, folder / MANIFEST)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def read_manifest(folder: str | Path) -> dict:
@@ -156,8 +180,8 @@ def block_bytes(prompt_line: dict, rounds: list[dict]) -> bytes:
 class RecordWriter:
     """Appends prompt blocks to a records file, each whole and synced to disk before the next prompt starts."""
 
-    def __init__(self, folder: Path):
-        self.path = folder / RECORDS
+    def __init__(self, folder: Path, name: str = RECORDS):
+        self.path = folder / name
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def append(self, data: bytes) -> None:
@@ -201,9 +225,9 @@ def complete_end(path: Path) -> int:
     return end
 
 
-def repair(folder: Path) -> int:
+def repair(folder: Path, name: str = RECORDS) -> int:
     """Cut the records file after its last complete prompt block; returns the bytes dropped."""
-    path = folder / RECORDS
+    path = folder / name
     if not path.is_file():
         return 0
     end, size = complete_end(path), path.stat().st_size
@@ -215,19 +239,34 @@ def repair(folder: Path) -> int:
     return size - end
 
 
-def done_ids(folder: Path) -> set[str]:
-    """The ids of the prompts whose block is complete."""
-    ids = set()
-    path = folder / RECORDS
-    if path.is_file():
+def _finished_lines(folder: Path):
+    """The prompt lines of the complete blocks of every records file in the folder."""
+    for path in records_paths(folder):
         with open(path, "rb") as f:
             for line in f:
                 if line.startswith(PROMPT_PREFIX) and line.endswith(b"\n"):
                     try:
-                        ids.add(orjson.loads(line)["id"])
-                    except (orjson.JSONDecodeError, KeyError, TypeError):
+                        d = orjson.loads(line)
+                    except orjson.JSONDecodeError:
                         continue
-    return ids
+                    if isinstance(d, dict) and "id" in d:
+                        yield d
+
+
+def done_ids(folder: Path) -> set[str]:
+    """The ids of the prompts whose block is complete, in any records file of the folder."""
+    return {d["id"] for d in _finished_lines(folder)}
+
+
+def prompt_hash(pid: str, position: int, chat: bool | None, text: str) -> str:
+    """What names a prompt across shards and restarts: its id, place in the file, chat flag and text (the manifest
+    already pins the file, settings and models), hashed."""
+    return hashlib.sha256(orjson.dumps([pid, position, chat, text])).hexdigest()[:32]
+
+
+def done_hashes(folder: Path) -> set[str]:
+    """The prompt hashes of the complete blocks in every records file of the folder: what a resume skips."""
+    return {prompt_hash(d["id"], d.get("position"), d.get("chat"), d.get("prompt")) for d in _finished_lines(folder)}
 
 
 # --- reading --------------------------------------------------------------------------------------------------------
@@ -243,6 +282,7 @@ class PromptEntry:
     start: int  # byte offset of its first line
     end: int  # byte offset past its prompt line
     rounds: int
+    file: str = RECORDS  # the records file it is in
 
 
 @dataclass
@@ -281,12 +321,19 @@ def open_scan(folder: str | Path, worst: int = 20) -> ScanData:
     manifest = read_manifest(folder)
     acc = ScanAccumulator(worst_k=worst)
     data = ScanData(folder, manifest, acc.summary())
-    path = folder / RECORDS
     if manifest.get("schema") != SCAN_SCHEMA:
         _problem(data, str(folder / MANIFEST), f"schema {manifest.get('schema')!r}, read as {SCAN_SCHEMA!r}")
+    for path in records_paths(folder):
+        data.unfinished += _read_records(data, acc, path)
+    data.summary = acc.summary()
+    return data
+
+
+def _read_records(data: ScanData, acc: ScanAccumulator, path: Path) -> int:
+    """Add one records file's finished prompts to `data` and `acc`; returns the round lines left unfinished."""
     pending: list[tuple[RoundRecord, int]] = []
     pending_id, start, offset = None, 0, 0
-    with open(path, "rb") if path.is_file() else open(os.devnull, "rb") as f:
+    with open(path, "rb") as f:
         for number, line in enumerate(f, 1):
             here, offset = offset, offset + len(line)
             where = f"{path}:{number}"
@@ -323,13 +370,11 @@ def open_scan(folder: str | Path, worst: int = 20) -> ScanData:
                     acc.add(d["id"], d["category"], d["position"], rounds, float(d["seconds"]),
                             [n for _, n in pending])
                     data.index[d["id"]] = PromptEntry(d["id"], d["category"], d["position"],
-                                                      start if pending else here, offset, len(rounds))
+                                                      start if pending else here, offset, len(rounds), path.name)
                 pending, pending_id, start = [], None, offset
             else:
                 _problem(data, where, f"unknown line type {kind!r}")
-    data.unfinished = len(pending)
-    data.summary = acc.summary()
-    return data
+    return len(pending)
 
 
 @dataclass(frozen=True)
@@ -345,7 +390,7 @@ def read_prompt(data: ScanData, prompt_id: str) -> ScannedPrompt:
     entry = data.index.get(prompt_id)
     if entry is None:
         raise TevvizError(f"no finished prompt {prompt_id!r} in {data.folder}")
-    with open(data.folder / RECORDS, "rb") as f:
+    with open(data.folder / entry.file, "rb") as f:
         f.seek(entry.start)
         block = f.read(entry.end - entry.start)
     rounds, line = [], {}

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import TevvizError
-from .scan_files import RECORDS, ScanData, open_scan, read_manifest, write_manifest
+from .scan_files import AUTO, RECORDS, ScanData, open_scan, read_manifest, write_manifest
 
 
 def _fingerprints(manifest: dict) -> dict:
@@ -53,22 +53,27 @@ def check_resume(folder: Path, manifest: dict) -> None:
         raise TevvizError(f"cannot resume {folder}: it was scanned otherwise ({'; '.join(problems)})")
 
 
-def _shard_label(m: dict) -> str:
+def shard_label(m: dict) -> str:
+    """How a manifest says its folder was split: unsharded, shard I/N, or one file a rank (--shard auto)."""
     s = m.get("shard")
+    if s == AUTO:
+        return "sharded by rank (--shard auto)"
     return "unsharded" if not s else f"shard {s['index']}/{s['count']}"
 
 
 def plan_merge(folders: list[str | Path]) -> tuple[list[ScanData], list[str]]:
     """Open the shards and check that they belong together; returns them and notes on missing prompts."""
-    if len(folders) < 2:
-        raise TevvizError("give at least two scan folders to merge")
+    if not folders or (len(folders) == 1 and read_manifest(folders[0]).get("shard") != AUTO):
+        raise TevvizError("give at least two scan folders to merge, or the one folder of a --shard auto scan")
     scans = [open_scan(f, worst=0) for f in folders]
     first = scans[0].manifest
     for s in scans[1:]:
         problems = differences(first, s.manifest)
         if problems:
             raise TevvizError(f"{s.folder} does not belong with {scans[0].folder}: {'; '.join(problems)}")
-    counts = {(s.manifest.get("shard") or {}).get("count") for s in scans}
+    # A --shard auto folder holds any splits at once (its files are named by rank and count).
+    counts = {s.manifest["shard"]["count"] for s in scans if isinstance(s.manifest.get("shard"), dict)}
+    counts |= {None for s in scans if not s.manifest.get("shard")}
     if len(counts) > 1:
         raise TevvizError(f"the folders are shards of different splits: {sorted(map(str, counts))}")
     seen: dict[int, Path] = {}
@@ -78,7 +83,7 @@ def plan_merge(folders: list[str | Path]) -> tuple[list[ScanData], list[str]]:
                 raise TevvizError(f"prompt {e.id!r} (position {e.position}) is in both {seen[e.position]} and "
                                   f"{s.folder}")
             seen[e.position] = s.folder
-    notes = [f"{s.folder}: {_shard_label(s.manifest)}, {len(s.index)} of {s.manifest.get('scanned', '?')} prompts"
+    notes = [f"{s.folder}: {shard_label(s.manifest)}, {len(s.index)} of {s.manifest.get('scanned', '?')} prompts"
              + (f", {len(s.problems)} damaged lines left out" if s.problems else "") for s in scans]
     total = (first.get("prompts") or {}).get("count")
     if isinstance(total, int) and len(seen) < total:
@@ -101,13 +106,13 @@ def merge(folders: list[str | Path], out: str | Path) -> tuple[int, list[str]]:
     try:
         with open(tmp / RECORDS, "wb") as w:
             for e, s in entries:
-                with open(s.folder / RECORDS, "rb") as f:
+                with open(s.folder / e.file, "rb") as f:
                     f.seek(e.start)
                     w.write(f.read(e.end - e.start))
             w.flush()
             os.fsync(w.fileno())
         manifest = dict(scans[0].manifest, shard=None, scanned=len(entries),
-                        merged_from=[f"{s.folder} ({_shard_label(s.manifest)})" for s in scans])
+                        merged_from=[f"{s.folder} ({shard_label(s.manifest)})" for s in scans])
         write_manifest(tmp, manifest)
         if out.exists():
             out.rmdir()

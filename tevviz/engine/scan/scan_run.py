@@ -16,7 +16,7 @@ from ..decode.session import DecodeConfig, DecodeSession, encode_prompt, has_cha
 from ..errors import TevvizError
 from ..load.models import ModelPair
 from ..records.round_numbers import NUMBERS
-from .scan_files import SCAN_SCHEMA, RecordWriter, ScanPrompt, block_bytes, done_ids
+from .scan_files import RECORDS, SCAN_SCHEMA, RecordWriter, ScanPrompt, block_bytes, done_hashes, prompt_hash
 
 SAMPLE = 4096  # elements hashed per weight tensor for a model's fingerprint
 
@@ -46,8 +46,8 @@ def settings_dict(cfg: DecodeConfig, chat: bool | None) -> dict:
 
 
 def scan_manifest(pair: ModelPair, cfg: DecodeConfig, chat: bool | None, prompts_file: Path, digest: str, count: int,
-                  scanned: int, shard: tuple[int, int] | None, skipped: list[str]) -> dict:
-    """The manifest of a new scan folder."""
+                  scanned: int, shard: tuple[int, int] | str | None, skipped: list[str]) -> dict:
+    """The manifest of a new scan folder (`shard`: I/N, "auto" for a file a rank, or None)."""
     from ... import __version__
 
     return {
@@ -58,7 +58,7 @@ def scan_manifest(pair: ModelPair, cfg: DecodeConfig, chat: bool | None, prompts
                    "draft": model_identity(pair.draft, pair.draft_name)},
         "device": str(pair.device),
         "prompts": {"file": str(prompts_file), "sha256": digest, "count": count, "skipped": skipped},
-        "shard": None if shard is None else {"index": shard[0], "count": shard[1]},
+        "shard": shard if shard is None or isinstance(shard, str) else {"index": shard[0], "count": shard[1]},
         "scanned": scanned,
     }
 
@@ -70,6 +70,11 @@ class PlannedPrompt:
     prompt: ScanPrompt
     ids: list[int]
     chat: bool
+
+    @property
+    def hash(self) -> str:
+        """What a resume compares with the finished prompts' lines (scan_files.prompt_hash)."""
+        return prompt_hash(self.prompt.id, self.prompt.position, self.chat, self.prompt.text)
 
 
 def plan_prompts(pair: ModelPair, prompts: list[ScanPrompt], chat: bool | None, skip_bad: bool = False,
@@ -143,18 +148,25 @@ def decode_prompt(pair: ModelPair, planned: PlannedPrompt, cfg: DecodeConfig,
     return block_bytes(line, [r.to_dict() for r in rounds]), len(rounds), tau, seconds
 
 
+def unfinished(planned: list[PlannedPrompt], folder: Path) -> list[PlannedPrompt]:
+    """The prompts of `planned` whose block is in none of the folder's records files (by prompt hash)."""
+    done = done_hashes(folder)
+    return [p for p in planned if p.hash not in done]
+
+
 def scan_steps(pair: ModelPair, planned: list[PlannedPrompt], cfg: DecodeConfig, folder: Path,
-               stop: Callable[[], bool] | None = None, call: Callable | None = None) -> Iterator[ScanProgress]:
-    """Decode the prompts not yet in `folder`, appending each as it finishes and yielding where the scan stands.
+               stop: Callable[[], bool] | None = None, call: Callable | None = None,
+               records: str = RECORDS) -> Iterator[ScanProgress]:
+    """Decode the prompts not yet in `folder`, appending each to its file `records` as it finishes and yielding
+    where the scan stands.
 
     Ends early, keeping every finished prompt, when `stop()` turns true (checked every round) or on an exception;
     `call(fn, *args)` runs each prompt's decoding (the app passes its model thread's).
     """
-    done = done_ids(folder)
-    todo = [p for p in planned if p.prompt.id not in done]
+    todo = unfinished(planned, folder)
     finished = len(planned) - len(todo)
     t0 = time.perf_counter()
-    with RecordWriter(folder) as writer:
+    with RecordWriter(folder, records) as writer:
         for k, item in enumerate(todo):
             result = (call or _direct)(decode_prompt, pair, item, cfg, stop)
             if result is None:
@@ -172,10 +184,11 @@ def _direct(fn, *args):
 
 
 def run_scan(pair: ModelPair, planned: list[PlannedPrompt], cfg: DecodeConfig, folder: Path,
-             progress: Callable[[ScanProgress], None] | None = None, stop: Callable[[], bool] | None = None) -> int:
+             progress: Callable[[ScanProgress], None] | None = None, stop: Callable[[], bool] | None = None,
+             records: str = RECORDS) -> int:
     """`scan_steps` to the end; returns the prompts of `planned` finished in the folder."""
-    finished = len(planned) - len([p for p in planned if p.prompt.id not in done_ids(folder)])
-    for step in scan_steps(pair, planned, cfg, folder, stop):
+    finished = len(planned) - len(unfinished(planned, folder))
+    for step in scan_steps(pair, planned, cfg, folder, stop, records=records):
         finished = step.done
         if progress is not None:
             progress(step)
