@@ -17,10 +17,10 @@ import pytest
 import torch
 from conftest import greedy_generate, random_prompts, tiny_pair
 
+from tevviz.engine.core.sampling import SamplingConfig
 from tevviz.engine.decode import plain
 from tevviz.engine.decode.plain import BaselineResult, PlainWay, best_plain, fastest, plain_ways
 from tevviz.engine.decode.session import DecodeConfig
-from tevviz.engine.core.sampling import SamplingConfig
 from tevviz.engine.records.speed import drafting_note, speed_breakdown
 
 
