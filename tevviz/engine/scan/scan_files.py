@@ -132,9 +132,8 @@ def shard_records_name(index: int, count: int) -> str:
 
 def records_paths(folder: Path) -> list[Path]:
     """The folder's records files: `records.jsonl` if there is one, then the shards' files by count and rank."""
-    shards = [p for p in folder.glob("records-*-of-*.jsonl") if SHARD_RECORDS.fullmatch(p.name)] \
-        if folder.is_dir() else []
-    shards.sort(key=lambda p: tuple(int(x) for x in reversed(SHARD_RECORDS.fullmatch(p.name).groups())))
+    names = {p: SHARD_RECORDS.fullmatch(p.name) for p in folder.glob("records-*-of-*.jsonl")}
+    shards = sorted((p for p, m in names.items() if m), key=lambda p: (int(names[p][2]), int(names[p][1])))
     return [p for p in [folder / RECORDS] if p.is_file()] + shards
 
 
