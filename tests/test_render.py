@@ -428,13 +428,17 @@ def test_block_length_histogram_counts():
 
 def test_acceptance_by_depth_by_hand():
     fig = acceptance_by_depth_figure(ROUNDS)
-    conditional, marginal = fig.data
+    conditional, marginal, exact = fig.data
     # Paths reach depths 3, 1 and 0 (L = 4, 2, 1). Conditional: of the rounds at d - 1, those reaching d: 2 of 3, then
     # 1 of 2, then 1 of 1 (it rises: the one deep round is the easy one). Marginal: of all three rounds, 2, 1, 1.
     assert list(conditional.x) == list(marginal.x) == [1, 2, 3]
     assert list(conditional.y) == pytest.approx([2 / 3, 1 / 2, 1])
     assert list(marginal.y) == pytest.approx([2 / 3, 1 / 3, 1 / 3])
     assert conditional.name.startswith("conditional") and marginal.name.startswith("marginal")
+    # Exact: the target's mass per depth of each tree, averaged. Round 0 (SMALL's tree): P = 0.6 + 0.3 at depth 1,
+    # 0.36 + 0.18 + 0.27 at 2, 0.243 at 3; round 2 (one child, p_edge 0.9): 0.9 at depth 1.
+    assert exact.name.startswith("exact") and list(exact.y) == pytest.approx(
+        [(0.9 + 0.9 + 0.9) / 3, (0.81 + 0.81) / 3, (0.243 + 0.243) / 3])
 
 
 @pytest.mark.parametrize("figure", [stage_times_figure, block_length_histogram, acceptance_by_depth_figure])

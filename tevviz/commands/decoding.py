@@ -30,7 +30,7 @@ def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
     of the per-round numbers (round_numbers.SESSION: tau, the mean expected block length, with --optimal 1 + C_p*,
     the drafter gap and the optimal trees' time)."""
     from ..engine.records.round_numbers import NUMBERS, SESSION
-    from ..engine.records.summary import summarize
+    from ..engine.records.summary import acceptance_curves, summarize
 
     s = summarize(session.rounds)
     means = {n.session: s.numbers[n.name] for n in SESSION if not n.needs_optimal}
@@ -41,6 +41,8 @@ def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
         **means,
         "tokens_per_s": len(session.generated) / seconds if seconds > 0 else 0.0,
         "stage_ms": s.stage_ms,
+        # counted over rounds (conditional, marginal) beside the exact reach (summary.DepthAcceptance)
+        "acceptance_by_depth": [a.to_dict() for a in acceptance_curves(session.rounds)],
         "builder": ran_builder(cfg.builder),
         "verifier": cfg.verifier,
     }
@@ -181,6 +183,8 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
     if "drafting" in out:
         print(f"no speed-up claimed: {out['drafting']}", file=sys.stderr)
     print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in out["stage_ms"].items()), file=sys.stderr)
+    if out.get("acceptance_by_depth"):
+        print(depth_text(out["acceptance_by_depth"]), file=sys.stderr)
     if "builder" in out:
         print(f"ran: builder {out['builder']}, verifier {out['verifier']}", file=sys.stderr)
     if "drafter_reading" in out:
@@ -206,6 +210,18 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
               file=sys.stderr)
     if session.notice:
         print("note: " + session.notice, file=sys.stderr)
+
+def depth_text(rows: list[dict], shown: int = 8) -> str:
+    """Acceptance by depth in one line: per d, conditional / marginal counted over the rounds, then the exact reach
+    (and the optimal tree's, where computed): summary.DepthAcceptance's fields."""
+    optimal = any(r.get("optimal") is not None for r in rows)
+    num = lambda x: "-" if x is None else f"{x:.2f}"
+    cell = lambda r: (f"d{r['depth']} {num(r['conditional'])}/{num(r['marginal'])} {num(r['expected'])}"
+                      + (f"/{num(r['optimal'])}" if optimal else ""))
+    more = f"  (+{len(rows) - shown} deeper)" if len(rows) > shown else ""
+    return ("acceptance by depth, conditional/marginal over rounds and exact" + ("/optimal tree" if optimal else "")
+            + ": " + "  ".join(cell(r) for r in rows[:shown]) + more)
+
 
 def _defined(rounds, n) -> tuple[int, int]:
     """(rounds that have the number `n`, rounds): what round_numbers.mean_text says a mean is over."""

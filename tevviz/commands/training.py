@@ -164,8 +164,11 @@ def print_eval(pair, args, results: list, counts: list[int], total: int) -> None
     print(f"draft {pair.draft_name}  target {pair.target_name}  B={args.budget} H={args.depth} K={args.children} "
           f"W={args.width}  {total} prompts")
     print(f"{'T':>4} {'tau':>13} {'E[L]':>13} {'prompts':>7}  acceptance by depth: conditional (of the rounds "
-          "reaching d - 1, the share accepting at d) / marginal (share of all rounds reaching d)")
+          "reaching d - 1, the share accepting at d) / marginal (share of all rounds reaching d) / exact (the "
+          "target's probability of reaching d in the tree)")
     for r, n in zip(results, counts):
-        acc = " ".join(f"{_share(c)}/{_share(m)}" for c, m in zip(r.acceptance_conditional, r.acceptance_marginal))
+        exact = r.acceptance_expected or [None] * len(r.acceptance_marginal)
+        acc = " ".join(f"{_share(c)}/{_share(m)}/{_share(e)}"
+                       for c, m, e in zip(r.acceptance_conditional, r.acceptance_marginal, exact))
         print(f"{r.temperature:>4g} {r.tau:>6.3f}±{r.tau_se:<6.3f} "
               f"{r.expected_length:>6.3f}±{r.expected_length_se:<6.3f} {n:>7}  " + acc)

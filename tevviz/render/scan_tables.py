@@ -30,10 +30,12 @@ def category_rows(groups: dict[str, GroupStats]) -> tuple[list[str], list[list[s
 
 
 def depth_rows(groups: dict[str, GroupStats]) -> tuple[list[str], list[list[str]]]:
-    """Acceptance by depth d = 1, 2, ... per category (pooled over rounds), each depth as conditional / marginal."""
+    """Acceptance by depth d = 1, 2, ... per category (pooled over rounds), each depth as conditional / marginal
+    (counted) / exact (the target's probability of reaching d in the trees, GroupStats.acceptance_expected)."""
     top = min(max((len(g.acceptance_marginal) for g in groups.values()), default=0), DEPTHS_SHOWN)
-    head = ["category", *(f"d={d} cond/marg" for d in range(1, top + 1))]
-    cell = lambda g, d: (f"{_num(g.acceptance_conditional[d], 3)}/{_num(g.acceptance_marginal[d], 3)}"
+    head = ["category", *(f"d={d} cond/marg/exact" for d in range(1, top + 1))]
+    exact = lambda g, d: _num(g.acceptance_expected[d] if d < len(g.acceptance_expected) else None, 3)
+    cell = lambda g, d: (f"{_num(g.acceptance_conditional[d], 3)}/{_num(g.acceptance_marginal[d], 3)}/{exact(g, d)}"
                          if d < len(g.acceptance_marginal) else "-")
     rows = [[g.name, *(cell(g, d) for d in range(top))] for g in groups.values()]
     return head, rows

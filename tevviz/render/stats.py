@@ -49,6 +49,8 @@ def acceptance_curves(rounds: Sequence[Round]) -> list[summary.DepthAcceptance]:
 
 CONDITIONAL = "conditional: of rounds reaching d - 1, share accepting at d"
 MARGINAL = "marginal: share of all rounds reaching d"
+EXPECTED = "exact: the target's probability of reaching d in the tree (sums to E[L] - 1)"
+OPTIMAL = "optimal tree's probability of reaching d (sums to C_p*)"
 
 
 def acceptance_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = None,
@@ -63,6 +65,12 @@ def acceptance_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = 
         {"type": "scatter", "mode": "lines+markers", "name": MARGINAL, "x": depths, "y": [a.marginal for a in rows],
          "hovertext": [f"depth {a.depth}: {a.reached} of all {a.rounds} rounds" for a in rows], "hoverinfo": "text"},
     ]
+    # Beside the counted curves, the exact ones (summary.DepthAcceptance): what the trees' target mass promised.
+    for name, values, dash in ((EXPECTED, [a.expected for a in rows], "dot"),
+                               (OPTIMAL, [a.optimal for a in rows], "dash")):
+        if any(v is not None for v in values):
+            traces.append({"type": "scatter", "mode": "lines+markers", "name": name, "x": depths, "y": values,
+                           "line": {"dash": dash}})
     return _figure(as_dict, traces, layout, "acceptance by depth", "depth d", "share of rounds", yaxis_range=[0, 1.02],
                    legend={"orientation": "h", "yanchor": "top", "y": -0.3, "x": 0.0})
 

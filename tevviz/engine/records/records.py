@@ -43,6 +43,10 @@ class OptimalTree:
     def token_path(self, node: int) -> tuple[int, ...]:
         return tuple(self.tokens[v] for v in path_to(self.parents, node)[1:])
 
+    def reach_by_depth(self) -> list[float]:
+        """Per depth d = 1..H, the target's probability of reaching d in this tree: P summed over its nodes at d."""
+        return _mass_by_depth(self.depths, self.P)
+
     def to_dict(self) -> dict:
         return {"budget": self.budget, "depth": self.depth, "C_p": self.C_p, "ms": self.ms, "passes": self.passes,
                 "nodes": [{"id": v, "parent": None if p < 0 else p, "token_id": t, "text": x, "depth": d, "P": q}
@@ -282,6 +286,17 @@ class RoundRecord:
         return CoverageGap(C_p=self.C_p, C_p_star=star, held=held / star if star > 0 else 1.0, ghosts=ghosts,
                            bounds=self.optimal_bounds)
 
+    def reach_by_depth(self) -> list[float] | None:
+        """Per depth d = 1..H, the exact probability that this round's accepted path reaches d under its verifier:
+        P summed over the nodes at d (a fixed tree under an exact path verifier), or on a sampled chain the product of
+        `accept` down to d. Summed over d it is E[L] - 1. None for an unscored tree."""
+        if self.accept is not None:
+            reach = [1.0] * self.size
+            for v in range(1, self.size):
+                reach[v] = reach[self.parents[v]] * self.accept[v]
+            return _mass_by_depth(self.depths, reach)
+        return None if any(x is None for x in self.P) else _mass_by_depth(self.depths, self.P)
+
     def exit_by_depth(self) -> tuple[list[float], list[float]]:
         """(width, leaf) exit mass per depth 0..max: w summed over internal nodes (the target's token was not
         among the children) and over leaves (the tree ended there); empty lists for an unscored tree."""
@@ -293,6 +308,15 @@ class RoundRecord:
         for v, (d, x) in enumerate(zip(self.depths, self.w)):
             (width if v in internal else leaf)[d] += x
         return width, leaf
+
+
+def _mass_by_depth(depths: list[int], mass: list[float]) -> list[float]:
+    """Per depth 1..max(depths), `mass` summed over the nodes at that depth (the root, depth 0, left out)."""
+    out = [0.0] * max(depths, default=0)
+    for d, x in zip(depths, mass):
+        if d:
+            out[d - 1] += x
+    return out
 
 
 def optimal_label(bounds: bool, budget: int) -> str:

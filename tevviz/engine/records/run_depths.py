@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 from .records import RoundRecord
 from .scan_stats import Estimate
-from .summary import acceptance_curves
+from .summary import acceptance_curves, share_se
 
 
 @dataclass(frozen=True)
@@ -60,10 +60,7 @@ class DepthTable:
 
 def share(k: int, n: int) -> Estimate:
     """k of n rounds as a share with the standard error of the mean of n 0/1 values (scan_stats.mean_se's)."""
-    if n == 0:
-        return Estimate(None, None, 0)
-    p = k / n
-    return Estimate(p, math.sqrt(k * (n - k) / (n * n * (n - 1))) if n > 1 else None, n)
+    return Estimate(k / n, share_se(k, n), n) if n else Estimate(None, None, 0)
 
 
 def depth_curves(rounds: list[RoundRecord], depths: int) -> tuple[list[Estimate], list[Estimate]]:

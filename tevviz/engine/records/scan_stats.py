@@ -79,6 +79,10 @@ class PromptStats(_Metrics):
     leaf: list[float]  # per depth 0, 1, ...: exit mass at leaves, summed over scored rounds
     scored: int  # rounds with target scores
     lengths: dict[int, int]  # block length L -> rounds
+    # per depth d = 1, 2, ...: the exact probability of reaching d (RoundRecord.reach_by_depth) summed over the
+    # `exact_rounds` rounds that have it
+    expected: list[float] = field(default_factory=list)
+    exact_rounds: int = 0
 
     def conditional(self, d: int) -> float | None:
         """Of this prompt's rounds that reached depth d - 1, the share that accepted at d (summary.DepthAcceptance)."""
@@ -115,8 +119,12 @@ def prompt_stats(id: str, category: str, position: int, rounds: list[RoundRecord
     present: list[int] = []
     width: list[float] = []
     leaf: list[float] = []
-    scored = 0
+    expected: list[float] = []
+    scored = exact = 0
     for r in rounds:
+        if (reach_d := r.reach_by_depth()) is not None:
+            exact += 1
+            _add(expected, reach_d)
         top, exit_depth = max(r.depths), r.block_length - 1
         _add(present, [1] * top)
         _add(reach, [int(exit_depth >= d) for d in range(1, top + 1)])
@@ -129,7 +137,7 @@ def prompt_stats(id: str, category: str, position: int, rounds: list[RoundRecord
         id=id, category=category, position=position, rounds=len(rounds), tokens=NUMBERS["tokens"].over(rounds),
         seconds=seconds, metrics={n.scan: n.over(rounds) for n in SCAN}, reach=reach, present=present, width=width,
         leaf=leaf, scored=scored,
-        lengths=dict(Counter(r.block_length for r in rounds)),
+        lengths=dict(Counter(r.block_length for r in rounds)), expected=expected, exact_rounds=exact,
     )
 
 
@@ -150,6 +158,8 @@ class GroupStats(_Metrics):
     width: list[float]  # per depth 0, 1, ...: mean exit mass per scored round at internal nodes
     leaf: list[float]  # per depth 0, 1, ...: mean exit mass per scored round at leaves
     lengths: dict[int, int]  # block-length histogram
+    # per depth d = 1, 2, ...: the exact probability of reaching d, the mean over the rounds that have it
+    acceptance_expected: list[float | None] = field(default_factory=list)
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -166,8 +176,10 @@ def group_stats(name: str, prompts: list[PromptStats]) -> GroupStats:
     present: list[int] = []
     width: list[float] = []
     leaf: list[float] = []
+    expected: list[float] = []
     lengths: Counter = Counter()
     for p in prompts:
+        _add(expected, p.expected)
         _add(reach, p.reach)
         _add(present, p.present)
         _add(width, p.width)
@@ -184,6 +196,7 @@ def group_stats(name: str, prompts: list[PromptStats]) -> GroupStats:
         acceptance_marginal=[a / rounds if rounds else None for a in reach],
         width=[x / scored for x in width] if scored else [], leaf=[x / scored for x in leaf] if scored else [],
         lengths=dict(lengths),
+        acceptance_expected=[x / exact for x in expected] if (exact := sum(p.exact_rounds for p in prompts)) else [],
     )
 
 

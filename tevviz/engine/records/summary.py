@@ -6,6 +6,7 @@ No torch here: the app, the CLI, the report and the figures read the same number
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .records import STAGES, RoundRecord
@@ -69,12 +70,17 @@ class DepthAcceptance:
 
     conditional = reached / prior: of the rounds that reached depth d - 1, the share that accepted a token at d;
     marginal = reached / rounds: the share of all rounds that reached d. The marginal never rises with d; the
-    conditional can (the rounds that got deep are the easy ones)."""
+    conditional can (the rounds that got deep are the easy ones). Beside them, exact rather than counted:
+    expected = the target's probability of reaching d given each round's tree (RoundRecord.reach_by_depth), the
+    mean over the scored rounds, whose sum over d is E[L] - 1; optimal = the same of the rounds' optimal trees
+    (where every round has one that bounds it), whose sum over d is C_p*."""
 
     depth: int
     reached: int  # rounds whose accepted path reached depth d
     prior: int  # rounds whose accepted path reached d - 1 (every round at d = 1)
     rounds: int
+    expected: float | None = None
+    optimal: float | None = None
 
     @property
     def conditional(self) -> float | None:
@@ -84,9 +90,23 @@ class DepthAcceptance:
     def marginal(self) -> float | None:
         return self.reached / self.rounds if self.rounds else None
 
+    @property
+    def conditional_se(self) -> float | None:
+        return share_se(self.reached, self.prior)
+
+    @property
+    def marginal_se(self) -> float | None:
+        return share_se(self.reached, self.rounds)
+
     def to_dict(self) -> dict:
-        return {"depth": self.depth, "conditional": self.conditional, "marginal": self.marginal,
-                "reached": self.reached, "prior": self.prior, "rounds": self.rounds}
+        return {"depth": self.depth, "conditional": self.conditional, "conditional_se": self.conditional_se,
+                "marginal": self.marginal, "marginal_se": self.marginal_se, "expected": self.expected,
+                "optimal": self.optimal, "reached": self.reached, "prior": self.prior, "rounds": self.rounds}
+
+
+def share_se(k: int, n: int) -> float | None:
+    """The standard error of a share k / n of n 0/1 values (sample standard deviation / sqrt(n)); None for n < 2."""
+    return math.sqrt(k * (n - k) / (n * n * (n - 1))) if n > 1 else None
 
 
 def acceptance_curves(rounds: list[RoundRecord], depths: int | None = None) -> list[DepthAcceptance]:
@@ -96,7 +116,19 @@ def acceptance_curves(rounds: list[RoundRecord], depths: int | None = None) -> l
     for r in rounds:
         for d in range(min(r.block_length - 1, depths) + 1):
             reach[d] += 1
-    return [DepthAcceptance(d, reach[d], reach[d - 1], len(rounds)) for d in range(1, depths + 1)]
+    expected = _mean_by_depth([r.reach_by_depth() for r in rounds], depths)
+    bounded = [r.optimal.reach_by_depth() if r.optimal is not None and r.optimal_bounds else None for r in rounds]
+    optimal = _mean_by_depth(bounded if all(b is not None for b in bounded) else [], depths)
+    return [DepthAcceptance(d, reach[d], reach[d - 1], len(rounds), expected[d - 1], optimal[d - 1])
+            for d in range(1, depths + 1)]
+
+
+def _mean_by_depth(rows: list[list[float] | None], depths: int) -> list[float | None]:
+    """Per depth 1..`depths`, the mean over the rows given (None rows left out; 0 past a row's end)."""
+    rows = [r for r in rows if r is not None]
+    if not rows:
+        return [None] * depths
+    return [sum(r[d] for r in rows if d < len(r)) / len(rows) for d in range(depths)]
 
 
 def exit_by_depth(rounds: list[RoundRecord]) -> dict:

@@ -50,6 +50,9 @@ class EvalResult:
     # Each prompt's mean expected block length (exact after the target pass): at T > 0 the same expectation as
     # per_prompt_tau without the draws' noise, so two drafters compare with a smaller paired SE.
     per_prompt_expected_length: list[float] = field(default_factory=list)
+    # Beside the counted curves, the exact one: the target's probability of reaching d given each round's tree, the
+    # mean over rounds (summary.DepthAcceptance.expected; its sum over d is the mean E[L] - 1).
+    acceptance_expected: list[float | None] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -73,7 +76,7 @@ def evaluate(pair: ModelPair, prompts: list[list[int]], temperature: float, buil
     length, length_se = mean_se(lengths)
     curves = acceptance_curves(rounds)
     return EvalResult(temperature, tau, tau_se, length, length_se, [a.conditional for a in curves],
-                      [a.marginal for a in curves], taus, lengths)
+                      [a.marginal for a in curves], taus, lengths, [a.expected for a in curves])
 
 
 @dataclass(frozen=True)
