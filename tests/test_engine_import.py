@@ -244,3 +244,38 @@ def test_cli_table_and_json(tmp_path, capsys):
     # --format forces a parser: a vLLM log read as SGLang responses is bad input.
     assert main(["engine", "import", path, "--format", "sglang-response"]) == 2
     assert "malformed JSON at line 1" in one_line(capsys.readouterr().err)
+
+
+def test_report_overlays_an_engine_run(tmp_path, capsys):
+    from test_render import ROUNDS
+
+    from tevviz.engine.records.records import RoundRecord
+    from tevviz.render.report import _statistics
+    from tevviz.render.stats import acceptance_by_depth_figure
+
+    run = read_text(LLAMA_METRICS, "metrics.txt")
+    fig = acceptance_by_depth_figure(ROUNDS, engines=[run])
+    marginal = next(t for t in fig.data if t.name == "llama.cpp marginal (23 steps)")
+    assert list(marginal.x) == [1, 2, 3, 4] and list(marginal.y) == pytest.approx([13 / 23, 8 / 23, 4 / 23, 0])
+    conditional = next(t for t in fig.data if t.name.startswith("llama.cpp conditional"))
+    assert list(conditional.y) == pytest.approx([13 / 23, 8 / 13, 0.5, 0.0])
+    names = [t["name"] for t in _statistics([RoundRecord.from_dict(r) for r in ROUNDS], [run])["acceptance"]["data"]]
+    assert "llama.cpp marginal (23 steps)" in names
+    # The --json of `engine import` reads back as the same run.
+    again = read_text(json.dumps(run.to_dict()), "run.json")
+    assert again == run and detect(json.dumps(run.to_dict())) == "acceptance-json"
+
+
+def test_report_engine_flag(tmp_path, capsys):
+    session = tmp_path / "s.json"
+    from _cli import DECODE
+
+    assert main([*DECODE, "--export", str(session)]) == 0
+    good = write(tmp_path, "metrics.txt", LLAMA_METRICS)
+    assert main(["report", str(session), "--engine", good, "-o", str(tmp_path / "r.html")]) == 0
+    assert (tmp_path / "r.html").stat().st_size > 0
+    bad = write(tmp_path, "bad.txt", "hello\n")
+    capsys.readouterr()
+    assert main(["report", str(session), "--engine", bad, "-o", str(tmp_path / "r2.html")]) == 2
+    assert "not a known engine format" in one_line(capsys.readouterr().err)
+    assert not (tmp_path / "r2.html").exists()

@@ -124,6 +124,10 @@ def add_report(sub) -> None:
     r.add_argument("--compare", default=None, metavar="B.json",
                    help="a second session file: one page comparing FILE (A) and B round by round, the trees in one "
                         "shared layout, hover and selection linked (default --out: FILE with .compare.html)")
+    r.add_argument("--engine", action="append", default=[], metavar="RUN",
+                   help="a serving engine's statistics on the same prompts (what `tevviz engine import` reads, or its "
+                        "--json): its per-depth marginal and conditional drawn over the acceptance figure "
+                        "(repeatable)")
 
 
 def add_compare(sub) -> None:

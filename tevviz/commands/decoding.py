@@ -259,10 +259,21 @@ def cmd_scan(args) -> int:
 
     return scan(args)
 
+def _engine_runs(paths: list[str]) -> list:
+    """`report --engine`: each file as a serving engine's acceptance (engine/engines/formats.py)."""
+    if not paths:
+        return []
+    from ..engine.engines.formats import read_file
+
+    return [read_file(p) for p in paths]
+
+
 def cmd_report(args) -> int:
     """One offline HTML page of a session/round JSON, a DDTree trace or a scan folder."""
     from ..files import check_writable
 
+    if getattr(args, "engine", None) and (getattr(args, "compare", None) or Path(args.file).is_dir()):
+        raise TevvizError("--engine draws over one session's report: not with --compare or a scan folder")
     if getattr(args, "compare", None):  # two runs on one page (commands/compare.py)
         from .compare import report_compare
 
@@ -282,7 +293,8 @@ def cmd_report(args) -> int:
         if out.resolve() == Path(args.file).resolve():
             raise TevvizError(f"--out {str(out)!r} would overwrite the input file")
         check_writable(out, "--out")
-        write, what = (lambda: write_report(imported, out, args.title)), f"{len(imported.rounds)} rounds"
+        engines = _engine_runs(getattr(args, "engine", []))
+        write, what = (lambda: write_report(imported, out, args.title, engines)), f"{len(imported.rounds)} rounds"
     args.started = True
     try:
         size = write()

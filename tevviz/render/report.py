@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -46,10 +46,11 @@ META_ORDER = ("target", "draft", "dtype", "device", "sampling", "builder", "veri
 STATS_HEIGHT = 380
 
 
-def report_html(imported: ImportedSession, title: str | None = None) -> str:
-    """The whole report as one HTML string (a round or trace file gives the sections it has data for)."""
+def report_html(imported: ImportedSession, title: str | None = None, engines: Sequence = ()) -> str:
+    """The whole report as one HTML string (a round or trace file gives the sections it has data for); `engines`:
+    serving engines' runs (EngineAcceptance) whose per-depth curves overlay the acceptance figure."""
     rounds = imported.rounds
-    figures = _statistics(rounds)
+    figures = _statistics(rounds, engines)
     styles, trees = round_trees(rounds)
     payload = {"figures": figures, "metrics": styles, "noValue": NO_VALUE_COLOUR, "trees": trees}
     title = title or _default_title(imported)
@@ -68,21 +69,21 @@ def report_html(imported: ImportedSession, title: str | None = None) -> str:
                        data=gzip_base64(data), script=SCRIPT)
 
 
-def write_report(imported: ImportedSession, path: str | Path, title: str | None = None) -> int:
+def write_report(imported: ImportedSession, path: str | Path, title: str | None = None, engines: Sequence = ()) -> int:
     """Write the report to `path`; returns its size in bytes."""
-    return atomic_write(path, report_html(imported, title).encode("utf-8"))
+    return atomic_write(path, report_html(imported, title, engines).encode("utf-8"))
 
 
 # --- data for the page's script -------------------------------------------------------------------------------------
 
 
-def _statistics(rounds: list[RoundRecord]) -> dict[str, dict]:
+def _statistics(rounds: list[RoundRecord], engines: Sequence = ()) -> dict[str, dict]:
     """The session figures worth drawing for these rounds, by div id, as plain {"data", "layout"} dicts."""
     if not rounds:
         return {}
     layout = {"height": STATS_HEIGHT}
     figures = {"block-length": block_length_histogram(rounds, layout),
-               "acceptance": acceptance_by_depth_figure(rounds, layout)}
+               "acceptance": acceptance_by_depth_figure(rounds, layout, engines=engines)}
     if any(r.C_p is not None for r in rounds):
         figures["exit-mass"] = exit_mass_by_depth_figure(rounds, layout)
         figures["coverage"] = coverage_figure(rounds, layout)

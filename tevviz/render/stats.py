@@ -54,8 +54,9 @@ OPTIMAL = "optimal tree's probability of reaching d (sums to C_p*)"
 
 
 def acceptance_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = None,
-                               as_dict: bool = False) -> go.Figure | dict:
-    """Per depth d, acceptance under its two names (summary.DepthAcceptance): conditional bars, the marginal line."""
+                               as_dict: bool = False, engines: Sequence = ()) -> go.Figure | dict:
+    """Per depth d, acceptance under its two names (summary.DepthAcceptance): conditional bars, the marginal line,
+    the exact reach; and the same two curves of each serving engine's run in `engines` (EngineAcceptance)."""
     rows = acceptance_curves(rounds)
     depths = [a.depth for a in rows]
     traces = [
@@ -71,6 +72,13 @@ def acceptance_by_depth_figure(rounds: Sequence[Round], layout: Layout | None = 
         if any(v is not None for v in values):
             traces.append({"type": "scatter", "mode": "lines+markers", "name": name, "x": depths, "y": values,
                            "line": {"dash": dash}})
+    for run in engines:
+        ks = list(range(1, run.depth + 1))
+        for kind, values, errors, symbol in (("marginal", run.marginal, run.marginal_se, "diamond"),
+                                             ("conditional", run.conditional, run.conditional_se, "square")):
+            traces.append({"type": "scatter", "mode": "markers", "name": f"{run.engine} {kind} ({run.steps} steps)",
+                           "x": ks, "y": values, "marker": {"symbol": symbol, "size": 9},
+                           "error_y": {"type": "data", "array": [e or 0.0 for e in errors]}})
     return _figure(as_dict, traces, layout, "acceptance by depth", "depth d", "share of rounds", yaxis_range=[0, 1.02],
                    legend={"orientation": "h", "yanchor": "top", "y": -0.3, "x": 0.0})
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from ..errors import TevvizError
 from . import llamacpp, sglang, trtllm, vllm
 from .acceptance import EngineAcceptance, EngineFigure
 from .reading import FormatError
@@ -11,12 +13,41 @@ from .reading import FormatError
 # Detection order: the JSON formats whose keys are unmistakable first, logs and metrics text after.
 _MODULES = (trtllm, sglang, vllm, llamacpp)
 PARSERS = {fmt: parse for m in _MODULES for fmt, parse in m.PARSERS.items()}
-FORMATS = tuple(sorted(PARSERS))
+ACCEPTANCE_JSON = "acceptance-json"  # EngineAcceptance.to_dict(), as `tevviz engine import --json` prints it
 
 
 def detect(text: str) -> str | None:
     """The format whose marks the text carries, or None."""
+    if _record(text) is not None:
+        return ACCEPTANCE_JSON
     return next((fmt for m in _MODULES if (fmt := m.detect(text)) is not None), None)
+
+
+def _record(text: str) -> dict | None:
+    """The text as one EngineAcceptance.to_dict() object, or None; in an object of several runs by engine (as
+    `tevviz engine run --json` prints), the first engine's that is not tevviz's own."""
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    is_record = lambda x: isinstance(x, dict) and {"engine", "format", "steps", "accepted"} <= x.keys()
+    if is_record(d) or not isinstance(d, dict):
+        return d if is_record(d) else None
+    return next((x for key, x in d.items() if key != "tevviz" and is_record(x)), None)
+
+
+def _read_record(text: str, name: str) -> EngineAcceptance:
+    d = _record(text)
+    if d is None:
+        raise FormatError(name, "expected one JSON object as `tevviz engine import --json` prints it")
+    try:
+        return EngineAcceptance.from_dict(d)
+    except TevvizError as e:
+        raise FormatError(name, str(e)) from None
+
+
+PARSERS[ACCEPTANCE_JSON] = _read_record
+FORMATS = tuple(sorted(PARSERS))
 
 
 def read_text(text: str, name: str, fmt: str | None = None) -> EngineAcceptance:
