@@ -13,7 +13,7 @@ from tevviz.engine.core.kv import causal_visibility, keep_entries, new_cache
 from tevviz.engine.draft import fast_draft
 from tevviz.engine.draft.builders import BuilderConfig, ModelStep, draft_levels
 from tevviz.engine.draft.fast_draft import MIN_CAPACITY, LlamaStep, StaticKV, fast_step, unsupported
-from tevviz.engine.kinds.autoregressive_kind import AutoregressiveDrafter
+from tevviz.engine.draft.autoregressive_drafting import AutoregressiveDrafter
 
 
 def _biased_qwen2(seed: int):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,10 +66,6 @@ class Drafter(Protocol):
 
 
 
-def _none(*_) -> None:
-    return None
-
-
 @dataclass(frozen=True)
 class Reading:
     """One way to read a drafter's target states (and its norms), as the doctor tries them."""
@@ -80,27 +77,13 @@ class Reading:
     why: str = ""  # where the reading comes from (the dialect, the first-id rule, an override)
 
 
-def _no_readings(model, n_layers: int) -> list[Reading]:
-    return []
-
-
-@dataclass(frozen=True)
-class DrafterKind:
-    """A drafter kind: every question about a drafter that depends on its kind is answered here."""
+class DrafterKind(ABC):
+    """A drafter kind: every question about a drafter that depends on its kind is answered here. A kind is a
+    subclass with its facts as class attributes and its answers as methods; its module registers one instance."""
 
     name: str
     summary: str  # one line: what the drafter is, for help texts and the app
-    recognises: Callable[[Path], bool]  # a local folder holds one (read from its config alone, before anything loads)
-    matches: Callable[[torch.nn.Module], bool]  # a loaded draft model is one
-    load: Callable[..., torch.nn.Module]  # (path, target, load kwargs) -> the model, beside the loaded target
-    save: Callable[..., None]  # (model, tokenizer, folder): where --draft loads it from
-    make: Callable[..., Drafter]  # (pair, seed) -> a session's drafting state
-    fresh_tree: Callable[..., object]  # (pair, context, builder) -> the DraftTree it builds from a fresh state
     default_builder: str
-    folder_depth: Callable[[Path], int | None] = _none  # its natural depth, read from its folder (None: the builder's)
-    model_depth: Callable[[torch.nn.Module], int | None] = _none  # the same, of a loaded model
-    check_folder: Callable[..., None] = _none  # (path, target config thunk): refuse a bad folder before loading
-    own_tokenizer: Callable[[Path], bool] = lambda folder: True  # its folder carries a tokenizer to check
     builders: tuple[str, ...] = ()  # builders it works with beyond those that name it (a LevelStep reuses best-first)
     trainer: type | None = None  # ExitTrain's trainer class (pair, contexts, cfg, draft); None: not trained
     why_not_trained: str = ""
@@ -108,11 +91,54 @@ class DrafterKind:
     recipe: str = ""  # module of tevviz.recipes whose main(argv) trains one (tevviz pair train-drafter --kind)
     # Its model is a causal LM drafted on its own KV cache (engine/decode/pass_costs.py times its levels).
     causal_lm: bool = False
-    # The doctor: the plausible readings of a loaded drafter beside a target of `n_layers` decoder layers (the own
-    # one first; [] when nothing is ambiguous), and how to put one in place on the model (in place, undone by
-    # applying the own reading again).
-    readings: Callable[..., list[Reading]] = _no_readings  # (model, n_layers) -> readings
-    apply_reading: Callable[..., None] = _none  # (model, reading)
+
+    @abstractmethod
+    def recognises(self, folder: Path) -> bool:
+        """Whether a local folder holds one, read from its config alone, before anything loads."""
+
+    @abstractmethod
+    def matches(self, model: torch.nn.Module) -> bool:
+        """Whether a loaded draft model is one."""
+
+    @abstractmethod
+    def load(self, path: str, target: torch.nn.Module, kw: dict) -> torch.nn.Module:
+        """The drafter at `path`, loaded beside the loaded `target` with the load keyword arguments `kw`."""
+
+    @abstractmethod
+    def save(self, model: torch.nn.Module, tokenizer, folder: Path) -> None:
+        """Write `model` to `folder` where `--draft` loads it from."""
+
+    @abstractmethod
+    def make(self, pair, seed: int) -> Drafter:
+        """A session's drafting state for `pair`, its draws seeded by `seed`."""
+
+    @abstractmethod
+    def fresh_tree(self, pair, context: list[int], builder: BuilderConfig):
+        """The DraftTree it builds below `context` from a fresh state (ExitTrain's trees)."""
+
+    def folder_depth(self, folder: Path) -> int | None:
+        """Its natural depth, read from its folder (None: the builder's)."""
+        return None
+
+    def model_depth(self, model: torch.nn.Module) -> int | None:
+        """Its natural depth, read from a loaded model (None: the builder's)."""
+        return None
+
+    def check_folder(self, path: str, target_config: Callable[[], object]) -> None:
+        """Refuse a bad folder before anything loads; `target_config()` reads the target's config when needed."""
+
+    def own_tokenizer(self, folder: Path) -> bool:
+        """Whether its folder carries a tokenizer to check against the target's."""
+        return True
+
+    def readings(self, model: torch.nn.Module, n_layers: int) -> list[Reading]:
+        """The doctor: the plausible readings of a loaded drafter beside a target of `n_layers` decoder layers, its
+        own first ([] when nothing is ambiguous)."""
+        return []
+
+    def apply_reading(self, model: torch.nn.Module, reading: Reading) -> None:
+        """Put `reading` in place on the model (undone by applying its own reading again); nothing for a kind that
+        reads no target states."""
 
 
 _KINDS: dict[str, DrafterKind] = {}

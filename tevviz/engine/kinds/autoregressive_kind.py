@@ -1,5 +1,6 @@
 """The autoregressive drafter kind: an ordinary causal LM (a Hugging Face folder, hub id or GGUF file), drafted level
-by level through its own KV cache (`builders.ModelStep`), trained by `ExitTrainer`, warmed up by distillation."""
+by level through its own KV cache (draft/autoregressive_drafting.py), trained by `ExitTrainer`, warmed up by
+distillation."""
 
 from __future__ import annotations
 
@@ -7,79 +8,43 @@ from pathlib import Path
 
 import torch
 
-from ..core.kv import keep_entries, new_cache
-from ..draft.builders import DraftResult, ModelStep, draft_levels
-from ..draft.draft_result import root_only
-from ..draft.drafters import DrafterKind, DraftRequest, register
-from ..draft.fast_draft import fast_step
+from ..draft.autoregressive_drafting import AutoregressiveDrafter
+from ..draft.drafters import DrafterKind, register
 from ..load.models import check_cache, load_model
 from ..train.exittrain import ExitTrainer, build_training_tree
 
 
-class AutoregressiveDrafter:
-    """An ordinary causal LM drafted level by level: its KV cache, and the committed tokens it has not read yet."""
+class AutoregressiveKind(DrafterKind):
+    name = "autoregressive"
+    summary = "a causal LM drafted level by level"
+    default_builder = "best-first"
+    trainer = ExitTrainer
+    distills = True
+    recipe = "drafter"
+    causal_lm = True
 
-    kind = "autoregressive"
-    target_layers: tuple[int, ...] = ()
+    def recognises(self, folder: Path) -> bool:
+        return True  # the fallback: any folder no other kind claims
 
-    def __init__(self, pair, seed: int):
-        # The written-out forward where the draft's family takes it (fast_draft.py); a compiled twin keeps its own.
-        fast = fast_step(pair.draft) if pair.draft_call is None else None
-        self.step = fast or ModelStep(pair.drafting, new_cache(pair.draft))
-        self.cache = self.step.cache
-        self.pending: list[int] = []  # committed tokens not yet in the draft cache; the last is the root
-        self.device = pair.target.device
-        # A sampled chain's draws: their own stream on the draft's device (a sharded pair may put it elsewhere).
-        self.gen = torch.Generator(device=pair.draft.device).manual_seed(seed)
+    def matches(self, model: torch.nn.Module) -> bool:
+        return True
 
-    def prefill(self, prompt_ids: list[int], features: torch.Tensor | None) -> None:
-        self.pending = list(prompt_ids)
+    def load(self, path: str, target, kw: dict) -> torch.nn.Module:
+        """A causal LM draft beside `target` (its device, dtype and attention come in `kw`)."""
+        model = load_model(path, "draft", **kw)
+        check_cache(model, "draft")
+        return model
 
-    def draft(self, request: DraftRequest) -> DraftResult:
-        plan = request.plan
-        if plan is not None and plan.skip_draft:
-            return root_only(self.pending[-1], self.cache.get_seq_length(), self.device)
-        return draft_levels(self.step, self.pending, request.builder, request.max_depth, plan,
-                            request.sampling, self.gen, request.width)
+    def save(self, model, tokenizer, folder: Path) -> None:
+        """A Hugging Face folder with the pair's tokenizer."""
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
 
-    def commit(self, drafted: DraftResult, accepted: list[int], bonus: int, features: torch.Tensor | None) -> None:
-        slots = drafted.slots[accepted[1:]].tolist()
-        forwarded = [s for s in slots if s >= 0]  # a forwarded node's ancestors were forwarded too: a prefix
-        keep_entries(self.cache, drafted.base, forwarded, self.cache.get_seq_length())
-        rest = accepted[1 + len(forwarded):]  # accepted nodes the draft never forwarded: read next round
-        tokens = drafted.tree.tokens[rest].tolist() if rest else []
-        carried = self.pending if drafted.levels == 0 else []  # an undrafted round left the draft cache behind
-        self.pending = carried + tokens + [bonus]
+    def make(self, pair, seed: int) -> AutoregressiveDrafter:
+        return AutoregressiveDrafter(pair, seed)
 
-    def mark(self) -> object:
-        return self.cache.get_seq_length(), self.pending
-
-    def rollback(self, mark: object) -> None:
-        length, self.pending = mark
-        extra = self.cache.get_seq_length() - length
-        if extra > 0:
-            self.cache.crop(-extra)
+    def fresh_tree(self, pair, context: list[int], builder):
+        return build_training_tree(pair.draft, context, builder)
 
 
-def load(path: str, target, kw: dict) -> torch.nn.Module:
-    """A causal LM draft beside `target` (its device, dtype and attention come in `kw`)."""
-    model = load_model(path, "draft", **kw)
-    check_cache(model, "draft")
-    return model
-
-
-def save(model, tokenizer, folder: Path) -> None:
-    """A Hugging Face folder with the pair's tokenizer."""
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-
-
-def fresh_tree(pair, context: list[int], builder):
-    return build_training_tree(pair.draft, context, builder)
-
-
-register(DrafterKind(
-    "autoregressive", "a causal LM drafted level by level", recognises=lambda folder: True,
-    matches=lambda model: True, load=load, save=save, make=AutoregressiveDrafter, fresh_tree=fresh_tree,
-    default_builder="best-first", trainer=ExitTrainer, distills=True, recipe="drafter",
-    causal_lm=True))
+register(AutoregressiveKind())

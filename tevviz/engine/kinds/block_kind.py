@@ -72,13 +72,48 @@ def apply_reading(model: BlockDraftModel, reading: Reading) -> None:
     model.__dict__["reading_why"] = reading.why
 
 
-register(DrafterKind(
-    "block", "a block drafter (DFlash layout): one pass drafts a block's per-depth rows",
-    recognises=lambda folder: is_block_config(read_config(folder)),
-    matches=lambda model: isinstance(model, BlockDraftModel),
-    load=lambda path, target, kw: load_block_drafter(path, target),
-    save=lambda model, tokenizer, folder: save_block_drafter(model, folder),  # its target brings the tokenizer
-    make=BlockDrafter, fresh_tree=block_tree, default_builder="ddtree", folder_depth=folder_depth,
-    model_depth=lambda model: model.block.max_depth, check_folder=check_folder,
-    own_tokenizer=lambda folder: any((folder / f).exists() for f in TOKENIZER_FILES),
-    trainer=BlockExitTrainer, recipe="block", readings=readings, apply_reading=apply_reading))
+class BlockKind(DrafterKind):
+    name = "block"
+    summary = "a block drafter (DFlash layout): one pass drafts a block's per-depth rows"
+    default_builder = "ddtree"
+    trainer = BlockExitTrainer
+    recipe = "block"
+
+    def recognises(self, folder: Path) -> bool:
+        return is_block_config(read_config(folder))
+
+    def matches(self, model) -> bool:
+        return isinstance(model, BlockDraftModel)
+
+    def load(self, path: str, target, kw: dict) -> BlockDraftModel:
+        return load_block_drafter(path, target)
+
+    def save(self, model, tokenizer, folder: Path) -> None:
+        save_block_drafter(model, folder)  # its target brings the tokenizer
+
+    def make(self, pair, seed: int) -> BlockDrafter:
+        return BlockDrafter(pair, seed)
+
+    def fresh_tree(self, pair, context: list[int], builder):
+        return block_tree(pair, context, builder)
+
+    def folder_depth(self, folder: Path) -> int | None:
+        return folder_depth(folder)
+
+    def model_depth(self, model) -> int | None:
+        return model.block.max_depth
+
+    def check_folder(self, path: str, target_config) -> None:
+        check_folder(path, target_config)
+
+    def own_tokenizer(self, folder: Path) -> bool:
+        return any((folder / f).exists() for f in TOKENIZER_FILES)
+
+    def readings(self, model, n_layers: int) -> list[Reading]:
+        return readings(model, n_layers)
+
+    def apply_reading(self, model, reading: Reading) -> None:
+        apply_reading(model, reading)
+
+
+register(BlockKind())

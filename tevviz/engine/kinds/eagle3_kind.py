@@ -57,13 +57,49 @@ def apply_reading(model: Eagle3Head, reading: Reading) -> None:
     set_layer_ids(model, reading.layer_ids, reading.why or reading.name, nbf)
 
 
-register(DrafterKind(
-    "eagle3", "an EAGLE-3 head: one decoder layer over the target's states, drafted level by level",
-    recognises=is_head_folder, matches=lambda model: isinstance(model, Eagle3Head),
-    load=lambda path, target, kw: load_head(path, target),
-    save=lambda model, tokenizer, folder: save_head(model, folder),  # its target brings the tokenizer
-    make=Eagle3Drafter, fresh_tree=fresh_tree, default_builder="eagle",
-    folder_depth=lambda folder: DEPTH + 1, model_depth=lambda model: DEPTH + 1,
-    check_folder=check_folder, own_tokenizer=lambda folder: False, builders=LEVEL_BUILDERS,
-    trainer=Eagle3ExitTrainer,
-    recipe="eagle3", readings=readings, apply_reading=apply_reading))
+class Eagle3Kind(DrafterKind):
+    name = "eagle3"
+    summary = "an EAGLE-3 head: one decoder layer over the target's states, drafted level by level"
+    default_builder = "eagle"
+    builders = LEVEL_BUILDERS
+    trainer = Eagle3ExitTrainer
+    recipe = "eagle3"
+
+    def recognises(self, folder) -> bool:
+        return is_head_folder(folder)
+
+    def matches(self, model) -> bool:
+        return isinstance(model, Eagle3Head)
+
+    def load(self, path: str, target, kw: dict) -> Eagle3Head:
+        return load_head(path, target)
+
+    def save(self, model, tokenizer, folder) -> None:
+        save_head(model, folder)  # its target brings the tokenizer
+
+    def make(self, pair, seed: int) -> Eagle3Drafter:
+        return Eagle3Drafter(pair, seed)
+
+    def fresh_tree(self, pair, context: list[int], builder):
+        return fresh_tree(pair, context, builder)
+
+    def folder_depth(self, folder) -> int | None:
+        return DEPTH + 1
+
+    def model_depth(self, model) -> int | None:
+        return DEPTH + 1
+
+    def check_folder(self, path: str, target_config) -> None:
+        check_folder(path, target_config)
+
+    def own_tokenizer(self, folder) -> bool:
+        return False
+
+    def readings(self, model, n_layers: int) -> list[Reading]:
+        return readings(model, n_layers)
+
+    def apply_reading(self, model, reading: Reading) -> None:
+        apply_reading(model, reading)
+
+
+register(Eagle3Kind())
