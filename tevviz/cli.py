@@ -98,6 +98,9 @@ def add_decode(sub) -> None:
     add_prompt(d)
     d.add_argument("--export", metavar="FILE", help="write the session JSON (tevviz.session)")
     d.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    d.add_argument("--color", default="auto", choices=["auto", "always", "never"],
+                   help="mark the tokens that accepted draft nodes wrote (ANSI green) apart from the target's own; "
+                        "auto: on a terminal, unless NO_COLOR is set")
     d.add_argument("--baseline", action="store_true",
                    help="also time plain autoregressive decoding (prompt prefill left out of both) for the speed-up")
     d.add_argument("--optimal", action="store_true",

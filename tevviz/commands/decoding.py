@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -165,8 +166,12 @@ def cmd_decode(args) -> int:
 
 def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
     """The text on standard output; statistics, sizing and notes on standard error."""
+    text = out["text"]
+    colour = _wants_colour(getattr(args, "color", "auto"))
+    if colour:
+        text = marked_text(session.pair.tokenizer, out["token_ids"], session.rounds, text)
     # A chat answer is a message of its own, not a continuation of the prompt.
-    print(prompt.rstrip() + "\n\n" + out["text"] if chat else prompt + out["text"])
+    print(prompt.rstrip() + "\n\n" + text if chat else prompt + text)
     from ..engine.records.round_numbers import SESSION, mean_text
 
     print("-" * 60, file=sys.stderr)
@@ -210,6 +215,46 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
               file=sys.stderr)
     if session.notice:
         print("note: " + session.notice, file=sys.stderr)
+    if colour and text != out["text"]:
+        print(f"colour: {DRAFTED}green{RESET}: tokens from accepted draft nodes; plain: the target's own (bonus) "
+              "tokens", file=sys.stderr)
+
+
+DRAFTED, RESET = "\x1b[32m", "\x1b[0m"  # ANSI green, as llama.cpp's --color marks the draft's accepted tokens
+
+
+def _wants_colour(choice: str) -> bool:
+    """--color: always, never, or auto (standard output is a terminal and NO_COLOR is unset)."""
+    if choice in ("always", "never"):
+        return choice == "always"
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def marked_text(tokenizer, token_ids: list[int], rounds, text: str) -> str:
+    """`text` with the tokens that accepted draft nodes wrote in ANSI green; `text` unchanged where the rounds do not
+    account for every token or the token pieces do not spell it."""
+    from ..engine.records.summary import drafted_flags
+
+    flags = drafted_flags(rounds)
+    if flags is None or len(flags) != len(token_ids):
+        return text
+    # Each token's piece as a streaming detokenizer finds it: a few tokens of context before it, so that a
+    # tokenizer's leading-space and merge rules apply as in the whole text.
+    pieces = []
+    for i in range(len(token_ids)):
+        start = max(0, i - 6)
+        before = tokenizer.decode(token_ids[start:i]) if i > start else ""
+        pieces.append(tokenizer.decode(token_ids[start:i + 1])[len(before):])
+    if "".join(pieces) != text:
+        return text
+    out, run = [], False
+    for piece, drafted in zip(pieces, flags):
+        if drafted != run:
+            out.append(DRAFTED if drafted else RESET)
+            run = drafted
+        out.append(piece)
+    return "".join(out) + (RESET if run else "")
+
 
 def depth_text(rows: list[dict], shown: int = 8) -> str:
     """Acceptance by depth in one line: per d, conditional / marginal counted over the rounds, then the exact reach

@@ -140,3 +140,15 @@ def exit_by_depth(rounds: list[RoundRecord]) -> dict:
     mean = lambda k, d: sum(s[k][d] for s in splits if d < len(s[k])) / n
     return {"width": [mean(0, d) for d in range(top)], "leaf": [mean(1, d) for d in range(top)], "rounds": n}
 
+
+
+def drafted_flags(rounds: list[RoundRecord]) -> list[bool] | None:
+    """Per committed token of these rounds in order, whether an accepted draft node wrote it (False: the target's own
+    bonus token); None where a round does not carry its committed tokens."""
+    flags: list[bool] = []
+    for r in rounds:
+        if not r.committed:
+            return None
+        drafted = r.block_length - 1  # the accepted path's nodes below the root; then the bonus token
+        flags += [i < drafted for i in range(len(r.committed))]
+    return flags
