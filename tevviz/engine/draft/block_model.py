@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import TevvizError
+from .block_fields import check_block_fields
 
 ARCHITECTURE = "DFlashDraftModel"
 WEIGHTS = "model.safetensors"
@@ -67,6 +68,7 @@ def target_shape(target) -> tuple[int, int, int]:
 def parse_config(raw: dict, where: str, target=None) -> BlockConfig:
     """Check a block drafter's config (against `target`, a model or its config, when given); a clear error names
     the field."""
+    check_block_fields(raw, where)
     arch = raw.get("architectures") or []
     if arch != [ARCHITECTURE]:
         raise TevvizError(f"{where}: architecture {', '.join(map(str, arch)) or '(none)'} is not a block drafter "
