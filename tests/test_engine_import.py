@@ -140,9 +140,9 @@ def test_llamacpp_log_requests_and_statistics():
     # Request 5: 6 / 1.5 = 4 steps; 3, 2, 1 at positions 1-3. The last statistics line: 23 steps, 13, 8, 4.
     run = read_text(LLAMA_LOG, "server.log")
     assert (run.engine, run.format) == ("llama.cpp", "llamacpp-log")
-    assert (run.steps, run.accepted, run.drafted, run.reached) == (23, 25, 92, (13, 8, 4))
+    assert (run.steps, run.accepted, run.drafted, run.reached) == (23, 25, 92, (13, 8, 4, 0))
     assert run.acceptance_length == pytest.approx(1 + 25 / 23)
-    assert run.conditional == pytest.approx([13 / 23, 8 / 13, 0.5])
+    assert run.conditional == pytest.approx([13 / 23, 8 / 13, 0.5, 0.0])
     assert [(p.prompt, p.steps, p.accepted) for p in run.prompts] == [("0", 19, 19), ("5", 4, 6)]
     # Without the statistics lines the requests are summed (and the fourth position, never accepted, kept).
     requests = read_text("\n".join(ln for ln in LLAMA_LOG.splitlines() if "statistics" not in ln), "server.log")

@@ -82,7 +82,8 @@ def parse_log(text: str, name: str) -> EngineAcceptance:
                                                 "accepted / generated draft tokens (not a per-step rate)"),)
     if stats:
         steps = sum(s[0] for s in stats.values())
-        depth = max((len(s[3] or ()) for s in stats.values()), default=0)
+        # a drafter's statistics run to the deepest position it accepted; the requests' rates to n_max
+        depth = max([n_max, *(len(s[3] or ()) for s in stats.values())])
         per_pos = [sum(round(s[3][k] * s[0]) if s[3] and k < len(s[3]) else 0 for s in stats.values())
                    for k in range(depth)]
         exact = "" if steps < 1000 else " (the rates are printed to 3 decimals: counts over 1000 steps are rounded)"

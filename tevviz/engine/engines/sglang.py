@@ -11,8 +11,8 @@ ENGINE = "sglang"
 _HISTOGRAMS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 _ACCEPTED = ("spec_num_correct_drafts", "spec_accept_token_num")
 _DRAFTED = ("spec_num_proposed_drafts", "spec_draft_token_num")
-LENGTH_MEANING = ("SGLang's spec_accept_length: completion tokens / verify steps (it counts every completion token, "
-                  "the first one and those of steps that drafted nothing; ours is 1 + accepted drafts / steps)")
+LENGTH_MEANING = ("completion tokens / verify steps: it counts the prefill's first token too; ours is 1 + accepted "
+                  "drafts / steps")
 
 
 def detect(text: str) -> str | None:
