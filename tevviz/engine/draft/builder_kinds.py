@@ -7,12 +7,28 @@ builder is one module (and its name here). Nothing here imports torch.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import TevvizError
 
 MODULES = ("builders", "ddtree", "eagle_tree")  # engine modules that register builder kinds when imported
 FIXED_TREE_VERIFIERS = ("tev", "predraw", "residual")  # exact on any deterministic tree
+
+
+def frontier_level(cfg, d: int) -> tuple[int, int]:
+    """A frontier builder's level d: K children per expanded node, W nodes wide."""
+    return cfg.children, cfg.width
+
+
+def budget_keep(cfg) -> int:
+    """The B best nodes are kept."""
+    return cfg.budget
+
+
+def depth_limit(cfg) -> int:
+    """H: the depth limit the config gives."""
+    return cfg.depth
 
 
 @dataclass(frozen=True)
@@ -32,6 +48,18 @@ class BuilderKind:
     auto_only: bool = False  # it sizes every round itself (mixed)
     budget: int | None = None  # its own B where the user gives none and it is not auto-sized (None: tevviz's)
     chain: bool = False  # it draws a sampled chain, which --budget auto sizes by the chain's own cost (chain_cost.py)
+    # The BuilderConfig settings it reads beyond budget and depth (checked only where read): "children" and "width"
+    # (a frontier), "branching" (a fixed shape), "stop_below" (a chain's stop).
+    settings: frozenset[str] = frozenset()
+    # Its trees' shape, from a BuilderConfig: (children per expanded node, frontier width) at depth d >= 1, the
+    # non-root nodes kept, and the deepest level drafted.
+    level: Callable[..., tuple[int, int]] = frontier_level
+    keep: Callable[..., int] = budget_keep
+    max_depth: Callable[..., int] = depth_limit
+
+    def reads(self, setting: str) -> bool:
+        """Whether this builder reads the BuilderConfig setting `setting` (beyond budget and depth)."""
+        return setting in self.settings
 
     def check_verifier(self, verifier: str) -> None:
         """Refuse a verifier that is not exact on this builder's trees."""

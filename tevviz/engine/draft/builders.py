@@ -32,18 +32,37 @@ _SAMPLED_NOT_TRAINED = ("its chains are drawn at random each round, and ExitTrai
                         "built as at inference; train on best-first, static or chain trees")
 # The kinds the level-by-level builders were written for; another kind that supplies a LevelStep names them itself.
 LEVEL = frozenset({"autoregressive"})
+FRONTIER = frozenset({"children", "width"})  # the settings of a builder that expands a frontier level by level
+WIDE = 1 << 62  # no limit
+
+
+def _chain_level(cfg, d: int) -> tuple[int, int]:
+    return 1, 1
+
+
+def _static_level(cfg, d: int) -> tuple[int, int]:
+    return cfg.branching[d - 1], WIDE
+
+
+def _arms_only(cfg, d: int) -> tuple[int, int]:
+    raise TevvizError("a mixed builder drafts through its arms (arm()), not by itself")
+
+
+CHAIN = {"level": _chain_level, "keep": lambda cfg: cfg.depth}  # a chain keeps every node it draws
 for _kind in (
     # speculative on a deterministic tree falls back to the residual verifier (exact), so every verifier is taken
     BuilderKind("best-first", LEVEL, "the B best nodes by draft path score, level by level (default)",
-                verifiers=None, auto=True),
-    BuilderKind("static", LEVEL, "a fixed branching per depth", verifiers=None),
-    BuilderKind("chain", LEVEL, "the draft's greedy path (plain speculative decoding)", verifiers=None),
+                verifiers=None, auto=True, settings=FRONTIER),
+    BuilderKind("static", LEVEL, "a fixed branching per depth", verifiers=None, settings=frozenset({"branching"}),
+                level=_static_level, keep=lambda cfg: WIDE, max_depth=lambda cfg: len(cfg.branching)),
+    BuilderKind("chain", LEVEL, "the draft's greedy path (plain speculative decoding)", verifiers=None, **CHAIN),
     BuilderKind("sampled", LEVEL, "a chain drawn from the draft's law, for speculative sampling",
-                verifiers=None, auto=True, trainable=False, why_not_trained=_SAMPLED_NOT_TRAINED, chain=True),
+                verifiers=None, auto=True, trainable=False, why_not_trained=_SAMPLED_NOT_TRAINED, chain=True,
+                settings=frozenset({"stop_below"}), **CHAIN),
     BuilderKind("mixed", LEVEL, "each round a best-first tree or a sampled chain, whichever the session "
                 "measures faster (auto-sized only)", verifiers=None, auto=True, trainable=False, auto_only=True,
                 why_not_trained="its rounds are best-first trees or sampled chains chosen by measured speed; "
-                                "train on best-first trees"),
+                                "train on best-first trees", settings=FRONTIER, level=_arms_only),
 ):
     register(_kind)
 
@@ -91,7 +110,7 @@ class BuilderConfig:
             raise TevvizError(f"the {self.kind} builder sizes every round itself: use it with an automatic budget "
                               "(--budget auto, or the app's auto box; budget and depth are then its limits)")
         checks = [("budget", self.budget, MAX_BUDGET), ("depth", self.depth, MAX_DEPTH)]
-        if self.kind in ("best-first", "mixed", "eagle"):
+        if kind.reads("children"):
             checks += [("children K", self.children, MAX_CHILDREN), ("width", self.width, MAX_WIDTH)]
         for name, value, top in checks:
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
@@ -99,16 +118,16 @@ class BuilderConfig:
         t = self.draft_temperature
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not MIN_DRAFT_T <= t <= MAX_DRAFT_T:
             raise TevvizError(f"draft temperature must be a number in [{MIN_DRAFT_T}, {MAX_DRAFT_T}], got {t!r}")
-        if self.kind == "sampled" and t != 1:
+        if kind.chain and t != 1:
             raise TevvizError("a draft temperature ranks best-first trees' paths; a sampled chain draws from the "
                               "decoding's own sampling law (the speculative verifier's q), so leave it at 1")
         c = self.stop_below
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c < 1:
             raise TevvizError(f"stop below must be a probability in [0, 1) (0: no stop), got {c!r}")
-        if c and (self.kind != "sampled" or self.auto):
+        if c and (not kind.reads("stop_below") or self.auto):
             raise TevvizError("stop below ends sampled chains of a fixed depth: use the sampled builder with the "
                               "automatic budget off (H is then the chain's longest), or set the stop to 0")
-        if self.kind == "static":
+        if kind.reads("branching"):
             b = self.branching
             if not b or len(b) > MAX_DEPTH or any(not isinstance(x, int) or x < 1 or x > MAX_CHILDREN for x in b):
                 raise TevvizError(f"static branching must be 1 to {MAX_DEPTH} integers in [1, {MAX_CHILDREN}], "
@@ -127,24 +146,17 @@ class BuilderConfig:
 
     @property
     def max_depth(self) -> int:
-        return len(self.branching) if self.kind == "static" else self.depth
+        """The deepest level this builder drafts."""
+        return self.spec.max_depth(self)
 
     def level(self, d: int) -> tuple[int, int]:
         """(children per expanded node, frontier width) at depth d >= 1."""
-        if self.kind in ("chain", "sampled"):
-            return 1, 1
-        if self.kind == "mixed":
-            raise TevvizError("a mixed builder drafts through its arms (arm()), not by itself")
-        if self.kind == "static":
-            return self.branching[d - 1], 1 << 62
-        return (self.children, self.children) if self.kind == "eagle" else (self.children, self.width)  # eagle_tree.py
+        return self.spec.level(self, d)
 
     @property
     def keep(self) -> int:
         """Non-root nodes kept at the end."""
-        if self.kind in ("chain", "sampled"):
-            return self.depth
-        return self.budget if self.kind in ("best-first", "mixed", "ddtree", "eagle") else 1 << 62
+        return self.spec.keep(self)
 
     def arm(self, kind: str) -> BuilderConfig:
         """A mixed builder's round as `kind` (best-first or sampled), with the same limits and shape (a draft
@@ -197,7 +209,7 @@ def draft_levels(step: LevelStep, pending: list[int], cfg: BuilderConfig, max_de
     base = past + len(pending)
     root_pos = base - 1
     H = cfg.max_depth if max_depth is None else min(cfg.max_depth, max_depth)
-    if cfg.kind == "sampled":
+    if cfg.spec.chain:  # drawn from the draft's law, not expanded
         if sampling is None or gen is None:
             raise TevvizError("a sampled chain needs the sampling settings and a generator")
         return sampled_chain(step, ids[-1:], logits, base, H, plan, sampling, gen, width, len(pending) - 1,

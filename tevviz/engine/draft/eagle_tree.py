@@ -21,7 +21,8 @@ register(BuilderKind(
     "EAGLE's dynamic tree: the top-K children of the K best nodes of each level, the B best nodes overall "
     f"(EAGLE's defaults: B {TOTAL_TOKENS - 1}, H {DEPTH + 1}, K {TOP_K})",
     verifiers=None,  # a deterministic tree: speculative falls back to the residual verifier, as on best-first trees
-    auto=False, budget=TOTAL_TOKENS - 1))
+    auto=False, budget=TOTAL_TOKENS - 1, settings=frozenset({"children", "width"}),
+    level=lambda cfg, d: (cfg.children, cfg.children)))  # K wide: the K best nodes of each level expand
 
 
 def eagle_builder(total_tokens: int = TOTAL_TOKENS, depth: int = DEPTH, top_k: int = TOP_K,

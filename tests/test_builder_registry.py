@@ -1,0 +1,51 @@
+"""Builders by registry (engine/draft/builder_kinds.py): a builder says what it reads and what shape its trees take,
+and BuilderConfig asks it, never its name. A builder registered here, in the test alone, is checked and shaped by
+what it declares; the app's list is the registry's.
+
+Checked to fail against these faults, planted one at a time: BuilderConfig checking K and W by name again (the new
+builder's K goes unchecked), a stop allowed on any builder, and the app's builder list written out by hand.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tevviz.engine.draft import builder_kinds as bk
+from tevviz.engine.draft.builders import BUILDERS, BuilderConfig
+from tevviz.engine.errors import TevvizError
+
+
+@pytest.fixture
+def wide_builder():
+    kind = bk.register(bk.BuilderKind("wide-test", frozenset({"autoregressive"}), "a test builder",
+                                      settings=frozenset({"children", "width", "stop_below"}),
+                                      level=lambda cfg, d: (cfg.children * d, 3), keep=lambda cfg: 2 * cfg.budget))
+    yield kind
+    del bk._KINDS["wide-test"]
+
+
+def test_a_registered_builder_is_checked_and_shaped_by_what_it_declares(wide_builder):
+    cfg = BuilderConfig(kind="wide-test", budget=5, depth=3, children=2)
+    assert cfg.spec is wide_builder
+    assert cfg.level(1) == (2, 3) and cfg.level(3) == (6, 3) and cfg.keep == 10 and cfg.max_depth == 3
+    with pytest.raises(TevvizError, match="children K must be an integer"):
+        BuilderConfig(kind="wide-test", children=0)  # it reads K, so K is checked
+    assert BuilderConfig(kind="wide-test", stop_below=0.3).stop_below == 0.3  # it reads a stop
+    assert "wide-test" in bk.builder_names()
+
+
+def test_settings_a_builder_does_not_read_are_not_held_against_it():
+    BuilderConfig(kind="chain", children=0, width=0)  # a chain reads neither K nor W
+    with pytest.raises(TevvizError, match="stop below ends sampled chains"):
+        BuilderConfig(kind="best-first", stop_below=0.4)
+    with pytest.raises(TevvizError, match="static branching"):
+        BuilderConfig(kind="static", branching=(0,))
+    assert BuilderConfig(kind="static", branching=(3, 2)).max_depth == 2
+    assert BuilderConfig(kind="eagle", children=4, width=9).level(2) == (4, 4)
+
+
+def test_the_apps_builder_list_is_the_registry():
+    from tevviz.app import decode_tab
+
+    assert set(BUILDERS) == set(bk.builder_names()) >= {"eagle", "static", "ddtree", "best-first", "sampled"}
+    assert decode_tab.BUILDERS is BUILDERS or list(decode_tab.BUILDERS) == list(BUILDERS)
