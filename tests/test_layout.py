@@ -13,7 +13,7 @@ from tevviz.engine import records
 # The engine's records room (what a round and a session are, and the numbers read from them) and the few
 # other torch-free modules the renderers and --help read.
 TORCH_FREE_ENGINE = tuple(f"records.{m.name}" for m in pkgutil.iter_modules(records.__path__)) + (
-    "errors", "load.pairs", "draft.builder_kinds")
+    "errors", "load.pairs", "draft.builder_kinds", "engines.acceptance", "engines.formats")
 
 
 def test_the_renderers_and_the_records_import_no_torch():
