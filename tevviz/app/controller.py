@@ -153,13 +153,14 @@ class Controller(TrainingActions):
         return AppState(sid=st.sid, **view_options(st), notice=said)
 
     @on_model_thread
-    def baseline(self, st: AppState, prompt: str, cfg: DecodeConfig) -> AppState:
-        """Time the fastest plain decoding of the target on the same prompt and settings."""
+    def baseline(self, st: AppState, prompt: str, cfg: DecodeConfig, progress=None) -> AppState:
+        """Time the fastest plain decoding of the target on the same prompt and settings; `progress(done, total)`
+        is told after each way's timing."""
         pair = self.source.get()
         ids = encode_prompt(pair.tokenizer, prompt, chat=cfg.chat)
         # The fastest plain decoding of this prompt (every way timed short, the best one over the whole length):
         # a speed-up against any slower way would flatter the run.
-        result = best_plain(pair, ids, cfg)
+        result = best_plain(pair, ids, cfg, progress=progress)
         # The pair's forwards timed beside it: the limit a run is held against (speed.ideal_speed).
         costs = measure_pass_costs(pair, ids + list(result.token_ids), context=len(ids) + len(result.token_ids) // 2)
         entry = {"tokens": len(result.token_ids), "seconds": result.seconds, "tokens_per_s": result.tokens_per_s,

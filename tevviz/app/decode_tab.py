@@ -230,8 +230,9 @@ def _wire_decoding(ctl: Controller, ui: Panel, settings: dict) -> None:
     def baseline(st, metric_name, progress=PROGRESS, **values):
         try:
             prompt, cfg = decode_settings(**values)
-            progress(0, desc="autoregressive decoding of the target")
-            st = ctl.baseline(current(st), prompt, cfg)
+            progress(0, desc="timing plain decoding every way, then the fastest")
+            told = lambda done, total: progress(done / total, desc=f"plain decoding: {done} of {total} timings")
+            st = ctl.baseline(current(st), prompt, cfg, told)
         except TevvizError as e:
             return failed(ui.error, e)
         return {ui.state: st, **ui.updates(error="", stats=stats_markdown(st))}
