@@ -102,7 +102,9 @@ def add_decode(sub) -> None:
                    help="mark the tokens that accepted draft nodes wrote (ANSI green) apart from the target's own; "
                         "auto: on a terminal, unless NO_COLOR is set")
     d.add_argument("--baseline", action="store_true",
-                   help="also time plain autoregressive decoding (prompt prefill left out of both) for the speed-up")
+                   help="also time the fastest plain decoding of the prompt (tevviz's loop through each target path "
+                        "and transformers' generate, at each thread count worth trying; prefill left out of both) "
+                        "and divide by it for the speed-up")
     d.add_argument("--optimal", action="store_true",
                    help="compute every round's optimal tree (the top-B target prefixes: C_p*, the drafter gap, ghost "
                         "branches) and export it; costs up to H target passes a round, left out of tokens/s")
