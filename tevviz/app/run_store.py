@@ -24,7 +24,7 @@ from ..files import atomic_write_json
 
 MAX_RUNS = 24  # per browser; the oldest run goes first
 MAX_BYTES = 512 * 1024 * 1024  # the whole store; the oldest files go first
-ID = re.compile(r"^[0-9a-f]{32}$")
+ID = re.compile(r"[0-9a-f]{32}")  # fullmatch: `$` would let a trailing newline through
 logger = logging.getLogger("tevviz")
 
 
@@ -54,7 +54,7 @@ class RunStore:
 
     def path(self, user: str, run_id: str) -> Path:
         """The file of a run; TevvizError for ids that are not ours (so a link never names another path)."""
-        if not (ID.match(user or "") and ID.match(run_id or "")):
+        if not (ID.fullmatch(user or "") and ID.fullmatch(run_id or "")):
             raise TevvizError("that link names no run of this app (a run id is 32 hex digits)")
         return self.root / user / f"{run_id}.json"
 
@@ -112,7 +112,7 @@ class RunStore:
 
     def runs(self, user: str) -> list[StoredRun]:
         """This browser's runs, newest first."""
-        if not ID.match(user or ""):
+        if not ID.fullmatch(user or ""):
             return []
         out = []  # not waiting for the writer: a run being written is listed by its last file, or shown as it is
         for path in (self.root / user).glob("*.json"):

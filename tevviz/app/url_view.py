@@ -63,7 +63,12 @@ def read_query(query: str) -> dict:
     user, _, run_id = run.partition(".")
     node = q.get("node")
     if node is not None and not (node == "bonus" or node.startswith("ghost:")):
-        node = int(node) if node.isdigit() else None
-    return {"user": user or None, "run": run_id or None,
-            "round": int(q["round"]) if q.get("round", "").isdigit() else None, "node": node,
+        node = _index(node)
+    return {"user": user or None, "run": run_id or None, "round": _index(q.get("round", "")), "node": node,
             "metric": q.get("metric") if q.get("metric") in METRICS else None}
+
+
+def _index(text: str) -> int | None:
+    """A round or node index written in ASCII digits, else None: str.isdigit takes '²' (int() then raises), and a
+    number past int()'s digit limit raises too; no tree comes near a billion nodes."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
