@@ -70,7 +70,7 @@ def test_a_scan_started_in_the_app_shows_its_tables(url):
     assert worst["headers"][:3] == ["prompt", "category", "round"] and len(worst["data"]) == len(data.summary.worst)
     shown = json.loads(out["acceptance"]["plot"])
     assert [t["name"] for t in shown["data"]] == [f"{c}: {kind}" for c in ("all", *CATEGORIES)
-                                                  for kind in ("conditional", "marginal")]
+                                                  for kind in ("conditional", "marginal", "exact")]
     # Opening the folder again shows the same tables.
     again = named(c.predict(folder=out["folder"], api_name="/scan_open"), SCAN_OUTPUTS)
     assert again["summary"] == out["summary"] and again["worst"]["data"] == worst["data"]

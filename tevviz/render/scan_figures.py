@@ -51,15 +51,19 @@ def category_figure(groups: Mapping[str, GroupStats], layout: Mapping[str, Any] 
 
 def acceptance_figure(groups: Mapping[str, GroupStats], layout: Mapping[str, Any] | None = None) -> dict:
     """Per category, acceptance by depth under its two names: conditional (solid: of the rounds that reached d - 1,
-    the share that accepted at d) and marginal (dashed: the share of all rounds that reached d)."""
+    the share that accepted at d) and marginal (dashed: the share of all rounds that reached d); beside them the
+    exact reach (dotted: the target's probability of reaching d in the trees, GroupStats.acceptance_expected)."""
     traces = []
     for i, g in enumerate(groups.values()):
         for kind, values, dash in (("conditional", g.acceptance_conditional, "solid"),
-                                   ("marginal", g.acceptance_marginal, "dash")):
+                                   ("marginal", g.acceptance_marginal, "dash"),
+                                   ("exact", g.acceptance_expected, "dot")):
+            if not values:
+                continue
             traces.append({"type": "scatter", "mode": "lines+markers", "name": f"{g.name}: {kind}",
                            "legendgroup": g.name, "x": list(range(1, len(values) + 1)), "y": values,
                            "line": {"color": _colour(i), "dash": dash, "width": 3 if i == 0 else 2}})
-    return _figure(traces, "acceptance by depth: conditional (solid), marginal (dashed)", "depth d",
+    return _figure(traces, "acceptance by depth: conditional (solid), marginal (dashed), exact (dotted)", "depth d",
                    "share of rounds", layout, yaxis={"title": {"text": "share of rounds"}, "range": [0, 1.02]})
 
 
