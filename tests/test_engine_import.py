@@ -58,6 +58,7 @@ vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",pos
 vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 1.0
 vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="m",position="0"} 2.0
 vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="m",position="1"} 1.0
+vllm:spec_decode_num_accepted_tokens_per_pos_created{engine="1",model_name="m",position="1"} 1.7649e+09
 """
 
 
@@ -108,6 +109,17 @@ def test_sglang_meta_info_sums_histograms_and_names_its_own_length():
     (own,) = run.engine_figures
     assert own.name == "SGLang accept length" and own.value == pytest.approx(13 / 6)  # completion tokens / steps
     assert "completion tokens" in own.meaning
+
+
+def test_a_saved_stream_counts_each_response_once():
+    # SGLang streams meta_info with the figures so far in every chunk: the last chunk of each id is the response.
+    chunks = [{"text": "a", "meta_info": {"id": "r1", "spec_verify_ct": 1, "spec_accept_histogram": [0, 1]}},
+              {"text": "ab", "meta_info": {"id": "r1", "spec_verify_ct": 2, "spec_accept_histogram": [1, 1]}},
+              {"text": "z", "meta_info": {"id": "r2", "spec_verify_ct": 1, "spec_accept_histogram": [1]}}]
+    text = "\n".join(f"data: {json.dumps(c)}\n" for c in chunks) + "data: [DONE]\n"
+    run = read_text(text, "stream.txt")
+    assert (run.steps, run.accepted, run.reached) == (3, 1, (1,))
+    assert [p.steps for p in run.prompts] == [2, 1]
 
 
 def test_sglang_sglext_details():

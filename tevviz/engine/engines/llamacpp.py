@@ -113,7 +113,8 @@ def parse_metrics(text: str, name: str) -> EngineAcceptance:
     for key in ("drafts", "draft_tokens", "accepted_tokens"):
         if key not in total:
             raise FormatError(name, f"expected the counter {_METRIC}{key}_total in llama-server's /metrics text")
-    per_pos = {int(pos): v for (metric, pos), v in samples.items() if pos is not None}
+    per_pos = {int(pos): v for (metric, pos), v in samples.items()
+               if pos is not None and metric == _METRIC + "accepted_tokens_per_pos_total"}
     reached = [round(per_pos.get(k, 0)) for k in range(max(per_pos, default=-1) + 1)]
     notes = () if reached else ("no per-position figures (this llama-server build has no per_pos counter)",)
     return EngineAcceptance.from_position_counts(

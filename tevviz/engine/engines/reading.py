@@ -20,13 +20,15 @@ class FormatError(TevvizError):
 
 
 def json_documents(text: str, name: str) -> list:
-    """The JSON values of a file: one document (a list is its items), or one per non-empty line (JSON lines)."""
+    """The JSON values of a file: one document (a list is its items), or one per non-empty line (JSON lines, or a
+    saved event stream's `data: {...}` lines); a streamed response's chunks of one `id` count once, as its last."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as whole:
         rows = []
         for i, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
+            line = line.removeprefix("data:").strip()
+            if not line or line == "[DONE]" or line.startswith(("event:", "id:", ":")):
                 continue
             try:
                 rows.append(json.loads(line))
@@ -34,8 +36,20 @@ def json_documents(text: str, name: str) -> list:
                 where = f"line {i}" if len(text.splitlines()) > 1 else f"character {whole.pos}"
                 raise FormatError(name, f"truncated or malformed JSON at {where} ({e.msg}); expected a JSON "
                                         "document or one JSON object per line") from None
-        return rows
+        return _last_chunks(rows)
     return value if isinstance(value, list) else [value]
+
+
+def _last_chunks(rows: list) -> list:
+    """Rows with an `id` (a response's, or SGLang's meta_info's) seen again are a stream's chunks: the last one holds
+    the figures so far, so it alone is kept, where its first chunk stood."""
+    ident = lambda r: r.get("id", (r.get("meta_info") or {}).get("id")) if isinstance(r, dict) else None
+    last = {ident(r): i for i, r in enumerate(rows) if ident(r) is not None}
+    first = {}
+    for i, r in enumerate(rows):
+        first.setdefault(ident(r), i)
+    return [rows[last[ident(r)]] if ident(r) is not None else r for i, r in enumerate(rows)
+            if ident(r) is None or first[ident(r)] == i]
 
 
 def number(value, name: str, field: str, *, integer: bool = True):

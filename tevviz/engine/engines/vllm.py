@@ -70,8 +70,8 @@ def parse_metrics(text: str, name: str) -> EngineAcceptance:
     for key in ("drafts", "draft_tokens", "accepted_tokens"):
         if key not in total:
             raise FormatError(name, f"expected the counter {_METRIC}{key}_total in vLLM's /metrics text")
-    per_pos = {int(pos): v for (metric, pos), v in samples.items()
-               if pos is not None and metric.startswith(_METRIC + "accepted_tokens_per_pos")}
+    names = (_METRIC + "accepted_tokens_per_pos", _METRIC + "accepted_tokens_per_pos_total")  # not its _created
+    per_pos = {int(pos): v for (metric, pos), v in samples.items() if pos is not None and metric in names}
     reached = [round(per_pos.get(k, 0)) for k in range(max(per_pos, default=-1) + 1)]
     notes = () if reached else ("no per-position figures (no accepted_tokens_per_pos counter)",)
     return EngineAcceptance.from_position_counts(
