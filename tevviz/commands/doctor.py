@@ -25,12 +25,19 @@ def doctor_rows(args, source) -> tuple[list[dict], str]:
         split = args.split or "eval"
         rows, where = load_prompts(named.split_path(split), split), f"the {named.name} pair's {split} prompts"
     else:
-        rows, where = builtin_rows(), "the built-in prompts"
+        rows, where = builtin_rows(), ("the built-in chat prompts (the target is no named pair's; --prompts FILE "
+                                       "decodes the kind of text the drafter was trained on)")
     if not rows:
         raise TevvizError(f"--prompts {args.prompts!r} has no prompt" + (f" in split {args.split!r}" if args.split
                                                                         else ""))
     picked = spread(rows, args.limit)
-    return picked, f"{len(picked)} of {where}"
+    if args.limit is not None and args.limit > len(rows):
+        why = f"all {len(rows)}: --limit {args.limit} asks for more than there are"
+    elif len(picked) < len(rows):
+        why = f"{len(picked)} of {len(rows)}, spread over the set (--limit {args.limit})"
+    else:
+        why = f"all {len(rows)}"
+    return picked, f"{len(picked)} prompts: {why} of {where}"
 
 
 def cmd_doctor(args) -> int:

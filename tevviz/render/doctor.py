@@ -39,7 +39,7 @@ def reading_rows(report: DoctorReport) -> tuple[list[str], list[list[str]]]:
 def _lines(report: DoctorReport) -> dict[str, str]:
     """What is said around the table, by name: layout, measured, key, best, verdict."""
     out = {"layout": f"layout: {report.layout}"}
-    status = "ok" if report.ok else "NOT OK"
+    status = ("inconclusive (too few prompts)" if report.underpowered else "ok") if report.ok else "NOT OK"
     if not report.readings:
         return out | {"verdict": f"verdict: {status}: {report.verdict}"}
     margin = ("" if report.margin is None else

@@ -94,9 +94,14 @@ class DoctorReport:
     def own(self) -> ReadingResult | None:
         return next((r for r in self.readings if r.own), None)
 
+    @property
+    def underpowered(self) -> bool:
+        """Not shown wrong, but the prompts measured too loosely to tell readings FLOOR apart (threshold > FLOOR)."""
+        return self.ok and self.threshold is not None and self.threshold > FLOOR
+
     def to_dict(self) -> dict:
         return {"kind": self.kind, "draft": self.draft_name, "layout": self.layout,
                 "readings": [r.to_dict() for r in self.readings], "best": self.best, "margin": self.margin,
                 "threshold": self.threshold, "margin_rule": self.margin_rule, "ok": self.ok, "verdict": self.verdict,
                 "prompts": self.prompts, "max_new_tokens": self.max_new_tokens, "builder": self.builder,
-                "measure": self.measure}
+                "measure": self.measure, "underpowered": self.underpowered}

@@ -10,6 +10,7 @@ per round. The own reading is flagged when another accepts more per round by a c
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -35,9 +36,23 @@ BUILTIN_PROMPTS = (
     "The three laws of motion, as Newton stated them, are",
     "Summarise the water cycle for a ten-year-old.",
 )
+
+
 def builtin_rows() -> list[dict]:
-    """BUILTIN_PROMPTS as prompt rows (chat None: the tokenizer's template when it has one)."""
-    return [{"id": f"builtin{i}", "prompt": p, "chat": None} for i, p in enumerate(BUILTIN_PROMPTS)]
+    """The prompts for a target no named pair ships prompts for: BUILTIN_PROMPTS, then the shipped free-form chat
+    set's one-turn prompts (questions, tasks, code, maths as people write them, for no model in particular); chat
+    None: the tokenizer's template when it has one. A multi-turn row is left out: its prompt is rendered already,
+    through one model's template."""
+    from ..load.models import assets_dir
+
+    rows = [{"id": f"builtin{i}", "prompt": p, "chat": None} for i, p in enumerate(BUILTIN_PROMPTS)]
+    path = assets_dir() / "scan_prompts" / "smollm2_freeform.jsonl"
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            r = json.loads(line) if line.strip() else {}
+            if r.get("prompt") and "messages" not in r and r.get("chat", True):
+                rows.append({"id": r.get("id", f"freeform{len(rows)}"), "prompt": r["prompt"], "chat": None})
+    return rows
 
 
 def spread(rows: list, limit: int | None) -> list:
@@ -249,8 +264,20 @@ def judge(kind: str, draft_name: str, layout: str, results: list[ReadingResult],
     challenger = max(others, key=lambda r: r.per_round.rate)
     margin, threshold, clear = clear_margin(challenger, own)
     best = challenger if margin > 0 else own
-    return DoctorReport(*head, best.name, margin, threshold, not clear,
-                        verdict(challenger, own, margin, threshold, clear), *tail)
+    said = verdict(challenger, own, margin, threshold, clear)
+    if not clear and threshold > FLOOR:
+        said += power_note(threshold / Z, prompts)
+    return DoctorReport(*head, best.name, margin, threshold, not clear, said, *tail)
+
+
+def power_note(se: float, prompts: int) -> str:
+    """What a verdict that is not clear adds when its prompts measure the difference too loosely to tell readings
+    FLOOR apart: the SE it has, the SE it would need, and about how many prompts give it (SE ~ 1 / sqrt(prompts))."""
+    need = FLOOR / Z
+    more = math.ceil(prompts * (se / need) ** 2)
+    return (f"; but these {prompts} prompts give too little power to tell the readings apart: the difference is "
+            f"measured to ± {se:.3f}, and telling readings {FLOOR:g} tokens per round apart needs ± {need:.3f} or "
+            f"less, about {more} prompts like these (--limit, --prompts)")
 
 
 def describe(r: ReadingResult) -> str:
