@@ -22,6 +22,13 @@ def test_interrupt_asks_first_and_stops_at_once_second():
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)  # a third, close behind: the stop is under way, nothing more is raised
+        time.sleep(0.05)
+    # stopped: Ctrl-C stays ignored while the command writes what it finished, until it returns (cli.main)
+    assert signal.getsignal(signal.SIGINT) is not before
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.05)
+    commands.common.restore_interrupts()
     assert signal.getsignal(signal.SIGINT) is before
 
 

@@ -327,3 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"\ntevviz {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        from .commands.common import restore_interrupts
+
+        restore_interrupts()

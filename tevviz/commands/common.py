@@ -35,12 +35,17 @@ def use_chat(args, tokenizer) -> bool:
 
     return has_chat_template(tokenizer) if args.chat is None else args.chat
 
+_BEFORE_STOP: list = []  # the SIGINT handler a stopped command's Interrupt replaced, put back as the command returns
+
+
 class Interrupt:
     """Ctrl-C as a request: the first asks the work to stop at the end of its round or step (`stop()` turns true),
-    the second stops at once (KeyboardInterrupt). Signals reach the main thread only: elsewhere it does nothing."""
+    the second stops at once (KeyboardInterrupt), later ones are ignored. Once stopped, Ctrl-C stays ignored until the
+    command returns (`restore_interrupts`), so the text, statistics and files of the finished work are written
+    whatever the user presses. Signals reach the main thread only: elsewhere it does nothing."""
 
     def __init__(self, what: str):
-        self.what, self.requested, self._old = what, False, None
+        self.what, self.requested, self.forced, self._old = what, False, False, None
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
@@ -48,11 +53,20 @@ class Interrupt:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._old is not None:
+        if self._old is None:
+            return
+        if self.requested:  # the default handler back now would raise in the middle of the summary or the export
+            if not _BEFORE_STOP:
+                _BEFORE_STOP.append(self._old)
+            signal.signal(signal.SIGINT, _finishing)
+        else:
             signal.signal(signal.SIGINT, self._old)
 
     def _handle(self, signum, frame) -> None:
+        if self.forced:  # a third Ctrl-C close behind the second: the stop is under way already
+            return
         if self.requested:
+            self.forced = True
             raise KeyboardInterrupt
         self.requested = True
         print(f"\nstopping at the end of this {self.what} (Ctrl-C again to stop at once) ...", file=sys.stderr,
@@ -60,6 +74,16 @@ class Interrupt:
 
     def __call__(self) -> bool:
         return self.requested
+
+
+def _finishing(signum, frame) -> None:
+    print("\nstopped already: writing what was finished ...", file=sys.stderr, flush=True)
+
+
+def restore_interrupts() -> None:
+    """Put back the SIGINT handler a stopped command replaced (cli.main, as the command returns)."""
+    if _BEFORE_STOP and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _BEFORE_STOP.pop())
 
 class UntilStopped:
     """A list's items handed out until `stop()` turns true, so a loop over it ends after the item in hand;
