@@ -52,6 +52,20 @@ def test_other_tokens_part_as_tokens_at_their_round():
     assert (part0.round, part0.accepted, part0.what) == (0, (None, None), "tokens")
 
 
+def test_an_end_token_counted_apart_is_marked():
+    # both commit [5, 2] with 2 the end token: tevviz accepted both drafts, llama.cpp counted the end token as its own
+    llama = PromptRun("p", (7, 5, 2), ((1, 3),))
+    tev = PromptRun("p", (7, 5, 2), ((2, 3),))
+    part = first_part(llama, tev, frozenset({2}))
+    assert part.end_token and part.what == "accepted lengths"
+    assert not first_part(llama, tev).end_token  # no end tokens known: a plain part
+    a, b = acceptance("llama.cpp", [llama], 3), acceptance("tevviz", [tev], 3)
+    v = verdict(a, b, [part], greedy=True)
+    assert v.agree and "end token" in v.text and "prompts p" in v.text
+    # the other way round (llama.cpp accepting more) is not that rule
+    assert not first_part(tev, llama, frozenset({2})).end_token
+
+
 def test_acceptance_by_hand():
     # steps accepted 2, 0 | 1, 1 of chains of 3: m = (3/4, 1/4, 0), c = (3/4, 1/3, 0); acceptance length 1 + 4/4
     runs = [PromptRun("a", (1,) * 4, ((2, 3), (0, 3))), PromptRun("b", (1,) * 5, ((1, 3), (1, 3)))]

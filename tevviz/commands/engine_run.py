@@ -81,7 +81,8 @@ def cmd_engine_install(args) -> int:
     args.started = True
     cache, built = install(args.source, args.jobs, args.force, quiet=not sys.stderr.isatty())
     version = server_version(cache.server) or f"b{cache.build}"
-    print(f"llama-server {'built' if built else 'already built'}: {cache.server} ({version})")
+    state = "built" if built else "already built"
+    print(f"llama-server {state}: llama.cpp b{cache.build} at {cache.server} ({version})")
     print(f"converter: {cache.converter}")
     print(f"licence: {LICENCE}", file=sys.stderr)
     return 0
@@ -131,7 +132,7 @@ def cmd_engine_run(args) -> int:
     kind = folder_kind(draft).name
     if kind not in SPEC_TYPES:
         raise TevvizError(f"llama.cpp has no speculative type for {kind} drafters")
-    if kind != "autoregressive":
+    if kind == "block":
         raise TevvizError(why_not_chain(kind))
     rows, where = run_rows(args, source)
     out = Path(args.out or time.strftime("llamacpp-run-%Y%m%d-%H%M%S"))
@@ -140,7 +141,7 @@ def cmd_engine_run(args) -> int:
     from .engine_run_work import run_both
 
     args.started = True
-    result = run_both(args, source, server, llama_source, rows, out, threads, SPEC_TYPES[kind])
+    result = run_both(args, source, server, llama_source, rows, out, threads, kind, SPEC_TYPES[kind])
     result["settings"] |= {"prompts": where, "llama_server": str(server), "llama_version": server_version(server)}
     (out / "results.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     from .engine_run_text import run_text
@@ -154,10 +155,7 @@ def cmd_engine_run(args) -> int:
 
 
 def why_not_chain(kind: str) -> str:
-    """Why `engine run` compares autoregressive drafters only, in a user's words."""
-    if kind == "eagle3":
-        return ("an EAGLE-3 head runs in llama.cpp as draft-eagle3 (its converter takes tevviz's head layout), but "
-                "engine run compares autoregressive drafters (draft-simple) only so far: pass one with --draft")
+    """Why `engine run` does not compare a drafter of this kind, in a user's words."""
     return ("a block drafter runs in llama.cpp as draft-dflash (its converter takes the DFlash layout), which drafts "
             "the block's most likely token at each depth; tevviz drafts DDTree trees from a block drafter's rows, "
             "not that chain, so there is no like-for-like run: pass an autoregressive drafter with --draft")

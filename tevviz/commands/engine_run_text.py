@@ -35,7 +35,7 @@ def _length(d: dict) -> str:
 def speed_lines(speed: dict, accepted: dict) -> list[str]:
     """Each engine's tokens/s with and without the drafter, and the ratio; where no drafted token was accepted, that
     drafting did not pay (or did not run) instead of a ratio."""
-    lines = [f"speed (tokens/s, the same prompts, {speed['threads']} threads):"]
+    lines = [f"speed (tokens/s, the same prompts, threads {speed['threads']}):"]
     for engine in ("llama.cpp", "tevviz"):
         s = speed[engine]
         line = (f"  {engine:9}  with the drafter {_f(s['draft_tokens_per_s'], 1)}, "
@@ -53,7 +53,7 @@ def run_text(result: dict) -> str:
     a, b, st = result["llama.cpp"], result["tevviz"], result["settings"]
     lines = [(f"llama.cpp ({st.get('llama_version') or st.get('llama_server')}, {st['spec_type']}) beside tevviz "
               f"(chain + TEV): {st['prompts']}, T = {st['temperature']:g}, up to {st['max_new_tokens']} new tokens, "
-              f"chains up to {st['depth']}, {st['threads']} threads"),
+              f"chains up to {st['depth']}, threads {st['threads']}"),
              "",
              ("acceptance by depth: marginal m_k (steps that accepted at least k drafted tokens) and conditional "
               "c_k = m_k / m_(k-1), ± standard error over steps"),

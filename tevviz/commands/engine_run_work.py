@@ -30,18 +30,34 @@ def _tokenizer_cause(server, tokenizer, ids: list[int]) -> str:
             "llama.cpp another prompt")
 
 
-def _static_causes(args, pair, gguf_notes: list[str], tok_cause: str) -> list[str]:
+def _reading_cause(pair, server_log: str) -> str:
+    """Which target states each engine's drafter reads: tevviz's reading and the layers llama.cpp's log names."""
+    import re
+
+    from ..engine.draft.drafters import reading_of
+
+    reading = reading_of(pair)
+    if reading is None:
+        return "layer reading: none (an autoregressive drafter reads no target states)"
+    found = re.search(r"extract_layers = \[([\d, ]+)\]", server_log)
+    theirs = f"the inputs of layers [{found.group(1)}]" if found else "layers its log does not name"
+    return (f"layer reading: tevviz's drafter reads hidden_states {list(reading.layer_ids)} ({reading.why}); "
+            f"llama.cpp's reads {theirs}, which are hidden_states of the same indices")
+
+
+def _static_causes(args, pair, gguf_notes: list[str], tok_cause: str, reading: str) -> list[str]:
     dtype = str(pair.target.dtype).removeprefix("torch.")
-    causes = ["template: the same prompt ids in both engines (tevviz's chat template, sent to llama-server as ids)",
+    causes = [("template: the same prompt ids in both engines (tevviz's encoding, through the chat template for "
+               "chat prompts, sent to llama-server as ids)"),
               tok_cause,
               (f"precision: llama.cpp's GGUF weights are {args.gguf_type}, tevviz's {dtype}; each engine's own float "
                "arithmetic (ggml's kernels against torch's) can still order near ties differently"),
-              "layer reading: none (an autoregressive drafter reads no target states)"]
-    return causes + [f"conversion: {n}" for n in gguf_notes]
+              reading]
+    return causes + [f"conversion: {n}" for n in dict.fromkeys(gguf_notes)]
 
 
 def run_both(args, source, server_bin: Path, llama_source: Path, rows: list[dict], out: Path, threads: int,
-             spec_type: str) -> dict:
+             kind: str, spec_type: str) -> dict:
     """Both engines on every prompt; the comparison as one JSON-ready dict."""
     from ..engine.engines.llamacpp_causes import part_cause
     from ..engine.engines.llamacpp_convert import export_gguf
@@ -52,7 +68,8 @@ def run_both(args, source, server_bin: Path, llama_source: Path, rows: list[dict
 
     target, draft = source.resolved()
     t_gguf = export_gguf(target, llama_source, args.gguf_type)
-    d_gguf = export_gguf(draft, llama_source, args.gguf_type)
+    # a head or block drafter is converted beside its target (the converter reads its tokenizer and layer count)
+    d_gguf = export_gguf(draft, llama_source, args.gguf_type, target=None if kind == "autoregressive" else target)
     _status(f"GGUF: {t_gguf.path.name} (target), {d_gguf.path.name} (draft){' (cached)' if d_gguf.cached else ''}")
     pair = source.load()
     ids = encode_rows(pair.tokenizer, rows)
@@ -68,6 +85,7 @@ def run_both(args, source, server_bin: Path, llama_source: Path, rows: list[dict
             if sp is not None:
                 sp.start()
             tok_cause = _tokenizer_cause(sd, pair.tokenizer, ids[0])
+            reading = _reading_cause(pair, sd.log_since(0))
             for s in (sd, sp):  # warm-up, untimed
                 if s is not None:
                     s.complete(ids[0], WARM_TOKENS, args.temperature, args.seed)
@@ -99,12 +117,17 @@ def run_both(args, source, server_bin: Path, llama_source: Path, rows: list[dict
     llama = acceptance("llama.cpp", runs["llama.cpp"], args.depth)
     tev = acceptance("tevviz", runs["tevviz"], args.depth)
     greedy = args.temperature == 0
-    parts = [p for a, b in zip(runs["llama.cpp"], runs["tevviz"]) if (p := first_part(a, b))] if greedy else []
-    causes = _static_causes(args, pair, list(t_gguf.notes + d_gguf.notes), tok_cause)
+    from ..engine.decode.session import stop_ids
+
+    ends = frozenset(stop_ids(pair))
+    parts = [p for a, b in zip(runs["llama.cpp"], runs["tevviz"]) if (p := first_part(a, b, ends))] if greedy else []
+    causes = _static_causes(args, pair, list(t_gguf.notes + d_gguf.notes), tok_cause, reading)
     by_id = {str(r["id"]): i for i, r in enumerate(rows)}
-    for p in parts[:3]:  # the first parts explained; the rest listed
-        i = by_id[p.prompt]
-        causes.insert(0, part_cause(pair, ids[i], runs["llama.cpp"][i], runs["tevviz"][i], p, causal_draft=True))
+    # the first parts explained, first; the rest are listed in `parts`
+    explained = [part_cause(pair, ids[by_id[p.prompt]], runs["llama.cpp"][by_id[p.prompt]],
+                            runs["tevviz"][by_id[p.prompt]], p, causal_draft=kind == "autoregressive")
+                 for p in parts[:3]]
+    causes = explained + causes
     judged = verdict(llama, tev, parts, greedy, tuple(causes))
     return {
         "llama.cpp": llama.to_dict(), "tevviz": tev.to_dict(),

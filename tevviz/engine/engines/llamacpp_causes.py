@@ -31,6 +31,11 @@ def part_cause(pair, prompt_ids: list[int], llama: PromptRun, tev: PromptRun, pa
         return pair.tokenizer.decode([t])
 
     where = f"prompt {part.prompt}, round {part.round}"
+    if part.end_token:
+        return (f"{where}: the same tokens, ending in the end token {text(part.blocks[1][-1])!r}, which tevviz counts as "
+                f"an accepted draft token ({part.accepted[1]} accepted) and llama.cpp as the target's own "
+                f"({part.accepted[0]}): llama.cpp accepts a drafted end-of-generation token only as the draft's last "
+                "(common/sampling.cpp, common_sampler_sample_and_accept_n)")
     if part.what == "tokens":
         q = part.token_part if part.token_part is not None else part.position
         if q >= min(len(llama.tokens), len(tev.tokens)):

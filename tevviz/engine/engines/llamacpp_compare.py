@@ -51,6 +51,10 @@ class Part:
     accepted: tuple[int | None, int | None]  # (llama.cpp, tevviz) drafted tokens accepted in that round
     blocks: tuple[tuple[int, ...], tuple[int, ...]]  # (llama.cpp, tevviz) tokens committed in that round
     token_part: int | None  # the first index where the generated tokens differ (None: the texts agree)
+    # The same block ending in an end token that tevviz counts as an accepted draft token and llama.cpp as the
+    # target's own: llama.cpp accepts a drafted end-of-generation token only as the draft's last (common/sampling.cpp,
+    # common_sampler_sample_and_accept_n), so that round reads one fewer accepted there. Not a difference in tokens.
+    end_token: bool = False
 
     @property
     def what(self) -> str:
@@ -61,13 +65,15 @@ class Part:
 
     def to_dict(self) -> dict:
         return {"prompt": self.prompt, "round": self.round, "position": self.position, "what": self.what,
+                "end_token": self.end_token,
                 "accepted": {"llama.cpp": self.accepted[0], "tevviz": self.accepted[1]},
                 "tokens": {"llama.cpp": list(self.blocks[0]), "tevviz": list(self.blocks[1])},
                 "token_part": self.token_part}
 
 
-def first_part(llama: PromptRun, tev: PromptRun) -> Part | None:
-    """The first round where the two runs of one prompt differ, or None where every round matches."""
+def first_part(llama: PromptRun, tev: PromptRun, ends: frozenset[int] = frozenset()) -> Part | None:
+    """The first round where the two runs of one prompt differ, or None where every round matches; `ends` are the
+    end tokens (a round that differs only in how an accepted end token is counted is marked `end_token`)."""
     a, b = llama.blocks(), tev.blocks()
     steps_a, steps_b = (None, *(s[0] for s in llama.steps)), (None, *(s[0] for s in tev.steps))
     token_part = next((i for i, (x, y) in enumerate(zip(llama.tokens, tev.tokens)) if x != y),
@@ -77,7 +83,9 @@ def first_part(llama: PromptRun, tev: PromptRun) -> Part | None:
         acc = (steps_a[r] if r < len(steps_a) else None, steps_b[r] if r < len(steps_b) else None)
         block = (a[r] if r < len(a) else (), b[r] if r < len(b) else ())
         if acc[0] != acc[1] or block[0] != block[1]:
-            return Part(llama.prompt, r, at, acc, block, token_part)
+            counted = (block[0] == block[1] and block[0][-1:] and block[0][-1] in ends
+                       and None not in acc and acc[0] == acc[1] - 1)
+            return Part(llama.prompt, r, at, acc, block, token_part, bool(counted))
         at += len(block[0])
     return None
 
@@ -141,9 +149,11 @@ def verdict(llama: EngineAcceptance, tev: EngineAcceptance, parts: list[Part], g
     diffs = depth_diffs(llama, tev)
     worst = max(diffs, key=lambda d: (d.z, abs(d.diff)), default=None)
     lengths = "no steps" if length is None else f"acceptance length {la:.3f} (llama.cpp) against {lb:.3f} (tevviz)"
-    if greedy and not parts and llama.steps and tev.steps:
-        return Verdict(True, f"the engines agree: every round of every prompt accepted the same drafted tokens and "
-                             f"committed the same tokens; {lengths}", worst, length, causes)
+    if greedy and all(p.end_token for p in parts) and llama.steps and tev.steps:
+        ends = (f", but for {len(parts)} end token(s) that tevviz counts as accepted drafts and llama.cpp as the "
+                "target's own (prompts " + ", ".join(p.prompt for p in parts) + ")") if parts else ""
+        return Verdict(True, f"the engines agree: every round of every prompt committed the same tokens and accepted "
+                             f"the same drafted tokens{ends}; {lengths}", worst, length, causes)
     close = length is not None and abs(length) <= AGREE_LENGTH
     parted = worst is not None and worst.z > 2
     where = ""
