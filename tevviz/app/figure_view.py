@@ -32,8 +32,11 @@ _TEMPLATE = '<div class="tv-figure" style="padding-top: 30px; overflow-x: auto; 
 STEP_KEYS = ("ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "j", "k")
 ROUND_BOX = "round-slider"  # elem_id of the round slider, whose number box takes Enter
 
-# `watch` runs the callback after gradio has copied the new value into `props`.
+# `watch` runs the callback after gradio has copied the new value into `props`. gr.Plot loads its own plotly.js
+# (another version) as window.Plotly once one is shown (the Scan tab's); a chart drawn by one version and redrawn by
+# the other went blank, so the views keep the plotly.js of their head, taken before any gr.Plot is shown.
 _DRAW = """
+const Plotly = window.__tevvizPlotly || (window.__tevvizPlotly = window.Plotly);
 const chart = element.querySelector('.tv-figure');
 const config = {displaylogo: false, responsive: true};
 let bound = false;

@@ -145,19 +145,27 @@ def _wire_rounds(ctl: Controller, ui: Panel, decode: Panel, tabs) -> None:
         ctl.keep(st)
         out = {**everything(decode, st, metric_name), ui.error: "", decode.pick: None,
                **{decode.settings[k]: v for k, v in widget_settings(st).items()}}
-        return out | ({tabs: gr.Tabs(selected=DECODE_TAB)} if tabs is not None else {})
+        return out
 
-    def clicked(st, metric_name, scan, evt: gr.SelectData):
+    def clicked(scan, evt: gr.SelectData):
         row = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
         keys = (scan or {}).get("keys", [])
-        if not isinstance(row, int) or not 0 <= row < len(keys):
-            return {}
-        return show_round(st, metric_name, scan, keys[row])
+        return keys[row] if isinstance(row, int) and 0 <= row < len(keys) else gr.skip()
 
-    inputs = [ui.state, decode.metric, ui.scan]
-    outputs = [*decode_outputs, ui.error, *switch]
-    ui.open_round_btn.click(show_round, [*inputs, ui.pick], outputs, api_name="scan_open_round", **LIGHT)
-    ui.worst.select(clicked, inputs, outputs, api_visibility="private", **LIGHT)
+    def to_decode(scan, key):
+        # Without a scan or a round this tab stays, where show_round says what is missing.
+        return gr.Tabs(selected=DECODE_TAB) if scan and key else gr.skip()
+
+    inputs, outputs = [ui.state, decode.metric, ui.scan, ui.pick], [*decode_outputs, ui.error]
+    # The Decode tab comes up first and the round is drawn into it after: views updated while their tab was hidden
+    # were put back to what they held before once it showed (a blank tree until the next action). A clicked row is
+    # picked below first.
+    picked = ui.worst.select(clicked, [ui.scan], [ui.pick], api_visibility="private", **LIGHT).then
+    for event, api in ((ui.open_round_btn.click, {"api_name": "scan_open_round"}),
+                       (picked, {"api_visibility": "private"})):
+        if switch:
+            event = event(to_decode, [ui.scan, ui.pick], switch, api_visibility="private", **LIGHT).then
+        event(show_round, inputs, outputs, **api, **LIGHT)
 
 
 def scan_tab(ctl: Controller, state: gr.State, decode: Panel, tabs=None, prompt_files: dict[str, Path] | None = None,
