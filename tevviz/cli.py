@@ -67,8 +67,8 @@ def _sub(sub, name: str, summary: str, description: str | None = None) -> argpar
 
 
 def add_scan(sub) -> None:
-    """`tevviz scan`: a prompt set into a scan folder (tevviz.scan), and merge, compare and show."""
-    from .scan import DESCRIPTION
+    """`tevviz scan`: a prompt set into a scan folder (commands/scan.py), and merge, compare and show."""
+    from .commands.scan import DESCRIPTION
 
     p = sub.add_parser("scan", help="decode a prompt set into a scan folder; merge, compare, show scans",
                        description=DESCRIPTION, formatter_class=Formatter)

@@ -1,7 +1,7 @@
 """What the command line's model and decoding flags mean to the engine: a ModelSource and a DecodeConfig.
 
-Shared by the commands (tevviz.commands) and `tevviz scan` (tevviz.scan); the flags themselves are in tevviz.flags
-and tevviz.cli.
+Shared by the commands (tevviz.commands, `tevviz scan` among them); the flags themselves are in tevviz.flags and
+tevviz.cli.
 """
 
 from __future__ import annotations
@@ -22,25 +22,24 @@ def source_from_args(args):
                        layer_ids=getattr(args, "layer_ids", None))
 
 
-def drafter_tree(args, depth: int) -> tuple[str, int]:
+def drafter_tree(args, depth: int, source=None) -> tuple[str, int]:
     """The builder the chosen drafter's trees take (its kind's own: DDTree for a block drafter, best-first for a
-    causal LM) and `depth`, capped at the drafter's natural depth. Read from the draft folder, before anything loads."""
+    causal LM) and `depth`, capped at the drafter's natural depth. Read from the draft folder, before anything loads
+    (`source`: the command's ModelSource, built from the flags where not given)."""
     from .engine.draft.drafters import folder_defaults
 
-    kind, own_depth = folder_defaults(source_from_args(args).resolved()[1])
+    source = source if source is not None else source_from_args(args)
+    kind, own_depth = folder_defaults(source.resolved()[1])
     return kind, min(depth, own_depth) if own_depth else depth
 
 
-def start_from_args(args):
+def start_from_args(args, target: str, draft: str, kind):
     """The builder, verifier, budget and depth a decode runs with: the flags given, the rest the loaded pair's
     measured best at --temperature (engine/load/pairs.py), or --budget auto on the drafter's own builder for another
     pair. A scan starts at the drafter's own builder at a fixed B: its records must not depend on the machine's
-    timings."""
-    from .engine.draft.drafters import folder_kind
+    timings. `target` and `draft` are the source's resolved folders, `kind` the draft's DrafterKind."""
     from .engine.load.pairs import FIXED_BUDGET, decode_start, pair_of_target
 
-    target, draft = source_from_args(args).resolved()
-    kind = folder_kind(draft)
     own_depth = kind.folder_depth(Path(draft).expanduser())
     scan = getattr(args, "command", None) == "scan"
     budget = FIXED_BUDGET if scan and args.budget is None else args.budget
@@ -49,8 +48,9 @@ def start_from_args(args):
                         stop_below=getattr(args, "stop_below", None))
 
 
-def decode_config_from_args(args):
-    """A DecodeConfig from the sampling and tree flags (raises TevvizError on bad values)."""
+def decode_config_from_args(args, source=None):
+    """A DecodeConfig from the sampling and tree flags (raises TevvizError on bad values). `source` is the
+    ModelSource the command loads (built from the flags where not given): its folders are resolved once here."""
     from .engine import BuilderConfig, DecodeConfig, SamplingConfig
     from .engine.draft.drafters import check_builder, folder_kind
 
@@ -58,10 +58,11 @@ def decode_config_from_args(args):
         branching = tuple(int(x) for x in args.branching.split(","))
     except ValueError:
         raise TevvizError(f"--branching must be comma-separated integers, got {args.branching!r}") from None
-    start = start_from_args(args)
+    target, draft = (source if source is not None else source_from_args(args)).resolved()
+    kind = folder_kind(draft)
+    start = start_from_args(args, target, draft, kind)
     auto = start.budget == "auto"
-    draft = source_from_args(args).resolved()[1]
-    check_builder(start.builder, folder_kind(draft), draft)  # said before anything loads
+    check_builder(start.builder, kind, draft)  # said before anything loads
     return DecodeConfig(
         sampling=SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
         builder=BuilderConfig(kind=start.builder, budget=args.budget_limit if auto else start.budget,

@@ -1,4 +1,4 @@
-"""`tevviz decode`, `inspect`, `report` and `scan`: decoding a prompt, and reading back what decoding wrote."""
+"""`tevviz decode`, `inspect` and `report`: decoding a prompt, and reading back what decoding wrote."""
 
 from __future__ import annotations
 
@@ -118,12 +118,13 @@ def cmd_decode(args) -> int:
     from ..engine import DecodeSession, encode_prompt
     from ..files import check_writable
 
-    cfg = decode_config_from_args(args)
+    source = source_from_args(args)  # built once: the settings are resolved from it and the pair loaded by it
+    cfg = decode_config_from_args(args, source)
     prompt = read_prompt(args)
     # Checked before any model loads: a finished decode must not be lost to a path it cannot write.
     export = check_writable(args.export, "--export") if args.export else None
     set_threads(args.threads)
-    pair = source_from_args(args).load()
+    pair = source.load()
     chat = use_chat(args, pair.tokenizer)
     prompt_ids = encode_prompt(pair.tokenizer, prompt, chat=chat)
     args.started = True
@@ -298,11 +299,6 @@ def cmd_inspect(args) -> int:
         mark = "" if rec.optimal is None or rec.optimal_bounds else " (best fixed tree, not a ceiling)"
         print(" ".join(c.rjust(w) for c, w in zip(cells, widths)) + mark)
     return 0
-
-def cmd_scan(args) -> int:
-    from ..scan import cmd_scan as scan
-
-    return scan(args)
 
 def _engine_runs(paths: list[str]) -> list:
     """`report --engine`: each file as a serving engine's acceptance (engine/engines/formats.py)."""

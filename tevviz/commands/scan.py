@@ -15,9 +15,10 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
-from .engine.errors import TevvizError
+from ..engine.errors import TevvizError
 
 MODES = ("merge", "compare", "show")
 DESCRIPTION = """Scan a prompt set: decode every prompt of a JSON-lines file (one object a line: "prompt", and
@@ -81,29 +82,30 @@ def _progress_printer():
     return show
 
 
-def _pin_device(args, local: int | None) -> None:
-    """One GPU a process: a bare (or auto-chosen) cuda device becomes cuda:LOCAL_RANK."""
+def _pin_device(source, local: int | None):
+    """One GPU a process: a bare (or auto-chosen) cuda device becomes cuda:LOCAL_RANK; the source to load."""
     if local is None:
-        return
+        return source
     import torch
 
-    from .engine.load.models import resolve_device
-    from .engine.scan.ranks import pinned_device
+    from ..engine.load.models import resolve_device
+    from ..engine.scan.ranks import pinned_device
 
-    resolved = resolve_device(args.device)
+    resolved = resolve_device(source.device)
     pinned = pinned_device(resolved, local, torch.cuda.device_count() if resolved == "cuda" else 0)
-    if pinned != resolved:
-        torch.cuda.set_device(pinned)  # so that a tensor made on plain "cuda" lands on this rank's GPU too
-        args.device = pinned
+    if pinned == resolved:
+        return source
+    torch.cuda.set_device(pinned)  # so that a tensor made on plain "cuda" lands on this rank's GPU too
+    return replace(source, device=pinned)
 
 
 def _prepare(args):
     """Read the prompts, load the pair, make or check the folder; returns (pair, planned, cfg, folder, records):
     `planned` the prompts this process scans, `records` the file it appends to."""
-    from .engine.scan.scan_files import RECORDS, file_digest, read_prompts, repair, shard
-    from .engine.scan.scan_merge import check_resume
-    from .engine.scan.scan_run import plan_prompts, scan_manifest
-    from .options import decode_config_from_args, source_from_args
+    from ..engine.scan.scan_files import RECORDS, file_digest, read_prompts, repair, shard
+    from ..engine.scan.scan_merge import check_resume
+    from ..engine.scan.scan_run import plan_prompts, scan_manifest
+    from ..options import decode_config_from_args, source_from_args
 
     if len(args.paths) != 1:
         raise TevvizError("give one prompt file (or: merge DIR... -o OUT, compare A B, show DIR)")
@@ -112,7 +114,8 @@ def _prepare(args):
     if args.shard == "auto":
         return _prepare_auto(args)
     path, folder, part = Path(args.paths[0]), Path(args.out), parse_shard(args.shard)
-    cfg = decode_config_from_args(args)
+    source = source_from_args(args)  # built once: the settings are resolved from it and the pair loaded by it
+    cfg = decode_config_from_args(args, source)
     has_files = folder.is_dir() and any(folder.iterdir())
     if folder.exists() and not folder.is_dir():
         raise TevvizError(f"-o {str(folder)!r} is a file")
@@ -120,7 +123,7 @@ def _prepare(args):
         raise TevvizError(f"-o {str(folder)!r} is not empty; add --resume to continue the scan in it")
     prompts, skipped = read_prompts(path, args.skip_bad)
     mine = shard(prompts, *part) if part else prompts
-    pair = source_from_args(args).load()
+    pair = source.load()
     planned, problems = plan_prompts(pair, mine, args.chat, args.skip_bad, str(path))
     manifest = scan_manifest(pair, cfg, args.chat, path.resolve(), file_digest(path), len(prompts), len(planned),
                              part, skipped + problems)
@@ -132,7 +135,7 @@ def _prepare(args):
         if dropped:
             print(f"dropped {dropped} bytes of an unfinished prompt at the end of the records", file=sys.stderr)
     else:
-        from .engine.scan.scan_files import write_manifest
+        from ..engine.scan.scan_files import write_manifest
 
         folder.mkdir(parents=True, exist_ok=True)
         write_manifest(folder, manifest)
@@ -141,20 +144,20 @@ def _prepare(args):
 
 def _prepare_auto(args):
     """_prepare for --shard auto: this rank's share of the prompts and its own file in the shared folder."""
-    from .engine.scan.auto_folder import join_folder, rank_file, share
-    from .engine.scan.ranks import launch_rank
-    from .engine.scan.scan_files import AUTO, file_digest, read_prompts
-    from .engine.scan.scan_run import plan_prompts, scan_manifest
-    from .options import decode_config_from_args, source_from_args
+    from ..engine.scan.auto_folder import join_folder, rank_file, share
+    from ..engine.scan.ranks import launch_rank
+    from ..engine.scan.scan_files import AUTO, file_digest, read_prompts
+    from ..engine.scan.scan_run import plan_prompts, scan_manifest
+    from ..options import decode_config_from_args, source_from_args
 
     rank = launch_rank()  # bad variables are refused before anything loads
     path, folder = Path(args.paths[0]), Path(args.out)
-    cfg = decode_config_from_args(args)
+    source = source_from_args(args)
+    cfg = decode_config_from_args(args, source)
     if folder.exists() and not folder.is_dir():
         raise TevvizError(f"-o {str(folder)!r} is a file")
     prompts, skipped = read_prompts(path, args.skip_bad)
-    _pin_device(args, rank.local)
-    pair = source_from_args(args).load()
+    pair = _pin_device(source, rank.local).load()
     # Every rank plans every prompt: all refuse the same bad prompt, and all write the same manifest.
     planned, problems = plan_prompts(pair, prompts, args.chat, args.skip_bad, str(path))
     manifest = scan_manifest(pair, cfg, args.chat, path.resolve(), file_digest(path), len(prompts), len(planned),
@@ -173,8 +176,8 @@ def _prepare_auto(args):
 
 def run(args) -> int:
     """Scan a prompt file into -o DIR (or continue it with --resume, or join it with --shard auto)."""
-    from .engine.core.threads import use_threads
-    from .engine.scan.scan_run import run_scan, unfinished
+    from ..engine.core.threads import use_threads
+    from ..engine.scan.scan_run import run_scan, unfinished
 
     use_threads(args.threads)  # the one policy of decode, the app and the notebook API
     pair, planned, cfg, folder, records = _prepare(args)
@@ -201,8 +204,8 @@ def run(args) -> int:
 
 
 def show_folder(folder: Path, as_json: bool, worst: int = 10) -> int:
-    from .engine.scan.scan_files import open_scan
-    from .render.scan_tables import summary_text
+    from ..engine.scan.scan_files import open_scan
+    from ..render.scan_tables import summary_text
 
     data = open_scan(folder, worst=worst)
     if as_json:
@@ -219,7 +222,7 @@ def scan_json(data) -> dict:
 
 
 def merge(args) -> int:
-    from .engine.scan.scan_merge import merge as merge_folders
+    from ..engine.scan.scan_merge import merge as merge_folders
 
     if args.out is None:
         raise TevvizError("give the merged folder with -o OUT")
@@ -232,10 +235,10 @@ def merge(args) -> int:
 
 
 def compare(args) -> int:
-    from .engine.records.scan_stats import compare_scans
-    from .engine.scan.scan_files import open_scan
-    from .engine.scan.scan_merge import check_comparable
-    from .render.scan_tables import comparison_text
+    from ..engine.records.scan_stats import compare_scans
+    from ..engine.scan.scan_files import open_scan
+    from ..engine.scan.scan_merge import check_comparable
+    from ..render.scan_tables import comparison_text
 
     if len(args.paths) != 3:
         raise TevvizError("compare takes two scan folders: tevviz scan compare DIR_A DIR_B")
