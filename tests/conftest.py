@@ -161,10 +161,12 @@ def assert_caches_in_line(pair, s) -> None:
     toks = s.tokens
     assert_same_cache(s.target_cache, fresh_cache(pair.target, toks[:-1]), len(toks) - 1,
                       f"round {len(s.rounds)}: target")
-    n_draft = len(toks) - len(s.pending)
-    assert 1 <= len(s.pending) <= len(toks)
-    assert s.pending == toks[n_draft:], "pending tokens must be the last committed tokens"
-    assert_same_cache(s.draft_cache, fresh_cache(pair.draft, toks[:n_draft]), n_draft, f"round {len(s.rounds)}: draft")
+    pending = s.drafter.pending
+    n_draft = len(toks) - len(pending)
+    assert 1 <= len(pending) <= len(toks)
+    assert pending == toks[n_draft:], "pending tokens must be the last committed tokens"
+    assert_same_cache(s.drafter.cache, fresh_cache(pair.draft, toks[:n_draft]), n_draft,
+                      f"round {len(s.rounds)}: draft")
 
 
 def losing_cost_model(budget: int, depth: int):

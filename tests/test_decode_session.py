@@ -105,8 +105,8 @@ def test_session_at_the_context_limit_matches_the_baseline(family):
 
 def snapshot(s: DecodeSession) -> dict:
     return {
-        "target": s.target_cache.get_seq_length(), "draft": s.draft_cache.get_seq_length(),
-        "pending": list(s.pending), "generated": list(s.generated), "rounds": len(s.rounds), "done": s.done,
+        "target": s.target_cache.get_seq_length(), "draft": s.drafter.cache.get_seq_length(),
+        "pending": list(s.drafter.pending), "generated": list(s.generated), "rounds": len(s.rounds), "done": s.done,
         "keys": s.target_cache.layers[0].keys.clone(),
     }
 

@@ -17,6 +17,7 @@ from test_eagle3_loading import head_config, head_tensors, write_head, write_tar
 
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
 from tevviz.engine.core.kv import causal_visibility
+from tevviz.engine.decode.sizing import AutoSizing
 from tevviz.engine.draft.drafters import layer_outputs, tree_for
 from tevviz.engine.draft.eagle3_model import HeadKV
 from tevviz.engine.draft.eagle_tree import eagle_builder
@@ -98,7 +99,7 @@ def test_an_automatic_budget_sizes_best_first_trees_on_the_head_and_stays_exact(
     s = DecodeSession(pair, TRAIN[5], cfg)
     s.run()
     assert s.generated == greedy_generate(pair.target, TRAIN[5], N)
-    assert s.auto is not None and len({r.size for r in s.rounds}) > 1  # rounds sized apart
+    assert isinstance(s.sizing, AutoSizing) and len({r.size for r in s.rounds}) > 1  # rounds sized apart
 
 
 # ------------------------------------------------------------------------------ the published step, by hand

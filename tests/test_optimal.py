@@ -128,8 +128,8 @@ def pair():
 
 def _snapshot(s: DecodeSession):
     layers = lambda c: [(l.keys.clone(), l.values.clone()) for l in c.layers if l.is_initialized]
-    return (layers(s.target_cache), layers(s.draft_cache), list(s.pending), s.round_count, s.gen.get_state().clone(),
-            list(s.generated))
+    return (layers(s.target_cache), layers(s.drafter.cache), list(s.drafter.pending), s.round_count,
+            s.gen.get_state().clone(), list(s.generated))
 
 
 # The tiny target is nearly flat at T = 1 (its optimal trees are one level deep); at T = 0.3 they branch and deepen.

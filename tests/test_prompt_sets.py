@@ -6,6 +6,7 @@ examples."""
 from __future__ import annotations
 
 import ast
+import json
 import re
 import sysconfig
 from pathlib import Path
@@ -20,11 +21,25 @@ from tevviz.engine.load.pairs import NAMED_PAIRS, named_pair
 from tevviz.engine.scan.scan_files import read_prompts
 from tevviz.prompts import load_prompts
 from tevviz.recipes import chat_prompts
-from tevviz.recipes.chat_prompts import FREEFORM_SPLIT, conversation_text, freeform_prompts, make_chat_prompts
+from tevviz.recipes.chat_prompts import make_chat_prompts
 from tevviz.recipes.fetch import is_fetched
 
 RUN = 6  # words: no free-form prompt shares a run this long with a generated one
+FREEFORM_SPLIT, FREEFORM_FILE = named_pair("smollm2").held_out[0]  # its split name and the file that holds it
 _cache: dict = {}
+
+
+def freeform_prompts() -> list[dict]:
+    """The free-form set's rows, each with its conversation as `messages` (one user turn for a single prompt)."""
+    rows = [json.loads(line) for line in (assets_dir() / FREEFORM_FILE).read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    return [r if "messages" in r else {**r, "messages": [{"role": "user", "content": r["prompt"]}]} for r in rows]
+
+
+def conversation_text(tokenizer, messages: list[dict]) -> str:
+    """A conversation through the chat template up to the assistant's turn: what a multi-turn row holds as its
+    `prompt` (with `chat` false, since it is templated already)."""
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
 
 def words(text: str) -> list[str]:
@@ -70,7 +85,7 @@ def test_the_freeform_set_loads_with_its_split_categories_and_conversations():
         roles = [m["role"] for m in r["messages"]]
         assert roles[-1] == "user" and roles[::2] == ["user"] * len(roles[::2]) and "assistant" in roles[1::2], r["id"]
         assert r["chat"] is False  # its prompt is the conversation templated already
-    scanned, skipped = read_prompts(assets_dir() / chat_prompts.FREEFORM_FILE)
+    scanned, skipped = read_prompts(assets_dir() / FREEFORM_FILE)
     assert skipped == [] and [p.id for p in scanned] == [r["id"] for r in rows]
 
 
@@ -81,7 +96,7 @@ def test_every_prompt_renders_through_smollm2s_chat_template():
         want = tok.apply_chat_template(r["messages"], add_generation_prompt=True, tokenize=True)
         want = list(want["input_ids"] if hasattr(want, "keys") else want)
         if len(r["messages"]) > 1:
-            assert r["prompt"] == conversation_text(tok, r["messages"]), f"{r['id']}: run render_conversations again"
+            assert r["prompt"] == conversation_text(tok, r["messages"]), r["id"]
         assert encode_prompt(tok, r["prompt"], chat=r["chat"]) == want, r["id"]
         assert len(want) < 1024, r["id"]
 
@@ -169,4 +184,4 @@ def test_the_apps_examples_and_scan_sets_offer_the_freeform_prompts():
     assert splits.index("eval") < splits.index(FREEFORM_SPLIT) < splits.index("train")
     stdlib = example_prompts()
     assert with_held_out_examples(stdlib, named_pair("stdlib")) == stdlib
-    assert scan_prompt_files()["smollm2_freeform"] == assets_dir() / chat_prompts.FREEFORM_FILE
+    assert scan_prompt_files()["smollm2_freeform"] == assets_dir() / FREEFORM_FILE

@@ -386,11 +386,12 @@ def test_an_auto_sized_sampled_session_learns_from_the_speculative_acceptances(s
     s.run()
     drafted = [r for r in s.rounds if r.size > 1]
     assert drafted and any(r.accept[1] != pytest.approx(r.p_edge[1], abs=1e-3) for r in drafted)
-    decay, n, tokens = 1 - 1 / s.auto.chains.prefix_window, 0.0, 0.0
+    auto = s.sizing.model  # the --budget auto cost model
+    decay, n, tokens = 1 - 1 / auto.chains.prefix_window, 0.0, 0.0
     for r in drafted:
         n, tokens = n * decay + 1, tokens * decay + r.accept[1]
     # Depth 1's survival ratio: the decayed mean acceptance of the first token, drawn toward 1/2 by one chain.
-    assert s.auto.chains.tokens(s.auto.max_depth)[1] == pytest.approx((tokens + 0.5) / (n + 1), rel=1e-4)
+    assert auto.chains.tokens(auto.max_depth)[1] == pytest.approx((tokens + 0.5) / (n + 1), rel=1e-4)
     assert all(r.sizing.B <= 3 and r.sizing.H <= 3 for r in s.rounds)
 
 

@@ -1,5 +1,5 @@
 """A scan's figures as plain plotly dicts: the category estimates, acceptance and the loss by depth per category, the
-block lengths, and two scans' paired differences. Read from engine.records.scan_stats results; no torch."""
+block lengths. Read from engine.records.scan_stats results; no torch."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import plotly.colors
 
-from tevviz.engine.records.scan_stats import METRIC_LABELS, METRICS, GroupStats, ScanComparison
+from tevviz.engine.records.scan_stats import METRIC_LABELS, METRICS, GroupStats
 
 COLOURS = plotly.colors.qualitative.Plotly  # one colour per category, the same in every figure
 HEIGHT = 360
@@ -97,29 +97,3 @@ def scan_figures(groups: Mapping[str, GroupStats], layout: Mapping[str, Any] | N
     return {"categories": category_figure(groups, layout), "acceptance": acceptance_figure(groups, layout),
             "loss": loss_figure(groups, layout), "lengths": length_figure(groups, layout)}
 
-
-def comparison_figure(result: ScanComparison, layout: Mapping[str, Any] | None = None) -> dict:
-    """B - A per category for each metric computed in both, with paired standard errors."""
-    names = list(result.groups)
-    traces = []
-    for m in METRICS:
-        diffs = [result.groups[n].metrics[m] for n in names]
-        if not any(d.n for d in diffs):
-            continue
-        traces.append({"type": "bar", "name": METRIC_LABELS[m], "x": names, "y": [d.mean for d in diffs],
-                       "error_y": {"type": "data", "array": [d.se or 0.0 for d in diffs], "visible": True}})
-    return _figure(traces, "B - A by category (± paired standard error)", "category", "difference", layout,
-                   barmode="group")
-
-
-def comparison_depth_figure(result: ScanComparison, layout: Mapping[str, Any] | None = None) -> dict:
-    """B - A of acceptance by depth per category, conditional (solid) and marginal (dashed), with paired SEs."""
-    traces = []
-    for i, g in enumerate(result.groups.values()):
-        for kind, diffs, dash in (("conditional", g.acceptance_conditional, "solid"),
-                                  ("marginal", g.acceptance_marginal, "dash")):
-            traces.append({"type": "scatter", "mode": "lines+markers", "name": f"{g.name}: {kind}",
-                           "legendgroup": g.name, "x": list(range(1, len(diffs) + 1)), "y": [d.mean for d in diffs],
-                           "error_y": {"type": "data", "array": [d.se or 0.0 for d in diffs], "visible": True},
-                           "line": {"color": _colour(i), "dash": dash}})
-    return _figure(traces, "acceptance by depth, B - A (± paired standard error)", "depth d", "difference", layout)

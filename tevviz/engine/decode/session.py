@@ -28,7 +28,7 @@ from ..load.models import ModelPair
 from ..records.draft_rows import TEXT_RANKS
 from ..records.records import RoundRecord
 from ..verify.verifiers import Decision, Verifier, get_verifier
-from .sizing import AutoSizing, MixedSizing, RoundPlan, make_sizing
+from .sizing import RoundPlan, make_sizing
 from .target_pass import TargetPass
 
 MAX_NEW_TOKENS = 8192
@@ -157,26 +157,6 @@ class DecodeSession:
         layers = self.drafter.target_layers
         # A target spread over devices returns each layer's states where that layer runs: the drafter's device.
         return layer_outputs(out.hidden_states, layers, self.device)[0] if layers else None
-
-    @property
-    def auto(self):
-        """The --budget auto cost model (None for fixed settings and the mixed builder)."""
-        return self.sizing.model if isinstance(self.sizing, AutoSizing) else None
-
-    @property
-    def mixed(self):
-        """The mixed builder's MixedBudget (None otherwise)."""
-        return self.sizing.model if isinstance(self.sizing, MixedSizing) else None
-
-    @property
-    def draft_cache(self):
-        """The autoregressive drafter's KV cache."""
-        return self.drafter.cache
-
-    @property
-    def pending(self):
-        """What the drafter holds of the committed stream but has not read yet."""
-        return self.drafter.pending
 
     @property
     def tokens(self) -> list[int]:
