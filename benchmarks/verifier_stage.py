@@ -11,9 +11,11 @@ over the one it drew from, and for the other verifiers the session computes it a
 from __future__ import annotations
 
 import statistics
+import sys
 
 import torch
 from common import pair_tree, parser, plotly_go, setup, table, timed, write
+from tqdm import tqdm
 
 from tevviz.engine.core.exit_law import exit_law_from_logits
 from tevviz.engine.core.kv import additive_mask, keep_entries, new_cache, tree_visibility
@@ -93,11 +95,20 @@ def main() -> None:
         pair = with_draft(pair, args.block)
     names = args.verifiers.split(",")
     rows = []
-    for budget in [int(b) for b in args.budgets.split(",")]:
-        for temp in [float(t) for t in args.temperatures.split(",")]:
+    budgets, temps = [int(b) for b in args.budgets.split(",")], [float(t) for t in args.temperatures.split(",")]
+    # Trees timed so far, with an ETA, on a terminal (larger budgets take longer: the ETA firms up as it goes).
+    bar = tqdm(total=len(budgets) * len(temps) * len(prompts) * args.trees_per_prompt, desc="verifier_stage",
+               unit="tree", file=sys.stderr, disable=not sys.stderr.isatty(), leave=False)
+    for budget in budgets:
+        for temp in temps:
             cfg = SamplingConfig(temperature=temp)
+            bar.set_postfix_str(f"B = {budget}, T = {temp:g}: recording trees")
             trees = recorded_trees(pair, prompts, budget, temp, args.trees_per_prompt)
-            per_tree = [stage_times(pair, p, t, cfg, names, args.repeats) for p, t in trees]
+            bar.set_postfix_str(f"B = {budget}, T = {temp:g}")
+            per_tree = []
+            for p, t in trees:
+                per_tree.append(stage_times(pair, p, t, cfg, names, args.repeats))
+                bar.update()
             row = {"B": budget, "T": temp, "trees": len(trees), "nodes": statistics.mean(t.size for _, t in trees)}
             for name in names:
                 for key in (name, f"{name}+law"):
@@ -108,7 +119,8 @@ def main() -> None:
                         row[f"{name}/predraw"] = row[f"{name}_ms"] / row["predraw_ms"]
                         row[f"{name}+law/predraw+law"] = row[f"{name}+law_ms"] / row["predraw+law_ms"]
             rows.append(row)
-            print(table([row], list(row)), flush=True)
+            bar.write(table([row], list(row)), file=sys.stdout)
+    bar.close()
     cols = list(rows[0])
     print("\n" + table(rows, cols))
     go, fig = plotly_go(), None

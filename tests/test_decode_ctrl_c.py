@@ -20,20 +20,22 @@ from tevviz.cli import main
 PROMPT = "def add(a, b):"
 
 
+def read(pipe, into: bytearray) -> None:
+    """Everything a child writes to `pipe`, as it comes (its standard error says when the models have loaded)."""
+    for chunk in iter(lambda: os.read(pipe.fileno(), 4096), b""):
+        into.extend(chunk)
+
+
 def test_two_sigints_close_together_keep_text_statistics_and_export(tmp_path):
     export = tmp_path / "run.json"
     env = dict(os.environ, TEVVIZ_CACHE=str(tmp_path / "cache"))
     proc = subprocess.Popen([sys.executable, "-m", "tevviz", "decode", "--prompt", PROMPT, "--max-new-tokens", "2000",
                              "--threads", "1", "--export", str(export)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    err = bytearray()
-
-    def read() -> None:
-        for chunk in iter(lambda: os.read(proc.stderr.fileno(), 4096), b""):
-            err.extend(chunk)
-
-    reader = threading.Thread(target=read)
-    reader.start()
+    out, err = bytearray(), bytearray()
+    readers = [threading.Thread(target=read, args=pair) for pair in ((proc.stdout, out), (proc.stderr, err))]
+    for reader in readers:
+        reader.start()
     try:
         # both models loaded (transformers reports each load on standard error), then a few rounds decoded
         while err.count(b"Loading weights: 100%") < 2 and proc.poll() is None:
@@ -42,14 +44,15 @@ def test_two_sigints_close_together_keep_text_statistics_and_export(tmp_path):
         proc.send_signal(signal.SIGINT)
         time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=120)
+        proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-        reader.join(timeout=10)
+        for reader in readers:
+            reader.join(timeout=10)
     said = err.decode("utf-8", "replace")
     assert proc.returncode == 130, said
-    text = out.decode("utf-8")
+    text = bytes(out).decode("utf-8")
     assert text.startswith(PROMPT) and len(text) > len(PROMPT) + 5, text
     assert "Traceback" not in said and "interrupted after" in said
     rounds = int(said.split("interrupted after ")[1].split()[0])

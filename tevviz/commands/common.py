@@ -35,32 +35,33 @@ def use_chat(args, tokenizer) -> bool:
 
     return has_chat_template(tokenizer) if args.chat is None else args.chat
 
-_BEFORE_STOP: list = []  # the SIGINT handler a stopped command's Interrupt replaced, put back as the command returns
+_BEFORE_STOP: dict = {}  # the handlers a stopped command's Interrupt replaced, by signal, put back as it returns
+SIGNALS = (signal.SIGINT, signal.SIGTERM)  # a launcher's SIGTERM (a time limit, a pre-empted job) acts as Ctrl-C
 
 
 class Interrupt:
-    """Ctrl-C as a request: the first asks the work to stop at the end of its round or step (`stop()` turns true),
-    the second stops at once (KeyboardInterrupt), later ones are ignored. Once stopped, Ctrl-C stays ignored until the
-    command returns (`restore_interrupts`), so the text, statistics and files of the finished work are written
-    whatever the user presses. Signals reach the main thread only: elsewhere it does nothing."""
+    """Ctrl-C (or SIGTERM) as a request: the first asks the work to stop at the end of its round or step (`stop()`
+    turns true), the second stops at once (KeyboardInterrupt), later ones are ignored. Once stopped, both stay
+    ignored until the command returns (`restore_interrupts`), so the text, statistics and files of the finished work
+    are written whatever the user presses. Signals reach the main thread only: elsewhere it does nothing."""
 
     def __init__(self, what: str):
         self.what, self.requested, self.forced, self._old = what, False, False, None
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, self._handle)
+            self._old = {sig: signal.signal(sig, self._handle) for sig in SIGNALS}
         return self
 
     def __exit__(self, *exc) -> None:
         if self._old is None:
             return
-        if self.requested:  # the default handler back now would raise in the middle of the summary or the export
-            if not _BEFORE_STOP:
-                _BEFORE_STOP.append(self._old)
-            signal.signal(signal.SIGINT, _finishing)
-        else:
-            signal.signal(signal.SIGINT, self._old)
+        for sig, old in self._old.items():
+            if self.requested:  # the default handler back now would raise in the middle of the summary or export
+                _BEFORE_STOP.setdefault(sig, old)
+                signal.signal(sig, _finishing)
+            else:
+                signal.signal(sig, old)
 
     def _handle(self, signum, frame) -> None:
         if self.forced:  # a third Ctrl-C close behind the second: the stop is under way already
@@ -81,9 +82,10 @@ def _finishing(signum, frame) -> None:
 
 
 def restore_interrupts() -> None:
-    """Put back the SIGINT handler a stopped command replaced (cli.main, as the command returns)."""
-    if _BEFORE_STOP and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _BEFORE_STOP.pop())
+    """Put back the handlers a stopped command replaced (cli.main, as the command returns)."""
+    if threading.current_thread() is threading.main_thread():
+        while _BEFORE_STOP:
+            signal.signal(*_BEFORE_STOP.popitem())
 
 class UntilStopped:
     """A list's items handed out until `stop()` turns true, so a loop over it ends after the item in hand;

@@ -135,16 +135,23 @@ def cmd_eval(args) -> int:
     prompts = prompt_ids(rows, pair)
     args.started = True
     results, counts = [], []
+    bar = eval_bar(len(temps) * len(prompts))
     with Interrupt("prompt") as stop:
         for t in temps:
-            # A Ctrl-C ends the loop over prompts after the one in hand: evaluate() sums up the prompts done.
+            # A Ctrl-C (or SIGTERM) ends the loop over prompts after the one in hand: evaluate() sums up the prompts
+            # done; a second one stops at once, keeping the temperatures finished before.
             given = UntilStopped(prompts, stop)
-            r = evaluate(pair, given, t, builder, args.max_new_tokens)
+            bar.set_postfix_str(f"T = {t:g}")
+            try:
+                r = evaluate(pair, given, t, builder, args.max_new_tokens, progress=lambda i, n: bar.update())
+            except KeyboardInterrupt:
+                break
             if given.done:
                 results.append(r)
                 counts.append(given.done)
             if stop():
                 break
+    bar.close()
     interrupted = stop.requested and (len(results) < len(temps) or counts[-1] < len(prompts))
     if args.json:
         print(json.dumps([{**r.to_dict(), "prompts": n} for r, n in zip(results, counts)]))
@@ -155,6 +162,14 @@ def cmd_eval(args) -> int:
         print(f"interrupted: {done or 'no prompt finished'}", file=sys.stderr)
         return 130
     return 0
+
+def eval_bar(total: int):
+    """Prompts decoded so far with an ETA, on a terminal's standard error (nothing elsewhere: logs stay clean)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="eval", unit="prompt", file=sys.stderr, disable=not sys.stderr.isatty(),
+                leave=False)
+
 
 def _share(x: float | None) -> str:
     return "—" if x is None else f"{x:.2f}"
