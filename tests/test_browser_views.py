@@ -9,7 +9,8 @@ import pytest
 import test_browser_tree
 from conftest import screenshot, served
 from test_browser import ARTIFACTS, CHROMIUM
-from test_browser_runs import load, new_page
+from test_browser_runs import load
+from test_browser_tree import POINTS
 
 from tevviz.app import build_demo
 
@@ -29,6 +30,13 @@ def app_url(tmp_path_factory):
     # The embedded pair: the shipped held-out prompts fit it, so the Scan tab can scan with it.
     with served(build_demo(None, run_dir=runs)) as url:
         yield url
+
+
+def new_page(browser, width: int = 1440):
+    page = browser.new_context(viewport={"width": width, "height": 900}).new_page()
+    page.set_default_timeout(60_000)
+    expect.set_options(timeout=60_000)
+    return page
 
 
 def _artifact(name: str):
@@ -61,4 +69,51 @@ def test_a_scans_round_opens_in_the_decode_tab_and_stays_drawn(browser, app_url)
     assert title.text_content() != shown or page.locator(NODES).count() > 0
     page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, _artifact("scan_round_stays.png"))
+    page.context.close()
+
+
+# Every clicked point's id in the tree (nodes, "+N" folds as "more:N", opened folds as "less:N").
+IDS = "() => document.querySelector('#tree-plot .tv-figure').data.flatMap(t => t.customdata || []).map(String)"
+
+
+def big_tree(page, budget: int = 256, builder: str = "best-first") -> None:
+    page.get_by_label(builder, exact=True).check()
+    auto = page.get_by_label(re.compile(r"auto: size each tree"))
+    if auto.is_checked():
+        auto.uncheck()
+    page.get_by_label("B budget").fill(str(budget))
+    page.get_by_label("H depth").fill("8")
+
+
+def test_a_fold_opens_keeps_its_parent_closes_again_and_the_url_keeps_it(browser, app_url):
+    """Item: a click on "+N" shows that parent's children and keeps the parent drawn; the "−" after them folds them
+    again; the URL keeps the open folds through a reload and in a fresh browser."""
+    page = new_page(browser, 900)
+    load(page, app_url)
+    big_tree(page)
+    page.get_by_role("button", name="Step", exact=True).click()
+    expect(page.locator(TITLE)).to_have_text(re.compile(r"^round 0: 257 nodes"))
+    folds = page.evaluate(POINTS, "folded (+N: click to unfold)")
+    assert folds, "a tree of 256 nodes in 900 px folds some children"
+    fold = folds[-1]
+    parent = fold["id"].split(":")[1]
+    page.mouse.click(fold["x"], fold["y"])
+    expect(page).to_have_url(re.compile(rf"folds={parent}(&|$)"))
+    ids = page.evaluate(IDS)
+    assert parent in ids and f"less:{parent}" in ids and f"more:{parent}" not in ids, ids
+    screenshot(page, _artifact("fold_opened_900.png"))
+
+    other = new_page(browser, 1440)
+    other.goto(page.url)
+    expect(other.locator(TITLE)).to_have_text(re.compile(r"^round 0: 257 nodes"))
+    other.wait_for_function(f"() => ({IDS})().includes('less:{parent}')")
+    other.context.close()
+
+    page.reload()
+    expect(page.locator(TITLE)).to_have_text(re.compile(r"^round 0: 257 nodes"))
+    page.wait_for_function(f"() => ({IDS})().includes('less:{parent}')")
+    less = page.evaluate(POINTS, "opened (\u2212: click to fold again)")
+    page.mouse.click(less[0]["x"], less[0]["y"])
+    expect(page).not_to_have_url(re.compile(r"folds="))
+    assert f"less:{parent}" not in page.evaluate(IDS)
     page.context.close()

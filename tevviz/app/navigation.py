@@ -59,13 +59,13 @@ def on_key(st: AppState, key: str) -> AppState:
 
 def select(st: AppState, key) -> AppState:
     """A click on the tree or the drafter's rows: a node, the bonus or a ghost is selected (the walk ends); a "+N"
-    fold opens; a rows cell (depth, token) rings that token's nodes at that depth."""
-    if isinstance(key, str) and key.startswith("more:"):
+    fold opens and a "−" folds it again; a rows cell (depth, token) rings that token's nodes at that depth."""
+    if isinstance(key, str) and key.startswith(("more:", "less:")):
         try:
             parent = int(key.split(":", 1)[1])
         except ValueError:
             return st
-        return replace(st, expanded=st.expanded | {parent})
+        return replace(st, expanded=st.expanded | {parent} if key[0] == "m" else st.expanded - {parent})
     if isinstance(key, str) and key.startswith("cell:"):
         try:
             depth, token = (int(x) for x in key.split(":")[1:3])

@@ -92,6 +92,8 @@ def wire_restore(ctl, demo: gr.Blocks, ui: Panel, outputs: list) -> None:
             new = show_round(new, position_of(new, q["round"]))
         if q["node"] is not None:
             new = select(new, q["node"])
+        if q["folds"] and new.round is not None:
+            new = replace(new, expanded=frozenset(u for u in q["folds"] if 0 <= u < new.round.size))
         ctl.keep(new)  # a link from another browser: the run joins this browser's runs
         metric = q["metric"] or metric
         return opened_updates(ctl, ui, replace(new, metric=metric), metric)

@@ -41,12 +41,14 @@ def shown(ui: Panel, st: AppState, metric: str) -> dict:
 
 
 def view_url(st: AppState, metric: str) -> str:
-    """The view as the page's URL keeps it (app/url_view.py): run, round, selected node, colour."""
+    """The view as the page's URL keeps it (app/url_view.py): run, round, selected node, open folds, colour."""
     view = {"metric": metric}
     if st.user and st.rounds:
         view |= {"run": f"{st.user}.{st.run_id}", "round": st.round.index if st.round else None}
         if st.node is not None and st.token is None:
             view["node"] = st.node
+        if st.expanded:
+            view["folds"] = ",".join(map(str, sorted(st.expanded)))
     return json.dumps(view)
 
 

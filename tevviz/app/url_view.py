@@ -1,5 +1,5 @@
-"""The view in the page's URL: `?run=<browser>.<run>&round=R&node=N&metric=M`, written as the view changes and read
-when the page loads, so a reload returns to the same view and a copied link opens it on the same server.
+"""The view in the page's URL: `?run=<browser>.<run>&round=R&node=N&folds=U,V&metric=M`, written as the view changes
+and read when the page loads, so a reload returns to the same view and a copied link opens it on the same server.
 
 The browser's id lives in its localStorage (`tevviz-user`): its runs' folder on the server (app/run_store.py).
 """
@@ -19,7 +19,7 @@ const write = () => {
   let view;
   try { view = JSON.parse(props.value); } catch (e) { return; }
   const url = new URL(window.location.href);
-  for (const key of ['run', 'round', 'node', 'metric']) {
+  for (const key of ['run', 'round', 'node', 'folds', 'metric']) {
     const value = view[key];
     if (value === undefined || value === null || value === '') url.searchParams.delete(key);
     else url.searchParams.set(key, String(value));
@@ -56,16 +56,17 @@ def url_sync() -> gr.HTML:
 
 
 def read_query(query: str) -> dict:
-    """The view a URL's query names: run (browser id, run id), round, node and metric, each None where absent or
-    malformed (a bad link is said, not raised)."""
+    """The view a URL's query names: run (browser id, run id), round, node, open folds and metric, each None (no
+    folds: empty) where absent or malformed (a bad link is said, not raised)."""
     q = {k: v[0] for k, v in parse_qs((query or "").lstrip("?")).items() if v}
     run = q.get("run", "")
     user, _, run_id = run.partition(".")
     node = q.get("node")
     if node is not None and not (node == "bonus" or node.startswith("ghost:")):
         node = _index(node)
+    folds = frozenset(int(u) for u in q.get("folds", "").split(",") if u.isdigit())
     return {"user": user or None, "run": run_id or None, "round": _index(q.get("round", "")), "node": node,
-            "metric": q.get("metric") if q.get("metric") in METRICS else None}
+            "folds": folds, "metric": q.get("metric") if q.get("metric") in METRICS else None}
 
 
 def _index(text: str) -> int | None:

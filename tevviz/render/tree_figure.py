@@ -18,7 +18,7 @@ from tevviz.engine.records.records import dict_bounds
 from tevviz.render.colours import SCALES, colorscale_of, colour_bar, colour_range
 from tevviz.render.graph import METRICS, node_metric, round_graph
 from tevviz.render.labels import FONT_FAMILY, FONT_SIZE, markup, token_label
-from tevviz.render.tree_plan import TreePlan, more_node, plan_tree
+from tevviz.render.tree_plan import TreePlan, less_node, more_node, plan_tree
 from tevviz.render.verdicts import verdict_line
 
 BONUS = "bonus"  # pass as `highlight_node` to ring the bonus token
@@ -92,6 +92,9 @@ def tree_figure_dict(
         traces += _ghost_traces(drawn, pos, ghosts, ghost_id, dict_bounds(round_dict))
     if plan.folded:
         traces.append(_folded_trace(G, plan, values))
+    opened = [v[1] for v in pos if isinstance(v, tuple) and v[0] == "less"]
+    if opened:
+        traces.append(_opened_trace(plan, opened))
     rings = {exit_node: EXIT_RING} if at_end else {}
     if highlight is not None and highlight in pos:
         rings[highlight] = HIGHLIGHT_RING
@@ -109,13 +112,13 @@ def tree_figure_dict(
 
 
 def node_key(key: Any) -> int | str | None:
-    """A clicked point's `customdata` as the app selects it: a node id, "bonus", "ghost:N", "more:N" or a drafter's
-    rows cell "cell:D:T"."""
+    """A clicked point's `customdata` as the app selects it: a node id, "bonus", "ghost:N", "more:N" (unfold),
+    "less:N" (fold again) or a drafter's rows cell "cell:D:T"."""
     if isinstance(key, bool) or key is None:
         return None
     if isinstance(key, int) or (isinstance(key, float) and key.is_integer()):
         return int(key)
-    if isinstance(key, str) and (key == BONUS or key.startswith(("ghost:", "more:", "cell:"))):
+    if isinstance(key, str) and (key == BONUS or key.startswith(("ghost:", "more:", "less:", "cell:"))):
         return key
     if isinstance(key, str) and key.isdigit():
         return int(key)
@@ -186,7 +189,7 @@ def _edge_trace(G: nx.DiGraph, pos: Mapping[Hashable, tuple]) -> dict[str, Any]:
             xs += [pos[u][0], pos[v][0], None]  # None breaks the line between edges
             ys += [pos[u][1], pos[v][1], None]
     for v in pos:  # a "+N" fold hangs from its parent
-        if isinstance(v, tuple) and v[1] in G:
+        if isinstance(v, tuple) and v[0] == "more" and v[1] in G:
             xs += [pos[v[1]][0], pos[v][0], None]
             ys += [pos[v[1]][1], pos[v][1], None]
     return _scatter("edges", xs, ys, "lines", line={"color": "#b0b0b0", "width": 1}, hoverinfo="skip")
@@ -255,6 +258,17 @@ def _folded_trace(G: nx.DiGraph, plan: TreePlan, values: Mapping) -> dict[str, A
                     marker={"symbol": "square", "size": NODE_SIZE, "color": "#d9d9d9",
                             "line": {"color": "#707070", "width": 1}},
                     customdata=[f"more:{u}" for u, _ in folds], hovertext=hover, hoverinfo="text")
+
+
+def _opened_trace(plan: TreePlan, opened: list) -> dict[str, Any]:
+    """One small grey square after the children of each fold that was opened; a click folds them again."""
+    points = [plan.pos[less_node(u)] for u in opened]
+    return _scatter("opened (\u2212: click to fold again)", [p[0] for p in points], [p[1] for p in points], "markers",
+                    marker={"symbol": "square", "size": NODE_SIZE - 4, "color": "#f0f0f0",
+                            "line": {"color": "#707070", "width": 1}},
+                    customdata=[f"less:{u}" for u in opened],
+                    hovertext=[f"the children of node {u} unfolded<br>click to fold the lighter ones again"
+                               for u in opened], hoverinfo="text")
 
 
 def _label_trace(plan: TreePlan, on_path: set, ghost_nodes: set, hide: set, rings: Mapping) -> dict[str, Any]:

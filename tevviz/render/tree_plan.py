@@ -5,7 +5,8 @@ label (or a bare marker); a parent spans its children's slots and sits over thei
 never meet, and depths are a row apart. When the tree is wider than the room it has, in order:
 
 1. labels off the must-set shorten (an ellipsis marks the cut);
-2. the lowest-mass siblings of a parent fold into one "+N" node (a click on it unfolds them), lightest first;
+2. the lowest-mass siblings of a parent fold into one "+N" node (a click on it unfolds them, and a "−" node after
+   them folds them again), lightest first;
 3. the lesser labels go, lowest by the colour metric first (the top ones stay);
 4. the top-metric labels go, then the labels that must stay (accepted path, exit node and its children, bonus,
    selection) shorten;
@@ -34,6 +35,14 @@ MAX_STRETCH = 6.0  # a small tree spreads over its room, at most this many times
 def more_node(parent: Hashable) -> tuple[str, Hashable]:
     """The id of the "+N" node that stands for `parent`'s folded children."""
     return ("more", parent)
+
+
+def less_node(parent: Hashable) -> tuple[str, Hashable]:
+    """The id of the "−" node after an opened fold's children: a click folds them again."""
+    return ("less", parent)
+
+
+LESS = "\u2212"  # the "−" node's label
 
 
 @dataclass(frozen=True)
@@ -65,8 +74,10 @@ def plan_tree(G: nx.DiGraph, labels: Mapping[Hashable, str], must: set[Hashable]
     root = tree_root(G)
     children = {v: ordered_children(G, v) for v in G}
     parent = {v: u for u, v in G.edges}
-    keep = _with_ancestors(must | {root}, parent)
-    for u in expanded:
+    # An opened fold's parent stays drawn with its ancestors: its children were asked for, so it cannot fold away.
+    opened = {u for u in expanded if u in G and len(children.get(u, ())) > 1}
+    keep = _with_ancestors(must | {root} | opened, parent)
+    for u in opened:
         keep |= set(children.get(u, ()))
     order = {v: i for i, v in enumerate(rank)}
     topset = set(rank[:top])
@@ -78,7 +89,7 @@ def plan_tree(G: nx.DiGraph, labels: Mapping[Hashable, str], must: set[Hashable]
         return fit_label(label, chars * label_px("m"), min_chars=1) or (label[:1] + ELLIPSIS if label[1:] else label)
 
     full = {v: cap(v, MUST_CHARS if v in must else OTHER_CHARS) for v in G}
-    layout = _Layout(root, children, room)
+    layout = _Layout(root, children, room, opened)
     texts, folded = dict(full), {}
     # 1. shorter labels off the must-set
     if layout.span(folded, texts) > room:
@@ -104,6 +115,7 @@ def plan_tree(G: nx.DiGraph, labels: Mapping[Hashable, str], must: set[Hashable]
     shown_texts = {v: t for v, t in texts.items() if t and v in pos}
     for u, kids in folded.items():
         shown_texts[more_node(u)] = f"+{len(kids)}"
+    shown_texts |= {less_node(u): LESS for u in opened if less_node(u) in pos}
     return TreePlan(pos, shown_texts, folded, width, frozenset(G))
 
 
@@ -160,11 +172,11 @@ def _drop_labels(layout: _Layout, folded: dict, texts: dict, order: list) -> dic
 class _Layout:
     """Slot widths and positions of a tree with some children folded (iterative: deep chains are common)."""
 
-    def __init__(self, root, children: Mapping, room: float):
-        self.root, self.children, self.room = root, children, room
+    def __init__(self, root, children: Mapping, room: float, opened: set = frozenset()):
+        self.root, self.children, self.room, self.opened = root, children, room, opened
 
     def _visible(self, folded: Mapping) -> dict:
-        """node -> its drawn children (the "+N" node last), for the nodes drawn."""
+        """node -> its drawn children (the "+N" or the "−" node last), for the nodes drawn."""
         kids, stack = {}, [self.root]
         while stack:
             v = stack.pop()
@@ -172,13 +184,15 @@ class _Layout:
             shown = [c for c in self.children.get(v, ()) if c not in hidden]
             if hidden:
                 shown.append(more_node(v))
+            elif v in self.opened:
+                shown.append(less_node(v))
             kids[v] = shown
             stack.extend(c for c in shown if not isinstance(c, tuple))
         return kids
 
     @staticmethod
     def _slot(v, texts: Mapping, folded: Mapping) -> float:
-        text = f"+{len(folded[v[1]])}" if isinstance(v, tuple) else texts.get(v)
+        text = (f"+{len(folded[v[1]])}" if v[0] == "more" else LESS) if isinstance(v, tuple) else texts.get(v)
         return max(MIN_SLOT, label_px(text) + LABEL_GAP) if text else MIN_SLOT
 
     def _spans(self, folded: Mapping, texts: Mapping) -> tuple[dict, dict]:
