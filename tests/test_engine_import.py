@@ -291,3 +291,37 @@ def test_report_engine_flag(tmp_path, capsys):
     assert main(["report", str(session), "--engine", bad, "-o", str(tmp_path / "r2.html")]) == 2
     assert "not a known engine format" in one_line(capsys.readouterr().err)
     assert not (tmp_path / "r2.html").exists()
+
+
+# Real llama-server output (tests/fixtures/llamacpp/README.md) ----------------------------------------------------
+
+FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures" / "llamacpp"
+
+
+def test_real_llama_server_log_and_metrics_agree():
+    # The per-step trace lines, request by request (accepted / drafted):
+    #   task 0 (warm-up): 1 0 0 0 1 of 4 4 3 2 1 -> 5 steps, 2 of 14
+    #   task 7: 1 0 0 0 1 1 0 1 3 4 0 2 2 0 0 -> 15 steps, 15 of 55
+    #   task 25: 21 steps, 9 of 79 (one step accepted 4, one 2, three 1)
+    # 41 steps, 26 of 148; steps accepting at least 1, 2, 3, 4: 15, 6, 3, 2 (histogram 26, 9, 3, 1, 2).
+    log = read_text((FIXTURES / "stdlib-server-log.txt").read_text(), "server.log")
+    assert (log.steps, log.accepted, log.drafted, log.reached) == (41, 26, 148, (15, 6, 3, 2))
+    assert log.acceptance_length == pytest.approx(1 + 26 / 41)
+    assert log.conditional == pytest.approx([15 / 41, 6 / 15, 3 / 6, 2 / 3])
+    assert log.per_step_accepted[:20] == (1, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 0, 1, 3, 4, 0, 2, 2, 0, 0)
+    assert log.per_step_drafted[:5] == (4, 4, 3, 2, 1) and sum(log.per_step_drafted) == 148
+    # Per request, steps rebuilt from the printed mean length: 2 / 0.40 = 5, 15 / 1.00 = 15, 9 / 0.43 ~ 21.
+    assert [(p.prompt, p.steps, p.accepted, p.drafted) for p in log.prompts] == [
+        ("0", 5, 2, 14), ("7", 15, 15, 55), ("25", 21, 9, 79)]
+    metrics = read_text((FIXTURES / "stdlib-metrics.txt").read_text(), "metrics.txt")
+    assert (metrics.steps, metrics.accepted, metrics.drafted, metrics.reached) == (41, 26, 148, (15, 6, 3, 2))
+    smol = read_text((FIXTURES / "smollm2-metrics.txt").read_text(), "metrics.txt")
+    assert (smol.steps, smol.accepted, smol.drafted, smol.reached) == (39, 35, 154, (19, 10, 4, 2))
+
+
+def test_real_llama_server_responses():
+    # The two evaluation prompts' responses (the warm-up's is not kept): 15 of 55 and 9 of 79 drafted tokens.
+    stdlib = read_text((FIXTURES / "stdlib-completion-responses.jsonl").read_text(), "responses.jsonl")
+    assert (stdlib.steps, stdlib.accepted, stdlib.drafted) == (None, 24, 134)
+    chat = read_text((FIXTURES / "smollm2-chat-responses.json").read_text(), "chat.json")
+    assert (chat.format, chat.accepted, chat.drafted) == ("llamacpp-response", 35, 154)  # 20 of 106, 15 of 48

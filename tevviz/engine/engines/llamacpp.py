@@ -15,6 +15,8 @@ _PER_POS = re.compile(r"(?:task (?P<task>-?\d+) \|\s*)?acc per pos = \((?P<rates
 _STATS = re.compile(r"statistics\s+(?P<impl>\S+): #calls\(b,g,a\) =\s*\d+\s+\d+\s+(?P<steps>\d+), #gen drafts =\s*\d+, "
                     r"#acc drafts =\s*\d+, #gen tokens =\s*(?P<drafted>\d+), #acc tokens =\s*(?P<accepted>\d+)"
                     r"(?:, #mean acc len = [\d.]+, #acc rate/pos = \((?P<rates>[^)]*)\))?")
+# With LLAMA_TRACE=1 in the server's environment, one line per verification step: accepted j of the n drafted.
+_STEP = re.compile(r"task (?P<task>-?\d+) \| accepted\s+(?P<accepted>\d+)/\s*(?P<drafted>\d+) draft tokens")
 _METRIC = "llamacpp:spec_decode_num_"
 LOG_NOTE = "run llama-server with -lv 4 for the per-position rates and the statistics lines (exact step counts)"
 
@@ -39,8 +41,11 @@ def parse_log(text: str, name: str) -> EngineAcceptance:
     (its step counts are exact and cumulative over the server's life), else the requests summed."""
     requests: list[dict] = []
     stats: dict[str, tuple[int, int, int, list[float] | None]] = {}
+    steps_seen: list[tuple[int, int]] = []
     for i, line in enumerate(text.splitlines(), 1):
-        if m := _REQUEST.search(line):
+        if m := _STEP.search(line):
+            steps_seen.append((int(m["accepted"]), int(m["drafted"])))
+        elif m := _REQUEST.search(line):
             requests.append({"line": i, "task": m["task"], "accepted": int(m["accepted"]),
                              "drafted": int(m["drafted"]), "mean": number(m["mean"], name, f"line {i} mean len",
                                                                           integer=False), "rates": []})
@@ -75,7 +80,7 @@ def parse_log(text: str, name: str) -> EngineAcceptance:
         prompts.append(PromptAcceptance(str(r["task"] if r["task"] is not None else len(prompts)), steps,
                                         r["accepted"], r["drafted"]))
         reached.append(counts)
-    extra = {"prompts": tuple(prompts)}
+    extra = {"prompts": tuple(prompts), **_per_step(steps_seen, stats, prompts, notes)}
     if requests:
         rate = sum(p.accepted for p in prompts) / max(sum(p.drafted for p in prompts), 1)
         extra["engine_figures"] = (EngineFigure("llama.cpp draft acceptance", rate,
@@ -106,6 +111,19 @@ def parse_log(text: str, name: str) -> EngineAcceptance:
         notes=("steps rebuilt from each request's rounded mean length and per-position rates", *notes), **extra)
 
 
+def _per_step(seen: list[tuple[int, int]], stats: dict, prompts: list[PromptAcceptance], notes: list[str]) -> dict:
+    """The per-step lines as the run's ordered arrays, where they account for every step and accepted token."""
+    if not seen:
+        return {}
+    steps = sum(s[0] for s in stats.values()) if stats else sum(p.steps for p in prompts)
+    accepted = sum(s[1] for s in stats.values()) if stats else sum(p.accepted for p in prompts)
+    if len(seen) != steps or sum(a for a, _ in seen) != accepted:
+        notes.append(f"{len(seen)} per-step 'accepted j/ n draft tokens' lines do not match {steps} steps and "
+                     f"{accepted} accepted tokens: left out")
+        return {}
+    return {"per_step_accepted": tuple(a for a, _ in seen), "per_step_drafted": tuple(n for _, n in seen)}
+
+
 def parse_metrics(text: str, name: str) -> EngineAcceptance:
     """The server's counters since it started (position labels count from 0)."""
     samples = prometheus(text, name, _METRIC)
@@ -126,8 +144,11 @@ def parse_responses(text: str, name: str) -> EngineAcceptance:
     """Each response's `timings.draft_n` / `draft_n_accepted`: tokens only, no verification steps."""
     prompts = []
     for doc in json_documents(text, name):
-        t = doc.get("timings") if isinstance(doc, dict) else None
-        if isinstance(t, dict) and "draft_n" in t:
+        # a response, or a record holding responses one level down ({"prompt": ..., "draft": response})
+        inner = [doc, *doc.values()] if isinstance(doc, dict) and "timings" not in doc else [doc]
+        timings = [d.get("timings") for d in inner if isinstance(d, dict)]
+        t = next((t for t in timings if isinstance(t, dict) and "draft_n" in t), None)
+        if t is not None:
             i = len(prompts)
             prompts.append((number(t["draft_n"], name, f"response {i} timings.draft_n"),
                             number(t.get("draft_n_accepted"), name, f"response {i} timings.draft_n_accepted")))
