@@ -19,15 +19,21 @@ def numbers(text: str, flag: str) -> list[float]:
         raise TevvizError(f"{flag} must be numbers separated by commas, got {text!r}") from None
 
 def read_prompt(args) -> str:
-    """The prompt text of --prompt (- for standard input) or --prompt-file."""
+    """The prompt text of --prompt (- for standard input) or --prompt-file; an empty one is refused here, before
+    any model loads (the models took 7-10 s to load only to refuse it)."""
     if args.prompt_file is not None:
         try:
-            return Path(args.prompt_file).expanduser().read_text(encoding="utf-8")
+            text, where = Path(args.prompt_file).expanduser().read_text(encoding="utf-8"), \
+                f"--prompt-file {args.prompt_file!r}"
         except OSError as e:
             raise TevvizError(f"cannot read --prompt-file {args.prompt_file!r}: {e.strerror}") from None
-    if args.prompt == "-":
-        return sys.stdin.read()
-    return args.prompt
+    elif args.prompt == "-":
+        text, where = sys.stdin.read(), "--prompt - (standard input)"
+    else:
+        text, where = args.prompt, "--prompt"
+    if not isinstance(text, str) or not text.strip():
+        raise TevvizError(f"the prompt is empty ({where} gave {'nothing' if not text else 'only white space'})")
+    return text
 
 def use_chat(args, tokenizer) -> bool:
     """--chat / --no-chat, or by default whether the tokenizer has a chat template."""
