@@ -3,6 +3,7 @@ written here as the engine writes it, read to figures worked out by hand; bad in
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -325,3 +326,11 @@ def test_real_llama_server_responses():
     assert (stdlib.steps, stdlib.accepted, stdlib.drafted) == (None, 24, 134)
     chat = read_text((FIXTURES / "smollm2-chat-responses.json").read_text(), "chat.json")
     assert (chat.format, chat.accepted, chat.drafted) == ("llamacpp-response", 35, 154)  # 20 of 106, 15 of 48
+
+
+def test_an_engine_runs_saved_output_reads_as_its_engine():
+    # `tevviz engine run --json` prints lines of progress, then {"llama.cpp": record, "tevviz": record, ...}.
+    llama = read_text(LLAMA_METRICS, "metrics.txt")
+    tev = dataclasses.replace(llama, engine="tevviz", format="tevviz engine run", steps=30)
+    text = "exporting...\n" + json.dumps({"tevviz": tev.to_dict(), "llama.cpp": llama.to_dict(), "verdict": {}})
+    assert read_text(text, "run.txt") == llama

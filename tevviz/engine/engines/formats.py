@@ -25,11 +25,14 @@ def detect(text: str) -> str | None:
 
 def _record(text: str) -> dict | None:
     """The text as one EngineAcceptance.to_dict() object, or None; in an object of several runs by engine (as
-    `tevviz engine run --json` prints), the first engine's that is not tevviz's own."""
+    `tevviz engine run --json` prints, its last line), the first engine's that is not tevviz's own."""
     try:
         d = json.loads(text)
     except json.JSONDecodeError:
-        return None
+        try:  # a command's saved output: the JSON object is its last line
+            d = json.loads(text.strip().splitlines()[-1]) if text.strip() else None
+        except json.JSONDecodeError:
+            return None
     is_record = lambda x: isinstance(x, dict) and {"engine", "format", "steps", "accepted"} <= x.keys()
     if is_record(d) or not isinstance(d, dict):
         return d if is_record(d) else None
