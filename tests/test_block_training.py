@@ -11,9 +11,9 @@ import torch.nn.functional as F
 from _dflash import dflash_config
 from conftest import VOCAB, tiny_model
 
-from tevviz.engine.core.schedule import lr_scale
 from tevviz.engine.draft.block_model import BlockDraftModel, parse_config
 from tevviz.engine.train.block_training import block_batch, block_logits, block_loss, chain_acceptance, padded_blocks
+from tevviz.engine.train.schedule import lr_scale
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import torch
 
-from ..engine.core.schedule import lr_scale
 from ..engine.draft.block_model import (
     BlockDraftModel,
     block_config_dict,
@@ -29,6 +28,7 @@ from ..engine.draft.block_model import (
 )
 from ..engine.errors import TevvizError
 from ..engine.train.block_training import block_logits, block_loss
+from ..engine.train.schedule import lr_scale
 from .block_data import DataStore, Sequences, chat_data, rarest_id, say, stdlib_data
 
 # Per pair: where the drafter goes and the settings that differ from the stdlib pair's.

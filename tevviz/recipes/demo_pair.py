@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from ..engine.core.schedule import lr_scale
+from ..engine.train.schedule import lr_scale
 
 EOS = "<|endoftext|>"
 VOCAB_SIZE = 4096

@@ -28,9 +28,9 @@ from pathlib import Path
 import torch
 
 from ..engine.core.sampling import SamplingConfig
-from ..engine.core.schedule import lr_scale
 from ..engine.decode.streams import continue_batch
 from ..engine.errors import TevvizError
+from ..engine.train.schedule import lr_scale
 
 
 def _say(msg: str) -> None:

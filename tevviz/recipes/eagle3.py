@@ -19,12 +19,12 @@ from pathlib import Path
 
 import torch
 
-from ..engine.core.schedule import lr_scale
 from ..engine.draft.eagle3_config import VLLM, dialect_config, parse_head_config
 from ..engine.draft.eagle3_io import load_head, save_head
 from ..engine.draft.eagle3_model import Eagle3Head, LayerReading
 from ..engine.errors import TevvizError
 from ..engine.train.eagle3_rows import Packed, draft_index, ttt_loss, unroll
+from ..engine.train.schedule import lr_scale
 from .block_data import DataStore, Sequences, say
 
 RECIPES = {"smollm2": {"out": "assets/models/tevviz-smollm2-eagle3-head",

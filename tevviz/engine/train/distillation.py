@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 
 from ..core.sampling import SamplingConfig, processed_probs, to_width
-from ..core.schedule import lr_scale
 from ..errors import TevvizError
+from .schedule import lr_scale
 
 
 @dataclass(frozen=True)

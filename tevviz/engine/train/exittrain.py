@@ -28,13 +28,13 @@ import torch
 from ..core import exit_law as law
 from ..core.kv import new_cache
 from ..core.sampling import SamplingConfig, processed_probs, to_width
-from ..core.schedule import lr_scale
 from ..core.scoring import tree_logits
 from ..core.tree import DraftTree
 from ..draft.builders import BuilderConfig, build_tree
 from ..draft.drafters import check_trainer
 from ..errors import TevvizError
 from ..load.models import ModelPair
+from .schedule import lr_scale
 
 OBJECTIVES = ("exit", "prefix", "token", "residual")
 TOKEN_LABELS = ("soft", "hard", "stream")
