@@ -19,8 +19,8 @@ import statistics
 from common import best_first, held_out_windows, parser, setup, table, tree_decode, write
 
 from tevviz.engine.draft.builders import BuilderConfig
+from tevviz.engine.records.stats import mean_se
 from tevviz.engine.records.summary import exit_by_depth
-from tevviz.engine.train.evaluation import mean_se
 
 
 def mass_by_depth(depths: list[int], P: list[float], top: int) -> list[float]:

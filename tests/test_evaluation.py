@@ -7,7 +7,8 @@ import pytest
 from conftest import random_prompts, tiny_pair
 
 from tevviz.engine.draft.builders import BuilderConfig
-from tevviz.engine.train.evaluation import evaluate, mean_se
+from tevviz.engine.records.stats import mean_se
+from tevviz.engine.train.evaluation import evaluate
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -17,7 +17,8 @@ from tevviz.engine.records.run_compare import (
     match_nodes,
     missing_tokens,
 )
-from tevviz.engine.records.run_depths import depth_curves, share
+from tevviz.engine.records.run_depths import depth_curves
+from tevviz.engine.records.stats import share
 
 
 def rec(index: int, tokens: list[int], parents: list[int], exit_node: int, bonus: int, C_p: float | None = None,
@@ -129,7 +130,7 @@ def test_settings_that_differ_are_listed():
 
 
 def test_share_is_the_standard_error_of_zero_one_values():
-    from tevviz.engine.records.scan_stats import mean_se
+    from tevviz.engine.records.stats import mean_se
 
     for k, n in ((3, 7), (0, 5), (5, 5), (1, 2)):
         mean, se = mean_se([1.0] * k + [0.0] * (n - k))

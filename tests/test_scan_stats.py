@@ -13,7 +13,8 @@ import pytest
 
 from tevviz.engine.errors import TevvizError
 from tevviz.engine.records.records import OptimalTree, RoundRecord
-from tevviz.engine.records.scan_stats import ScanAccumulator, compare_scans, mean_se
+from tevviz.engine.records.scan_stats import ScanAccumulator, compare_scans
+from tevviz.engine.records.stats import mean_se
 from tevviz.engine.scan.scan_files import (
     RECORDS,
     RecordWriter,

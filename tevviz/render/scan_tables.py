@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from tevviz.engine.records.round_numbers import NUMBERS
-from tevviz.engine.records.scan_stats import METRIC_LABELS, METRICS, Estimate, GroupStats, PairedDiff
+from tevviz.engine.records.scan_stats import METRIC_LABELS, METRICS, GroupStats
+from tevviz.engine.records.stats import Estimate, PairedDiff
 
 DEPTHS_SHOWN = 10  # depth columns in the by-depth tables
 

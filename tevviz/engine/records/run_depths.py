@@ -7,8 +7,8 @@ import math
 from dataclasses import asdict, dataclass
 
 from .records import RoundRecord
-from .scan_stats import Estimate
-from .summary import acceptance_curves, share_se
+from .stats import Estimate, share
+from .summary import acceptance_curves
 
 
 @dataclass(frozen=True)
@@ -56,11 +56,6 @@ class DepthTable:
     def to_dict(self) -> dict:
         return {"rows": [r.to_dict() for r in self.rows], "tau": self.tau.to_dict(),
                 "expected_length": self.expected_length.to_dict()}
-
-
-def share(k: int, n: int) -> Estimate:
-    """k of n rounds as a share with the standard error of the mean of n 0/1 values (scan_stats.mean_se's)."""
-    return Estimate(k / n, share_se(k, n), n) if n else Estimate(None, None, 0)
 
 
 def depth_curves(rounds: list[RoundRecord], depths: int) -> tuple[list[Estimate], list[Estimate]]:

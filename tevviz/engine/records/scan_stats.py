@@ -8,41 +8,17 @@ No torch: the CLI, the app and the report read the same numbers.
 from __future__ import annotations
 
 import heapq
-import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from .records import RoundRecord
 from .round_numbers import NUMBERS, SCAN
+from .stats import Estimate, PairedDiff
 
 ALL = "all"  # the group of every prompt, first in every table
 # The per-prompt means a scan estimates (and a compare pairs): the per-round numbers with a scan key.
 METRICS = tuple(n.scan for n in SCAN)
 METRIC_LABELS = {n.scan: n.heading for n in SCAN}
-
-
-def mean_se(xs: list[float]) -> tuple[float | None, float | None]:
-    """Mean and standard error of the mean (sample standard deviation / sqrt(n)); None where undefined."""
-    n = len(xs)
-    if n == 0:
-        return None, None
-    m = sum(xs) / n
-    if n == 1:
-        return m, None
-    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1) / n)
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A mean over prompts with its standard error; `n` prompts had the value."""
-
-    mean: float | None
-    se: float | None
-    n: int
-
-    @classmethod
-    def of(cls, xs: list[float]) -> Estimate:
-        return cls(*mean_se(xs), len(xs))
 
 
 class _Metrics:
@@ -101,10 +77,6 @@ class PromptStats(_Metrics):
 
 def _reached(reach: list[int], d: int) -> int:
     return reach[d - 1] if d <= len(reach) else 0
-
-
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
 
 
 def _add(into: list, values: list) -> None:
@@ -323,22 +295,6 @@ class ScanSummary:
 
 
 # --- two scans, paired by prompt ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PairedDiff:
-    """Mean over paired prompts of B - A, its standard error, and each side's own mean over the same prompts."""
-
-    mean: float | None
-    se: float | None
-    n: int
-    a: float | None
-    b: float | None
-
-    @classmethod
-    def of(cls, pairs: list[tuple[float, float]]) -> PairedDiff:
-        mean, se = mean_se([b - a for a, b in pairs])
-        return cls(mean, se, len(pairs), _mean([a for a, _ in pairs]), _mean([b for _, b in pairs]))
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,11 @@ No torch here: the app, the CLI, the report and the figures read the same number
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from .records import STAGES, RoundRecord
 from .round_numbers import NUMBERS, SESSION, numbers_over
+from .stats import share_se
 
 
 @dataclass(frozen=True)
@@ -102,11 +102,6 @@ class DepthAcceptance:
         return {"depth": self.depth, "conditional": self.conditional, "conditional_se": self.conditional_se,
                 "marginal": self.marginal, "marginal_se": self.marginal_se, "expected": self.expected,
                 "optimal": self.optimal, "reached": self.reached, "prior": self.prior, "rounds": self.rounds}
-
-
-def share_se(k: int, n: int) -> float | None:
-    """The standard error of a share k / n of n 0/1 values (sample standard deviation / sqrt(n)); None for n < 2."""
-    return math.sqrt(k * (n - k) / (n * n * (n - 1))) if n > 1 else None
 
 
 def acceptance_curves(rounds: list[RoundRecord], depths: int | None = None) -> list[DepthAcceptance]:

@@ -3,7 +3,6 @@ and a drafter's mean C_p and tau on given contexts (ExitTrain's before/after tab
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -14,23 +13,11 @@ from ..draft.builders import BuilderConfig
 from ..draft.drafters import tree_for
 from ..load.models import ModelPair
 from ..records.round_numbers import NUMBERS
-from ..records.scan_stats import PairedDiff
+from ..records.stats import PairedDiff, mean_se
 from ..records.summary import acceptance_curves
 from .exittrain import Context, target_weights
 
 EVAL_ROUNDS = 2  # decoding rounds per context for tau in drafter_metrics
-
-
-def mean_se(xs: list[float]) -> tuple[float, float]:
-    """Mean and standard error of the mean."""
-    n = len(xs)
-    if n == 0:
-        return float("nan"), float("nan")
-    m = sum(xs) / n
-    if n == 1:
-        return m, float("nan")
-    var = sum((x - m) ** 2 for x in xs) / (n - 1)
-    return m, math.sqrt(var / n)
 
 
 @dataclass(frozen=True)
