@@ -185,5 +185,6 @@ def print_eval(pair, args, results: list, counts: list[int], total: int) -> None
         exact = r.acceptance_expected or [None] * len(r.acceptance_marginal)
         acc = " ".join(f"{_share(c)}/{_share(m)}/{_share(e)}"
                        for c, m, e in zip(r.acceptance_conditional, r.acceptance_marginal, exact))
-        print(f"{r.temperature:>4g} {r.tau:>6.3f}±{r.tau_se:<6.3f} "
-              f"{r.expected_length:>6.3f}±{r.expected_length_se:<6.3f} {n:>7}  " + acc)
+        se = lambda x: "—" if x is None else f"{x:.3f}"  # one prompt has no standard error (records.stats)
+        print(f"{r.temperature:>4g} {r.tau:>6.3f}±{se(r.tau_se):<6} "
+              f"{r.expected_length:>6.3f}±{se(r.expected_length_se):<6} {n:>7}  " + acc)
