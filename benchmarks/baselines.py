@@ -23,12 +23,12 @@ import torch
 from common import best_first, tree_decode
 
 from tevviz.engine.core.few_rows import few_rows
-from tevviz.engine.core.threads import TORCH_DEFAULT_THREADS, thread_count
 from tevviz.engine.decode.pass_costs import draft_level_ms, target_pass_ms
 from tevviz.engine.draft.builders import BuilderConfig
 from tevviz.engine.draft.drafters import drafter_kind_of
 from tevviz.engine.load.models import ModelPair, load_model
 from tevviz.engine.load.pairs import AUTO_LIMIT, decode_start, pair_of_target
+from tevviz.engine.load.threads import TORCH_DEFAULT_THREADS, thread_count
 from tevviz.engine.records.speed import PassCosts, ideal_speed
 
 TARGET_SIZES = (1, 2, 3, 4, 5, 6, 9, 13, 17, 25, 33, 49, 65)  # tokens per target pass priced (tree sizes)
@@ -103,7 +103,7 @@ def fastest_threads(pair: ModelPair, ids: list[int], n: int) -> tuple[int, dict[
 
 
 def decode_threads() -> int:
-    """The thread count `tevviz decode` runs at by default (engine/core/threads.py)."""
+    """The thread count `tevviz decode` runs at by default (engine/load/threads.py)."""
     return thread_count(None) or torch.get_num_threads()
 
 

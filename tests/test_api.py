@@ -71,8 +71,8 @@ def test_load_takes_the_cli_and_app_thread_policy(monkeypatch):
     import torch
 
     import tevviz
-    from tevviz.engine.core import threads as policy
     from tevviz.engine.errors import TevvizError
+    from tevviz.engine.load import threads as policy
 
     before = torch.get_num_threads()
     try:

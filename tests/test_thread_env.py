@@ -1,4 +1,4 @@
-"""The thread policy (tevviz/engine/core/threads.py) honours $OMP_NUM_THREADS: set, it keeps the count torch read
+"""The thread policy (tevviz/engine/load/threads.py) honours $OMP_NUM_THREADS: set, it keeps the count torch read
 from it (in a fresh process, where torch reads it); unset, one fewer than torch's default; --threads wins over both."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from tevviz.engine.core.threads import thread_count
+from tevviz.engine.load.threads import thread_count
 
-SHOW = ("import torch; before = torch.get_num_threads(); from tevviz.engine.core.threads import use_threads; "
+SHOW = ("import torch; before = torch.get_num_threads(); from tevviz.engine.load.threads import use_threads; "
         "print(before, use_threads())")
 
 

@@ -24,13 +24,13 @@ def load(pair: str | None = None, target: str | None = None, draft: str | None =
          dtype: str = "auto", threads: int | None = None, **options) -> ModelPair:
     """A checked target/draft pair: a named pair ("stdlib", the default, or "smollm2"), or your own models.
 
-    `threads`: torch's CPU threads, by the policy of `tevviz decode --threads` and the app (engine/core/threads.py):
+    `threads`: torch's CPU threads, by the policy of `tevviz decode --threads` and the app (engine/load/threads.py):
     this number, else $OMP_NUM_THREADS when set, else one fewer than torch's default, leaving a core free (a
     thread on every core loses to anything else running: a notebook example took 13-15 s on a busy machine
     against 2.9 s with one thread). `options` are ModelSource's other fields (revision, device_map,
     attn_implementation, trust_remote_code).
     """
-    from .engine.core.threads import use_threads
+    from .engine.load.threads import use_threads
 
     use_threads(threads)
     return ModelSource(target=target, draft=draft, pair=pair, device=device, dtype=dtype, **options).load()

@@ -157,7 +157,7 @@ def add_decoding(p: argparse.ArgumentParser, note: str = DEFAULTS_NOTE) -> None:
 
 
 def add_threads(p) -> None:
-    """--threads, one policy for every command, the app and tevviz.load (engine/core/threads.py)."""
+    """--threads, one policy for every command, the app and tevviz.load (engine/load/threads.py)."""
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads for the models (default: $OMP_NUM_THREADS when set, else one fewer than "
                         "torch's default, at least 1, which leaves a core free for the browser and the rest of the "

@@ -7,7 +7,7 @@ measures it). So `launch` keeps the main thread as the model thread: handlers ha
 it and wait. When no model thread is serving (tests, a notebook, an app launched without blocking), a
 call runs where it is made.
 
-The app also leaves a core free by default (engine/core/threads.py, the policy of the CLI and the notebook API too):
+The app also leaves a core free by default (engine/load/threads.py, the policy of the CLI and the notebook API too):
 two torch threads that must meet at every op stall whenever the browser, on the same machine, takes a core.
 """
 
@@ -21,13 +21,13 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TypeVar
 
-from ..engine.core.threads import TORCH_DEFAULT_THREADS, thread_count
 from ..engine.errors import TevvizError
+from ..engine.load.threads import TORCH_DEFAULT_THREADS, thread_count
 
 T = TypeVar("T")
 
 
-# The app's thread policy is everyone's (engine/core/threads.py); the old names stay for the app's callers.
+# The app's thread policy is everyone's (engine/load/threads.py); the old names stay for the app's callers.
 app_threads = thread_count
 __all__ = ["MODEL_THREAD", "TORCH_DEFAULT_THREADS", "ModelThread", "app_threads"]
 

@@ -112,8 +112,8 @@ class UntilStopped:
 
 def set_threads(n: int | None) -> None:
     """--threads: torch's CPU threads for the models, by the one policy of the CLI, the app and the notebook API
-    (engine/core/threads.py: by default one fewer than torch's own, leaving a core free)."""
-    from ..engine.core.threads import use_threads
+    (engine/load/threads.py: by default one fewer than torch's own, leaving a core free)."""
+    from ..engine.load.threads import use_threads
 
     use_threads(n)
 

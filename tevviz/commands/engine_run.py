@@ -117,9 +117,9 @@ def _check(args) -> None:
 
 
 def cmd_engine_run(args) -> int:
-    from ..engine.core.threads import use_threads
     from ..engine.draft.drafters import folder_kind
     from ..engine.engines.llamacpp_build import find_server, find_source, server_version
+    from ..engine.load.threads import use_threads
     from ..options import source_from_args
 
     _check(args)

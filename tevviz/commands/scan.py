@@ -176,7 +176,7 @@ def _prepare_auto(args):
 
 def run(args) -> int:
     """Scan a prompt file into -o DIR (or continue it with --resume, or join it with --shard auto)."""
-    from ..engine.core.threads import use_threads
+    from ..engine.load.threads import use_threads
     from ..engine.scan.scan_run import run_scan, unfinished
 
     use_threads(args.threads)  # the one policy of decode, the app and the notebook API

@@ -17,9 +17,9 @@ import torch
 
 from ..core.kv import new_cache
 from ..core.sampling import SamplingConfig, processed_probs, sample_categorical
-from ..core.threads import TORCH_DEFAULT_THREADS
 from ..core.timing import sync
 from ..load.models import ModelPair
+from ..load.threads import TORCH_DEFAULT_THREADS
 from .target_pass import TargetPass, takes_split
 
 PROBE_TOKENS = 12  # tokens each way decodes per probe pass (two passes, in turned order)
