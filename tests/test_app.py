@@ -15,7 +15,14 @@ from conftest import tiny_pair
 from tevviz.app import build_demo, launch_options
 from tevviz.app.compare_tab import COMPARE_OUTPUTS, SIDE_OUTPUTS
 from tevviz.app.controller import Controller
-from tevviz.app.decode_tab import BASELINE_OUTPUTS, BROWSE_OUTPUTS, EXPORT_OUTPUTS, NODE_OUTPUTS, ROUND_OUTPUTS
+from tevviz.app.decode_tab import (
+    BASELINE_OUTPUTS,
+    BROWSE_OUTPUTS,
+    EXPORT_OUTPUTS,
+    NODE_OUTPUTS,
+    ROUND_OUTPUTS,
+    SETTINGS,
+)
 from tevviz.app.demo import example_prompts
 from tevviz.app.navigation import show_round
 from tevviz.app.source import PairSource
@@ -484,17 +491,22 @@ def test_optimal_tree_of_an_imported_round_matches_the_live_one(pair, tmp_path):
         ctl.optimal(AppState(), "", cfg.sampling)
 
 
-def test_import_puts_the_files_prompt_in_the_prompt_box(app_url, tmp_path):
+def test_import_puts_the_files_prompt_and_settings_in_their_boxes(app_url, tmp_path):
     c = client(app_url)
     c.predict(api_name="/step")
     data = json.loads(Path(named(c.predict(api_name="/export"), EXPORT_OUTPUTS)["session_dl"]).read_text())
     data["prompt"] = "t4 t5 t6"
+    data["meta"]["sampling"]["temperature"] = 0.7
+    data["meta"]["builder"] |= {"kind": "static", "depth": 3, "branching": [3, 1, 1], "auto": False}
+    data["meta"]["max_new_tokens"] = 5
     path = tmp_path / "other.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     out = client(app_url).predict(path=gradio_client.handle_file(str(path)), api_name="/import_file")
     assert out[OUT["error"]] == "" and rounds_in(out) == 1
-    prompt_box, chat_box = out[len(ROUND_OUTPUTS):]
-    assert prompt_box == "t4 t5 t6" and chat_box is False
+    boxes = dict(zip(SETTINGS, out[len(ROUND_OUTPUTS):]))
+    assert boxes["prompt"] == "t4 t5 t6" and boxes["chat"] is False and boxes["temperature"] == 0.7
+    assert boxes["builder"] == "static" and boxes["depth"] == 3 and boxes["branching"] == "3,1,1"
+    assert boxes["auto_budget"] is False and boxes["max_new_tokens"] == 5
 
 
 def test_comparison_stopped_midway_keeps_its_draws(pair, app_url):

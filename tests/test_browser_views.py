@@ -117,3 +117,42 @@ def test_a_fold_opens_keeps_its_parent_closes_again_and_the_url_keeps_it(browser
     expect(page).not_to_have_url(re.compile(r"folds="))
     assert f"less:{parent}" not in page.evaluate(IDS)
     page.context.close()
+
+
+def test_an_import_fills_every_setting_and_step_continues_it_with_them(browser, app_url, tmp_path):
+    """Item: a session file imported fills every settings box from the file; Step then continues it with them, and
+    the continued run keeps its own max new tokens."""
+    page = new_page(browser)
+    load(page, app_url)
+    page.get_by_label("max new tokens").fill("40")
+    for k in range(2):
+        page.get_by_role("button", name="Step", exact=True).click()
+        expect(page.locator(TITLE)).to_have_text(re.compile(rf"^round {k}:"))
+    page.get_by_role("button", name="Export", exact=True).click()
+    session_button = page.get_by_role("button", name="Session JSON")
+    expect(session_button).to_be_enabled()
+    with page.expect_download() as download:
+        session_button.click()
+    path = tmp_path / "session.json"
+    download.value.save_as(path)
+    page.context.close()
+
+    page = new_page(browser, 900)
+    load(page, app_url)
+    page.get_by_label("temperature (0 = greedy)").fill("0.5")
+    page.get_by_label("max new tokens").fill("7")
+    page.locator("input[type=file]").set_input_files(str(path))
+    expect(page.locator("body")).to_contain_text("imported 2 round(s)")
+    expect(page.get_by_label("temperature (0 = greedy)")).to_have_value("0")
+    expect(page.get_by_label("max new tokens")).to_have_value("40")
+    page.get_by_role("button", name="Step", exact=True).click()
+    expect(page.locator(TITLE)).to_have_text(re.compile(r"^round 2:"))
+    expect(page.locator("body")).to_contain_text("continued run")
+    page.reload()
+    expect(page.locator(TITLE)).to_have_text(re.compile(r"^round 2:"))
+    expect(page.get_by_label("max new tokens")).to_have_value("40")  # the run's own, not the 38 it had left
+    page.get_by_label("temperature (0 = greedy)").fill("1")
+    page.get_by_role("button", name="Step", exact=True).click()
+    expect(page.locator("body")).to_contain_text(re.compile(r"temperature 0(\.0)? \u2192 1(\.0)?"))
+    screenshot(page, _artifact("import_settings_900.png"))
+    page.context.close()

@@ -75,6 +75,23 @@ def test_an_imported_session_continues_where_it_ended(ctl, tmp_path):
     assert st.generated == steps(ctl, run, 1, cfg).generated  # T = 0: the same as going on in the first place
 
 
+def test_an_imported_run_never_mixes_settings_and_keeps_its_own_limit(ctl, tmp_path):
+    _, cfg = settings(max_new_tokens=24)
+    run = steps(ctl, AppState(), 2, cfg)
+    path = tmp_path / "session.json"
+    path.write_text(json.dumps(session_of(run)), encoding="utf-8")
+    imported = ctl.import_file(AppState(user=USER), str(path))
+    # A box changed after the import: Step starts a new run and names the setting, the import stays as it was.
+    _, other = settings(temperature=1, budget=6, max_new_tokens=24)
+    st = ctl.step(imported, PROMPT, other)
+    assert st.run_id != imported.run_id and len(st.rounds) == 1
+    assert "temperature 0.0 \u2192 1.0" in st.notice and "budget 8 \u2192 6" in st.notice
+    # With its own settings it continues, and records its own limit, not the tokens it had left.
+    st = ctl.step(imported, PROMPT, cfg)
+    assert "continued run" in st.notice and st.run_id == imported.run_id
+    assert st.meta["max_new_tokens"] == 24 and len(st.generated) > len(run.generated)
+
+
 def test_what_cannot_continue_says_why_and_keeps_the_import(ctl, tmp_path):
     _, cfg = settings()
     run = steps(ctl, AppState(), 2, cfg)

@@ -116,10 +116,12 @@ class Controller(TrainingActions):
                 session = DecodeSession(pair, stream, remaining(cfg, len(st.generated)), keep_rounds=self.history)
                 live = LiveSession(session, prompt, cfg=cfg, run_id=st.run_id, offset=st.dropped + len(st.rounds),
                                    base=list(st.rounds), before=list(st.generated), seconds=st.seconds)
-                said = (f"continued run {run_name(st)} from its token {len(st.generated)} with these settings"
+                said = (f"continued run {run_name(st)} from its token {len(st.generated)} with its own settings"
                         + (" (at T > 0 the draws from here are another exact sample than the run's own)"
                            if cfg.sampling.temperature > 0 else ""))
-                return live, replace(st, kind="live", cfg=cfg, meta={**st.meta, **tio.session_meta(session)}), said
+                # The session decodes the tokens left; the run keeps its own limit, as its settings box holds it.
+                meta = {**st.meta, **tio.session_meta(session), "max_new_tokens": cfg.max_new_tokens}
+                return live, replace(st, kind="live", cfg=cfg, meta=meta), said
             except TevvizError as e:
                 changed = f"run {run_name(st)} cannot go on here ({e})"
         session = DecodeSession(pair, encode_prompt(pair.tokenizer, prompt, chat=cfg.chat), cfg,

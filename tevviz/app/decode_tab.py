@@ -17,6 +17,7 @@ from .controller import Controller
 from .details import node_details
 from .figure_view import ROUND_BOX, figure_view
 from .run_store import MAX_RUNS
+from .runs import settings_values
 from .state import AppState, decode_settings
 from .updates import BROWSE_OUTPUTS, NODE_OUTPUTS, ROUND_OUTPUTS, VIEW_OUTPUTS, everything, shown
 from .url_view import url_sync
@@ -274,10 +275,10 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
             new = ctl.import_file(current(st), path)
         except TevvizError as e:
             return failed(ui.error, e)
-        # The prompt box and the chat box follow the file, so Re-score and Step continue from what was imported.
-        chat = new.meta.get("chat")
-        return {**everything(ui, new, metric_name), ui.prompt: new.prompt or gr.skip(),
-                ui.chat: chat if isinstance(chat, bool) else gr.skip()}
+        # Every setting the file recorded fills its box, so Re-score and Step continue the run with its own settings
+        # (a box changed after makes Step start a new run and say which).
+        values = settings_values(new.meta) | ({"prompt": new.prompt} if new.prompt else {})
+        return {**everything(ui, new, metric_name), **{settings[k]: v for k, v in values.items() if k in settings}}
 
     def rescore_round(st, metric_name, progress=PROGRESS, **values):
         try:
@@ -311,7 +312,7 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
     ui.report_btn.click(report, [ui.state], ui.take(REPORT_OUTPUTS), api_name="report", **LIGHT).then(
         lambda st: gr.DownloadButton(interactive=current(st).round is not None), [ui.state], [ui.report_dl],
         api_visibility="private", **LIGHT)
-    ui.upload.upload(import_file, [*inputs, ui.upload], [*outputs, ui.prompt, ui.chat], api_name="import_file",
+    ui.upload.upload(import_file, [*inputs, ui.upload], [*outputs, *settings.values()], api_name="import_file",
                      **LIGHT)
     ui.rescore_btn.click(rescore_round, inputs, outputs, inputs_kwargs=settings, api_name="rescore", **on_tree(ui))
     ui.optimal_btn.click(optimal, inputs, [*outputs, ui.ghosts], inputs_kwargs=settings, api_name="optimal",

@@ -3,12 +3,64 @@ that a change of settings, an import, a reload or a link loses nothing; and a ru
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from ..engine import DecodeConfig, TevvizError, encode_prompt
 from ..engine.core.scoring import check_ids
 from ..engine.records import io as tio
 from .state import AppState, block_text, view_options
+
+# The settings widgets a reopened run's recorded settings fill in, by their names in `meta`.
+SETTING_FIELDS = {"temperature": ("sampling", "temperature"), "top_k": ("sampling", "top_k"),
+                  "top_p": ("sampling", "top_p"), "builder": ("builder", "kind"), "budget": ("builder", "budget"),
+                  "depth": ("builder", "depth"), "children": ("builder", "children"), "width": ("builder", "width"),
+                  "auto_budget": ("builder", "auto"), "verifier": ("verifier",), "seed": ("seed",),
+                  "max_new_tokens": ("max_new_tokens",), "chat": ("chat",), "stop_below": ("builder", "stop_below")}
+
+
+def settings_values(meta: dict) -> dict:
+    """Widget name -> value of the settings a run recorded (those it has)."""
+    out = {}
+    for name, path in SETTING_FIELDS.items():
+        value = meta
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None:
+            out[name] = value
+    if isinstance(meta.get("builder"), dict) and "stop_below" not in meta["builder"]:
+        out["stop_below"] = 0.0  # a run saved before chains had a stop had none
+    branching = (meta.get("builder") or {}).get("branching")
+    if isinstance(branching, list):
+        out["branching"] = ",".join(map(str, branching))
+    return out
+
+
+def config_values(cfg: DecodeConfig) -> dict:
+    """Widget name -> value of the settings `cfg` describes, as `settings_values` reads them from a run."""
+    values = {}
+    for name, path in SETTING_FIELDS.items():
+        value = cfg
+        for key in path:
+            value = getattr(value, key)
+        values[name] = value
+    values["branching"] = ",".join(map(str, cfg.builder.branching))
+    return values
+
+
+def differing(meta: dict, cfg: DecodeConfig) -> list[str]:
+    """The settings a run recorded that `cfg` changes ("temperature 0 → 1"); max new tokens may grow, so it is left
+    out (a continuation stops there)."""
+    recorded, now = settings_values(meta), config_values(cfg)
+    out = []
+    for name, old in recorded.items():
+        new = now.get(name)
+        same = (math.isclose(float(old), float(new), rel_tol=1e-9, abs_tol=1e-12)
+                if isinstance(old, (int, float)) and isinstance(new, (int, float)) and not isinstance(old, bool)
+                else old == new)
+        if not same and name != "max_new_tokens":
+            out.append(f"{name} {old} \u2192 {new}")
+    return out
 
 
 def run_name(st: AppState) -> str:
@@ -57,8 +109,9 @@ def reopened(st: AppState, imported: tio.ImportedSession, run_id: str, history: 
 
 def continuation(st: AppState, pair, prompt: str, cfg: DecodeConfig) -> tuple[list[int], str]:
     """The token stream a Step continues `st` from, or TevvizError saying why it cannot (then Step starts a new run
-    from the prompt): the prompt box must still hold the run's prompt, the loaded tokenizer read it as the run did,
-    and every recorded token lie in the loaded target's vocabulary."""
+    from the prompt): the prompt box must still hold the run's prompt and the settings boxes its settings (one run
+    never mixes two), the loaded tokenizer read it as the run did, and every recorded token lie in the loaded
+    target's vocabulary."""
     if st.kind in ("round", "ddtree"):
         raise TevvizError(f"a {st.kind} file holds no token stream to continue from")
     if not st.prompt_ids or not st.rounds:
@@ -68,6 +121,10 @@ def continuation(st: AppState, pair, prompt: str, cfg: DecodeConfig) -> tuple[li
     if encode_prompt(pair.tokenizer, prompt, chat=cfg.chat) != list(st.prompt_ids):
         raise TevvizError("the loaded tokenizer (with the chat box as it is) reads the prompt as other tokens than "
                           "the run recorded")
+    changed = differing(st.meta or {}, cfg)
+    if changed:
+        raise TevvizError("the settings boxes differ from the run's own (" + ", ".join(changed) + "); put them back "
+                          "(reopening the run fills them in) to continue it")
     stream = list(st.prompt_ids) + list(st.generated)
     check_ids(pair, stream)
     if len(st.generated) >= cfg.max_new_tokens:

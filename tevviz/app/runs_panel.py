@@ -13,37 +13,12 @@ from ..engine.records.run_compare import Run, compare_runs
 from ..render.compare_figure import union_figure_dict
 from .compare_views import comparison_markdown
 from .navigation import select, show_round
-from .runs import reopened, run_name
+from .runs import reopened, run_name, settings_values
 from .updates import ROUND_OUTPUTS, everything, position_of
 from .url_view import COPY_JS, LOAD_JS, read_query
 from .widgets import LIGHT, Panel, current, failed, figure_json
 
 ID_CHARS = set("0123456789abcdef")
-# The settings widgets a reopened run's recorded settings fill in, by their names in `meta`.
-SETTING_FIELDS = {"temperature": ("sampling", "temperature"), "top_k": ("sampling", "top_k"),
-                  "top_p": ("sampling", "top_p"), "builder": ("builder", "kind"), "budget": ("builder", "budget"),
-                  "depth": ("builder", "depth"), "children": ("builder", "children"), "width": ("builder", "width"),
-                  "auto_budget": ("builder", "auto"), "verifier": ("verifier",), "seed": ("seed",),
-                  "max_new_tokens": ("max_new_tokens",), "chat": ("chat",), "stop_below": ("builder", "stop_below")}
-
-
-def settings_values(meta: dict) -> dict:
-    """Widget name -> value of the settings a run recorded (those it has)."""
-    out = {}
-    for name, path in SETTING_FIELDS.items():
-        value = meta
-        for key in path:
-            value = value.get(key) if isinstance(value, dict) else None
-        if value is not None:
-            out[name] = value
-    if isinstance(meta.get("builder"), dict) and "stop_below" not in meta["builder"]:
-        out["stop_below"] = 0.0  # a run saved before chains had a stop had none
-    branching = (meta.get("builder") or {}).get("branching")
-    if isinstance(branching, list):
-        out["branching"] = ",".join(map(str, branching))
-    return out
-
-
 def run_choices(ctl, st) -> gr.Dropdown:
     """This browser's runs, newest first, the one shown among them."""
     choices = [] if not st.rounds else [(f"{run_name(st)} (shown)", st.run_id)]
