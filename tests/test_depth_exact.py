@@ -78,4 +78,5 @@ def test_decode_json_and_text_show_both(capsys):
     from tevviz.cli import main
 
     assert main([a for a in DECODE if a != "--json"]) == 0
-    assert "conditional/marginal over rounds and exact" in capsys.readouterr().err
+    assert "as shares of the rounds that got to d - 1 / of all rounds, then the share expected" in \
+        capsys.readouterr().err

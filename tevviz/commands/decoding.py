@@ -188,7 +188,8 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
               "it)", file=sys.stderr)
     if "drafting" in out:
         print(f"no speed-up claimed: {out['drafting']}", file=sys.stderr)
-    print("stage ms: " + "  ".join(f"{k} {v:.1f}" for k, v in out["stage_ms"].items()), file=sys.stderr)
+    print("time in each stage, ms over all rounds: " + ", ".join(f"{STAGE_WORDS.get(k, k)} {v:.1f}"
+                                                                 for k, v in out["stage_ms"].items()), file=sys.stderr)
     if out.get("acceptance_by_depth"):
         print(depth_text(out["acceptance_by_depth"]), file=sys.stderr)
     if "builder" in out:
@@ -204,8 +205,9 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
 
         a = out["auto_budget"]
         fit = Fit.from_sizing(a["last"])
-        print(f"auto budget: mean B {a['mean_B']:.1f}, mean H {a['mean_H']:.1f}, {a['undrafted_rounds']} of "
-              f"{out['rounds']} rounds without a draft; cost model: {describe(fit)}", file=sys.stderr)
+        print(f"auto budget: {a['mean_B']:.1f} draft tokens to depth {a['mean_H']:.1f} a round on average, "
+              f"{a['undrafted_rounds']} of {out['rounds']} rounds without a draft; what it measured: {describe(fit)}",
+              file=sys.stderr)
         if "chain_rounds" in a:
             print(f"mixed: {a['chain_rounds']} sampled chains (speculative) and "
                   f"{out['rounds'] - a['chain_rounds']} best-first trees ({session.cfg.verifier}); measured expected "
@@ -222,6 +224,7 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
 
 
 DRAFTED, RESET = "\x1b[32m", "\x1b[0m"  # ANSI green, as llama.cpp's --color marks the draft's accepted tokens
+STAGE_WORDS = {"draft": "drafting", "target": "target passes", "verify": "verifying"}  # the JSON keeps its keys
 
 
 def _wants_colour(choice: str) -> bool:
@@ -265,8 +268,9 @@ def depth_text(rows: list[dict], shown: int = 8) -> str:
     cell = lambda r: (f"d{r['depth']} {num(r['conditional'])}/{num(r['marginal'])} {num(r['expected'])}"
                       + (f"/{num(r['optimal'])}" if optimal else ""))
     more = f"  (+{len(rows) - shown} deeper)" if len(rows) > shown else ""
-    return ("acceptance by depth, conditional/marginal over rounds and exact" + ("/optimal tree" if optimal else "")
-            + ": " + "  ".join(cell(r) for r in rows[:shown]) + more)
+    said = ("draft tokens accepted at each depth d, as shares of the rounds that got to d - 1 / of all rounds, then "
+            "the share expected" + (" / with the best possible tree" if optimal else ""))
+    return said + ": " + "  ".join(cell(r) for r in rows[:shown]) + more
 
 
 def _defined(rounds, n) -> tuple[int, int]:

@@ -124,9 +124,10 @@ def plain_rate(fit: Fit) -> float:
 def describe(fit: Fit) -> str:
     if not math.isfinite(fit.target_per_token):
         return "no rounds yet"
-    return (f"target {fit.target_fixed:.1f} + {fit.target_per_token:.2f}·n ms, "
-            f"draft {fit.draft_fixed:.1f} + {fit.draft_level:.1f} ms a level, "
-            f"other {fit.overhead:.1f} ms, plain step {fit.plain:.1f} ms; "
-            + (f"the draft's first choice accepted {fit.first_accept:.0%} (its q {fit.first_q:.0%}), " if fit.first_q
-               else "") + f"realised / predicted C_p {fit.calibration:.2f} ({fit.rounds} rounds)")
+    return (f"a target pass {fit.target_fixed:.1f} ms + {fit.target_per_token:.2f} ms a draft token, "
+            f"drafting {fit.draft_fixed:.1f} ms + {fit.draft_level:.1f} ms a level, "
+            f"other {fit.overhead:.1f} ms, a plain step {fit.plain:.1f} ms; "
+            + (f"the target takes the draft's top choice {fit.first_accept:.0%} of the time (the draft gives it "
+               f"{fit.first_q:.0%}), " if fit.first_q else "")
+            + f"trees held {fit.calibration:.2f} times the accepted tokens predicted (last {fit.rounds} rounds)")
 
