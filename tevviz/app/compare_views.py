@@ -4,18 +4,13 @@
 from __future__ import annotations
 
 from ..engine.records.run_compare import A_ONLY, B_ONLY, BOTH, RoundComparison, RunComparison
-
-
-def _est(e) -> str:
-    return "—" if e.mean is None else f"{e.mean:.3f}" + ("" if e.se is None else f" ± {e.se:.3f}")
-
-
-def _diff(c) -> str:
-    return "—" if c.diff is None else f"{c.diff:+.3f}" + ("" if c.se is None else f" ± {c.se:.3f}")
+from ..engine.records.run_depths import depth_analysis
+from ..engine.records.table import Column
+from ..render.table import cell, markdown
 
 
 def _num(x, sign: bool = False) -> str:
-    return "—" if x is None else (f"{x:+.3f}" if sign else f"{x:.3f}")
+    return cell(x, Column("", "", "signed" if sign else "number"))
 
 
 def comparison_markdown(cmp: RunComparison, rc: RoundComparison) -> str:
@@ -27,17 +22,8 @@ def comparison_markdown(cmp: RunComparison, rc: RoundComparison) -> str:
         lines += ["Settings that differ: " + "; ".join(f"`{k}` {x} → {y}" for k, x, y in cmp.settings), ""]
     elif a.token_ids == b.token_ids and [r.to_dict() for r in a.rounds] == [r.to_dict() for r in b.rounds]:
         lines += ["*The two runs are the same run: no difference.*", ""]
-    lines += [cmp.divergence.sentence, "",
-              "| depth | conditional A | conditional B | B − A | marginal A | marginal B | B − A |",
-              "|---|---|---|---|---|---|---|"]
-    for r in cmp.table.rows:
-        c, m = r.conditional, r.marginal
-        lines.append(f"| {r.depth} | {_est(c.a)} | {_est(c.b)} | {_diff(c)} | {_est(m.a)} | {_est(m.b)} | {_diff(m)} |")
-    t, e = cmp.table.tau, cmp.table.expected_length
-    lines += ["", ("*Conditional: of the rounds that reached d − 1, the share that accepted at d; marginal: the share "
-              "of all rounds that reached d. ± one standard error over rounds (the two runs taken as independent).*"),
-              "", (f"tau: A {_est(t.a)}, B {_est(t.b)}, B − A {_diff(t)}; mean E[L]: A {_est(e.a)}, B {_est(e.b)}, "
-              f"B − A {_diff(e)}"), ""]
+    depths, means = depth_analysis(cmp.table)
+    lines += [cmp.divergence.sentence, "", *markdown(depths), "", *markdown(means), ""]
     context = {True: "the same context", False: "different contexts (the texts parted before it)",
                None: "contexts not known to be the same"}
     lines += [(f"**Round {rc.index}** ({context[rc.same_context]}): {rc.count(BOTH)} nodes in both trees, "

@@ -42,23 +42,14 @@ def _round_row(c) -> dict:
 
 
 def _num(x, digits: int = 3, sign: bool = False) -> str:
-    if x is None:
-        return "-"
-    return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+    from ..engine.records.table import Column
+    from ..render.table import cell
 
-
-def _est(e) -> str:
-    """An estimate as `mean ± se`."""
-    return "-" if e.mean is None else f"{e.mean:.3f}" + ("" if e.se is None else f" ± {e.se:.3f}")
-
-
-def _diff(c) -> str:
-    return "-" if c.diff is None else f"{c.diff:+.3f}" + ("" if c.se is None else f" ± {c.se:.3f}")
+    return cell(x, Column("", "", "signed" if sign else "number", digits))
 
 
 def compare_text(cmp, rounds: list, detail, files: tuple[str, str]) -> list[str]:
     """What `tevviz compare` prints: the runs, where their texts part, the per-depth table, the rounds."""
-    from ..engine.records.round_numbers import NUMBERS
     from ..engine.records.run_compare import A_ONLY, B_ONLY, BOTH
 
     a, b = cmp.a, cmp.b
@@ -66,19 +57,11 @@ def compare_text(cmp, rounds: list, detail, files: tuple[str, str]) -> list[str]
              f"B: {files[1]} ({len(b.rounds)} rounds, {len(b.token_ids)} tokens)"]
     if cmp.settings:
         lines.append("settings that differ: " + "; ".join(f"{k} {x} -> {y}" for k, x, y in cmp.settings))
-    lines += [cmp.divergence.sentence, "",
-              "acceptance by depth (B - A; standard errors over rounds, the two runs taken as independent)",
-              "  conditional: of the rounds that reached depth d - 1, the share that accepted at d",
-              "  marginal: the share of all rounds that reached depth d",
-              (f"{'depth':>5}  {'conditional A':>15} {'conditional B':>15} {'B - A':>16}  "
-              f"{'marginal A':>15} {'marginal B':>15} {'B - A':>16}")]
-    for r in cmp.table.rows:
-        c, m = r.conditional, r.marginal
-        lines.append(f"{r.depth:>5}  {_est(c.a):>15} {_est(c.b):>15} {_diff(c):>16}  "
-                     f"{_est(m.a):>15} {_est(m.b):>15} {_diff(m):>16}")
-    for label, c in ((NUMBERS["L"].heading, cmp.table.tau), (NUMBERS["expected_length"].heading,
-                                                             cmp.table.expected_length)):
-        lines.append(f"{label}: A {_est(c.a)} ({c.a.n} rounds), B {_est(c.b)} ({c.b.n} rounds), B - A {_diff(c)}")
+    from ..engine.records.run_depths import depth_analysis
+    from ..render.table import text
+
+    depths, means = depth_analysis(cmp.table)
+    lines += [cmp.divergence.sentence, "", *text(depths), "", *text(means)]
     lines += ["", (f"{'round':>5} {'context':>8} {'both':>5} {'A only':>6} {'B only':>6} {'C_p A':>7} {'C_p B':>7} "
               f"{'B - A':>7} {'E[L] B-A':>8} {'L A':>4} {'L B':>4}")]
     context = {True: "same", False: "differs", None: "?"}

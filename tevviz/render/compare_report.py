@@ -14,12 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from tevviz.engine.records.run_compare import A_ONLY, B_ONLY, BOTH, SETTING_KEYS, RoundComparison, RunComparison
+from tevviz.engine.records.run_depths import depth_analysis
 from tevviz.engine.records.speed import speed_breakdown
+from tevviz.engine.records.table import Column
 from tevviz.files import atomic_write
 from tevviz.render.compare_figure import colorscale_stops, metric_values, node_hover, shared_layout, side_figure_dicts
 from tevviz.render.graph import METRICS
 from tevviz.render.page import PAGE, STYLE, gzip_base64, plotly_blob, unpack_script
 from tevviz.render.report import _esc, _setting
+from tevviz.render.table import cell
+from tevviz.render.table import html as table_html
 
 COLOUR_METRICS = ("P", "w", "q")  # the metrics the page can colour both trees by, besides the side
 CURVE_COLOURS = ("#1f77b4", "#ff7f0e")
@@ -86,9 +90,7 @@ def _caption(c: RoundComparison) -> str:
 
 
 def _n(x: float | None, sign: bool = False) -> str:
-    if x is None:
-        return "–"
-    return f"{x:+.3f}" if sign else f"{x:.3f}"
+    return cell(x, Column("", "", "signed" if sign else "number"))
 
 
 def _depth_figure(cmp: RunComparison) -> dict[str, Any]:
@@ -134,37 +136,18 @@ def _texts(cmp: RunComparison) -> str:
             f'<pre id="text-b">{_esc(b.text)}</pre></div></div>')
 
 
-def _est(e) -> str:
-    return "–" if e.mean is None else f"{e.mean:.3f}" + ("" if e.se is None else f" ± {e.se:.3f}")
-
-
-def _diff(c) -> str:
-    return "–" if c.diff is None else f"{c.diff:+.3f}" + ("" if c.se is None else f" ± {c.se:.3f}")
-
-
 def _summary(cmp: RunComparison) -> str:
-    t = cmp.table
-    an, bn = _esc(cmp.a.name), _esc(cmp.b.name)
-    head = f"<tr><th></th><th>{an}</th><th>{bn}</th><th>{bn} − {an}</th></tr>"
-    rows = [f"<tr><th>{label}</th><td>{_est(c.a)} ({c.a.n} rounds)</td><td>{_est(c.b)} ({c.b.n} rounds)</td>"
-            f"<td>{_diff(c)}</td></tr>" for label, c in (("tau (mean L)", t.tau), ("mean E[L]", t.expected_length))]
+    depths, means = depth_analysis(cmp.table, cmp.a.name, cmp.b.name)
     speeds = [speed_breakdown(run.rounds) for run in (cmp.a, cmp.b)]
+    speed = ""
     if all(s.tokens and s.recorded_ms_per_token > 0 for s in speeds):
         per_token = lambda s: " / ".join(f"{v:.2f}" for v in s.stage_ms_per_token.values())
-        rows.append("<tr><th>ms per token from the recorded stage times (draft / target / verify / other)</th>"
-                    + "".join(f"<td>{s.recorded_ms_per_token:.2f} ({per_token(s)})</td>" for s in speeds)
-                    + f"<td>{speeds[1].recorded_ms_per_token - speeds[0].recorded_ms_per_token:+.2f}</td></tr>")
-    depth_head = (f"<tr><th>depth</th><th>conditional {an}</th><th>conditional {bn}</th><th>B − A</th>"
-                  f"<th>marginal {an}</th><th>marginal {bn}</th><th>B − A</th></tr>")
-    depth_rows = [f'<tr id="depth-{r.depth}"><td>{r.depth}</td><td>{_est(r.conditional.a)}</td>'
-                  f"<td>{_est(r.conditional.b)}</td><td>{_diff(r.conditional)}</td><td>{_est(r.marginal.a)}</td>"
-                  f"<td>{_est(r.marginal.b)}</td><td>{_diff(r.marginal)}</td></tr>" for r in t.rows]
-    return (f'<h2>Both runs</h2>\n<p class="note">Standard errors over rounds, the two runs taken as independent. '
-            "Conditional: of the rounds whose block reached depth d − 1, the share that accepted a token at d; "
-            "marginal: the share of all rounds whose block reached d.</p>\n"
-            f'<table class="rounds" id="summary">{head}{"".join(rows)}</table>\n'
-            f'<div class="plot" id="depth"></div>\n'
-            f'<table class="rounds" id="depths">{depth_head}{"".join(depth_rows)}</table>')
+        speed = ('<p class="note">ms per token from the recorded stage times (draft / target / verify / other): '
+                 + ", ".join(f"{_esc(run.name)} {s.recorded_ms_per_token:.2f} ({per_token(s)})"
+                             for run, s in zip((cmp.a, cmp.b), speeds))
+                 + f", B − A {speeds[1].recorded_ms_per_token - speeds[0].recorded_ms_per_token:+.2f}</p>")
+    return (f"<h2>Both runs</h2>\n{table_html(means)}\n{speed}\n"
+            f'<div class="plot" id="depth"></div>\n{table_html(depths)}')
 
 
 def _tree_controls(rounds: list[RoundComparison]) -> str:

@@ -7,8 +7,10 @@ import math
 from dataclasses import asdict, dataclass
 
 from .records import RoundRecord
+from .round_numbers import NUMBERS
 from .stats import Estimate, share
 from .summary import acceptance_curves
+from .table import Column, Table
 
 
 @dataclass(frozen=True)
@@ -76,3 +78,26 @@ def depth_table(a: list[RoundRecord], b: list[RoundRecord]) -> DepthTable:
                       Contrast(lengths(a), lengths(b)))
 
 
+
+
+DEPTH_NOTE = ("Conditional: of the rounds whose block reached depth d - 1, the share that accepted a token at d; "
+              "marginal: the share of all rounds whose block reached d. ± one standard error over rounds, the two "
+              "runs taken as independent.")
+
+
+def depth_analysis(t: DepthTable, a: str = "A", b: str = "B") -> tuple[Table, Table]:
+    """The analysis of two runs' rounds as two tables: acceptance by depth (both curves, B - A), and tau and mean E[L]
+    (their headings the registry's) with B - A; `a` and `b` name the runs."""
+    cols = (Column("depth", "depth", "count"), Column("cond_a", f"conditional {a}", "estimate"),
+            Column("cond_b", f"conditional {b}", "estimate"), Column("cond_d", "B − A", "difference"),
+            Column("marg_a", f"marginal {a}", "estimate"), Column("marg_b", f"marginal {b}", "estimate"),
+            Column("marg_d", "B − A", "difference"))
+    rows = tuple({"depth": r.depth, "cond_a": r.conditional.a, "cond_b": r.conditional.b, "cond_d": r.conditional,
+                  "marg_a": r.marginal.a, "marg_b": r.marginal.b, "marg_d": r.marginal} for r in t.rows)
+    depths = Table("acceptance by depth", cols, rows, (DEPTH_NOTE,), id="depths",
+                   row_ids=tuple(f"depth-{r.depth}" for r in t.rows))
+    number = (Column("number", "", "text"), Column("a", a, "estimate"), Column("n_a", f"{a} rounds", "count"),
+              Column("b", b, "estimate"), Column("n_b", f"{b} rounds", "count"), Column("d", "B − A", "difference"))
+    means = tuple({"number": NUMBERS[k].heading, "a": c.a, "n_a": c.a.n, "b": c.b, "n_b": c.b.n, "d": c}
+                  for k, c in (("L", t.tau), ("expected_length", t.expected_length)))
+    return depths, Table("both runs over their rounds", number, means, id="summary")

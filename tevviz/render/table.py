@@ -1,0 +1,64 @@
+"""Any engine Table (engine/records/table.py) as text, markdown or HTML: one way to write a value of each column kind,
+one dash for a missing value, whatever the face."""
+
+from __future__ import annotations
+
+import html as _html
+
+from ..engine.records.table import Column, Table
+
+DASH = "—"
+
+
+def cell(value, column: Column) -> str:
+    """A value as its column writes it: `mean ± se` for an estimate, a signed `diff ± se` for a difference."""
+    d = column.digits
+    if value is None:
+        return DASH
+    if column.kind == "estimate":
+        if value.mean is None:
+            return DASH
+        return f"{value.mean:.{d}f}" + ("" if value.se is None else f" ± {value.se:.{d}f}")
+    if column.kind == "difference":
+        if value.diff is None:
+            return DASH
+        return f"{value.diff:+.{d}f}" + ("" if value.se is None else f" ± {value.se:.{d}f}")
+    if column.kind == "number":
+        return f"{value:.{d}f}"
+    if column.kind == "signed":
+        return f"{value:+.{d}f}"
+    return str(value)
+
+
+def _cells(table: Table) -> list[list[str]]:
+    return [[cell(row[c.key], c) for c in table.columns] for row in table.rows]
+
+
+def text(table: Table) -> list[str]:
+    """Aligned plain-text lines: the title, the header, the rows, then the notes."""
+    heads = [c.heading for c in table.columns]
+    rows = _cells(table)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(heads)]
+    line = lambda xs: "  ".join(x.rjust(w) for x, w in zip(xs, widths)).rstrip()
+    return [table.title, line(heads), *(line(r) for r in rows), *(f"  {n}" for n in table.notes)]
+
+
+def markdown(table: Table) -> list[str]:
+    """A markdown table under its title in bold, the notes in italics after it."""
+    esc = lambda s: s.replace("|", "\\|")
+    lines = [f"**{table.title}**", "", "| " + " | ".join(esc(c.heading) for c in table.columns) + " |",
+             "|" + "---|" * len(table.columns)]
+    lines += ["| " + " | ".join(esc(x) for x in r) + " |" for r in _cells(table)]
+    return lines + ([""] + [f"*{n}*" for n in table.notes] if table.notes else [])
+
+
+def html(table: Table) -> str:
+    """An HTML table (class `rounds`, the table's id and row ids where given) under an h3 title, notes after it."""
+    e = _html.escape
+    head = "<tr>" + "".join(f"<th>{e(c.heading)}</th>" for c in table.columns) + "</tr>"
+    ids = table.row_ids or ("",) * len(table.rows)
+    body = "".join((f'<tr id="{e(i)}">' if i else "<tr>") + "".join(f"<td>{e(x)}</td>" for x in r) + "</tr>"
+                   for i, r in zip(ids, _cells(table)))
+    tid = f' id="{e(table.id)}"' if table.id else ""
+    notes = "".join(f'<p class="note">{e(n)}</p>' for n in table.notes)
+    return f"<h3>{e(table.title)}</h3>\n<table class=\"rounds\"{tid}>{head}{body}</table>\n{notes}"
