@@ -24,10 +24,11 @@ from common import best_first, tree_decode
 
 from tevviz.engine.core.few_rows import few_rows
 from tevviz.engine.decode.pass_costs import draft_level_ms, target_pass_ms
+from tevviz.engine.decode.start import decode_start
 from tevviz.engine.draft.builders import BuilderConfig
 from tevviz.engine.draft.drafters import drafter_kind_of
 from tevviz.engine.load.models import ModelPair, load_model
-from tevviz.engine.load.pairs import AUTO_LIMIT, decode_start, pair_of_target
+from tevviz.engine.load.pairs import AUTO_LIMIT, pair_of_target
 from tevviz.engine.load.threads import TORCH_DEFAULT_THREADS, thread_count
 from tevviz.engine.records.speed import PassCosts, ideal_speed
 

@@ -1,6 +1,6 @@
-"""Where a decode starts: `tevviz decode`, the notebook API and the app's Decode tab take the loaded named pair's
-measured best setting at the temperature given (engine/load/pairs.py), any other pair --budget auto on the drafter's own
-builder; a flag the user gives always wins."""
+"""Where a decode starts (engine/decode/start.py): `tevviz decode`, the notebook API and the app's Decode tab take the
+loaded named pair's measured best setting at the temperature given (engine/load/pairs.py), any other pair --budget auto
+on the drafter's own builder; a flag the user gives always wins."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tevviz.app import build_demo
 from tevviz.app.source import PairSource
 from tevviz.cli import build_parser
 from tevviz.engine import ModelSource
+from tevviz.engine.decode.start import decode_start
 from tevviz.engine.draft.drafters import drafter_kind
 from tevviz.engine.load.pairs import (
     AUTO_LIMIT,
@@ -24,7 +25,6 @@ from tevviz.engine.load.pairs import (
     NAMED_PAIRS,
     DecodeDefaults,
     decode_defaults,
-    decode_start,
 )
 from tevviz.engine.records.speed import PassCosts, ideal_round_ms, ideal_speed, level_rows
 from tevviz.options import decode_config_from_args

@@ -43,9 +43,9 @@ def test_the_result_files_named_beside_the_defaults_exist():
 
 
 def test_an_eagle3_head_starts_on_eagles_own_tree_sizes():
+    from tevviz.engine.decode.start import decode_start
     from tevviz.engine.draft.drafters import drafter_kind
     from tevviz.engine.draft.eagle_tree import DEFAULTS
-    from tevviz.engine.load.pairs import decode_start
 
     head = drafter_kind("eagle3")
     start = decode_start(None, 0.0, head, head.folder_depth(None))

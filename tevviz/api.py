@@ -11,10 +11,11 @@ import plotly.graph_objects as go
 
 from .engine.core.sampling import SamplingConfig
 from .engine.decode.session import DecodeConfig, DecodeSession, encode_prompt, has_chat_template
+from .engine.decode.start import decode_start
 from .engine.draft.builders import BuilderConfig
 from .engine.draft.drafters import drafter_kind_of
 from .engine.load.models import ModelPair, ModelSource
-from .engine.load.pairs import AUTO_LIMIT, FIXED_BUDGET, DecodeDefaults, decode_start, pair_of_target
+from .engine.load.pairs import AUTO_LIMIT, FIXED_BUDGET, DecodeDefaults, pair_of_target
 from .engine.records import io as tio
 from .engine.records.records import RoundRecord
 from .render.tree_figure import tree_figure
@@ -65,8 +66,8 @@ def session(pair: ModelPair, prompt: str, *, temperature: float = 0.0, top_k: in
 
 def start_settings(pair: ModelPair, temperature: float, builder=None, verifier=None, budget=None, depth=None,
                    options: dict | None = None, stop_below: float | None = None) -> DecodeDefaults:
-    """The settings `session` decodes with (engine/load/pairs.py's decode_start for the loaded pair); `options` may hold
-    the older spelling auto=True with `budget` as the limit (moved to options["budget_limit"])."""
+    """The settings `session` decodes with (engine/decode/start.py's decode_start for the loaded pair); `options` may
+    hold the older spelling auto=True with `budget` as the limit (moved to options["budget_limit"])."""
     options = {} if options is None else options
     auto = options.pop("auto", None)
     if auto and budget not in (None, "auto"):

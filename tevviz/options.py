@@ -35,10 +35,11 @@ def drafter_tree(args, depth: int, source=None) -> tuple[str, int]:
 
 def start_from_args(args, target: str, draft: str, kind):
     """The builder, verifier, budget and depth a decode runs with: the flags given, the rest the loaded pair's
-    measured best at --temperature (engine/load/pairs.py), or --budget auto on the drafter's own builder for another
+    measured best at --temperature (engine/decode/start.py), or --budget auto on the drafter's own builder for another
     pair. A scan starts at the drafter's own builder at a fixed B: its records must not depend on the machine's
     timings. `target` and `draft` are the source's resolved folders, `kind` the draft's DrafterKind."""
-    from .engine.load.pairs import FIXED_BUDGET, decode_start, pair_of_target
+    from .engine.decode.start import decode_start
+    from .engine.load.pairs import FIXED_BUDGET, pair_of_target
 
     own_depth = kind.folder_depth(Path(draft).expanduser())
     scan = getattr(args, "command", None) == "scan"

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine import ModelPair, ModelSource, TevvizError, with_draft
-from ..engine.load.pairs import DecodeDefaults, assets_dir, decode_start, named_pair, pair_of_target
+from ..engine.decode.start import decode_start
+from ..engine.load.pairs import DecodeDefaults, assets_dir, named_pair, pair_of_target
 
 _PAIRS: dict[tuple, ModelPair] = {}
 _PAIRS_LOCK = threading.Lock()

@@ -1,1 +1,1 @@
-"""A decoding session round by round, its streams, the sizing policy of its rounds, and what its forwards cost."""
+"""Where a decode starts, a decoding session round by round, its streams, the sizing of its rounds, and their costs."""
