@@ -202,7 +202,7 @@ def test_undefined_values_are_left_out_by_construction():
     s = summarize(chains)
     assert s.mean_gap is None and s.bounded_rounds == 0 and s.mean_optimal == pytest.approx(0.9)
     stats = prompt_stats("p", "c", 0, chains, 1.0)
-    assert stats.gap is None and stats.optimal == pytest.approx(1.9)
+    assert stats.gap is None and stats.optimal_ceiling == pytest.approx(1.9)
     group = group_stats("all", [stats, prompt_stats("q", "c", 1, rounds, 1.0)])
     assert group.gap.n == 1 and group.gap.mean == pytest.approx(0.4)
 

@@ -163,7 +163,7 @@ _NUMBERS = (
     RoundNumber("optimal_ceiling", "1 + C_p*", "one plus the optimal tree's coverage: a ceiling on E[L] where that "
                 "tree bounds the round, on a speculative chain only the best fixed tree of its budget", "tokens",
                 _optimal(lambda o: 1 + o.C_p), needs_optimal=True, undefined="no optimal tree",
-                session="mean_optimal_ceiling", scan="optimal", column=True),
+                session="mean_optimal_ceiling", scan="optimal_ceiling", column=True),
     RoundNumber("gap", "drafter gap", "C_p* - C_p, the expected block length the drafter lost at its budget; "
                 "undefined where C_p* bounds nothing (a speculative chain)", "tokens",
                 lambda r: None if (g := r.coverage_gap()) is None else g.gap, needs_optimal=True,
