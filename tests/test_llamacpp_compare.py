@@ -184,3 +184,43 @@ def test_unpack_source_takes_the_llama_cpp_folder(tmp_path):
     unpack_source(archive, cache.source)
     assert cache.has_source() and (cache.converter.read_text() == "# converter")
     assert not (cache.source / "setup.py").exists()
+
+
+def _run_args(*argv: str):
+    import argparse
+
+    from tevviz.commands.engine_run import add_parsers
+
+    actions = argparse.ArgumentParser().add_subparsers(dest="engine_command")
+    add_parsers(actions)
+    return actions.choices["run"].parse_args(["llama.cpp", *argv])
+
+
+@pytest.mark.parametrize("argv, said", [
+    (("--depth", "0"), "--depth must be in [1, 16]"),
+    (("--max-new-tokens", "1"), "max new tokens must be an integer of at least 2"),
+    (("--temperature", "-1"), "--temperature must be at least 0"),
+    (("--llama-server", "/nonexistent/llama-server"), "is not an executable file"),
+])
+def test_engine_run_refuses_bad_input_before_any_work(argv, said, tmp_path, monkeypatch):
+    from tevviz.commands.engine_run import cmd_engine_run
+
+    monkeypatch.chdir(tmp_path)
+    args = _run_args(*argv)
+    with pytest.raises(TevvizError, match=said.replace("[", r"\[").replace("]", r"\]")):
+        cmd_engine_run(args)
+    assert not getattr(args, "started", False) and not list(tmp_path.iterdir())  # nothing written
+
+
+def test_engine_run_refuses_a_block_drafter_saying_why(tmp_path, monkeypatch):
+    from tevviz.commands.engine_run import cmd_engine_run
+    from tevviz.engine.load.models import assets_dir
+
+    server = tmp_path / "llama-server"
+    server.write_text("#!/bin/sh\n")
+    os.chmod(server, stat.S_IRWXU)
+    monkeypatch.setattr("tevviz.engine.engines.llamacpp_build.find_source", lambda cache=None: tmp_path)
+    args = _run_args("--llama-server", str(server), "--draft",
+                     str(assets_dir() / "models" / "tevviz-stdlib-block-draft"))
+    with pytest.raises(TevvizError, match="draft-dflash .* no like-for-like run"):
+        cmd_engine_run(args)
