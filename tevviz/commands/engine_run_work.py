@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..engine.engines.llamacpp_compare import acceptance, first_part, verdict
 from ..engine.engines.llamacpp_run import Speed, speedup
+from ..engine.errors import TevvizError
 
 WARM_TOKENS = 8  # a short first request on each side, untimed: first-call costs are not decoding speed
 
@@ -20,7 +21,10 @@ def _status(text: str) -> None:
 def _tokenizer_cause(server, tokenizer, ids: list[int]) -> str:
     """Whether llama.cpp's own tokenizer reads the templated prompt text back to tevviz's ids."""
     text = tokenizer.decode(ids)
-    theirs = server.tokenize(text)
+    try:
+        theirs = server.tokenize(text)
+    except TevvizError as e:  # a server of the user's own without /tokenize
+        return f"tokenizer: not checked ({e})"
     if list(theirs) == list(ids):
         return ("tokenizer: llama.cpp's tokenizer gives the same ids for the templated prompt text (both engines read "
                 "the same ids here in any case: they are sent as ids)")
