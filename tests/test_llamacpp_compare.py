@@ -224,3 +224,35 @@ def test_engine_run_refuses_a_block_drafter_saying_why(tmp_path, monkeypatch):
                      str(assets_dir() / "models" / "tevviz-stdlib-block-draft"))
     with pytest.raises(TevvizError, match="draft-dflash .* no like-for-like run"):
         cmd_engine_run(args)
+
+
+FAKE_CMAKE = """#!/bin/sh
+# configure: -S SRC -B BUILD ...; build: --build BUILD --target llama-server -j N
+if [ "$1" = "--build" ]; then
+  echo "[ 10%] Building CXX object a.o"; echo "[ 50%] Building CXX object b.o"
+  mkdir -p "$2/bin" && printf '#!/bin/sh\\necho version: 1\\n' > "$2/bin/llama-server" && chmod +x "$2/bin/llama-server"
+  echo "[100%] Built target llama-server"
+else
+  echo "-- Configuring done"; touch "$4/CMakeCache.txt"
+fi
+"""
+
+
+def test_install_builds_once_then_reuses(tmp_path, monkeypatch):
+    from tevviz.engine.engines.llamacpp_build import install
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "cmake").write_text(FAKE_CMAKE)
+    os.chmod(bin_dir / "cmake", stat.S_IRWXU)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    source = tmp_path / "src" / "llama.cpp"
+    (source / "gguf-py").mkdir(parents=True)
+    (source / "convert_hf_to_gguf.py").write_text("# converter")
+    cache = LlamaCpp(build=3, root=tmp_path / "cache")
+    got, built = install(str(source.parent), jobs=1, quiet=True, cache=cache)
+    assert built and got.has_server() and got.has_source()
+    log = (cache.build_dir / "build.log").read_text()
+    assert "-DLLAMA_CURL=OFF" in log and "[ 50%]" in log and "--target llama-server -j 1" in log
+    (bin_dir / "cmake").write_text("#!/bin/sh\nexit 9\n")  # a second install must not build
+    assert install(None, quiet=True, cache=cache) == (cache, False)
