@@ -5,7 +5,8 @@ from __future__ import annotations
 from common import best_first, parser, setup, table, tree_decode, write
 
 from tevviz.engine.core.sampling import SamplingConfig
-from tevviz.engine.decode.session import DecodeConfig, autoregressive
+from tevviz.engine.decode.plain import autoregressive
+from tevviz.engine.decode.session import DecodeConfig
 
 
 def main() -> None:

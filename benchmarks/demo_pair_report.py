@@ -12,7 +12,7 @@ import time
 import torch
 from common import best_first, parser, setup, table, tree_decode, write
 
-from tevviz.engine.decode.session import autoregressive
+from tevviz.engine.decode.plain import autoregressive
 from tevviz.engine.load.models import assets_dir
 from tevviz.engine.train.evaluation import evaluate
 

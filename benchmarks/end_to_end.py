@@ -40,7 +40,8 @@ def hf_generate(pair: ModelPair, ids, n: int, temperature: float, assistant=None
 
 def own_autoregressive(pair: ModelPair, ids, n: int, temperature: float, seed: int):
     from tevviz.engine.core.sampling import SamplingConfig
-    from tevviz.engine.decode.session import DecodeConfig, autoregressive
+    from tevviz.engine.decode.plain import autoregressive
+    from tevviz.engine.decode.session import DecodeConfig
 
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), max_new_tokens=n, seed=seed, stop_on_eos=False)
     return len(autoregressive(pair, ids, cfg).token_ids), None

@@ -18,7 +18,8 @@ from conftest import greedy_generate, random_prompts, tiny_pair
 from tevviz.engine import BuilderConfig, SamplingConfig
 from tevviz.engine.core import few_rows
 from tevviz.engine.core.few_rows import layer_rows, pays
-from tevviz.engine.decode.session import DecodeConfig, DecodeSession, autoregressive
+from tevviz.engine.decode.plain import autoregressive
+from tevviz.engine.decode.session import DecodeConfig, DecodeSession
 
 
 @pytest.fixture

@@ -49,7 +49,8 @@ def test_without_baseline_or_rounds():
 def test_breakdown_adds_up_to_the_measured_time_per_token(llama_pair, one_thread):
     """A session timed as the app times it (wall time around each Step): the stages per token add up to it."""
     from tevviz.engine.core.sampling import SamplingConfig
-    from tevviz.engine.decode.session import DecodeConfig, DecodeSession, autoregressive
+    from tevviz.engine.decode.plain import autoregressive
+    from tevviz.engine.decode.session import DecodeConfig, DecodeSession
     from tevviz.engine.draft.builders import BuilderConfig
 
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), builder=BuilderConfig(budget=16, depth=4),

@@ -321,7 +321,3 @@ class DecodeSession:
         while not self.done and (rounds is None or len(out) < rounds):
             out.append(self.step())
         return out
-
-
-# Plain decoding lives in plain.py; these names stay importable from here, where they were first.
-from .plain import BaselineResult, autoregressive  # noqa: F401
