@@ -65,3 +65,22 @@ def test_a_config_as_transformers_writes_it_loads(target):
     assert parse_config(cfg, "draft", target).target_layer_ids == (0, 2)
     same_size = cfg | {"dflash_config": cfg["dflash_config"] | {"block_size": cfg["block_size"]}}
     assert parse_config(same_size, "draft", target).block_size == cfg["block_size"]
+
+
+@pytest.mark.parametrize("extra, said", [
+    ({"num_hiden_layers": 2}, "'num_hiden_layers' is not one tevviz knows; did you mean 'num_hidden_layers'?"),
+    ({"rope_thetta": 1e6}, "did you mean 'rope_theta'?"),
+    ({"block_sizes": 8}, "did you mean 'block_size'?"),
+    ({"target_layer_ids": [1, 2]}, "target_layer_ids [1, 2] sits at the top level"),
+])
+def test_a_misspelt_or_misplaced_field_is_refused_not_ignored(target, extra, said):
+    with pytest.raises(TevvizError, match=said.replace("[", r"\[").replace("]", r"\]").replace("?", r"\?")):
+        parse_config(dflash_config() | extra, "draft", target)
+
+
+def test_fields_other_transformers_releases_write_are_left_alone(target):
+    older = {"torch_dtype": "bfloat16", "auto_map": {"AutoModel": "dflash.DFlashDraftModel"}, "use_bfloat16": False,
+             "tie_encoder_decoder": False, "return_dict_in_generate": False, "max_length": 20, "pretraining_tp": 1}
+    assert parse_config(dflash_config() | older, "draft", target).block_size == dflash_config()["block_size"]
+    same = dflash_config()
+    assert parse_config(same | {"target_layer_ids": same["dflash_config"]["target_layer_ids"]}, "draft", target)

@@ -4,11 +4,19 @@ decoder fields the drafter either honours or cannot honour (sliding windows, dro
 
 from __future__ import annotations
 
+import difflib
 import math
 
 from ..errors import TevvizError
 
 DFLASH_KEYS = ("mask_token_id", "target_layer_ids", "block_size")
+# The decoder fields a block drafter reads or checks (a Qwen3 config's), and DFlash's own at the top level
+READ = ("architectures", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "num_key_value_heads", "head_dim", "hidden_act", "rms_norm_eps", "rope_theta", "rope_scaling",
+        "rope_parameters", "max_position_embeddings", "vocab_size", "attention_bias", "attention_dropout",
+        "tie_word_embeddings", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types",
+        "initializer_range", "torch_dtype", "dtype", "num_target_layers", "bos_token_id", "eos_token_id",
+        "pad_token_id", "use_cache")
 DTYPES = ("float32", "float16", "bfloat16", "float64", "auto")
 
 
@@ -26,6 +34,7 @@ def check_block_fields(raw: dict, where: str) -> None:
         if "block_size" in dcfg and "block_size" in raw and dcfg["block_size"] != raw["block_size"]:
             raise TevvizError(f"{where}: block_size {raw['block_size']!r} and dflash_config.block_size "
                               f"{dcfg['block_size']!r} disagree")
+    _check_names(raw, where)
     if raw.get("num_target_layers") is not None and not _positive_int(raw["num_target_layers"]):
         raise TevvizError(f"{where}: config field num_target_layers must be a positive integer, got "
                           f"{raw['num_target_layers']!r}")
@@ -49,6 +58,21 @@ def check_block_fields(raw: dict, where: str) -> None:
     for key in ("rope_scaling", "rope_parameters"):
         if raw.get(key) is not None and not isinstance(raw[key], dict):
             raise TevvizError(f"{where}: config field {key} must be an object or null, got {raw[key]!r}")
+
+
+def _check_names(raw: dict, where: str) -> None:
+    """A field a drafter would silently go without: DFlash's ids outside dflash_config (the default ids would be
+    read instead), or a name one slip away from a field tevviz reads (`num_hiden_layers`). Other names are left
+    alone: configs written by other transformers releases carry fields of their own."""
+    dcfg = raw.get("dflash_config") if isinstance(raw.get("dflash_config"), dict) else {}
+    if "target_layer_ids" in raw and dcfg.get("target_layer_ids") != raw["target_layer_ids"]:
+        raise TevvizError(f"{where}: target_layer_ids {raw['target_layer_ids']!r} sits at the top level, where DFlash "
+                          "does not read it; it belongs in dflash_config.target_layer_ids")
+    known = set(READ) | set(DFLASH_KEYS) | {"dflash_config"}
+    for name in sorted(set(raw) - known):
+        near = difflib.get_close_matches(str(name), sorted(known), n=1, cutoff=0.85)
+        if near:
+            raise TevvizError(f"{where}: config field {name!r} is not one tevviz knows; did you mean {near[0]!r}?")
 
 
 def _check_windows(raw: dict, where: str) -> None:
