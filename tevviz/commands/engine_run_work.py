@@ -129,7 +129,7 @@ def run_both(args, source, server_bin: Path, llama_source: Path, rows: list[dict
     by_id = {str(r["id"]): i for i, r in enumerate(rows)}
     # the first parts explained, first; the rest are listed in `parts`
     explained = [part_cause(pair, ids[by_id[p.prompt]], runs["llama.cpp"][by_id[p.prompt]],
-                            runs["tevviz"][by_id[p.prompt]], p, causal_draft=kind == "autoregressive")
+                            runs["tevviz"][by_id[p.prompt]], p)
                  for p in parts[:3]]
     causes = explained + causes
     judged = verdict(llama, tev, parts, greedy, tuple(causes))

@@ -24,16 +24,15 @@ def _tie(tops: list[tuple[int, float]], text) -> tuple[str, bool]:
     return f"{text(a)!r} {pa:.4f} and {text(b)!r} {pb:.4f}", pa - pb < NEAR_TIE
 
 
-def part_cause(pair, prompt_ids: list[int], llama: PromptRun, tev: PromptRun, part: Part,
-               causal_draft: bool) -> str:
+def part_cause(pair, prompt_ids: list[int], llama: PromptRun, tev: PromptRun, part: Part) -> str:
     """One sentence on the part of one prompt: where, what each engine did, and the likely cause."""
     def text(t: int) -> str:
         return pair.tokenizer.decode([t])
 
     where = f"prompt {part.prompt}, round {part.round}"
     if part.end_token:
-        return (f"{where}: the same tokens, ending in the end token {text(part.blocks[1][-1])!r}, which tevviz counts as "
-                f"an accepted draft token ({part.accepted[1]} accepted) and llama.cpp as the target's own "
+        return (f"{where}: the same tokens, ending in the end token {text(part.blocks[1][-1])!r}, which tevviz "
+                f"counts as an accepted draft token ({part.accepted[1]} accepted) and llama.cpp as the target's own "
                 f"({part.accepted[0]}): llama.cpp accepts a drafted end-of-generation token only as the draft's last "
                 "(common/sampling.cpp, common_sampler_sample_and_accept_n)")
     if part.what == "tokens":
@@ -51,12 +50,34 @@ def part_cause(pair, prompt_ids: list[int], llama: PromptRun, tev: PromptRun, pa
     j = min(acc) + 1 if acc else 1
     said = (f"{where}: the same tokens, but llama.cpp accepted {part.accepted[0]} drafted tokens and tevviz "
             f"{part.accepted[1]}")
-    if not causal_draft:
+    tops = draft_top_two(pair, prompt_ids + list(tev.tokens[: part.position]), tev.tokens[part.position:], j)
+    if tops is None:
         return said + f" (the drafts part at position {j} of the chain)"
-    ctx = prompt_ids + list(tev.tokens[: part.position + j - 1])
-    if len(ctx) - len(prompt_ids) > len(tev.tokens):
-        return said
-    both, tie = _tie(top_two(pair.draft, ctx), text)
+    both, tie = _tie(tops, text)
     why = ("a near tie, which float32 rounding can swap (precision)" if tie else
-           "not a near tie: the engines do not draft with the same drafter (weights or conversion)")
+           "not a near tie: the engines do not draft with the same drafter (weights, conversion or layer reading)")
     return f"{said}; at draft position {j} the drafter's two most likely tokens are {both}: {why}"
+
+
+def draft_top_two(pair, context: list[int], path: tuple[int, ...], j: int) -> list[tuple[int, float]] | None:
+    """The drafter's two most likely tokens at chain position `j` of a round drafted after `context`, below the
+    chain's first j - 1 tokens `path[:j - 1]`: read off a best-first tree of two children a node grown from the same
+    context, whatever the drafter's kind (an EAGLE-3 head drafts deeper levels from its own states, not the target's).
+    None where that tree does not hold the chain's node."""
+    import math
+
+    from ..core.sampling import SamplingConfig
+    from ..decode.session import DecodeConfig, DecodeSession
+    from ..draft.builders import BuilderConfig
+
+    tree = BuilderConfig(kind="best-first", budget=min(2 ** (j + 1) - 2, 64), depth=j, children=2, width=2 ** j)
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), builder=tree, max_new_tokens=j + 1, missing_top=0)
+    record = DecodeSession(pair, context, cfg).step()
+    node = 0
+    for token in path[: j - 1]:
+        node = next((v for v, (t, p) in enumerate(zip(record.tokens, record.parents)) if p == node and t == token), -1)
+        if node < 0:
+            return None
+    kids = sorted(((math.exp(q), t) for t, p, q in zip(record.tokens, record.parents, record.draft_logprobs)
+                   if p == node), reverse=True)
+    return [(t, q) for q, t in kids[:2]] if len(kids) >= 2 else None
