@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -61,4 +62,6 @@ def test_progress_is_shown_on_a_terminal(tmp_path, capsys, monkeypatch):
     code = main(["eval", "--prompts", str(prompt_file(tmp_path, 6)), "--temperatures", "0,1",
                  "--max-new-tokens", "4", "--budget", "4", "--threads", "1"])
     err = capsys.readouterr().err
-    assert code == 0 and "12/12" in err and "T = 1" in err and "prompt/s" in err
+    # tqdm draws at most every 0.1 s: some count of the 12 prompts, the time left and the rate (its last draw may
+    # be skipped on a fast machine, so no particular count is asserted)
+    assert code == 0 and re.search(r"\d+/12 \[\d+:\d+<\d+:\d+", err) and "T = 1" in err and "prompt/s" in err
