@@ -11,9 +11,9 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 
 from tevviz.engine.core.kv import causal_visibility, keep_entries, new_cache
 from tevviz.engine.draft import fast_draft
+from tevviz.engine.draft.autoregressive_drafting import AutoregressiveDrafter
 from tevviz.engine.draft.builders import BuilderConfig, ModelStep, draft_levels
 from tevviz.engine.draft.fast_draft import MIN_CAPACITY, LlamaStep, StaticKV, fast_step, unsupported
-from tevviz.engine.draft.autoregressive_drafting import AutoregressiveDrafter
 
 
 def _biased_qwen2(seed: int):
