@@ -20,8 +20,8 @@ python3 -c "import torch, transformers; print('torch', torch.__version__, 'trans
 
 # Greedy = generate, caches in line, the laws and the planted faults, with every tiny model on the GPU.
 TEVVIZ_TEST_DEVICE=cuda timeout "${TEST_S:-210}" python3 -m pytest -p no:cacheprovider -n 8 -rfE --tb=short \
-  tests/test_exactness.py tests/test_laws.py tests/test_faults.py tests/test_eagle3_drafting.py \
-  tests/test_eagle3_law.py 2>&1 | tee "$OUT/tests_cuda.log" | tail -60
+  tests/engine/verify/test_exactness.py tests/engine/verify/test_laws.py tests/engine/verify/test_faults.py \
+  tests/engine/draft/test_eagle3_drafting.py tests/engine/verify/test_eagle3_law.py 2>&1 | tee "$OUT/tests_cuda.log" | tail -60
 
 cd benchmarks
 timeout "${STAGE_S:-100}" python3 verifier_stage.py --device cuda --limit 4 --budgets 32,64,128,256 \

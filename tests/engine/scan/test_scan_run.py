@@ -36,7 +36,7 @@ from tevviz.engine.scan.scan_files import (
 
 IDS = ("fn00", "fn05", "cls01", "doc02", "loop03", "err04")  # in the file's order
 ARGS = ["--max-new-tokens", "12", "--temperature", "1", "--seed", "3", "--device", "cpu", "--threads", "1"]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

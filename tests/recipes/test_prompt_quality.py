@@ -18,7 +18,7 @@ from tevviz.cli import EXAMPLES
 from tevviz.engine.load.models import assets_dir, load_pair
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOKENS = 48
 
 

@@ -12,7 +12,7 @@ from tevviz.engine import BuilderConfig, DecodeConfig, SamplingConfig
 from tevviz.engine.load import pairs as pairs_module
 from tevviz.engine.load.pairs import NAMED_PAIRS, OTHER_PAIR_DEFAULTS, decode_defaults
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("name", list(NAMED_PAIRS))

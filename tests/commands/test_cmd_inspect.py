@@ -29,7 +29,7 @@ def test_a_closed_pipe_ends_inspect_without_a_traceback(tmp_path):
     assert main(["decode", "--prompt", PROMPT, "--max-new-tokens", "24", "--threads", "1", "--export", str(path)]) == 0
     read, write = os.pipe()
     os.close(read)  # no reader at all: the first write meets a closed pipe
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     try:
         proc = subprocess.run([sys.executable, "-m", "tevviz", "inspect", str(path)], stdout=write,
                               stderr=subprocess.PIPE, text=True, env=env, timeout=300, check=False)

@@ -19,7 +19,7 @@ from tevviz.cli import main
 from tevviz.engine.scan.scan_files import RECORDS, complete_end, open_scan, read_manifest, shard_records_name
 
 ARGS = ["--max-new-tokens", "8", "--temperature", "1", "--seed", "3", "--device", "cpu", "--threads", "1"]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 LAUNCHERS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT",
              "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_STEP", "SLURM_PROCID", "SLURM_NTASKS")
 

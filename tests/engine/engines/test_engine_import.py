@@ -296,7 +296,7 @@ def test_report_engine_flag(tmp_path, capsys):
 
 # Real llama-server output (tests/fixtures/llamacpp/README.md) ----------------------------------------------------
 
-FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures" / "llamacpp"
+FIXTURES = __import__("pathlib").Path(__file__).parents[2] / "fixtures" / "llamacpp"
 
 
 def test_real_llama_server_log_and_metrics_agree():

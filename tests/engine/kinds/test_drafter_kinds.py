@@ -188,7 +188,7 @@ KIND_FILE = re.compile(r"[=!]=\s*[\"'](?P<a>[\w-]+)[\"']|[\"'](?P<b>[\w-]+)[\"']
 
 def test_no_module_compares_a_kind_name_outside_its_own_files():
     """A drafter kind is asked, never named: a test of its name belongs to the registry or the kind's own files."""
-    root = Path(__file__).resolve().parents[1] / "tevviz"
+    root = Path(__file__).resolve().parents[3] / "tevviz"
     own = {f"{m}.py" for m in MODULES} | {"drafters.py"}
     found = []
     for path in root.rglob("*.py"):

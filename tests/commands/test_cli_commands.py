@@ -18,7 +18,7 @@ from tevviz.cli import main
 from tevviz.engine.errors import TevvizError
 from tevviz.engine.records.round_numbers import COLUMNS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "def fib(n):\n"
 DECODE = ["decode", "--json", "--max-new-tokens", "4", "--device", "cpu"]  # the stdlib pair: no --target/--draft
 
