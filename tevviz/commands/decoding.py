@@ -179,7 +179,10 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
     speedup = out.get("speedup")
     # The rounds a mean is over, where the JSON holds them (the drafter gap's: those their optimal tree bounds).
     over = lambda n: (out["bounded_rounds"], out["rounds"]) if n.name == "gap" else (out["rounds"], out["rounds"])
-    means = "  ".join(mean_text(n, out[n.session], *over(n)) for n in SESSION if not n.needs_optimal)
+    # The registry's short names (tau, E[L]) after the words a user of the tool reads them by.
+    plain = {"L": "tokens per round", "expected_length": "expected tokens per round"}
+    means = "  ".join((f"{plain[n.name]}: " if n.name in plain else "") + mean_text(n, out[n.session], *over(n))
+                      for n in SESSION if not n.needs_optimal)
     print(f"rounds {out['rounds']}  tokens {len(out['token_ids'])}  {means}  "
           f"{out['tokens_per_s']:.1f} tok/s" + (f"  speed-up {speedup:.2f}x" if speedup else ""), file=sys.stderr)
     if "baseline" in out:
