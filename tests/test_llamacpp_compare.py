@@ -15,7 +15,15 @@ import pytest
 
 from tevviz.engine.engines.gguf_runner import gpt2_byte_level
 from tevviz.engine.engines.llamacpp_build import LlamaCpp, find_server, unpack_source
-from tevviz.engine.engines.llamacpp_compare import PromptRun, acceptance, depth_diffs, first_part, verdict
+from tevviz.engine.engines.llamacpp_compare import (
+    PromptRun,
+    acceptance,
+    clustered_diffs,
+    clustered_marginal,
+    depth_diffs,
+    first_part,
+    verdict,
+)
 from tevviz.engine.engines.llamacpp_convert import content_hash
 from tevviz.engine.engines.llamacpp_server import ServerSpec, parse_steps
 from tevviz.engine.errors import TevvizError
@@ -86,6 +94,18 @@ def test_depth_diffs_add_the_variances():
     d1 = depth_diffs(a, b)[0]
     assert d1.depth == 1 and d1.diff == pytest.approx(-0.25)
     assert d1.se == pytest.approx(math.sqrt(1 / 12 + 3 / 48))
+
+
+def test_clustered_se_counts_prompts_not_steps():
+    # prompt A accepts at depth 1 in both its steps, B in neither: m_1 = 2/4; residuals 2 - 1 and 0 - 1, n = 2:
+    # SE = sqrt(2 / 1 * 2) / 4 = 0.5 (over steps it would be sqrt(2 * 2 / (16 * 3)) = 0.289)
+    runs = [PromptRun("a", (), ((1, 2), (1, 2))), PromptRun("b", (), ((0, 2), (0, 2)))]
+    (m1, se1), (m2, se2) = clustered_marginal(runs, 2)
+    assert m1 == pytest.approx(0.5) and se1 == pytest.approx(0.5)
+    assert m2 == 0 and se2 == 0
+    d = clustered_diffs(runs, runs[:1], 1)[0]
+    assert d.over == "prompts" and d.diff == pytest.approx(-0.5) and d.se == pytest.approx(0.5)
+    assert clustered_marginal(runs[:1], 1) == [(1.0, None)]  # one prompt: no spread to estimate
 
 
 def _runs(accepted: list[int], depth: int = 3) -> list[PromptRun]:

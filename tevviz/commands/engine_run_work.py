@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..engine.engines.llamacpp_compare import acceptance, first_part, verdict
+from ..engine.engines.llamacpp_compare import acceptance, clustered_diffs, first_part, verdict
 from ..engine.engines.llamacpp_run import Speed, speedup
 from ..engine.errors import TevvizError
 
@@ -63,9 +63,11 @@ def _static_causes(args, pair, gguf_notes: list[str], tok_cause: str, reading: s
 def run_both(args, source, server_bin: Path, llama_source: Path, rows: list[dict], out: Path, threads: int,
              kind: str, spec_type: str) -> dict:
     """Both engines on every prompt; the comparison as one JSON-ready dict."""
+    from dataclasses import replace
+
     from ..engine.engines.llamacpp_causes import part_cause
     from ..engine.engines.llamacpp_convert import export_gguf
-    from ..engine.engines.llamacpp_run import chain_config, llama_prompt, tevviz_plain, tevviz_prompt
+    from ..engine.engines.llamacpp_run import chain_config, llama_prompt, prompt_seed, tevviz_plain, tevviz_prompt
     from ..engine.engines.llamacpp_server import LlamaServer, ServerSpec
     from ..engine.scan.doctor import encode_rows
     from .common import Interrupt, UntilStopped
@@ -97,22 +99,24 @@ def run_both(args, source, server_bin: Path, llama_source: Path, rows: list[dict
             todo = UntilStopped(list(zip(rows, ids)), stop)
             for n, (row, p_ids) in enumerate(todo, 1):
                 name = str(row["id"])
+                seed = prompt_seed(args.seed, name)
                 _status(f"prompt {n} of {len(todo)}: {name}")
-                lt, resp, _ = llama_prompt(sd, name, p_ids, args.max_new_tokens, args.temperature, args.seed,
+                lt, resp, _ = llama_prompt(sd, name, p_ids, args.max_new_tokens, args.temperature, seed,
                                            args.ignore_eos)
                 runs["llama.cpp"].append(lt.run)
                 speeds["llama.cpp draft"] = speeds["llama.cpp draft"].add(lt.tokens, lt.seconds)
                 responses.append({"prompt": name, "draft": resp})
                 if sp is not None:
-                    pt, presp, _ = llama_prompt(sp, name, p_ids, args.max_new_tokens, args.temperature, args.seed,
+                    pt, presp, _ = llama_prompt(sp, name, p_ids, args.max_new_tokens, args.temperature, seed,
                                                 args.ignore_eos)
                     speeds["llama.cpp plain"] = speeds["llama.cpp plain"].add(pt.tokens, pt.seconds)
                     responses[-1]["plain"] = presp
-                tt = tevviz_prompt(pair, name, p_ids, cfg)
+                p_cfg = replace(cfg, seed=seed)
+                tt = tevviz_prompt(pair, name, p_ids, p_cfg)
                 runs["tevviz"].append(tt.run)
                 speeds["tevviz draft"] = speeds["tevviz draft"].add(tt.tokens, tt.seconds)
                 if sp is not None:
-                    speeds["tevviz plain"] = speeds["tevviz plain"].add(*tevviz_plain(pair, p_ids, cfg))
+                    speeds["tevviz plain"] = speeds["tevviz plain"].add(*tevviz_plain(pair, p_ids, p_cfg))
             (out / "metrics-draft.txt").write_text(sd.metrics(), encoding="utf-8")
         finally:
             if sp is not None:
@@ -132,12 +136,15 @@ def run_both(args, source, server_bin: Path, llama_source: Path, rows: list[dict
                             runs["tevviz"][by_id[p.prompt]], p)
                  for p in parts[:3]]
     causes = explained + causes
-    judged = verdict(llama, tev, parts, greedy, tuple(causes))
+    # SEs over prompts: a prompt's rounds share its text (and at T > 0 each engine samples its own)
+    judged = verdict(llama, tev, parts, greedy, tuple(causes),
+                     clustered_diffs(runs["llama.cpp"], runs["tevviz"], args.depth))
     return {
         "llama.cpp": llama.to_dict(), "tevviz": tev.to_dict(),
         "per_prompt": [{"prompt": a.prompt, "llama.cpp": a_acc.acceptance_length, "tevviz": b_acc.acceptance_length,
                         "llama.cpp_steps": [s[0] for s in a.steps], "tevviz_steps": [s[0] for s in b.steps],
-                        "same_tokens": a.tokens == b.tokens}
+                        "same_tokens": a.tokens == b.tokens, "llama.cpp_tokens": list(a.tokens),
+                        "tevviz_tokens": list(b.tokens)}
                        for a, b, a_acc, b_acc in zip(runs["llama.cpp"], runs["tevviz"], llama.prompts, tev.prompts)],
         "parts": [p.to_dict() for p in parts], "verdict": judged.to_dict(),
         "speed": _speed(speeds, threads, args.no_speed),

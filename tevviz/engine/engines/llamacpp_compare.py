@@ -107,6 +107,7 @@ class DepthDiff:
     depth: int
     diff: float
     se: float
+    over: str = "steps"  # what the SE counts as independent: steps, or prompts (clustered_diffs)
 
     @property
     def z(self) -> float:
@@ -123,6 +124,34 @@ def depth_diffs(llama: EngineAcceptance, tev: EngineAcceptance) -> list[DepthDif
     return out
 
 
+def clustered_marginal(runs: list[PromptRun], depth: int) -> list[tuple[float | None, float | None]]:
+    """(m_k, its SE with prompts as clusters) for k = 1..depth: m_k = sum_i r_ik / sum_i s_i over prompts i (r_ik
+    steps of prompt i that accepted at least k, s_i its steps), SE = sqrt(n / (n - 1) * sum_i (r_ik - m_k s_i)^2)
+    / sum_i s_i, the ratio estimator's. A prompt's steps share its text, so they are not independent draws; at
+    T > 0 the two engines also sample different texts, and this SE carries that."""
+    steps = [len(r.steps) for r in runs]
+    total, n = sum(steps), len(runs)
+    out = []
+    for k in range(1, depth + 1):
+        reached = [sum(a >= k for a, _ in r.steps) for r in runs]
+        if not total:
+            out.append((None, None))
+            continue
+        m = sum(reached) / total
+        spread = sum((r - m * s) ** 2 for r, s in zip(reached, steps))
+        out.append((m, math.sqrt(n / (n - 1) * spread) / total if n > 1 else None))
+    return out
+
+
+def clustered_diffs(llama: list[PromptRun], tev: list[PromptRun], depth: int) -> list[DepthDiff]:
+    """Per depth, m_k(llama.cpp) - m_k(tevviz) with the SE of the difference over prompts."""
+    out = []
+    for k, ((ma, sa), (mb, sb)) in enumerate(zip(clustered_marginal(llama, depth), clustered_marginal(tev, depth)), 1):
+        if ma is not None and mb is not None:
+            out.append(DepthDiff(k, ma - mb, math.sqrt((sa or 0.0) ** 2 + (sb or 0.0) ** 2), "prompts"))
+    return out
+
+
 @dataclass(frozen=True)
 class Verdict:
     """Whether the engines agree, where they part most, and what may explain it."""
@@ -136,17 +165,18 @@ class Verdict:
     def to_dict(self) -> dict:
         d = self.depth
         return {"agree": self.agree, "text": self.text, "length_diff": self.length_diff,
-                "depth": None if d is None else {"depth": d.depth, "diff": d.diff, "se": d.se},
+                "depth": None if d is None else {"depth": d.depth, "diff": d.diff, "se": d.se, "se_over": d.over},
                 "causes": list(self.causes)}
 
 
 def verdict(llama: EngineAcceptance, tev: EngineAcceptance, parts: list[Part], greedy: bool,
-            causes: tuple[str, ...] = ()) -> Verdict:
+            causes: tuple[str, ...] = (), diffs: list[DepthDiff] | None = None) -> Verdict:
     """The engines agree when, at T = 0, no prompt's rounds part; at T > 0 (or where they part), when no depth's
-    difference passes two standard errors and the acceptance lengths are within AGREE_LENGTH."""
+    difference passes two standard errors and the acceptance lengths are within AGREE_LENGTH. `diffs`: the
+    per-depth differences to judge (default: depth_diffs, SEs over steps; clustered_diffs for SEs over prompts)."""
     la, lb = llama.acceptance_length, tev.acceptance_length
     length = None if la is None or lb is None else la - lb
-    diffs = depth_diffs(llama, tev)
+    diffs = depth_diffs(llama, tev) if diffs is None else diffs
     worst = max(diffs, key=lambda d: (d.z, abs(d.diff)), default=None)
     lengths = "no steps" if length is None else f"acceptance length {la:.3f} (llama.cpp) against {lb:.3f} (tevviz)"
     if greedy and all(p.end_token for p in parts) and llama.steps and tev.steps:
@@ -164,10 +194,11 @@ def verdict(llama: EngineAcceptance, tev: EngineAcceptance, parts: list[Part], g
         if len(parts) > 1:
             where += f" ({len(parts)} prompts part in all; rounds after a part compare different contexts)"
     if parted:
-        text = (f"the engines diverge at depth {worst.depth} by {worst.diff:+.3f} +- {worst.se:.3f} "
-                f"(llama.cpp less tevviz); {lengths}")
+        text = (f"the engines diverge at depth {worst.depth} by {worst.diff:+.3f} ± {worst.se:.3f} "
+                f"(llama.cpp less tevviz, SE over {worst.over}); {lengths}")
     elif close:
-        text = f"the engines agree within their standard errors and within {AGREE_LENGTH} in {lengths}"
+        over = f" (SE over {worst.over})" if worst is not None else ""
+        text = f"the engines agree within their standard errors{over} and within {AGREE_LENGTH} in {lengths}"
     else:
         text = f"the per-depth rates agree within two standard errors, but {lengths} differ by more than {AGREE_LENGTH}"
     return Verdict(close and not parted, text + where, worst, length, causes)

@@ -28,6 +28,14 @@ class Timed:
     seconds: float
 
 
+def prompt_seed(seed: int, prompt: str) -> int:
+    """Each prompt's own seed for both engines (in llama.cpp's 32-bit range): one seed for all prompts would make
+    their first draws alike (three of eight stdlib prompts then drew the end token first at T = 1)."""
+    from ..core.seeds import stream_seed
+
+    return stream_seed(seed, f"prompt {prompt}") % 2**32
+
+
 def chain_config(depth: int, temperature: float, max_new_tokens: int, seed: int = 0, ignore_eos: bool = False):
     """tevviz's DecodeConfig for llama.cpp's draft-simple: the draft's greedy chain of up to `depth`, TEV, plain
     temperature sampling (no top-k or top-p, as the requests to the server)."""
@@ -44,9 +52,11 @@ def tevviz_prompt(pair, prompt: str, ids: list[int], cfg) -> Timed:
     """tevviz's run of one prompt: the first token by a plain step, then chain rounds; the steps are the rounds
     that drafted (a round with no room left to draft is a plain step, as in llama.cpp, and not a step)."""
     from .. import DecodeSession, autoregressive
+    from ..core.seeds import stream_seed
     from ..decode.session import stop_ids
 
-    first = autoregressive(pair, ids, replace(cfg, max_new_tokens=1))
+    # the first token's draw from a stream of its own: with the session's seed it would repeat the first round's
+    first = autoregressive(pair, ids, replace(cfg, max_new_tokens=1, seed=stream_seed(cfg.seed, "first token")))
     tokens, seconds, steps = list(first.token_ids), first.seconds, []
     ended = not tokens or (cfg.stop_on_eos and tokens[-1] in stop_ids(pair))
     if not ended and cfg.max_new_tokens > 1:
