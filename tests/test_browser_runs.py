@@ -109,9 +109,9 @@ def test_a_change_of_settings_keeps_the_old_run_one_click_away_and_two_runs_comp
     assert query(page)["run"] == first
     page.get_by_role("button", name="Pin as A").click()
     expect(page.locator("#compare-text")).to_contain_text("pinned")
-    page.get_by_label("B (A is the pinned run)").click()
+    page.get_by_label(re.compile(r"^B \(A is the pinned run")).click()
     page.get_by_role("option", name=re.compile(r"T 1 ")).first.click()
-    page.get_by_role("button", name="Compare", exact=True).click()
+    page.get_by_role("button", name="Compare with A", exact=True).click()
     expect(page.locator("#compare-text")).to_contain_text("Settings that differ")
     expect(page.locator("#compare-text")).to_contain_text("conditional A")
     expect(page.locator("#compare-plot .gtitle")).to_contain_text("round 0")

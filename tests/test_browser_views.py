@@ -156,3 +156,48 @@ def test_an_import_fills_every_setting_and_step_continues_it_with_them(browser, 
     expect(page.locator("body")).to_contain_text(re.compile(r"temperature 0(\.0)? \u2192 1(\.0)?"))
     screenshot(page, _artifact("import_settings_900.png"))
     page.context.close()
+
+
+def _near(page, button: str, box: str) -> float:
+    """Vertical px between a button and a box (an error said beside the button is within a few rows of it)."""
+    b = page.get_by_role("button", name=button, exact=True).bounding_box()
+    e = page.locator(box).bounding_box()
+    return abs((e["y"] + e["height"] / 2) - (b["y"] + b["height"] / 2))
+
+
+def test_two_runs_compare_by_pin_named_as_they_are_with_errors_beside_the_button(browser, app_url):
+    """Item: Compare sits by Pin, its errors and the Verifier comparison tab's show beside the button pressed, the
+    runs are named by what they are, and the text and the round line say one consistent thing."""
+    page = new_page(browser, 900)
+    load(page, app_url)
+    page.get_by_role("button", name="Compare with A", exact=True).click()
+    expect(page.locator("#runs-error")).to_contain_text("pin a run as A first")
+    assert _near(page, "Compare with A", "#runs-error") < 150
+    expect(page.locator("#error-box")).to_have_text("")
+
+    for k in range(2):
+        page.get_by_role("button", name="Step", exact=True).click()
+        expect(page.locator(TITLE)).to_have_text(re.compile(rf"^round {k}:"))
+    page.get_by_role("button", name="Pin as A").click()
+    expect(page.locator("#compare-text")).to_contain_text("pinned")
+    big_tree(page, 16)
+    for k in range(2):
+        page.get_by_role("button", name="Step", exact=True).click()
+        expect(page.locator(TITLE)).to_have_text(re.compile(rf"^round {k}:"))
+    page.get_by_role("button", name="Compare with A", exact=True).click()
+    text = page.locator("#compare-text")
+    expect(text).to_contain_text("Settings that differ")
+    expect(text).to_contain_text(re.compile(r"\*?B\*?: \S.*best-first B 16"))
+    body = text.inner_text()
+    assert "A: A" not in body and "B: B" not in body
+    assert not ("every round compares the same context" in body and "different contexts" in body), body
+    expect(page.locator("#compare-plot .gtitle")).to_contain_text("round 1")
+    text.scroll_into_view_if_needed()
+    screenshot(page, _artifact("runs_compared_900.png"))
+
+    page.get_by_role("tab", name="Verifier comparison").click()
+    page.get_by_label("draws M").fill("0")
+    page.get_by_role("button", name="Compare verifiers").click()
+    expect(page.locator("#compare-error")).to_contain_text("Error")
+    assert _near(page, "Compare verifiers", "#compare-error") < 150
+    page.context.close()

@@ -190,3 +190,30 @@ def test_a_step_before_the_page_load_finished_is_kept_when_the_browser_id_arrive
     assert (tmp_path / "runs" / USER / f"{st.run_id}.json").exists()
     url = next(v for v in out.values() if isinstance(v, str) and '"run"' in v)
     assert json.loads(url)["run"] == f"{USER}.{st.run_id}"
+
+
+def test_two_runs_of_one_text_cut_into_other_rounds_say_so_once(ctl):
+    """Greedy decoding writes one text whatever the tree; a chain of 1 and a tree of 8 cut it into rounds at other
+    places, so their round 1 drafts from other contexts. The page says that, not "every round compares the same
+    context" above a round of different contexts; and it names the runs by their run names."""
+    from tevviz.app.compare_views import comparison_markdown, round_start
+    from tevviz.engine.records.run_compare import Run, compare_runs
+
+    tree = steps(ctl, AppState(user=USER), 6, settings()[1])
+    chain_cfg = decode_settings(PROMPT, 0, 0, 1.0, 0, "chain", 1, 1, 1, 1, "1", "tev", 24)[1]
+    chain = steps(ctl, AppState(user=USER), 6, chain_cfg)
+    runs = [Run(n, r.prompt, r.generated, r.rounds, r.meta, r.text, r.prompt_ids) for n, r in (("A", tree),
+                                                                                              ("B", chain))]
+    n = min(len(tree.generated), len(chain.generated))
+    assert tree.generated[:n] == chain.generated[:n]  # T = 0: one text
+    cmp = compare_runs(*runs)
+    starts = {k: [round_start(r, k) for r in runs] for k in cmp.round_indices}
+    k = next(k for k, (x, y) in starts.items() if x != y)  # a chain of 1 commits at most 2 tokens a round
+    assert starts[1] == [len(tree.rounds[0].committed), len(chain.rounds[0].committed)]
+    text = comparison_markdown(cmp, cmp.round(k), (run_name(tree), run_name(chain)))
+    assert "every round compares the same context" not in text
+    assert (f"different contexts: A's round starts after generated token {starts[k][0]}, B's after token "
+            f"{starts[k][1]}" in text)
+    assert f"**A**: {run_name(tree)}" in text and f"**B**: {run_name(chain)}" in text
+    same = comparison_markdown(cmp, cmp.round(0))
+    assert "**Round 0** (the same context: both after generated token 0)" in same

@@ -46,6 +46,7 @@ def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
         seed = gr.Number(0, precision=0, label="seed")
         compare_btn = gr.Button("Compare verifiers", variant="primary")
         stop_btn = gr.Button("Stop: keep the draws so far", variant="stop")
+    error = gr.Markdown("", elem_classes="error-box", elem_id="compare-error")  # beside the button pressed
     law = gr.Plot(label="exit law", show_label=False)
     law_md = gr.Markdown(label="verifier table")
     gr.Markdown("**(b) Side by side.** Decode the prompt with two configurations (the other settings "
@@ -55,13 +56,15 @@ def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
         side_a = _side("A", "tev", verifiers, drafters)
         side_b = _side("B", "predraw", verifiers, drafters)
     side_btn = gr.Button("Decode both", variant="primary")
+    side_error = gr.Markdown("", elem_classes="error-box", elem_id="side-error")
     with gr.Row():
         tree_a = gr.Plot(label="A: final tree", show_label=False)
         tree_b = gr.Plot(label="B: final tree", show_label=False)
     with gr.Row():
         md_a, md_b = gr.Markdown(label="A: summary"), gr.Markdown(label="B: summary")
     return Panel(draws=draws, seed=seed, compare_btn=compare_btn, stop_btn=stop_btn, law=law, law_md=law_md,
-                 side_btn=side_btn, tree_a=tree_a, tree_b=tree_b, md_a=md_a, md_b=md_b,
+                 error=error, side_error=side_error, side_btn=side_btn, tree_a=tree_a, tree_b=tree_b, md_a=md_a,
+                 md_b=md_b,
                  **{f"{k}_{s}": c for s, side in (("a", side_a), ("b", side_b)) for k, c in side.items()})
 
 
@@ -82,16 +85,15 @@ def side_runs(ctl: Controller, ui: Panel, st, out: list) -> dict:
     ra, rb = (next(r for r in run.rounds if r.index == k) for run in runs)
     fig_a, fig_b = pair_figures(ra, rb, ("A", "B"), "P", titles=(f"A, round {k}", f"B, round {k}"))
     kept = " Both are in the Decode tab's run picker: pin one and compare any round." if st.user else ""
-    return ui.updates(error="", tree_a=fig_a, tree_b=fig_b,
+    return ui.updates(side_error="", tree_a=fig_a, tree_b=fig_b,
                       md_a=decoded_markdown(out[0]) + "\n\n" + decoded_markdown(out[1]) + kept,
                       md_b=runs_markdown(cmp, cmp.round(k)))
 
 
-def compare_tab(ctl: Controller, state: gr.State, error, settings: dict, verifiers: list[str],
+def compare_tab(ctl: Controller, state: gr.State, settings: dict, verifiers: list[str],
                 drafters: dict[str, Path]) -> None:
-    """The Verifier comparison tab (inside its gr.Tab); errors go to the Decode tab's `error` box."""
+    """The Verifier comparison tab (inside its gr.Tab); each part's errors show under its own button."""
     ui = _widgets(verifiers, drafters)
-    ui.error = error
 
     def compare(st, draws_m, seed_m, progress=PROGRESS, **values):
         st = current(st)
@@ -99,7 +101,7 @@ def compare_tab(ctl: Controller, state: gr.State, error, settings: dict, verifie
             sampling = settings_in_force(st, values).sampling
             c = ctl.compare(st, values["prompt"], sampling, int(draws_m or 0), int(seed_m or 0), progress=progress)
         except TevvizError as e:
-            return failed(error, e)
+            return failed(ui.error, e)
         emp = {x.name: x.freqs for x in c.laws}
         return ui.updates(error="", law=verifier_law_figure(c.w, emp, c.node_labels), law_md=comparison_markdown(c))
 
@@ -121,7 +123,7 @@ def compare_tab(ctl: Controller, state: gr.State, error, settings: dict, verifie
                 name = f"{label}: {v}, {b}, {size}" + (f", draft {shown}" if shown else "")
                 out.append(ctl.decode_all(prompt, cfg, (draft_path or "").strip(), name, progress, sid=current(st).sid))
         except TevvizError as e:
-            return failed(error, e)
+            return failed(ui.side_error, e)
         return side_runs(ctl, ui, current(st), out)
 
     def stop(st):
@@ -132,5 +134,6 @@ def compare_tab(ctl: Controller, state: gr.State, error, settings: dict, verifie
     # Not queued behind the models: it only raises the flag the running comparison checks between its chunks.
     ui.stop_btn.click(stop, [state], [], api_name="stop_compare", **LIGHT)
     side_inputs = ui.take(f"{k}_{s}" for s in "ab" for k in SIDE_FIELDS)
-    ui.side_btn.click(side_by_side, [state, *side_inputs], ui.take(SIDE_OUTPUTS), inputs_kwargs=settings,
+    side_outputs = [ui.side_error, *ui.take(SIDE_OUTPUTS[1:])]  # its "error" is the box under Decode both
+    ui.side_btn.click(side_by_side, [state, *side_inputs], side_outputs, inputs_kwargs=settings,
                       api_name="side_by_side", **MODEL_WORK)

@@ -98,7 +98,10 @@ def _view_column() -> dict:
                                     scale=4, elem_id="run-pick")
         c["open_btn"] = gr.Button("Open", min_width=70, scale=0)
         c["pin_btn"] = gr.Button("Pin as A", min_width=90, scale=0)
+        c["cmp_btn"] = gr.Button("Compare with A", min_width=110, scale=0, elem_id="compare-btn")
         c["link_btn"] = gr.Button("Copy link", min_width=100, scale=0)
+    # The errors of the buttons above, beside them (not in the settings column's box).
+    c["runs_error"] = gr.Markdown("", elem_id="runs-error", elem_classes="error-box")
     c["link"] = gr.Textbox(label="link to this view (opens it on this server)", visible=False, interactive=False,
                            elem_id="view-link")
     c["url"], c["user_box"], c["query_box"] = url_sync(), gr.Textbox(visible=False), gr.Textbox(visible=False)
@@ -140,10 +143,12 @@ def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat:
     c = {}
     with gr.Accordion("Compare runs: the pinned run A against B, round by round", open=False) as c["cmp_acc"]:
         with gr.Row(equal_height=True):
-            c["b_pick"] = gr.Dropdown([], value=None, label="B (A is the pinned run)", scale=4)
-            c["cmp_round"] = gr.Number(0, precision=0, label="round", min_width=80, scale=1)
-            c["cmp_btn"] = gr.Button("Compare", variant="primary", min_width=100, scale=0)
-        c["cmp_md"] = gr.Markdown("Pin a run as A, pick a run B, then Compare.", elem_id="compare-text")
+            c["b_pick"] = gr.Dropdown([], value=None, label="B (A is the pinned run; none picked: the run shown)",
+                                      scale=4)
+            # A text box: a blank number box sends 0, and blank here means the round shown.
+            c["cmp_round"] = gr.Textbox("", label="round", placeholder="the round shown", min_width=80, scale=1)
+        c["cmp_md"] = gr.Markdown("Pin a run as A (beside the run picker), pick a run B here or show it, then "
+                                  "Compare with A.", elem_id="compare-text")
         c["cmp_plot"] = figure_view(label="round k of A and B in one layout (matched by token path)",
                                     elem_id="compare-plot")
     with gr.Accordion("The drafter's rows (block rounds): they follow the round shown", open=False):

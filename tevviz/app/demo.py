@@ -33,7 +33,7 @@ from .scan_tab import DECODE_TAB, scan_tab
 from .source import PairSource
 from .state import MAX_HISTORY, AppState, SessionStore
 
-DEFAULT_PROMPT = "def read_lines(path):"  # one the embedded target continues with code (tests/test_prompt_quality.py)
+DEFAULT_PROMPT = "def read_lines(path):"  # one the embedded target continues with code (tests/recipes/test_prompt_quality.py)
 logger = logging.getLogger("tevviz")
 REFERENCE_VERIFIERS = ("predraw-loop",)  # reference code for the tests, not offered in the UI
 CSS = """
@@ -144,7 +144,7 @@ def build_demo(source: ModelSource | ModelPair | None = None, *, default_prompt:
                 decode = decode_tab(ctl, state, prompts, first_prompt, verifiers, models.chat_default(),
                                     models.builder_default())
             with gr.Tab("Verifier comparison"):
-                compare_tab(ctl, state, decode.error, decode.settings, verifiers, models.drafters())
+                compare_tab(ctl, state, decode.settings, verifiers, models.drafters())
             with gr.Tab("ExitTrain"):
                 exittrain_tab(ctl, state, decode.settings)
             with gr.Tab("Scan"):

@@ -19,8 +19,9 @@ from .url_view import COPY_JS, LOAD_JS, read_query
 from .widgets import LIGHT, Panel, current, failed, figure_json
 
 ID_CHARS = set("0123456789abcdef")
-def run_choices(ctl, st) -> gr.Dropdown:
-    """This browser's runs, newest first, the one shown among them."""
+def run_choices(ctl, st, shown: bool = True) -> gr.Dropdown:
+    """This browser's runs, newest first, the one shown among them (picked unless `shown` is False: B's picker, where
+    no pick means the run shown when Compare is pressed)."""
     choices = [] if not st.rounds else [(f"{run_name(st)} (shown)", st.run_id)]
     for r in ctl.runs.runs(st.user):
         if r.run_id != st.run_id:
@@ -28,14 +29,14 @@ def run_choices(ctl, st) -> gr.Dropdown:
             choices.append((f"{r.name} · {time.strftime('%H:%M:%S', time.localtime(r.written))}{mark}", r.run_id))
     gone = ctl.runs.dropped(st.user)
     info = (f"the cap of {ctl.runs.max_runs} runs per browser removed the oldest: " + "; ".join(gone)) if gone else None
-    return gr.Dropdown(choices=choices, value=st.run_id if st.rounds else None, info=info)
+    return gr.Dropdown(choices=choices, value=st.run_id if st.rounds and shown else None, info=info)
 
 
 def opened_updates(ctl, ui: Panel, st, metric, said_error: str = "") -> dict:
     """Everything for a run just opened, its recorded settings and prompt in the settings widgets."""
     values = settings_values(st.meta) | {"prompt": st.prompt}
     out = {**everything(ui, st, metric), **{ui.settings[k]: v for k, v in values.items() if k in ui.settings},
-           ui.run_pick: run_choices(ctl, st), ui.b_pick: run_choices(ctl, st), ui.metric: metric}
+           ui.run_pick: run_choices(ctl, st), ui.b_pick: run_choices(ctl, st, shown=False), ui.metric: metric}
     if said_error:
         out[ui.error] = said_error
     return out
@@ -53,9 +54,10 @@ def wire_restore(ctl, demo: gr.Blocks, ui: Panel, outputs: list) -> None:
             # A Step pressed before the page's load finished ran without the browser's id: keep its run now, and
             # redraw so the URL names it (a reload or a link then finds it).
             ctl.keep(st, wait=True)
-            return {**everything(ui, st, metric), ui.run_pick: run_choices(ctl, st), ui.b_pick: run_choices(ctl, st)}
+            return {**everything(ui, st, metric), ui.run_pick: run_choices(ctl, st),
+                    ui.b_pick: run_choices(ctl, st, shown=False)}
         if not q["run"]:
-            return {ui.state: st, ui.run_pick: run_choices(ctl, st), ui.b_pick: run_choices(ctl, st)}
+            return {ui.state: st, ui.run_pick: run_choices(ctl, st), ui.b_pick: run_choices(ctl, st, shown=False)}
         try:
             imported = ctl.runs.load(q["user"] or "", q["run"])
         except TevvizError as e:
@@ -81,7 +83,7 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
     """Open, pin, link and compare runs; restore the URL's view on load."""
     ui.run_choices = lambda st: run_choices(ctl, st)
     settings = ui.take(ui.settings)
-    opened_outputs = [ui.state, *ui.take(ROUND_OUTPUTS), ui.run_pick, ui.b_pick, ui.metric, *settings]
+    opened_outputs = [ui.state, *ui.take(ROUND_OUTPUTS), ui.run_pick, ui.b_pick, ui.metric, *settings, ui.runs_error]
     wire_restore(ctl, demo, ui, opened_outputs)
 
     def opened(st, metric, said_error: str = "") -> dict:
@@ -92,42 +94,63 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
         if not run_id:
             return {}
         try:
-            return opened(ctl.reopen(st, run_id), metric)
+            return {**opened(ctl.reopen(st, run_id), metric), ui.runs_error: ""}
         except TevvizError as e:
-            return failed(ui.error, e)
+            return failed(ui.runs_error, e)
 
     def pin(st):
         st = current(st)
         if not st.rounds:
-            return failed(ui.error, TevvizError("no run to pin yet: press Step first"))
+            return failed(ui.runs_error, TevvizError("no run to pin yet: press Step first"))
         ctl.keep(st, wait=True)
         st = replace(st, pinned=st.run_id)
-        return {ui.state: st, ui.cmp_md: f"**A** (pinned): {run_name(st)}. Pick B and press Compare.",
-                ui.b_pick: run_choices(ctl, st), ui.error: "", ui.cmp_acc: gr.Accordion(open=True)}
+        return {ui.state: st, ui.cmp_md: f"**A** (pinned): {run_name(st)}. Show or pick B, then Compare with A.",
+                ui.b_pick: run_choices(ctl, st, shown=False), ui.runs_error: "", ui.cmp_acc: gr.Accordion(open=True)}
 
     def compare(st, b_id, index):
         st = current(st)
         try:
             if not st.pinned:
-                raise TevvizError("pin a run as A first (Pin as A), then pick B")
-            a, b = (_run(ctl, st, run_id, name) for run_id, name in ((st.pinned, "A"), (b_id or st.run_id, "B")))
+                raise TevvizError("pin a run as A first (Pin as A), then show or pick B")
+            b_id = b_id or st.run_id
+            if not b_id or (b_id == st.run_id and not st.rounds):
+                raise TevvizError("no run B: press Step, open a run, or pick one under Compare runs")
+            a, b = (_run(ctl, st, run_id, name) for run_id, name in ((st.pinned, "A"), (b_id, "B")))
+            names = tuple(_name(ctl, st, run_id) for run_id in (st.pinned, b_id))
             cmp = compare_runs(a, b)
-            k = int(index or 0)
+            shown = st.round.index if st.round is not None else None
+            typed = str(index if index is not None else "").strip()
+            if typed and not typed.isdigit():
+                raise TevvizError(f"round must be a round number, got {typed!r}")
+            k = int(typed) if typed else shown if shown in cmp.round_indices else cmp.round_indices[0]
+            if k not in cmp.round_indices:
+                raise TevvizError(f"round {k} is not in both runs; they share rounds "
+                                  f"{cmp.round_indices[0]}-{cmp.round_indices[-1]}")
             rc = cmp.round(k)
             ra = next(r for r in a.rounds if r.index == k)
             rb = next(r for r in b.rounds if r.index == k)
-        except (TevvizError, ValueError) as e:
-            return failed(ui.error, TevvizError(str(e)))
+        except (TevvizError, ValueError, IndexError) as e:
+            said = str(e) if isinstance(e, TevvizError) else "the two runs share no round"
+            return failed(ui.runs_error, TevvizError(said))
         figure = union_figure_dict(ra, rb, ("A", "B"), title=f"round {k}: A and B in one layout")
-        return {ui.cmp_md: comparison_markdown(cmp, rc), ui.cmp_plot: figure_json(figure), ui.error: ""}
+        return {ui.cmp_md: comparison_markdown(cmp, rc, names), ui.cmp_plot: figure_json(figure), ui.runs_error: "",
+                ui.cmp_acc: gr.Accordion(open=True)}
 
     ui.open_btn.click(open_run, [ui.state, ui.metric, ui.run_pick], opened_outputs, api_name="open_run", **LIGHT)
-    ui.pin_btn.click(pin, [ui.state], [ui.state, ui.cmp_md, ui.b_pick, ui.error, ui.cmp_acc], api_name="pin", **LIGHT)
-    ui.cmp_btn.click(compare, [ui.state, ui.b_pick, ui.cmp_round], [ui.cmp_md, ui.cmp_plot, ui.error],
+    ui.pin_btn.click(pin, [ui.state], [ui.state, ui.cmp_md, ui.b_pick, ui.runs_error, ui.cmp_acc], api_name="pin",
+                     **LIGHT)
+    ui.cmp_btn.click(compare, [ui.state, ui.b_pick, ui.cmp_round], [ui.cmp_md, ui.cmp_plot, ui.runs_error, ui.cmp_acc],
                      api_name="compare_runs", **LIGHT)
     ui.link_btn.click(lambda st: ctl.keep(current(st), wait=True), [ui.state], None, api_visibility="private",
                       **LIGHT).then(None, None, [ui.link], js=COPY_JS).then(
         lambda: gr.Textbox(visible=True), None, [ui.link], api_visibility="private", **LIGHT)
+
+
+def _name(ctl, st, run_id: str) -> str:
+    """What a run is, as the run picker names it."""
+    if run_id == st.run_id:
+        return run_name(st)
+    return next((r.name for r in ctl.runs.runs(st.user) if r.run_id == run_id), run_id[:8])
 
 
 def _run(ctl, st, run_id: str, name: str) -> Run:
