@@ -117,7 +117,7 @@ def _check(args) -> None:
 
 
 def cmd_engine_run(args) -> int:
-    from ..engine.draft.drafters import folder_kind
+    from ..engine.draft.drafters import accepts, folder_kind
     from ..engine.engines.llamacpp_build import find_server, find_source, server_version
     from ..engine.load.threads import use_threads
     from ..options import source_from_args
@@ -129,10 +129,11 @@ def cmd_engine_run(args) -> int:
         args.dtype = "float32" if args.gguf_type == "f32" else "auto"
     source = source_from_args(args)
     draft = source.resolved()[1]
-    kind = folder_kind(draft).name
+    drafter = folder_kind(draft)
+    kind = drafter.name
     if kind not in SPEC_TYPES:
         raise TevvizError(f"llama.cpp has no speculative type for {kind} drafters")
-    if kind == "block":
+    if not accepts("chain", drafter):  # llama.cpp drafts chains: tevviz must draft the same shape with it
         raise TevvizError(why_not_chain(kind))
     rows, where = run_rows(args, source)
     out = Path(args.out or time.strftime("llamacpp-run-%Y%m%d-%H%M%S"))

@@ -65,6 +65,7 @@ def run_both(args, source, server_bin: Path, llama_source: Path, rows: list[dict
     """Both engines on every prompt; the comparison as one JSON-ready dict."""
     from dataclasses import replace
 
+    from ..engine.draft.drafters import folder_kind
     from ..engine.engines.llamacpp_causes import part_cause
     from ..engine.engines.llamacpp_convert import export_gguf
     from ..engine.engines.llamacpp_run import chain_config, llama_prompt, prompt_seed, tevviz_plain, tevviz_prompt
@@ -74,8 +75,10 @@ def run_both(args, source, server_bin: Path, llama_source: Path, rows: list[dict
 
     target, draft = source.resolved()
     t_gguf = export_gguf(target, llama_source, args.gguf_type)
-    # a head or block drafter is converted beside its target (the converter reads its tokenizer and layer count)
-    d_gguf = export_gguf(draft, llama_source, args.gguf_type, target=None if kind == "autoregressive" else target)
+    # a causal LM converts alone; a head or block drafter beside its target (the converter reads its tokenizer and
+    # layer count)
+    alone = folder_kind(draft).causal_lm
+    d_gguf = export_gguf(draft, llama_source, args.gguf_type, target=None if alone else target)
     _status(f"GGUF: {t_gguf.path.name} (target), {d_gguf.path.name} (draft){' (cached)' if d_gguf.cached else ''}")
     pair = source.load()
     ids = encode_rows(pair.tokenizer, rows)
