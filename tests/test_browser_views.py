@@ -201,3 +201,49 @@ def test_two_runs_compare_by_pin_named_as_they_are_with_errors_beside_the_button
     expect(page.locator("#compare-error")).to_contain_text("Error")
     assert _near(page, "Compare verifiers", "#compare-error") < 150
     page.context.close()
+
+
+@pytest.fixture(scope="module")
+def block_url(tmp_path_factory):
+    """The embedded pair with its block drafter: the Decode tab's drafter is chosen when the app starts."""
+    from tevviz.engine import ModelSource
+    from tevviz.engine.load.pairs import named_pair
+
+    draft = named_pair("stdlib").drafter_paths()["tevviz-stdlib-block-draft"]
+    runs = tmp_path_factory.mktemp("block-runs")
+    with served(build_demo(ModelSource(pair="stdlib", draft=str(draft)), run_dir=runs)) as url:
+        yield url
+
+
+# The page coordinates of a drafter's-rows cell: depth d, rank r.
+CELL = """([d, r]) => {
+  const gd = document.querySelector('#rows-plot .tv-figure');
+  gd.scrollIntoView({block: 'center'});
+  const svg = gd.querySelector('.main-svg').getBoundingClientRect(), m = gd._fullLayout._size;
+  const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+  return {x: svg.left + m.l + xa.l2p(r), y: svg.top + m.t + ya.l2p(d)};
+}"""
+
+
+@pytest.mark.parametrize("width", [1440, 900])
+def test_the_block_drafters_rows_have_their_height_and_a_cell_rings_its_nodes(browser, block_url, width):
+    """Item: the drafter's rows at B = 256 are drawn a row's height per depth, not 30 px, and a click on a cell
+    rings that token's nodes in the tree; the header names the block drafter."""
+    page = new_page(browser, width)
+    load(page, block_url)
+    expect(page.locator("#header")).to_contain_text("tevviz-stdlib-block-draft")
+    big_tree(page, 256, "ddtree")
+    page.get_by_role("button", name="Step", exact=True).click()
+    expect(page.locator(TITLE)).to_have_text(re.compile(r"^round 0: 257 nodes"))
+    page.get_by_role("button", name=re.compile("drafter's rows")).click()
+    rows = page.locator("#rows-plot .main-svg").first
+    expect(rows).to_be_visible()
+    page.wait_for_timeout(500)
+    depths = page.evaluate("() => document.querySelector('#rows-plot .tv-figure').data[0].y.length")
+    assert rows.bounding_box()["height"] >= 130 + 40 * depths - 2
+    cell = page.evaluate(CELL, [1, 2])  # depth 1, the third likeliest: a tree of 256 has it
+    page.mouse.click(cell["x"], cell["y"])
+    page.wait_for_function("() => document.querySelector('#tree-plot .tv-figure').data.some(t => t.name === 'marked'"
+                           " && t.x.length > 0)")
+    page.locator("#rows-plot").screenshot(path=str(_artifact(f"block_rows_{width}.png")), animations="disabled")
+    page.context.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..engine import ModelPair, ModelSource, TevvizError, with_draft
 from ..engine.decode.start import decode_start
-from ..engine.load.pairs import DecodeDefaults, assets_dir, named_pair, pair_of_target
+from ..engine.load.pairs import DEFAULT_PAIR, DecodeDefaults, assets_dir, pair_of_target
 
 _PAIRS: dict[tuple, ModelPair] = {}
 _PAIRS_LOCK = threading.Lock()
@@ -59,10 +59,12 @@ class PairSource:
     def description(self) -> str:
         if self.pair is not None:
             return f"target `{self.pair.target_name}`, draft `{self.pair.draft_name}`"
-        if self.model.pair is not None:
-            return f"the {self.model.pair} pair: {named_pair(self.model.pair).description}"
-        if self.model.target is None:
-            return "the embedded stdlib pair (`assets/models/tevviz-stdlib-target|draft`)"
+        if self.model.named is not None:
+            # The drafter loaded by name, not the pair's list of drafters (a --draft swaps one in).
+            target, draft = (Path(p).name for p in self.model.resolved())
+            pair = self.model.pair or DEFAULT_PAIR
+            which = "the embedded stdlib pair" if pair == "stdlib" else f"the {pair} pair"
+            return f"{which}: target `{target}`, draft `{draft}`"
         return f"target `{self.model.target}`, draft `{self.model.draft}`"
 
     def drafters(self) -> dict[str, Path]:

@@ -86,7 +86,9 @@ def block_rows_figure(record: RoundRecord, ranks: int = 12, layout: Layout | Non
     fig.update_layout(title={"text": f"round {record.index}: the drafter's rows (green: accepted, red: bonus)"},
                       xaxis={"title": {"text": "rank in the drafter's row"}, "dtick": 1},
                       yaxis={"title": {"text": "depth d"}, "autorange": "reversed", "dtick": 1},
-                      margin={"r": 160}, **(dict(layout) if layout else {}))
+                      # A row's height of its own per depth: with plotly's default height in a view that sets none
+                      # (the app's, drawn while its accordion was closed) the panel came out 30 px tall.
+                      height=max(260, 130 + 40 * len(depths)), margin={"r": 160}, **(dict(layout) if layout else {}))
     return fig
 
 
