@@ -247,3 +247,22 @@ def test_the_block_drafters_rows_have_their_height_and_a_cell_rings_its_nodes(br
                            " && t.x.length > 0)")
     page.locator("#rows-plot").screenshot(path=str(_artifact(f"block_rows_{width}.png")), animations="disabled")
     page.context.close()
+
+
+@pytest.mark.parametrize("width", [800, 1440])
+def test_step_has_a_key_and_stays_within_reach_of_the_tree(browser, app_url, width):
+    """Item (the smaller ones): "s" presses Step wherever the focus is but in a text field; at a narrow width, where
+    the settings column is below the tree, Step stays on the screen beside the tree."""
+    page = new_page(browser, width)
+    load(page, app_url)
+    page.locator("#header").click()
+    page.keyboard.press("s")
+    expect(page.locator(TITLE)).to_have_text(re.compile(r"^round 0:"))
+    page.keyboard.press("s")
+    expect(page.locator(TITLE)).to_have_text(re.compile(r"^round 1:"))
+    page.evaluate("window.scrollTo(0, 0)")
+    step = page.get_by_role("button", name="Step", exact=True).bounding_box()
+    tree = page.locator("#tree-plot").bounding_box()
+    assert step["y"] + step["height"] <= 900 and tree["y"] < 900, (step, tree)
+    screenshot(page, _artifact(f"step_in_reach_{width}.png"))
+    page.context.close()

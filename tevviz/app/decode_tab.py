@@ -52,8 +52,8 @@ def _settings_column(prompts: list[dict], first_prompt: str, verifiers: list[str
          "prompt": gr.Textbox(first_prompt, lines=4, max_lines=12, label="Prompt"),
          "chat": gr.Checkbox(chat, label="chat: wrap the prompt in the tokenizer's chat template",
                              info="on by default for a pair whose tokenizer has one")}
-    with gr.Row():
-        c["step_btn"] = gr.Button("Step", variant="primary", min_width=100)
+    with gr.Row(elem_id="step-row"):
+        c["step_btn"] = gr.Button("Step", variant="primary", min_width=100, elem_id="step-btn")
         c["token_btn"] = gr.Button("Step token", min_width=100)
     with gr.Row(equal_height=True):
         c["run_btn"] = gr.Button("Run", min_width=70)
@@ -106,7 +106,8 @@ def _view_column() -> dict:
                            elem_id="view-link")
     c["url"], c["user_box"], c["query_box"] = url_sync(), gr.Textbox(visible=False), gr.Textbox(visible=False)
     with gr.Row(equal_height=True):
-        c["view"] = gr.Slider(0, 1, value=0, step=1, label="round (← → Home End; ↓ ↑ or j k walk a round's tokens)",
+        c["view"] = gr.Slider(0, 1, value=0, step=1,
+                              label="round (← → Home End; ↓ ↑ or j k walk a round's tokens; s: Step)",
                               interactive=False, scale=3, elem_id=ROUND_BOX)
         c["metric"] = gr.Dropdown(list(METRICS), value="P", label="node colour", scale=1, min_width=120,
                                   elem_id="metric-pick")

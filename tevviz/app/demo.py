@@ -33,16 +33,21 @@ from .scan_tab import DECODE_TAB, scan_tab
 from .source import PairSource
 from .state import MAX_HISTORY, AppState, SessionStore
 
-DEFAULT_PROMPT = "def read_lines(path):"  # one the embedded target continues with code (tests/recipes/test_prompt_quality.py)
+# One the embedded target continues with code (tests/recipes/test_prompt_quality.py).
+DEFAULT_PROMPT = "def read_lines(path):"
 logger = logging.getLogger("tevviz")
 REFERENCE_VERIFIERS = ("predraw-loop",)  # reference code for the tests, not offered in the UI
 CSS = """
 #tree-plot { overflow-x: auto; }
-#node-details { max-height: 70vh; overflow-y: auto; }
+#node-details { max-height: 70vh; overflow-y: auto; overflow-x: auto; }
 /* A narrow window: the view first, the settings after it (their accordions folded by the tree's script). */
 @media (max-width: 900px) {
   #decode-row { flex-direction: column-reverse; }
   #view-col, #settings-col { min-width: 0 !important; width: 100%; }
+  /* Step stays within reach of the tree: the settings column, its home, is below the view here. */
+  #step-row { position: fixed; bottom: 0; left: 0; right: 0; z-index: 50; padding: 6px 12px;
+              background: var(--background-fill-primary, white); box-shadow: 0 -2px 6px rgba(0, 0, 0, 0.15); }
+  body { padding-bottom: 64px; }
 }
 #error-box p, .error-box p { color: #b00020; font-weight: 600; }
 .stats-table table { font-size: 0.9em; }

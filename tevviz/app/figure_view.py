@@ -7,10 +7,10 @@ plotly.js comes from the plotly package on disk, so the page needs no network.
 
 Gradio's plot components send no click events, so the view is also the bridge back to the server: a click on a point
 with `customdata` fires the component's `select` event with {"key": customdata} (`clicks=True`); the tree view also
-fires `key_up` with {"key": ...} for the keys that step through rounds and tokens, wherever the focus is but in a text
-field ({"key": "Enter", "value": ...} from the round box), and `apply` with {"width": px} when its width changes or a
-figure comes laid out for another width (its `layout.meta.width`), so the server lays labels out for the room they
-really have (`keys=True`).
+fires `key_up` with {"key": ...} for the keys that step through rounds and tokens ("s" presses Step), wherever the focus
+is but in a text field ({"key": "Enter", "value": ...} from the round box), and `apply` with {"width": px} when its
+width changes or a figure comes laid out for another width (its `layout.meta.width`), so the server lays labels out for
+the room they really have (`keys=True`).
 """
 
 from __future__ import annotations
@@ -76,7 +76,13 @@ if (!window.__tevvizKeys) {
     }
     const typing = t && (t.isContentEditable || tag === 'TEXTAREA' || tag === 'SELECT'
       || (tag === 'INPUT' && !['range', 'checkbox', 'radio', 'button', 'submit'].includes(t.type)));
-    if (typing || !stepKeys.has(e.key)) return;
+    if (typing) return;
+    if (e.key === 's') {  // Step, from anywhere on the page but a text field
+      const step = document.querySelector('#step-btn');
+      if (step) { e.preventDefault(); step.click(); }
+      return;
+    }
+    if (!stepKeys.has(e.key)) return;
     e.preventDefault();  // a focused range input would move itself too: the server moves every view at once
     trigger('key_up', {key: e.key});
   });

@@ -271,6 +271,9 @@ def _opened_trace(plan: TreePlan, opened: list) -> dict[str, Any]:
                                for u in opened], hoverinfo="text")
 
 
+LABEL_HALO = "1px 1px 1px white, -1px -1px 1px white, 1px -1px 1px white, -1px 1px 1px white"
+
+
 def _label_trace(plan: TreePlan, on_path: set, ghost_nodes: set, hide: set, rings: Mapping) -> dict[str, Any]:
     """Every label in one text trace, above its node (above its ring where it has one); the accepted path's in the
     path colour, ghosts' grey."""
@@ -282,7 +285,8 @@ def _label_trace(plan: TreePlan, on_path: set, ghost_nodes: set, hide: set, ring
                     marker={"size": [rings.get(v, NODE_SIZE) for v, _ in items], "opacity": 0},
                     text=[markup(t) for _, t in items],
                     textposition="top center",
-                    textfont={"size": FONT_SIZE, "family": FONT_FAMILY, "color": colours},
+                    # A white halo: a short label on the accepted path sat pink on its pink line and vanished.
+                    textfont={"size": FONT_SIZE, "family": FONT_FAMILY, "color": colours, "shadow": LABEL_HALO},
                     hoverinfo="skip", showlegend=False)
 
 
