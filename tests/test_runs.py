@@ -217,3 +217,21 @@ def test_two_runs_of_one_text_cut_into_other_rounds_say_so_once(ctl):
     assert f"**A**: {run_name(tree)}" in text and f"**B**: {run_name(chain)}" in text
     same = comparison_markdown(cmp, cmp.round(0))
     assert "**Round 0** (the same context: both after generated token 0)" in same
+
+
+def test_run_baseline_on_a_reopened_run_times_its_own_prompt_and_settings(ctl):
+    """A reopened run has no live settings until a Step: Run baseline with its own settings in the boxes is its
+    baseline (it said "timed on another prompt or settings"); other boxes' settings are not."""
+    from tevviz.app.views import stats_markdown
+
+    _, cfg = settings(max_new_tokens=12)
+    first = steps(ctl, AppState(user=USER), 2, cfg)
+    second = steps(ctl, first, 1, settings(temperature=1.0, max_new_tokens=12)[1])
+    ctl.runs.flush()
+    back = ctl.reopen(second, first.run_id)
+    assert back.cfg is None
+    timed = ctl.baseline(back, PROMPT, cfg)
+    text = stats_markdown(timed)
+    assert "another prompt or settings" not in text and "Plain decoding:" in text
+    other = ctl.baseline(back, PROMPT, settings(budget=6, max_new_tokens=12)[1])
+    assert "another prompt or settings" in stats_markdown(other)

@@ -159,6 +159,19 @@ def _optimal_table(r, gap, s: SessionSummary) -> list[str]:
             shown[:-1] + f"| {_fmt(s.numbers[ceiling.name], 4)} | {_fmt(s.numbers[lost.name])} |"]
 
 
+def baseline_fits(st: AppState, base: dict) -> bool:
+    """Whether the baseline `base` was timed on the run's own prompt and settings: a live run's, or the settings a
+    reopened or imported run recorded (it has no live ones until a Step)."""
+    if base["prompt"] != st.prompt:
+        return False
+    if st.cfg is not None:
+        return base["cfg"] == st.cfg
+    from .runs import differing
+
+    meta = st.meta or {}
+    return bool(meta) and not differing(meta, base["cfg"]) and meta.get("max_new_tokens") == base["cfg"].max_new_tokens
+
+
 def stats_markdown(st: AppState) -> str:
     if not st.rounds:
         return "No rounds yet."
@@ -166,7 +179,7 @@ def stats_markdown(st: AppState) -> str:
     rounds, tokens = s.rounds + st.dropped, len(st.generated) if st.dropped else s.tokens
     tps = tokens / st.seconds if st.seconds > 0 else None
     base = st.baseline
-    comparable = base is not None and base["prompt"] == st.prompt and base["cfg"] == st.cfg
+    comparable = base is not None and baseline_fits(st, base)
     # No ratio where speculation committed nothing (the speed lines say why).
     claim = comparable and tps and base["tokens_per_s"] and not drafting_note(st.rounds)
     speedup = tps / base["tokens_per_s"] if claim else None
