@@ -53,7 +53,13 @@ def test_a_scans_round_opens_in_the_decode_tab_and_stays_drawn(browser, app_url)
     page.get_by_label("prompts (0 = all)").fill("1")
     page.get_by_role("button", name="Start scan").click()
     expect(page.get_by_text(re.compile("^done:"))).to_be_visible(timeout=240_000)
-    page.mouse.wheel(0, 1500)  # the scan's gr.Plots come into view, and gradio loads its own plotly.js with them
+    page.get_by_text("where the mass went").first.scroll_into_view_if_needed()
+    # The scan's gr.Plots come into view (gradio loads its own plotly.js with them); a legend sits below its axis title.
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .legend').length >= 4")
+    overlaps = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.querySelector(
+        '.legend') && p.querySelector('.xtitle')).map(p => [p.querySelector('.xtitle').getBoundingClientRect().bottom,
+        p.querySelector('.legend').getBoundingClientRect().top]).filter(([title, legend]) => legend < title)""")
+    assert overlaps == [], overlaps
     page.locator("[role=grid] [role=gridcell]").nth(9).click()  # the second row's first cell
     title = page.locator(TITLE)
     expect(title).to_have_text(re.compile(r"^round \d+:"))

@@ -29,7 +29,9 @@ def _figure(traces: list[dict], title: str, x: str, y: str, layout: Mapping[str,
     legend_px = LEGEND_ROW * rows + 40
     base = {"title": {"text": title}, "xaxis": {"title": {"text": x}}, "yaxis": {"title": {"text": y}},
             "height": HEIGHT + legend_px, "margin": {"l": 50, "r": 20, "t": 50, "b": 50 + legend_px},
-            "legend": {"orientation": "h", "yanchor": "top", "y": -0.12, "x": 0, "entrywidth": 1 / LEGEND_PER_ROW,
+            # Its top 62 px below the plot area, under the x axis's ticks and title (at -0.12 it sat on the title).
+            "legend": {"orientation": "h", "yanchor": "top", "y": -62 / (HEIGHT - 100), "x": 0,
+                       "entrywidth": 1 / LEGEND_PER_ROW,
                        "entrywidthmode": "fraction"}}
     return {"data": traces, "layout": base | extra | dict(layout or {})}
 
