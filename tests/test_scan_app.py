@@ -142,3 +142,17 @@ def test_the_scan_tab_opens_only_allowed_folders_and_never_echoes_a_manifest(url
     assert "SECRET" not in str(e.value)
     with pytest.raises(Exception, match="opens scan folders only under"):
         allowed.check_scan_path(str(tmp_path.parent))
+
+
+def test_the_scan_tab_opens_the_scans_of_its_start_folder_and_of_the_cache(tmp_path, monkeypatch):
+    """A folder `tevviz scan -o DIR` wrote where the app was then started, or under the cache's scans/, opens without
+    --model-dir; the refusal of any other says how to open it."""
+    from tevviz.app import source
+
+    monkeypatch.setattr(source, "STARTED_IN", (tmp_path / "work").resolve())
+    monkeypatch.setenv("TEVVIZ_CACHE", str(tmp_path / "cache"))
+    models = PairSource(pair=tiny_pair("llama"))
+    models.check_scan_path(str(tmp_path / "work" / "scan-1"))
+    models.check_scan_path(str(tmp_path / "cache" / "scans" / "scan-2"))
+    with pytest.raises(Exception, match="start the app in the folder that holds it, or with --model-dir"):
+        models.check_scan_path(str(tmp_path / "elsewhere"))

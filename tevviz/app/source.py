@@ -10,9 +10,10 @@ from pathlib import Path
 
 from ..engine import ModelPair, ModelSource, TevvizError, with_draft
 from ..engine.decode.start import decode_start
-from ..engine.load.pairs import DEFAULT_PAIR, DecodeDefaults, assets_dir, pair_of_target
+from ..engine.load.pairs import DEFAULT_PAIR, DecodeDefaults, assets_dir, cache_root, pair_of_target
 
 _PAIRS: dict[tuple, ModelPair] = {}
+STARTED_IN = Path.cwd().resolve()  # the Scan tab opens the scans of the folder the app was started in
 _PAIRS_LOCK = threading.Lock()
 logger = logging.getLogger("tevviz")
 
@@ -42,18 +43,21 @@ class PairSource:
                               "start it with --model-dir FOLDER to allow another folder")
 
     def scan_roots(self) -> list[Path]:
-        """Folders the Scan tab may open scans from: the app's own scans and the --model-dir folders."""
+        """Folders the Scan tab may open scans from: the app's own scans, the cache's `scans/`, the folder the app
+        was started in (where `tevviz scan -o DIR` wrote DIR when run there) and the --model-dir folders."""
         from .scan_root import scan_root
 
-        return [scan_root().resolve(), *(Path(d).expanduser().resolve() for d in self.model_dirs)]
+        return [scan_root().resolve(), (cache_root() / "scans").resolve(), STARTED_IN,
+                *(Path(d).expanduser().resolve() for d in self.model_dirs)]
 
     def check_scan_path(self, folder: str) -> None:
         """Refuse a scan folder typed into the UI unless it lies under `scan_roots` (nothing is read before)."""
         text = str(folder).strip()
         if not text or any(Path(text).expanduser().resolve().is_relative_to(root) for root in self.scan_roots()):
             return
-        raise TevvizError("the app opens scan folders only under the folders it was started with --model-dir "
-                          "(and its own scans); start it with --model-dir FOLDER to open the scans in FOLDER")
+        raise TevvizError(f"the app opens scan folders only under the folder it was started in ({STARTED_IN}), the "
+                          f"cache's {cache_root() / 'scans'}, its own scans and its --model-dir folders; to open "
+                          "this one, start the app in the folder that holds it, or with --model-dir FOLDER")
 
     @property
     def description(self) -> str:
