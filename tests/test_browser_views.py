@@ -272,3 +272,32 @@ def test_step_has_a_key_and_stays_within_reach_of_the_tree(browser, app_url, wid
     assert step["y"] + step["height"] <= 900 and tree["y"] < 900, (step, tree)
     screenshot(page, _artifact(f"step_in_reach_{width}.png"))
     page.context.close()
+
+
+def test_a_reload_and_a_link_keep_the_pinned_run_and_the_walk(browser, app_url):
+    """Item: a reload and a link in a fresh browser keep the pinned run (Compare with A works after them) and the
+    walk's position in the round."""
+    page = new_page(browser)
+    load(page, app_url)
+    for k in range(2):
+        page.get_by_role("button", name="Step", exact=True).click()
+        expect(page.locator(TITLE)).to_have_text(re.compile(rf"^round {k}:"))
+    page.get_by_role("button", name="Pin as A").click()
+    expect(page).to_have_url(re.compile(r"pin="))
+    page.locator("#header").click()
+    page.keyboard.press("j")
+    expect(page.locator("#node-details")).to_contain_text("Walk, round 1: step 1")
+    expect(page).to_have_url(re.compile(r"walk=0"))
+    for view in (page, new_page(browser, 900)):
+        if view is page:
+            view.reload()
+        else:
+            view.goto(page.url)
+        expect(view.locator("#node-details")).to_contain_text("Walk, round 1: step 1")
+        expect(view).to_have_url(re.compile(r"pin="))
+        view.get_by_role("button", name="Compare with A", exact=True).click()
+        expect(view.locator("#compare-text")).to_contain_text("same run")
+        expect(view.locator("#runs-error")).to_have_text("")
+    screenshot(view, _artifact("reload_keeps_pin_and_walk_900.png"))
+    view.context.close()
+    page.context.close()

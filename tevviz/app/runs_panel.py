@@ -9,12 +9,13 @@ from dataclasses import replace
 import gradio as gr
 
 from ..engine import TevvizError
+from ..engine.records import io as tio
 from ..engine.records.run_compare import Run, compare_runs
 from ..render.compare_figure import union_figure_dict
 from .compare_views import comparison_markdown
 from .navigation import select, show_round
 from .runs import reopened, run_name, settings_values
-from .updates import ROUND_OUTPUTS, everything, position_of
+from .updates import ROUND_OUTPUTS, everything, position_of, view_url
 from .url_view import COPY_JS, LOAD_JS, read_query
 from .widgets import LIGHT, Panel, current, failed, figure_json
 
@@ -71,6 +72,9 @@ def wire_restore(ctl, demo: gr.Blocks, ui: Panel, outputs: list) -> None:
             new = select(new, q["node"])
         if q["folds"] and new.round is not None:
             new = replace(new, expanded=frozenset(u for u in q["folds"] if 0 <= u < new.round.size))
+        if q["walk"] is not None and new.round is not None and q["walk"] < new.round.block_length:
+            new = replace(new, token=q["walk"], node=None)
+        new = replace(new, pinned=_pinned(ctl, new, q["pin"]))
         ctl.keep(new)  # a link from another browser: the run joins this browser's runs
         metric = q["metric"] or metric
         return opened_updates(ctl, ui, replace(new, metric=metric), metric)
@@ -98,14 +102,15 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
         except TevvizError as e:
             return failed(ui.runs_error, e)
 
-    def pin(st):
+    def pin(st, metric):
         st = current(st)
         if not st.rounds:
             return failed(ui.runs_error, TevvizError("no run to pin yet: press Step first"))
         ctl.keep(st, wait=True)
         st = replace(st, pinned=st.run_id)
         return {ui.state: st, ui.cmp_md: f"**A** (pinned): {run_name(st)}. Show or pick B, then Compare with A.",
-                ui.b_pick: run_choices(ctl, st, shown=False), ui.runs_error: "", ui.cmp_acc: gr.Accordion(open=True)}
+                ui.b_pick: run_choices(ctl, st, shown=False), ui.runs_error: "", ui.cmp_acc: gr.Accordion(open=True),
+                ui.url: view_url(st, metric)}
 
     def compare(st, b_id, index):
         st = current(st)
@@ -137,13 +142,33 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
                 ui.cmp_acc: gr.Accordion(open=True)}
 
     ui.open_btn.click(open_run, [ui.state, ui.metric, ui.run_pick], opened_outputs, api_name="open_run", **LIGHT)
-    ui.pin_btn.click(pin, [ui.state], [ui.state, ui.cmp_md, ui.b_pick, ui.runs_error, ui.cmp_acc], api_name="pin",
-                     **LIGHT)
+    ui.pin_btn.click(pin, [ui.state, ui.metric], [ui.state, ui.cmp_md, ui.b_pick, ui.runs_error, ui.cmp_acc, ui.url],
+                     api_name="pin", **LIGHT)
     ui.cmp_btn.click(compare, [ui.state, ui.b_pick, ui.cmp_round], [ui.cmp_md, ui.cmp_plot, ui.runs_error, ui.cmp_acc],
                      api_name="compare_runs", **LIGHT)
     ui.link_btn.click(lambda st: ctl.keep(current(st), wait=True), [ui.state], None, api_visibility="private",
                       **LIGHT).then(None, None, [ui.link], js=COPY_JS).then(
         lambda: gr.Textbox(visible=True), None, [ui.link], api_visibility="private", **LIGHT)
+
+
+def _pinned(ctl, st, pin: tuple[str, str] | None) -> str | None:
+    """The run a link pinned, kept among this browser's runs (copied there from the link's browser); None where the
+    link pins none or its run is gone."""
+    if pin is None or not st.user:
+        return None
+    owner, run_id = pin
+    if owner == st.user or run_id == st.run_id:
+        return run_id
+    try:
+        ctl.runs.save(st.user, run_id, tio.session_dict(**_session_args(ctl.runs.load(owner, run_id))), wait=True)
+    except TevvizError:
+        return None
+    return run_id
+
+
+def _session_args(imported) -> dict:
+    return {"meta": imported.meta, "prompt": imported.prompt, "prompt_ids": imported.prompt_token_ids,
+            "generated": imported.token_ids, "text": imported.text, "rounds": imported.rounds}
 
 
 def _name(ctl, st, run_id: str) -> str:

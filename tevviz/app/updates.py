@@ -41,7 +41,8 @@ def shown(ui: Panel, st: AppState, metric: str) -> dict:
 
 
 def view_url(st: AppState, metric: str) -> str:
-    """The view as the page's URL keeps it (app/url_view.py): run, round, selected node, open folds, colour."""
+    """The view as the page's URL keeps it (app/url_view.py): run, round, selected node, open folds, the walk's
+    token, the pinned run, colour."""
     view = {"metric": metric}
     if st.user and st.rounds:
         view |= {"run": f"{st.user}.{st.run_id}", "round": st.round.index if st.round else None}
@@ -49,6 +50,10 @@ def view_url(st: AppState, metric: str) -> str:
             view["node"] = st.node
         if st.expanded:
             view["folds"] = ",".join(map(str, sorted(st.expanded)))
+        if st.token is not None:
+            view["walk"] = st.token
+    if st.user and st.pinned:
+        view["pin"] = f"{st.user}.{st.pinned}"
     return json.dumps(view)
 
 

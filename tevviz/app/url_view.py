@@ -1,5 +1,6 @@
-"""The view in the page's URL: `?run=<browser>.<run>&round=R&node=N&folds=U,V&metric=M`, written as the view changes
-and read when the page loads, so a reload returns to the same view and a copied link opens it on the same server.
+"""The view in the page's URL: `?run=<browser>.<run>&round=R&node=N&folds=U,V&walk=T&pin=<browser>.<run>&metric=M`,
+written as the view changes and read when the page loads, so a reload returns to the same view and a copied link
+opens it on the same server.
 
 The browser's id lives in its localStorage (`tevviz-user`): its runs' folder on the server (app/run_store.py).
 """
@@ -19,7 +20,7 @@ const write = () => {
   let view;
   try { view = JSON.parse(props.value); } catch (e) { return; }
   const url = new URL(window.location.href);
-  for (const key of ['run', 'round', 'node', 'folds', 'metric']) {
+  for (const key of ['run', 'round', 'node', 'folds', 'walk', 'pin', 'metric']) {
     const value = view[key];
     if (value === undefined || value === null || value === '') url.searchParams.delete(key);
     else url.searchParams.set(key, String(value));
@@ -66,10 +67,17 @@ def read_query(query: str) -> dict:
         node = _index(node)
     folds = frozenset(int(u) for u in q.get("folds", "").split(",") if u.isdigit())
     return {"user": user or None, "run": run_id or None, "round": _index(q.get("round", "")), "node": node,
-            "folds": folds, "metric": q.get("metric") if q.get("metric") in METRICS else None}
+            "folds": folds, "walk": _index(q.get("walk", "")), "pin": _pin(q.get("pin", "")),
+            "metric": q.get("metric") if q.get("metric") in METRICS else None}
 
 
 def _index(text: str) -> int | None:
     """A round or node index written in ASCII digits, else None: str.isdigit takes '²' (int() then raises), and a
     number past int()'s digit limit raises too; no tree comes near a billion nodes."""
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
+
+
+def _pin(text: str) -> tuple[str, str] | None:
+    """The pinned run a link names, as (browser id, run id); None where absent or malformed."""
+    user, _, run_id = text.partition(".")
+    return (user, run_id) if user and run_id else None
