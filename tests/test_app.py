@@ -529,3 +529,25 @@ def test_comparison_stopped_midway_keeps_its_draws(pair, app_url):
     assert f"{c.draws} draws per verifier" in table and f"stopped after {c.draws} of 100000 draws" in table
     assert all(0 <= law.p <= 1 for law in c.laws)
     assert client(app_url).predict(api_name="/stop_compare") == ()  # the button's endpoint, outside the queue
+
+
+def test_an_engines_statistics_overlay_the_acceptance_figure(app_url, tmp_path):
+    """A real llama-server log dropped on the Decode tab draws that engine's marginal and conditional curves over the
+    run's own; a file no engine writes is refused in the error box and changes nothing; Clear takes them off."""
+    from tevviz.engine.engines.formats import read_file
+
+    c = client(app_url)
+    c.predict(rounds=2, api_name="/run")
+    log = Path(__file__).parent / "fixtures" / "llamacpp" / "stdlib-server-log.txt"
+    out = c.predict(path=gradio_client.handle_file(str(log)), api_name="/engine_overlay")
+    assert out[OUT["error"]] == ""
+    run = read_file(log)
+    traces = {t.get("name"): t for t in figure(out, "depth_plot")["data"]}
+    marginal = traces[f"llama.cpp marginal ({run.steps} steps)"]
+    assert marginal["y"] == pytest.approx(run.marginal) and f"llama.cpp conditional ({run.steps} steps)" in traces
+    bad = tmp_path / "notes.txt"
+    bad.write_text("nothing an engine writes\n")
+    out = c.predict(path=gradio_client.handle_file(str(bad)), api_name="/engine_overlay")
+    assert out[OUT["error"]].startswith("Error:") and "notes.txt" in out[OUT["error"]]
+    out = c.predict(api_name="/engine_clear")
+    assert not any("llama.cpp" in (t.get("name") or "") for t in figure(out, "depth_plot")["data"])

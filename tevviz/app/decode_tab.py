@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import gradio as gr
 
 from ..engine import TevvizError
@@ -173,6 +175,11 @@ def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat:
             c["upload"] = gr.File(file_types=[".json"], label="Import a tevviz session/round JSON or a DDTree trace "
                                   "(≤ 64 MiB)", height=120)
             c["rescore_btn"] = gr.Button("Re-score", scale=0, min_width=120)
+        with gr.Row():
+            c["engine_upload"] = gr.File(
+                label="Overlay a serving engine's acceptance by depth (vLLM, SGLang, llama.cpp, TensorRT-LLM logs, "
+                      "/metrics or responses; tevviz engine import/run --json)", height=120)
+            c["engine_clear"] = gr.Button("Clear engines", scale=0, min_width=120)
     return Panel(**left, **right, **c)
 
 
@@ -286,6 +293,19 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
         values = settings_values(new.meta) | ({"prompt": new.prompt} if new.prompt else {})
         return {**everything(ui, new, metric_name), **{settings[k]: v for k, v in values.items() if k in settings}}
 
+    def engine_overlay(st, metric_name, path):
+        """A serving engine's statistics file read (docs/engines.md) and its curves drawn over this run's."""
+        if not path:
+            return {}
+        from ..engine.engines.formats import read_file
+
+        try:
+            run = read_file(path)
+        except TevvizError as e:
+            return failed(ui.error, e)
+        st = replace(current(st), engines=(*current(st).engines, run))
+        return everything(ui, st, metric_name)
+
     def rescore_round(st, metric_name, progress=PROGRESS, **values):
         try:
             _, cfg = decode_settings(**values)
@@ -318,6 +338,9 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
     ui.report_btn.click(report, [ui.state], ui.take(REPORT_OUTPUTS), api_name="report", **LIGHT).then(
         lambda st: gr.DownloadButton(interactive=current(st).round is not None), [ui.state], [ui.report_dl],
         api_visibility="private", **LIGHT)
+    ui.engine_upload.upload(engine_overlay, [*inputs, ui.engine_upload], outputs, api_name="engine_overlay", **LIGHT)
+    ui.engine_clear.click(lambda st, m: everything(ui, replace(current(st), engines=()), m), inputs, outputs,
+                          api_name="engine_clear", **LIGHT)
     ui.upload.upload(import_file, [*inputs, ui.upload], [*outputs, *settings.values()], api_name="import_file",
                      **LIGHT)
     ui.rescore_btn.click(rescore_round, inputs, outputs, inputs_kwargs=settings, api_name="rescore", **on_tree(ui))

@@ -125,6 +125,8 @@ class AppState:
     dropped_text: str = ""  # the blocks those rounds committed, shown as plain text
     ghosts: bool = False  # draw the optimal tree's missing branches where a round has one
     optimal_every: bool = False  # compute the optimal tree after every live round
+    # Serving engines' acceptance (engines.acceptance.EngineAcceptance), overlaid on the acceptance-by-depth figure
+    engines: tuple = ()
 
     @property
     def round(self) -> RoundRecord | None:

@@ -62,7 +62,7 @@ def session_figures(st: AppState, as_dict: bool = False) -> dict[str, go.Figure 
     exit mass went by depth, and C_p against C_p* per round (plain figure dicts with `as_dict`)."""
     r, kw = st.rounds, {"as_dict": as_dict}
     return {"stage": stage_times_figure(r, COMPACT, **kw), "hist": block_length_histogram(r, COMPACT, **kw),
-            "depth_plot": acceptance_by_depth_figure(r, COMPACT, **kw),
+            "depth_plot": acceptance_by_depth_figure(r, COMPACT, engines=st.engines, **kw),
             "mass_plot": exit_mass_by_depth_figure(r, WIDE, **kw), "coverage_plot": coverage_figure(r, WIDE, **kw)}
 
 
