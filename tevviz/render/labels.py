@@ -1,7 +1,7 @@
 """Token labels as the tree draws them: whitespace made visible, markup escaped, and their width in pixels.
 
 Labels are set in a monospace font, so a label's width is known here without a browser: `label_px` is an upper bound
-of what the browser draws (tests/test_browser.py measures the drawn labels and checks that none overlap).
+of what the browser draws (tests/app/test_browser.py measures the drawn labels and checks that none overlap).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ which plotly.js is 2.0 MB (4.8 MB unpacked).
 Each round's tree is stored once, as `tree_figure_dict` draws it for the default metric with the node traces taken
 apart into per-node columns (position, label, hover) and the value of every metric; the page's script puts the node
 traces back together for the chosen metric, exactly as `tree_figure_dict(..., rank_by=DEFAULT_METRIC)` would: one layout
-and one set of labels per round whatever the colour (tests/test_report.py compares the two in a browser).
+and one set of labels per round whatever the colour (tests/render/test_report.py compares the two in a browser).
 """
 
 from __future__ import annotations
@@ -315,6 +315,6 @@ SCRIPT = unpack_script("figures and trees", "The settings, summary and round tab
   select.addEventListener("change", show);
   window.tevvizReport = {treeFigure, show};
   await show();
-  performance.mark("tevviz:tree-drawn");  // the time to open the page, read by tests/test_report.py
+  performance.mark("tevviz:tree-drawn");  // the time to open the page, read by tests/render/test_report.py
 })();
 """)

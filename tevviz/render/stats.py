@@ -143,7 +143,7 @@ def verifier_law_figure(
 
 # The session figures are redrawn after every round, so they are built as plain dicts in the form plotly's validators
 # would store (a title string becomes {"text": ...}) and wrapped without per-property validation, or handed over as
-# the dicts themselves (`as_dict=True`, for the app, which serialises them directly); tests/test_render.py checks
+# the dicts themselves (`as_dict=True`, for the app, which serialises them directly); tests/render/test_render.py checks
 # them against validated figures.
 
 

@@ -174,8 +174,8 @@ def _num(x: float | None, f=float) -> float:
 
 
 # Trace dicts below carry plotly's property names with the values its validators would store: a colourscale name is
-# expanded to its list of stops, a layout title string becomes {"text": ...}; tests/test_render.py checks the dicts
-# against validated figures.
+# expanded to its list of stops, a layout title string becomes {"text": ...}; tests/render/test_render.py checks the
+# dicts against validated figures.
 
 
 def _scatter(name: str, x: list, y: list, mode: str, **props: Any) -> dict[str, Any]:

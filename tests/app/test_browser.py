@@ -12,7 +12,7 @@ from tevviz.app import build_demo
 from tevviz.engine.records import io as tio
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).parent / "artifacts"
+ARTIFACTS = Path(__file__).parents[1] / "artifacts"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -139,7 +139,7 @@ def test_a_scan_folder_opens_and_its_worst_round_shows_in_the_tree_view(tmp_path
     prompts.write_text("".join(json.dumps({"id": f"p{i}", "category": "ab"[i % 2], "prompt": f"t{i} t{i + 3} t9"})
                                + "\n" for i in range(4)))
     folder = tmp_path / "scan"
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).parent.parent))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     subprocess.run([sys.executable, "-m", "tevviz", "scan", str(prompts), "-o", str(folder), "--target",
                     str(tmp_path / "target"), "--draft", str(tmp_path / "draft"), "--max-new-tokens", "8",
                     "--no-chat"], env=env, check=True, capture_output=True)

@@ -538,7 +538,7 @@ def test_an_engines_statistics_overlay_the_acceptance_figure(app_url, tmp_path):
 
     c = client(app_url)
     c.predict(rounds=2, api_name="/run")
-    log = Path(__file__).parent / "fixtures" / "llamacpp" / "stdlib-server-log.txt"
+    log = Path(__file__).parents[1] / "fixtures" / "llamacpp" / "stdlib-server-log.txt"
     out = c.predict(path=gradio_client.handle_file(str(log)), api_name="/engine_overlay")
     assert out[OUT["error"]] == ""
     run = read_file(log)

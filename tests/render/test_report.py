@@ -24,9 +24,9 @@ from tevviz.render.graph import METRICS
 from tevviz.render.report import report_html
 from tevviz.render.tree_figure import tree_figure_dict
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).parent / "artifacts"
+ARTIFACTS = Path(__file__).parents[1] / "artifacts"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 PROMPT = 't1 <b>t2</b> & "t3" <script>alert(1)</script>'
