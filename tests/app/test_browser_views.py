@@ -147,7 +147,7 @@ def test_an_import_fills_every_setting_and_step_continues_it_with_them(browser, 
     load(page, app_url)
     page.get_by_label("temperature (0 = greedy)").fill("0.5")
     page.get_by_label("max new tokens").fill("7")
-    page.locator("input[type=file]").set_input_files(str(path))
+    page.locator("#session-import input[type=file]").set_input_files(str(path))
     expect(page.locator("body")).to_contain_text("imported 2 round(s)")
     expect(page.get_by_label("temperature (0 = greedy)")).to_have_value("0")
     expect(page.get_by_label("max new tokens")).to_have_value("40")

@@ -173,12 +173,13 @@ def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat:
             c["report_dl"] = gr.DownloadButton("Session report HTML", interactive=False)
         with gr.Row():
             c["upload"] = gr.File(file_types=[".json"], label="Import a tevviz session/round JSON or a DDTree trace "
-                                  "(≤ 64 MiB)", height=120)
+                                  "(≤ 64 MiB)", height=120, elem_id="session-import")
             c["rescore_btn"] = gr.Button("Re-score", scale=0, min_width=120)
         with gr.Row():
             c["engine_upload"] = gr.File(
                 label="Overlay a serving engine's acceptance by depth (vLLM, SGLang, llama.cpp, TensorRT-LLM logs, "
-                      "/metrics or responses; tevviz engine import/run --json)", height=120)
+                      "/metrics or responses; tevviz engine import/run --json)", height=120,
+                elem_id="engine-import")
             c["engine_clear"] = gr.Button("Clear engines", scale=0, min_width=120)
     return Panel(**left, **right, **c)
 
