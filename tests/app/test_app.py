@@ -29,7 +29,7 @@ from tevviz.app.source import PairSource
 from tevviz.app.state import AppState, decode_settings, train_settings
 from tevviz.app.views import stats_markdown, text_spans
 from tevviz.engine import ModelSource, TevvizError
-from tevviz.engine.load.pairs import AUTO_LIMIT
+from tevviz.engine.load.pairs import FIXED_BUDGET
 from tevviz.engine.records import io as tio
 from tevviz.engine.train.contexts import training_contexts
 from tevviz.engine.verify.comparison import chi_square_p
@@ -156,9 +156,9 @@ def test_export_and_import(app_url, tmp_path):
         text = f.read()
     session = tio.loads(text)
     assert session.kind == "session" and len(session.rounds) == 3 and session.prompt == PROMPT
-    # The tab's start (a pair that is not a named one: --budget auto up to its limit, TEV), kept in the export.
-    assert session.meta["verifier"] == "tev" and session.meta["builder"]["budget"] == AUTO_LIMIT
-    assert session.meta["builder"]["auto"] is True
+    # The tab's start (the drafter's own tree at a fixed B under TEV, source.py tree_start), kept in the export.
+    assert session.meta["verifier"] == "tev" and session.meta["builder"]["budget"] == FIXED_BUDGET
+    assert session.meta["builder"]["auto"] is False
     with open(round_path, encoding="utf-8") as f:
         assert tio.loads(f.read()).rounds[0].index == 2
     with open(html_path, encoding="utf-8") as f:

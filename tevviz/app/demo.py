@@ -16,7 +16,7 @@ import torch
 from gradio.tunneling import CURRENT_TUNNELS
 
 from ..engine import ModelPair, ModelSource, TevvizError
-from ..engine.load.pairs import DEFAULT_PAIR, named_pair
+from ..engine.load.pairs import DEFAULT_PAIR, DecodeDefaults, named_pair
 from ..engine.records.io import MAX_BYTES
 from ..engine.verify.verifiers import VERIFIERS
 from ..prompts import load_prompts, with_demo_prompts
@@ -109,6 +109,14 @@ def pair_hint(models: PairSource) -> str:
             "`tevviz --pair smollm2`.")
 
 
+def start_note(start: DecodeDefaults, fastest: DecodeDefaults) -> str:
+    """Where the Decode tab opens, beside the faster setting `tevviz decode` starts on, when they differ."""
+    if start == fastest:
+        return ""
+    return (f"\n\nThe Decode tab opens on a tree to look at ({start.describe()}); the fastest setting measured for "
+            f"this pair, where `tevviz decode` starts, is {fastest.describe()}.")
+
+
 def pair_source(source: ModelSource | ModelPair | None, model_dirs: tuple[str, ...] = ()) -> PairSource:
     """The app's models: a loaded `ModelPair` as it is, a `ModelSource` loaded on first use, or (None) the embedded
     pair, loaded where its weights load."""
@@ -142,12 +150,12 @@ def build_demo(source: ModelSource | ModelPair | None = None, *, default_prompt:
         state = gr.State(lambda: AppState(), time_to_live=ctl.store.ttl_s,
                          delete_callback=lambda st: st is not None and ctl.store.drop(st.sid))
         hint = pair_hint(models)
+        start = models.builder_default()
         gr.Markdown(f"## tevviz — draft-tree debugger for tree speculative decoding\nModels: {models.description}."
-                    + (f" {hint}" if hint else ""), elem_id="header")
+                    + (f" {hint}" if hint else "") + start_note(start, models.fastest()), elem_id="header")
         with gr.Tabs() as tabs:
             with gr.Tab("Decode", id=DECODE_TAB):
-                decode = decode_tab(ctl, state, prompts, first_prompt, verifiers, models.chat_default(),
-                                    models.builder_default())
+                decode = decode_tab(ctl, state, prompts, first_prompt, verifiers, models.chat_default(), start)
             with gr.Tab("Verifier comparison"):
                 compare_tab(ctl, state, decode.settings, verifiers, models.drafters())
             with gr.Tab("ExitTrain"):

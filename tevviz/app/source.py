@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine import ModelPair, ModelSource, TevvizError, with_draft
-from ..engine.decode.start import decode_start
+from ..engine.decode.start import decode_start, tree_start
 from ..engine.load.pairs import DEFAULT_PAIR, DecodeDefaults, assets_dir, cache_root, pair_of_target
 
 _PAIRS: dict[tuple, ModelPair] = {}
@@ -77,18 +77,27 @@ class PairSource:
         return named.drafter_paths() if named is not None else {}
 
     def builder_default(self, temperature: float = 0.0) -> DecodeDefaults:
-        """The builder, verifier, budget and depth the Decode tab starts on at `temperature` (its box starts at 0):
-        a named pair's measured best, else --budget auto on the drafter's own builder (DDTree for a block drafter)."""
+        """The builder, verifier, budget and depth the Decode tab starts on: the drafter's own tree under TEV at a fixed
+        B (a tree worth looking at, decode/start.py tree_start), whatever the pair's fastest (`fastest`)."""
+        kind, _, depth = self._kind()
+        return tree_start(kind, depth)
+
+    def fastest(self, temperature: float = 0.0) -> DecodeDefaults:
+        """The setting `tevviz decode` starts on at `temperature`: a named pair's measured best, else --budget auto on
+        the drafter's own builder (DDTree for a block drafter)."""
+        kind, target, depth = self._kind()
+        return decode_start(pair_of_target(target), temperature, kind, depth)
+
+    def _kind(self):
+        """The drafter kind, the target's name and the drafter's natural depth, without loading the models."""
         from ..engine.draft.drafters import drafter_kind_of, folder_kind
 
         if self.pair is not None:
             kind = drafter_kind_of(self.pair.draft)
-            target, depth = self.pair.target_name, kind.model_depth(self.pair.draft)
-        else:
-            target, draft = self.model.resolved()
-            kind = folder_kind(draft)
-            depth = kind.folder_depth(Path(draft).expanduser())
-        return decode_start(pair_of_target(target), temperature, kind, depth)
+            return kind, self.pair.target_name, kind.model_depth(self.pair.draft)
+        target, draft = self.model.resolved()
+        kind = folder_kind(draft)
+        return kind, target, kind.folder_depth(Path(draft).expanduser())
 
     def chat_default(self) -> bool:
         """Whether the chat checkbox starts on: the pair's tokenizer has a chat template."""

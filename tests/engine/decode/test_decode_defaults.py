@@ -180,22 +180,28 @@ def widget_settings(w: dict) -> DecodeDefaults:
     return DecodeDefaults(w["builder"], w["verifier"], budget, w["depth"], w["stop_below"])
 
 
-def test_the_apps_decode_tab_starts_at_the_stdlib_pairs_recorded_best():
+def test_the_apps_decode_tab_opens_on_a_tree_and_names_the_pairs_fastest_setting():
+    """The app opens where a tree debugger should, on the drafter's own tree at a fixed B, whatever the pair's
+    fastest (a stopped chain here); the header says what `tevviz decode` starts on."""
     demo = build_demo(ModelSource(device=None), default_prompt="def f(x):")
     w = decode_widgets(demo)
-    assert widget_settings(w) == decode_defaults(STDLIB, 0.0)  # the temperature box starts at 0
-    if w["auto"]:
-        assert w["budget"] == AUTO_LIMIT
-    assert PairSource(ModelSource(device=None)).builder_default(1.0) == decode_defaults(STDLIB, 1.0)
+    assert widget_settings(w) == DecodeDefaults("best-first", "tev", FIXED_BUDGET, 6) and not w["auto"]
+    source = PairSource(ModelSource(device=None))
+    assert source.fastest(0.0) == decode_defaults(STDLIB, 0.0) != source.builder_default()
+    assert source.fastest(1.0) == decode_defaults(STDLIB, 1.0)
+    header = next(b.value for b in demo.blocks.values() if getattr(b, "elem_id", None) == "header")
+    assert decode_defaults(STDLIB, 0.0).describe() in header and "opens on a tree" in header
 
 
-def test_the_apps_decode_tab_follows_the_record_and_another_pair_starts_at_auto(recorded):
-    assert widget_settings(decode_widgets(build_demo(ModelSource(device=None)))) == GREEDY
-    assert PairSource(ModelSource(device=None)).builder_default(1.0) == SAMPLED
+def test_the_apps_fastest_follows_the_record_and_every_drafter_opens_on_its_own_tree(recorded):
+    assert PairSource(ModelSource(device=None)).fastest(0.0) == GREEDY
+    assert PairSource(ModelSource(device=None)).fastest(1.0) == SAMPLED
     w = decode_widgets(build_demo(tiny_pair("llama"), default_prompt="t1 t2 t3"))
-    assert widget_settings(w) == DecodeDefaults("best-first", "tev", "auto", 6) and w["budget"] == AUTO_LIMIT
-    block = PairSource(ModelSource(draft=BLOCK, device=None)).builder_default()
-    assert (block.builder, block.verifier, block.budget) == ("ddtree", "tev", "auto")
+    assert widget_settings(w) == DecodeDefaults("best-first", "tev", FIXED_BUDGET, 6)
+    block = PairSource(ModelSource(draft=BLOCK, device=None))
+    assert (block.fastest().builder, block.fastest().budget) == ("ddtree", "auto")
+    start = block.builder_default()
+    assert (start.builder, start.verifier) == ("ddtree", "tev") and start.budget != "auto"
 
 
 # --- a recorded stopped chain (BuilderConfig.stop_below) --------------------------------------------------------------
@@ -216,7 +222,7 @@ def test_a_recorded_stop_reaches_the_cli_the_notebook_and_the_app(stopped, stdli
     assert settings(s.cfg) == STOPPED
     s.run()
     assert len(s.generated) == 6 and all(max(r.depths) <= 8 for r in s.rounds)
-    assert widget_settings(decode_widgets(build_demo(ModelSource(device=None)))) == STOPPED
+    assert PairSource(ModelSource(device=None)).fastest() == STOPPED  # the app's header names it
     assert "stopped below p = 0.4" in STOPPED.describe() and "H <= 8" in STOPPED.describe()
 
 

@@ -37,6 +37,14 @@ def decode_start(named: NamedPair | None, temperature: float, kind, own_depth: i
                           depth=base.depth if depth is None else depth, stop_below=stop_below)
 
 
+def tree_start(kind, own_depth: int | None = None) -> DecodeDefaults:
+    """Where a tree debugger opens: the drafter's own tree builder under TEV at a fixed B = FIXED_BUDGET (the app's
+    Decode tab). A pair's fastest setting can be a short chain, a poor thing to look at; `decode` keeps it."""
+    name, natural = default_tree(kind, own_depth)
+    return DecodeDefaults(builder=name, verifier=OTHER_PAIR_DEFAULTS.verifier,
+                          budget=builder_kind(name).budget or FIXED_BUDGET, depth=natural or OTHER_PAIR_DEFAULTS.depth)
+
+
 def _applies(best: DecodeDefaults, kind, builder, verifier, budget) -> bool:
     """Whether a pair's measured best setting applies to this drafter and these user flags."""
     # A fixed B where the setting sizes itself, by the cost model or by its chain's stop, is another setting.
