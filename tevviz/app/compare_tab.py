@@ -55,7 +55,9 @@ def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
     with gr.Row():
         side_a = _side("A", "tev", verifiers, drafters)
         side_b = _side("B", "predraw", verifiers, drafters)
-    side_btn = gr.Button("Decode both", variant="primary")
+    with gr.Row():
+        side_btn = gr.Button("Decode both", variant="primary")
+        side_stop = gr.Button("Stop: keep the rounds so far", variant="stop")
     side_error = gr.Markdown("", elem_classes="error-box", elem_id="side-error")
     with gr.Row():
         tree_a = gr.Plot(label="A: final tree", show_label=False)
@@ -63,31 +65,49 @@ def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
     with gr.Row():
         md_a, md_b = gr.Markdown(label="A: summary"), gr.Markdown(label="B: summary")
     return Panel(draws=draws, seed=seed, compare_btn=compare_btn, stop_btn=stop_btn, law=law, law_md=law_md,
-                 error=error, side_error=side_error, side_btn=side_btn, tree_a=tree_a, tree_b=tree_b, md_a=md_a,
-                 md_b=md_b,
+                 error=error, side_error=side_error, side_btn=side_btn, side_stop=side_stop, tree_a=tree_a,
+                 tree_b=tree_b, md_a=md_a, md_b=md_b,
                  **{f"{k}_{s}": c for s, side in (("a", side_a), ("b", side_b)) for k, c in side.items()})
 
 
 def side_runs(ctl: Controller, ui: Panel, st, out: list) -> dict:
     """Both decodes kept as runs (the Decode tab's run picker has them) and compared as runs are: where the texts
     part, acceptance by depth with standard errors, and the last round both decoded in the same context, its two
-    trees in one layout."""
+    trees in one layout. A decode ended by Stop is kept with the rounds it made; with fewer than two such, nothing is
+    compared."""
     runs = []
-    for d in out:
+    for d in (d for d in out if d.rounds):
         run = Run(d.label, d.prompt, d.generated, d.rounds, {**d.meta, "run_name": d.label}, d.text, d.prompt_ids)
         if st.user:
             ctl.runs.save(st.user, new_id(), tio.session_dict(run.meta, run.prompt, run.prompt_token_ids,
                                                                run.token_ids, run.text, run.rounds))
         runs.append(run)
+    if len(runs) < 2:
+        return ui.updates(side_error=stopped_note(out, st.user), tree_a=None, tree_b=None,
+                          md_a="\n\n".join(decoded_markdown(d) for d in out if d.rounds), md_b="")
     cmp = compare_runs(*runs)
     same = [k for k in cmp.round_indices if cmp.round(k).same_context]
     k = same[-1] if same else cmp.round_indices[0]
     ra, rb = (next(r for r in run.rounds if r.index == k) for run in runs)
     fig_a, fig_b = pair_figures(ra, rb, ("A", "B"), "P", titles=(f"A, round {k}", f"B, round {k}"))
     kept = " Both are in the Decode tab's run picker: pin one and compare any round." if st.user else ""
-    return ui.updates(side_error="", tree_a=fig_a, tree_b=fig_b,
+    return ui.updates(side_error=stopped_note(out, st.user), tree_a=fig_a, tree_b=fig_b,
                       md_a=decoded_markdown(out[0]) + "\n\n" + decoded_markdown(out[1]) + kept,
                       md_b=runs_markdown(cmp, cmp.round(k)))
+
+
+def stopped_note(out: list, kept: bool) -> str:
+    """What a Stop during Decode both left: the decode it ended, the one never begun, what was kept."""
+    if not any(d.stopped for d in out):
+        return ""
+    d = next(d for d in out if d.stopped)
+    said = f"Stopped: {d.label} after {len(d.rounds)} rounds ({d.tokens} tokens)"
+    if len(out) < 2:
+        said += "; B was not decoded"
+    made = [x.label.split(":")[0] for x in out if x.rounds]
+    if made and kept:
+        said += f"; {' and '.join(made)} kept as runs in the Decode tab's run picker"
+    return said + ("" if len(made) == 2 else "; nothing to compare") + "."
 
 
 def compare_tab(ctl: Controller, state: gr.State, settings: dict, verifiers: list[str],
@@ -110,7 +130,7 @@ def compare_tab(ctl: Controller, state: gr.State, settings: dict, verifiers: lis
         sides = ((verifier_a, builder_a, budget_a, draft_a), (verifier_b, builder_b, budget_b, draft_b))
         try:
             prompt, _ = decode_settings(**values)
-            out = []
+            todo = []
             for label, (v, b, nodes, draft_path) in zip("AB", sides):
                 # Each side's own fixed tree: the auto box's sizing would make B a limit
                 # and refuse static and chain trees.
@@ -121,13 +141,17 @@ def compare_tab(ctl: Controller, state: gr.State, settings: dict, verifiers: lis
                 size = (f"stop<{cfg.builder.stop_below:g} H<={cfg.builder.depth}" if cfg.builder.stop_below
                         else f"B={nodes}")
                 name = f"{label}: {v}, {b}, {size}" + (f", draft {shown}" if shown else "")
-                out.append(ctl.decode_all(prompt, cfg, (draft_path or "").strip(), name, progress, sid=current(st).sid))
+                todo.append((prompt, cfg, (draft_path or "").strip(), name))
+            out = ctl.decode_each(current(st).sid, todo, progress)
         except TevvizError as e:
             return failed(ui.side_error, e)
         return side_runs(ctl, ui, current(st), out)
 
     def stop(st):
         ctl.stop_compare(current(st))
+
+    def stop_sides(st):
+        ctl.stop(current(st), "side")
 
     ui.compare_btn.click(compare, [state, ui.draws, ui.seed], ui.take(COMPARE_OUTPUTS), inputs_kwargs=settings,
                          api_name="compare", **MODEL_WORK)
@@ -137,3 +161,4 @@ def compare_tab(ctl: Controller, state: gr.State, settings: dict, verifiers: lis
     side_outputs = [ui.side_error, *ui.take(SIDE_OUTPUTS[1:])]  # its "error" is the box under Decode both
     ui.side_btn.click(side_by_side, [state, *side_inputs], side_outputs, inputs_kwargs=settings,
                       api_name="side_by_side", **MODEL_WORK)
+    ui.side_stop.click(stop_sides, [state], [], api_name="stop_side_by_side", **LIGHT)

@@ -7,7 +7,6 @@ both the state and the SessionStore as they were.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,6 +32,7 @@ from .run_store import RunStore, new_id
 from .runs import continuation, remaining, reopened, run_name, session_of
 from .source import PairSource
 from .state import MAX_HISTORY, AppState, LiveSession, SessionStore, block_text, view_options
+from .stops import Job, Stopped, Stops
 from .training_actions import TrainingActions
 
 logger = logging.getLogger("tevviz")
@@ -51,6 +51,7 @@ class Decoded:
     prompt_ids: list[int] = field(default_factory=list)
     generated: list[int] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
+    stopped: bool = False  # ended by Stop: the rounds decoded until then
 
 
 class Controller(TrainingActions):
@@ -62,7 +63,7 @@ class Controller(TrainingActions):
         self.store = store or SessionStore()
         self.runs = runs or RunStore()
         self.history = history  # rounds an AppState keeps
-        self._compare_stops: dict[str, threading.Event] = {}  # browser session -> its running comparison's stop flag
+        self.stops = Stops()  # the running actions' stop flags, raised by their Stop buttons
 
     def session_pair(self, sid: str) -> ModelPair:
         """The pair this browser session decodes with: the trained draft when ExitTrain's "use" is on."""
@@ -157,36 +158,63 @@ class Controller(TrainingActions):
     @on_model_thread
     def baseline(self, st: AppState, prompt: str, cfg: DecodeConfig, progress=None) -> AppState:
         """Time the fastest plain decoding of the target on the same prompt and settings; `progress(done, total)`
-        is told after each way's timing."""
+        is told after each way's timing. `stop(st, "baseline")` ends it at the next target pass, keeping no baseline
+        (the one timed before stays)."""
         pair = self.source.get()
         ids = encode_prompt(pair.tokenizer, prompt, chat=cfg.chat)
-        # The fastest plain decoding of this prompt (every way timed short, the best one over the whole length):
-        # a speed-up against any slower way would flatter the run.
-        result = best_plain(pair, ids, cfg, progress=progress)
-        # The pair's forwards timed beside it: the limit a run is held against (speed.ideal_speed).
-        costs = measure_pass_costs(pair, ids + list(result.token_ids), context=len(ids) + len(result.token_ids) // 2)
+
+        def told(done: int, total: int) -> None:
+            job.tick(done, total)
+            if progress is not None:
+                progress(done, total)
+
+        with self.stops.job(st.sid, "baseline", "the baseline") as job, job.watch(pair.target):
+            job.unit = "timings"
+            try:
+                # The fastest plain decoding of this prompt (every way timed short, the best one over the whole
+                # length): a speed-up against any slower way would flatter the run.
+                result = best_plain(pair, ids, cfg, progress=told)
+                # The pair's forwards timed beside it: the limit a run is held against (speed.ideal_speed).
+                costs = measure_pass_costs(pair, ids + list(result.token_ids),
+                                           context=len(ids) + len(result.token_ids) // 2)
+            except Stopped as e:
+                kept = "the baseline timed before stays" if st.baseline else "no baseline is kept"
+                raise e.saying(kept) from None
         entry = {"tokens": len(result.token_ids), "seconds": result.seconds, "tokens_per_s": result.tokens_per_s,
                  "way": result.way.label(), "ways": len(result.probe), "prompt": prompt, "cfg": cfg, "costs": costs}
         return replace(st, baseline=entry)
 
     @on_model_thread
     def decode_all(self, prompt: str, cfg: DecodeConfig, draft: str | None, label: str, progress=None,
-                   sid: str | None = None) -> Decoded:
+                   sid: str | None = None, job: Job | None = None) -> Decoded:
         """Decode `prompt` to the end with `cfg` (and another draft model if `draft` is given).
 
-        Without `draft`, browser session `sid` decodes with its own draft (the trained one if chosen).
+        Without `draft`, browser session `sid` decodes with its own draft (the trained one if chosen). With a `job`
+        whose Stop is pressed, the decode ends after its current round, `stopped`, with the rounds so far.
         """
         pair = self.source.get(draft) if draft or sid is None else self.session_pair(sid)
         session = DecodeSession(pair, encode_prompt(pair.tokenizer, prompt, chat=cfg.chat), cfg)
         t0 = time.perf_counter()
-        while not session.done:
+        while not session.done and not (job is not None and job.stopped):
             session.step()
             if progress is not None:
                 progress(len(session.generated) / cfg.max_new_tokens, desc=f"decoding {label}")
         seconds = time.perf_counter() - t0
         return Decoded(label, list(session.rounds), len(session.generated), seconds,
                        pair.tokenizer.decode(session.generated), prompt, list(session.prompt_ids),
-                       list(session.generated), tio.session_meta(session))
+                       list(session.generated), tio.session_meta(session), stopped=not session.done)
+
+    @on_model_thread
+    def decode_each(self, sid: str, sides: list[tuple[str, DecodeConfig, str, str]], progress=None) -> list[Decoded]:
+        """`decode_all` of each (prompt, cfg, draft, label) in turn, as one action that `stop(st, "side")` ends after
+        the round in progress: the decodes finished and the one stopped are returned, the rest never begun."""
+        out: list[Decoded] = []
+        with self.stops.job(sid, "side", "the side-by-side decoding") as job:
+            for prompt, cfg, draft, label in sides:
+                out.append(self.decode_all(prompt, cfg, draft, label, progress, sid=sid, job=job))
+                if job.stopped:
+                    break
+        return out
 
     # -- re-scoring and comparison ----------------------------------------------------------------
 
@@ -238,16 +266,24 @@ class Controller(TrainingActions):
             raise TevvizError("this round has no target scores; press Re-score first")
         live = self.store.get(st.sid)
         note = ""
-        if st.kind == "live" and live is not None and any(x.index == r.index for x in live.session.rounds):
-            new = live.session.optimal(r.index)
-        else:
-            from ..engine.core.optimal import optimal_tree
+        # Its passes run on a private copy of the cache: a stop between them leaves the run as it was.
+        with self.stops.job(st.sid, "optimal", f"the optimal tree of round {r.index}") as job:
+            job.unit = "target passes"
+            try:
+                if st.kind == "live" and live is not None and any(x.index == r.index for x in live.session.rounds):
+                    with job.watch(live.session.pair.target, count=True):
+                        new = live.session.optimal(r.index)
+                else:
+                    from ..engine.core.optimal import optimal_tree
 
-            pair = self.source.get()
-            prefix, note = self.prefix(st, st.view, prompt_box, pair.tokenizer)
-            check_ids(pair, prefix + r.tokens)
-            new = replace(r, optimal=optimal_tree(pair.target, pair.tokenizer, prefix + [r.tokens[0]], sampling,
-                                                  r.size - 1, self._depth_limit(st, st.view)))
+                    pair = self.source.get()
+                    prefix, note = self.prefix(st, st.view, prompt_box, pair.tokenizer)
+                    check_ids(pair, prefix + r.tokens)
+                    with job.watch(pair.target, count=True):
+                        new = replace(r, optimal=optimal_tree(pair.target, pair.tokenizer, prefix + [r.tokens[0]],
+                                                              sampling, r.size - 1, self._depth_limit(st, st.view)))
+            except Stopped as e:
+                raise e.saying("the round is as it was") from None
         rounds = list(st.rounds)
         rounds[st.view] = new
         gap = new.coverage_gap()
@@ -273,19 +309,19 @@ class Controller(TrainingActions):
             raise TevvizError("no round to compare on; press Step first")
         pair = self.source.get()
         prefix, note = self.prefix(st, st.view, prompt_box, pair.tokenizer)
-        stop = self._compare_stops[st.sid] = threading.Event()
-        try:
-            out = compare_verifiers(pair, prefix, r, sampling, draws, seed, progress=progress, stop=stop.is_set)
-        finally:
-            self._compare_stops.pop(st.sid, None)
+        with self.stops.job(st.sid, "compare") as job:
+            out = compare_verifiers(pair, prefix, r, sampling, draws, seed, progress=progress,
+                                    stop=lambda: job.stopped)
         return replace(out, note="; ".join(x for x in (out.note, note) if x))
 
     def stop_compare(self, st: AppState) -> bool:
         """Ask this browser session's running comparison to stop after its current chunk; whether one was running."""
-        stop = self._compare_stops.get(st.sid)
-        if stop is not None:
-            stop.set()
-        return stop is not None
+        return bool(self.stops.stop(st.sid, "compare"))
+
+    def stop(self, st: AppState, *actions: str) -> list[str]:
+        """Ask this browser session's running `actions` (baseline, optimal, side, compare, train, doctor; all when
+        none is named) to stop at their next check; the ones that were running."""
+        return self.stops.stop(st.sid, *actions)
 
     # -- import and export --------------------------------------------------------------------------
 

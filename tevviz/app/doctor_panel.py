@@ -14,7 +14,8 @@ from ..prompts import load_prompts
 from ..render.doctor import doctor_markdown
 from .controller import Controller
 from .model_thread import on_model_thread
-from .widgets import MODEL_WORK, PROGRESS, Panel, current
+from .stops import Stopped
+from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed, stopper
 
 INTRO = ("**Doctor.** A drafter that reads the target's hidden states can be handed the wrong layers (a layer id read "
          "as a decoder layer's output or as a `hidden_states` index) and greedy output stays correct: only acceptance "
@@ -35,13 +36,23 @@ def doctor_prompts(ctl: Controller, limit: int) -> tuple[list[dict], str]:
 
 @on_model_thread
 def doctor_run(ctl: Controller, sid: str, draft: str, limit: int, max_new_tokens: int, progress=None) -> str:
-    """The doctor's report as markdown, on the session's pair or with `draft` beside its target."""
+    """The doctor's report as markdown, on the session's pair or with `draft` beside its target; `ctl.stop(st,
+    "doctor")` ends it after the prompt in progress, with no verdict (every reading must decode the same prompts)."""
     rows, where = doctor_prompts(ctl, limit)
     pair = ctl.source.get(draft) if draft else ctl.session_pair(sid)
     base = ctl.source.pair is None and pair is ctl.source.get()
     path = draft or (ctl.source.model.resolved()[1] if base else None)
-    tick = None if progress is None else (lambda done, total, name: progress(done / total, desc=f"reading {name}"))
-    report = run_doctor(pair, encode_rows(pair.tokenizer, rows), max_new_tokens, path, tick)
+    with ctl.stops.job(sid, "doctor", "the doctor") as job:
+
+        def tick(done: int, total: int, name: str) -> None:
+            if progress is not None:
+                progress(done / total, desc=f"reading {name}: {done} of {total} decodes")
+            job.tick(done, total, "decodes")
+
+        try:
+            report = run_doctor(pair, encode_rows(pair.tokenizer, rows), max_new_tokens, path, tick)
+        except Stopped as e:
+            raise e.saying("no verdict, which needs every reading decoded on the same prompts") from None
     return f"Drafter `{pair.draft_name}` beside `{pair.target_name}`; prompts: {where}.\n\n{doctor_markdown(report)}"
 
 
@@ -53,9 +64,11 @@ def _widgets(drafters: dict[str, Path]) -> Panel:
         limit = gr.Number(LIMIT, precision=0, label="prompts")
         max_new = gr.Number(64, precision=0, label="max new tokens per prompt")
         run_btn = gr.Button("Run the doctor", variant="primary")
-    error = gr.Markdown(elem_classes="error-box")
+        stop_btn = gr.Button("Stop", variant="stop", elem_id="doctor-stop")
+    error = gr.Markdown(elem_classes="error-box", elem_id="doctor-error")
     report = gr.Markdown(elem_id="doctor-report", elem_classes="stats-table")
-    return Panel(draft=draft, limit=limit, max_new=max_new, run_btn=run_btn, error=error, report=report)
+    return Panel(draft=draft, limit=limit, max_new=max_new, run_btn=run_btn, stop_btn=stop_btn, error=error,
+                 report=report)
 
 
 def doctor_panel(ctl: Controller, state: gr.State, drafters: dict[str, Path]) -> None:
@@ -68,9 +81,10 @@ def doctor_panel(ctl: Controller, state: gr.State, drafters: dict[str, Path]) ->
             md = doctor_run(ctl, current(st).sid, (draft or "").strip(), int(limit or 0), int(max_new or 0),
                             progress)
         except TevvizError as e:
-            gr.Warning(str(e))
-            return {ui.error: f"Error: {e}"}
+            return failed(ui.error, e)
         return {ui.error: "", ui.report: md}
 
     ui.run_btn.click(run, [state, ui.draft, ui.limit, ui.max_new], [ui.error, ui.report], api_name="doctor",
                      **MODEL_WORK)
+    # Not queued behind the models: it raises the flag the running doctor checks after each prompt.
+    ui.stop_btn.click(stopper(ctl, "doctor"), [state], [], api_name="stop_doctor", **LIGHT)

@@ -15,9 +15,10 @@ from ..engine.train.exittrain import OBJECTIVES, TrainConfig
 from ..render import exit_mass_change_figure
 from .controller import Controller
 from .state import settings_in_force, train_settings
+from .stops import Stopped
 from .training_views import moved_pair, train_markdown
 from .views import NO_TRAINING, empty_figure, loss_plot, moved_markdown
-from .widgets import MODEL_WORK, PROGRESS, Panel, current, failed
+from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed, stopper
 
 MOVED_OUTPUTS = ("tree_before", "tree_after", "moved", "moved_md")
 # Outputs of /train_step after the gr.State, in order; /train_revert adds the checkbox.
@@ -44,6 +45,7 @@ def _widgets() -> Panel:
         steps = gr.Number(5, precision=0, label="N steps per click", min_width=90)
     with gr.Row(equal_height=True):
         train_btn = gr.Button("Train step", variant="primary", min_width=100)
+        stop_btn = gr.Button("Stop", min_width=70, elem_id="train-stop")
         revert_btn = gr.Button("Revert", variant="stop", min_width=100)
         use = gr.Checkbox(False, label="Use trained draft for Step and Run in this session")
     error = gr.Markdown("", label="error", elem_classes="error-box")
@@ -62,8 +64,8 @@ def _widgets() -> Panel:
         moved = gr.Plot(label="change of w", show_label=False)
         moved_md = gr.Markdown("", label="largest changes of w")
     return Panel(objective=objective, lr=lr, lambda_exit=lambda_exit, batch=batch, steps=steps, train_btn=train_btn,
-                 revert_btn=revert_btn, use=use, error=error, note=note, table=table, loss=loss, moved_btn=moved_btn,
-                 tree_before=tree_before, tree_after=tree_after, moved=moved, moved_md=moved_md)
+                 stop_btn=stop_btn, revert_btn=revert_btn, use=use, error=error, note=note, table=table, loss=loss,
+                 moved_btn=moved_btn, tree_before=tree_before, tree_after=tree_after, moved=moved, moved_md=moved_md)
 
 
 def moved_values(moved: ExitMassMove | None) -> dict:
@@ -101,6 +103,10 @@ def exittrain_tab(ctl: Controller, state: gr.State, settings: dict) -> None:
             tcfg = train_settings(objective, lr, lambda_exit, batch, steps, cfg.builder)
             progress(0, desc="ExitTrain")
             report = ctl.train(st, tcfg, cfg, progress=progress)
+        except Stopped as e:
+            # The steps made are kept: the draft in use, the loss curve and the table say so.
+            return {state: st, **failed(ui.error, e), **ui.updates(
+                note=ctl.train_status(st), table=f"{e}." if e.kept else NO_TRAINING, loss=loss_plot(e.kept or []))}
         except TevvizError as e:
             return failed(ui.error, e)
         note = ctl.train_status(st) + (f" {said}" if said else "")
@@ -131,6 +137,8 @@ def exittrain_tab(ctl: Controller, state: gr.State, settings: dict) -> None:
     inputs = [state, *ui.take(("objective", "lr", "lambda_exit", "batch", "steps"))]
     ui.train_btn.click(train, inputs, [state, *ui.take(TRAIN_OUTPUTS)], inputs_kwargs=settings,
                        api_name="train_step", **MODEL_WORK)
+    # Not queued behind the models: it raises the flag the running training checks between its steps.
+    ui.stop_btn.click(stopper(ctl, "train"), [state], [], api_name="stop_train", **LIGHT)
     ui.revert_btn.click(revert, [state], [state, *ui.take(REVERT_OUTPUTS)], api_name="train_revert", **MODEL_WORK)
     ui.use.input(use, [state, ui.use], [state, *ui.take(USE_OUTPUTS)], api_name="train_use", **MODEL_WORK)
     ui.moved_btn.click(show_moved, [state], ui.take(SHOW_MOVED_OUTPUTS), api_name="train_moved", **MODEL_WORK)

@@ -17,6 +17,7 @@ from ..engine.train.exit_mass import ExitMassMove, exit_mass_move
 from ..engine.train.exittrain import TrainConfig
 from .model_thread import on_model_thread
 from .state import AppState, Baseline, Training
+from .stops import Stopped
 
 MAX_TRAIN_CONTEXTS = 256  # contexts handed to the trainer (spread over the session's rounds)
 EVAL_CONTEXTS = 12  # contexts of the before/after table (spread over the session's rounds)
@@ -44,7 +45,9 @@ class TrainingActions:
         """`tcfg.steps` ExitTrain steps of this browser session's copy of the draft on its own rounds.
 
         `cfg` holds the settings in force (`settings_in_force`): its builder, sampling and verifier apply.
-        The first call copies the draft; the pair's own draft is never changed.
+        The first call copies the draft; the pair's own draft is never changed. `stop(st, "train")` ends it after
+        the step in progress: the steps made are kept (Stopped.kept is the log), the before/after table is not
+        measured.
         """
         tcfg = replace(tcfg, builder=cfg.builder)
         if not st.rounds:
@@ -67,16 +70,37 @@ class TrainingActions:
                 notice = "the settings changed: a fresh optimiser continues from the trained draft"
                 logger.info("session %s: ExitTrain %s", st.sid[:8], notice)
         log = [] if old is None else list(old.log)
-        for i in range(tcfg.steps):
-            if progress is not None:
-                progress((i, tcfg.steps), desc=f"train step {len(log) + 1}")
-            log.append({**asdict(trainer.step()), "step": len(log) + 1, "objective": tcfg.objective})
-        trained = ModelPair(base.target, trainer.trained_draft(), base.tokenizer, base.target_name,
-                            f"{base.draft_name} + ExitTrain ({len(log)} steps)")
-        training = Training(trainer, log, trained, use=old is not None and old.use,
-                            before=None if old is None else old.before)
-        self.store.put_training(st.sid, training)
-        table = self._before_after(training, base, spread(contexts, EVAL_CONTEXTS), cfg, progress)
+        with self.stops.job(st.sid, "train", "ExitTrain") as job:
+            stopped = None
+            try:
+                for i in range(tcfg.steps):
+                    job.tick(i, tcfg.steps, "steps")
+                    if progress is not None:
+                        progress((i, tcfg.steps), desc=f"train step {len(log) + 1}")
+                    log.append({**asdict(trainer.step()), "step": len(log) + 1, "objective": tcfg.objective})
+            except Stopped as e:
+                stopped = e
+            if old is None and not log:
+                raise job.stop().saying("no step was made; the draft is as it was")
+            trained = ModelPair(base.target, trainer.trained_draft(), base.tokenizer, base.target_name,
+                                f"{base.draft_name} + ExitTrain ({len(log)} steps)")
+            training = Training(trainer, log, trained, use=old is not None and old.use,
+                                before=None if old is None else old.before)
+            self.store.put_training(st.sid, training)
+            later = "the before/after table is measured at the next Train step"
+            if stopped is not None:
+                raise stopped.saying(f"the steps made are kept; {later}", kept=log)
+
+            def told(done, desc: str = "") -> None:
+                job.check()
+                if progress is not None:
+                    progress(done, desc=desc)
+
+            try:
+                table = self._before_after(training, base, spread(contexts, EVAL_CONTEXTS), cfg, told)
+            except Stopped:
+                raise Stopped("ExitTrain", tcfg.steps, tcfg.steps, "steps", log,
+                              f"the steps are kept, the before/after table was not measured; {later}") from None
         return TrainReport(log, table, len(contexts), cfg.sampling.temperature, training.use, notice,
                            self._moved(st, base, training))
 

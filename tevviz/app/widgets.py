@@ -9,6 +9,7 @@ import gradio as gr
 import orjson
 
 from .state import AppState
+from .stops import Stopped
 
 PROGRESS = gr.Progress()  # default marking the handlers' progress parameter; Gradio passes a fresh tracker per call
 MODEL_WORK = {"concurrency_id": "model", "concurrency_limit": 1}  # one model job at a time, queued
@@ -51,6 +52,20 @@ def current(st: AppState | None) -> AppState:
 
 
 def failed(error, e: Exception) -> dict:
-    """Show `e` in the `error` box and as a toast; nothing else changes."""
+    """Show `e` in the `error` box and as a toast; nothing else changes. A Stop the user pressed is no error."""
+    if isinstance(e, Stopped):
+        said = str(e)[0].upper() + str(e)[1:] + "."
+        gr.Info(said)
+        return {error: said}
     gr.Warning(str(e))
     return {error: f"Error: {e}"}
+
+
+def stopper(ctl, *actions: str):
+    """A Stop button's handler (inputs: the gr.State; no outputs; LIGHT, so it is not queued behind the work it
+    stops): this browser's running `actions` stop at their next check, and their handlers say what was kept."""
+
+    def stop(st) -> None:
+        ctl.stop(current(st), *actions)
+
+    return stop
