@@ -194,14 +194,36 @@ _NUMBERS = (
 )
 
 NUMBERS: dict[str, RoundNumber] = {n.name: n for n in _NUMBERS}
-COLUMNS = tuple(n for n in _NUMBERS if n.column)  # the per-round tables' numbers, in this order
-SESSION = tuple(n for n in _NUMBERS if n.session)  # the session summary's means, in this order
-SCAN = tuple(n for n in _NUMBERS if n.scan)  # the scan's per-prompt means, in this order
+
+
+class Selection(Sequence):
+    """The registered numbers that show on one kind of surface, read from NUMBERS each time: a number added to the
+    registry (one entry) reaches every surface that iterates a selection, wherever it was imported."""
+
+    def __init__(self, field: str):
+        self.field = field
+
+    def _numbers(self) -> tuple[RoundNumber, ...]:
+        return tuple(n for n in NUMBERS.values() if getattr(n, self.field))
+
+    def __getitem__(self, i):
+        return self._numbers()[i]
+
+    def __len__(self) -> int:
+        return len(self._numbers())
+
+    def __iter__(self):
+        return iter(self._numbers())
+
+
+COLUMNS = Selection("column")  # the per-round tables' numbers, in registry order
+SESSION = Selection("session")  # the session summary's means, in registry order
+SCAN = Selection("scan")  # the scan's per-prompt means, in registry order
 
 
 def numbers_over(rounds: Sequence[RoundRecord]) -> dict[str, float | None]:
     """Every number's aggregate over `rounds`, by name."""
-    return {n.name: n.over(rounds) for n in _NUMBERS}
+    return {n.name: n.over(rounds) for n in NUMBERS.values()}
 
 
 def round_row(r: RoundRecord) -> dict[str, float | None]:

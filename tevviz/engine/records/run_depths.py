@@ -4,10 +4,10 @@ per-depth half of a run comparison (engine/records/run_compare.py). Torch-free."
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from .records import RoundRecord
-from .round_numbers import NUMBERS
+from .round_numbers import NUMBERS, SESSION
 from .stats import Estimate, share
 from .summary import acceptance_curves
 from .table import Column, Table
@@ -54,6 +54,8 @@ class DepthTable:
     rows: list[DepthRow]
     tau: Contrast
     expected_length: Contrast
+    # Every session number (round_numbers.SESSION) that either run has, by name, tau and mean E[L] among them.
+    numbers: dict[str, Contrast] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"rows": [r.to_dict() for r in self.rows], "tau": self.tau.to_dict(),
@@ -72,12 +74,15 @@ def depth_table(a: list[RoundRecord], b: list[RoundRecord]) -> DepthTable:
     cond_a, marg_a = depth_curves(a, depths)
     cond_b, marg_b = depth_curves(b, depths)
     rows = [DepthRow(d + 1, Contrast(cond_a[d], cond_b[d]), Contrast(marg_a[d], marg_b[d])) for d in range(depths)]
-    lengths = lambda rs: Estimate.of([r.expected_length for r in rs if r.expected_length is not None])
-    return DepthTable(rows,
-                      Contrast(Estimate.of([r.block_length for r in a]), Estimate.of([r.block_length for r in b])),
-                      Contrast(lengths(a), lengths(b)))
+    numbers = {n.name: number_contrast(n.name, a, b) for n in SESSION}
+    numbers = {k: c for k, c in numbers.items() if c.a.n or c.b.n or k in ("L", "expected_length")}
+    return DepthTable(rows, numbers["L"], numbers["expected_length"], numbers)
 
 
+def number_contrast(name: str, a: list[RoundRecord], b: list[RoundRecord]) -> Contrast:
+    """A registered number's mean ± SE over each run's rounds that have it."""
+    values = lambda rs: Estimate.of([x for x in map(NUMBERS[name].value, rs) if x is not None])
+    return Contrast(values(a), values(b))
 
 
 DEPTH_NOTE = ("Conditional: of the rounds whose block reached depth d - 1, the share that accepted a token at d; "
@@ -99,5 +104,5 @@ def depth_analysis(t: DepthTable, a: str = "A", b: str = "B") -> tuple[Table, Ta
     number = (Column("number", "", "text"), Column("a", a, "estimate"), Column("n_a", f"{a} rounds", "count"),
               Column("b", b, "estimate"), Column("n_b", f"{b} rounds", "count"), Column("d", "B − A", "difference"))
     means = tuple({"number": NUMBERS[k].heading, "a": c.a, "n_a": c.a.n, "b": c.b, "n_b": c.b.n, "d": c}
-                  for k, c in (("L", t.tau), ("expected_length", t.expected_length)))
+                  for k, c in (t.numbers or {"L": t.tau, "expected_length": t.expected_length}).items())
     return depths, Table("both runs over their rounds", number, means, id="summary")
