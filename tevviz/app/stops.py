@@ -21,7 +21,8 @@ class Stopped(TevvizError):
 
     def __init__(self, what: str, done: int, total: int, unit: str, kept: Any = None, said: str = ""):
         self.what, self.done, self.total, self.unit, self.kept = what, done, total, unit, kept
-        where = f"after {done} of {total} {unit}" if total else f"after {done} {unit[:-1] if done == 1 else unit}"
+        one = unit[:-2] if unit.endswith("sses") else unit[:-1]  # "target passes": "target pass"
+        where = f"after {done} of {total} {unit}" if total else f"after {done} {one if done == 1 else unit}"
         super().__init__(f"{what} stopped {where}" + (f": {said}" if said else ""))
 
     def saying(self, said: str, kept: Any = None) -> Stopped:
