@@ -48,7 +48,7 @@ def tree_figure_dict(
     round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None, title: str | None = None,
     ghosts: Sequence[Mapping[str, Any]] = (), *, width: int = WIDTH, expanded: Iterable[int] = (),
     walk: int | None = None, scale: str = "auto", rank_by: str | None = None, marked: Iterable[int] = (),
-    graph: nx.DiGraph | None = None,
+    graph: nx.DiGraph | None = None, matches: Iterable[int] | None = None,
 ) -> dict[str, Any]:
     """One round's tree as a plain {"data", "layout"} dict: nodes coloured by `metric`, the accepted path, exit and
     bonus token, the optimal tree's `ghosts` (records.Ghost as dicts) dashed and grey, `highlight_node` ringed.
@@ -57,7 +57,8 @@ def tree_figure_dict(
     (the accepted path is drawn up to it, the exit and bonus only at the end); `scale`: the colour scale; `rank_by`:
     the metric whose top nodes are labelled first (`metric` by default; one layout for every colour with a fixed one);
     `marked`: nodes ringed together (a token of the drafter's rows at its depth); `graph`: `round_graph(round_dict)`
-    where the caller has it already (it is read, never changed).
+    where the caller has it already (it is read, never changed); `matches`: the nodes a search found, drawn larger,
+    the others dimmed (None: no search).
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
@@ -108,6 +109,8 @@ def tree_figure_dict(
         traces.append(_scatter("marked", [p[0] for p in points], [p[1] for p in points], "markers", hoverinfo="skip",
                                showlegend=False, marker={"symbol": "circle-open", "size": HIGHLIGHT_RING,
                                                          "color": MARK_COLOUR, "line": {"width": 3}}))
+    if matches is not None:
+        _dim(traces, set(matches))
     return {"data": traces, "layout": _layout(plan, width, title)}
 
 
@@ -212,6 +215,14 @@ def _bonus_trace(info: Mapping[str, Any], point: tuple) -> dict[str, Any]:
     return _scatter("bonus", [point[0]], [point[1]], "markers",
                     marker={"size": 14, "color": "white", "line": {"color": PATH_COLOUR, "width": 2}},
                     customdata=[BONUS], hovertext=[hover], hoverinfo="text")
+
+
+def _dim(traces: list[dict[str, Any]], lit: set) -> None:
+    """The node markers outside `lit` faded and those in it enlarged, in place."""
+    for t in traces:
+        if t["name"] in ("nodes", "no value"):
+            t["marker"] |= {"opacity": [1.0 if v in lit else 0.2 for v in t["customdata"]],
+                            "size": [NODE_SIZE + 6 if v in lit else NODE_SIZE for v in t["customdata"]]}
 
 
 def _emptied(trace: dict[str, Any]) -> dict[str, Any]:
