@@ -171,20 +171,10 @@ def eval_bar(total: int):
                 leave=False)
 
 
-def _share(x: float | None) -> str:
-    return "—" if x is None else f"{x:.2f}"
-
-
 def print_eval(pair, args, results: list, counts: list[int], total: int) -> None:
-    print(f"draft {pair.draft_name}  target {pair.target_name}  B={args.budget} H={args.depth} K={args.children} "
-          f"W={args.width}  {total} prompts")
-    print(f"{'T':>4} {'tau':>13} {'E[L]':>13} {'prompts':>7}  acceptance by depth: conditional (of the rounds "
-          "reaching d - 1, the share accepting at d) / marginal (share of all rounds reaching d) / exact (the "
-          "target's probability of reaching d in the tree)")
-    for r, n in zip(results, counts):
-        exact = r.acceptance_expected or [None] * len(r.acceptance_marginal)
-        acc = " ".join(f"{_share(c)}/{_share(m)}/{_share(e)}"
-                       for c, m, e in zip(r.acceptance_conditional, r.acceptance_marginal, exact))
-        se = lambda x: "—" if x is None else f"{x:.3f}"  # one prompt has no standard error (records.stats)
-        print(f"{r.temperature:>4g} {r.tau:>6.3f}±{se(r.tau_se):<6} "
-              f"{r.expected_length:>6.3f}±{se(r.expected_length_se):<6} {n:>7}  " + acc)
+    from ..engine.records.eval_table import eval_depths, eval_means
+    from ..render.table import text
+
+    title = (f"draft {pair.draft_name}  target {pair.target_name}  B={args.budget} H={args.depth} K={args.children} "
+             f"W={args.width}  {total} prompts")
+    print("\n".join([*text(eval_means(results, counts, title)), "", *text(eval_depths(results))]))

@@ -12,7 +12,7 @@ from ..decode.session import DecodeConfig, DecodeSession
 from ..draft.builders import BuilderConfig
 from ..draft.drafters import tree_for
 from ..load.models import ModelPair
-from ..records.round_numbers import NUMBERS
+from ..records.round_numbers import NUMBERS, SCAN
 from ..records.stats import PairedDiff, mean_se
 from ..records.summary import acceptance_curves
 from .exittrain import Context, target_weights
@@ -40,15 +40,20 @@ class EvalResult:
     # Beside the counted curves, the exact one: the target's probability of reaching d given each round's tree, the
     # mean over rounds (summary.DepthAcceptance.expected; its sum over d is the mean E[L] - 1).
     acceptance_expected: list[float | None] = field(default_factory=list)
+    # Each scan number's per-prompt values by name (round_numbers.SCAN), and the counted curves behind the shares:
+    # what the tables estimate (records/eval_table.py); left out of the JSON, whose keys scripts read.
+    per_prompt: dict[str, list[float | None]] = field(default_factory=dict)
+    curves: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k not in ("per_prompt", "curves")}
 
 
 def evaluate(pair: ModelPair, prompts: list[list[int]], temperature: float, builder: BuilderConfig,
              max_new_tokens: int = 64, verifier: str = "tev", seed: int = 0, progress=None) -> EvalResult:
     """Decode every prompt with tree decoding and report tau and the expected block length over prompts."""
     taus, lengths, rounds = [], [], []
+    per_prompt = {n.name: [] for n in SCAN}
     for i, ids in enumerate(prompts):
         cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), builder=builder, verifier=verifier,
                            max_new_tokens=max_new_tokens, seed=seed + i, missing_top=0)
@@ -57,13 +62,15 @@ def evaluate(pair: ModelPair, prompts: list[list[int]], temperature: float, buil
         taus.append(NUMBERS["L"].over(s.rounds))
         lengths.append(NUMBERS["expected_length"].over(s.rounds))
         rounds += s.rounds
+        for n in SCAN:
+            per_prompt[n.name].append(n.over(s.rounds))
         if progress:
             progress(i + 1, len(prompts))
     tau, tau_se = mean_se(taus)
     length, length_se = mean_se(lengths)
     curves = acceptance_curves(rounds)
     return EvalResult(temperature, tau, tau_se, length, length_se, [a.conditional for a in curves],
-                      [a.marginal for a in curves], taus, lengths, [a.expected for a in curves])
+                      [a.marginal for a in curves], taus, lengths, [a.expected for a in curves], per_prompt, curves)
 
 
 @dataclass(frozen=True)
