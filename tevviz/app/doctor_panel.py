@@ -64,7 +64,7 @@ def _widgets(drafters: dict[str, Path]) -> Panel:
         limit = gr.Number(LIMIT, precision=0, label="prompts")
         max_new = gr.Number(64, precision=0, label="max new tokens per prompt")
         run_btn = gr.Button("Run the doctor", variant="primary")
-        stop_btn = gr.Button("Stop", variant="stop", elem_id="doctor-stop")
+        stop_btn = gr.Button("Stop", variant="stop", elem_id="doctor-stop", scale=0, min_width=90)
     error = gr.Markdown(elem_classes="error-box", elem_id="doctor-error")
     report = gr.Markdown(elem_id="doctor-report", elem_classes="stats-table")
     return Panel(draft=draft, limit=limit, max_new=max_new, run_btn=run_btn, stop_btn=stop_btn, error=error,

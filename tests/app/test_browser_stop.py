@@ -1,0 +1,61 @@
+"""Stop in a real browser: the Doctor's Stop ends the run after the prompt in progress, says after how many of how
+many decodes, and the next action runs at once (the work stopped, not only the browser's wait)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+import test_browser_tree
+from conftest import screenshot, served
+from test_browser import CHROMIUM
+
+from tevviz.app import build_demo
+from tevviz.engine.load.models import assets_dir
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
+                                reason="needs Debian's chromium at /usr/bin/chromium: apt-get install chromium")
+sync_api = pytest.importorskip("playwright.sync_api")
+expect = sync_api.expect
+browser = test_browser_tree.browser  # the one headless Chromium fixture of the browser tests
+
+BLOCK_DRAFT = "tevviz-stdlib-block-draft"  # reads the target's states: the doctor decodes every reading of it
+SHOTS = Path(os.environ.get("TEVVIZ_SHOTS", Path(__file__).parents[1] / "artifacts"))
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    with served(build_demo(None, run_dir=tmp_path_factory.mktemp("runs"))) as url:
+        yield url
+
+
+@pytest.mark.skipif(not (assets_dir() / "models" / BLOCK_DRAFT).is_dir(), reason="the shipped block drafter is absent")
+@pytest.mark.parametrize("width", [1440, 900])
+def test_the_doctors_stop_ends_the_run_and_frees_the_models(browser, app_url, width):
+    page = browser.new_context(viewport={"width": width, "height": 900}).new_page()
+    page.set_default_timeout(120_000)
+    expect.set_options(timeout=120_000)
+    page.goto(app_url)
+    page.get_by_role("tab", name="Doctor").click()
+    draft = page.get_by_label("draft (a shipped one, or type a path)")
+    draft.click()
+    page.get_by_role("option", name=BLOCK_DRAFT, exact=True).click()
+    page.get_by_role("button", name="Run the doctor").click()
+    expect(page.locator("#doctor-report").get_by_text(re.compile(r"reading .*: 2 of \d+ decodes"))).to_be_visible()
+    page.locator("#doctor-stop").click()
+    said = page.locator("#doctor-error")
+    expect(said).to_contain_text("the doctor stopped after", ignore_case=True)
+    done, total = map(int, re.search(r"after (\d+) of (\d+) decodes", said.inner_text()).groups())
+    assert 2 <= done < total  # stopped after the prompt in progress, not at the end
+    expect(page.locator("#doctor-report")).not_to_contain_text("verdict")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    screenshot(page, SHOTS / f"doctor-stopped-{width}.png")
+    # The models are free: the next run (the session's own drafter, which reads no states) answers at once.
+    draft.click()
+    page.get_by_role("option", name="this session's draft", exact=True).click()
+    page.get_by_role("button", name="Run the doctor").click()
+    expect(page.locator("#doctor-report")).to_contain_text("nothing to doctor")
+    expect(said).to_have_text("")
+    page.context.close()
