@@ -10,7 +10,8 @@ import gradio as gr
 from ..render.tree_figure import node_key
 from .details import node_details
 from .navigation import on_key, select, show_round
-from .updates import BROWSE_OUTPUTS, MAX_WIDTHS, NODE_OUTPUTS, position_of, shown, view_url, with_width
+from .search_view import search_nodes
+from .updates import BROWSE_OUTPUTS, MAX_WIDTHS, NODE_OUTPUTS, position_of, search_of, shown, view_url, with_width
 from .views import block_rows_plot, tree_plot
 from .widgets import LIGHT, Panel, current, figure_json
 
@@ -30,10 +31,10 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
 
     def picked(st, metric_name, new):
         new = with_width(ui, new)
-        return {ui.state: new, **ui.updates(tree=figure_json(tree_plot(new, metric_name, as_dict=True)),
+        return {ui.state: new, **ui.updates(tree=figure_json(drawn_tree(ui, new, metric_name)),
                                             details=node_details(new),
                                             node=new.highlight if isinstance(new.highlight, int) else None,
-                                            url=view_url(new, metric_name),
+                                            url=view_url(new, metric_name, search_of(ui, new).query),
                                             rows_plot=figure_json(block_rows_plot(new)))}
 
     def click(st, metric_name, evt: gr.EventData):
@@ -56,7 +57,7 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
         # restore is returning now, which it must not overwrite (the width reaches them through `ui.widths`).
         if st.round is None:
             return {}
-        return {ui.tree: figure_json(tree_plot(with_width(ui, st), st.metric, as_dict=True))}
+        return {ui.tree: figure_json(drawn_tree(ui, with_width(ui, st), st.metric))}
 
     browse = [ui.state, *ui.take(BROWSE_OUTPUTS)]
     ui.view.release(set_view, [ui.state, ui.metric, ui.view], browse, api_name="view", **LIGHT)
@@ -86,8 +87,8 @@ def wire_view_options(ui: Panel, by_id: dict[str, str]) -> None:
             # ghost box set before the first Step is kept for it.
             return {ui.state: replace(current(st), **changes)} if changes else {}
         st = with_width(ui, replace(current(st), metric=metric_name, **changes))
-        return {ui.state: st, **ui.updates(tree=figure_json(tree_plot(st, metric_name, as_dict=True)),
-                                           url=view_url(st, metric_name))}
+        return {ui.state: st, **ui.updates(tree=figure_json(drawn_tree(ui, st, metric_name)),
+                                           url=view_url(st, metric_name, search_of(ui, st).query))}
 
     def set_optimal_every(st, on):
         return replace(current(st), optimal_every=bool(on))
@@ -104,6 +105,11 @@ def wire_view_options(ui: Panel, by_id: dict[str, str]) -> None:
                      api_name="ghosts", **LIGHT)
     ui.optimal_every.change(set_optimal_every, [ui.state, ui.optimal_every], [ui.state], api_name="optimal_every",
                             **LIGHT)
+
+
+def drawn_tree(ui: Panel, st, metric: str) -> dict:
+    """The shown round's tree as a figure dict, dimmed outside what the browser's find-and-filter row lights."""
+    return tree_plot(st, metric, as_dict=True, matches=search_nodes(st, search_of(ui, st), metric))
 
 
 def _data(evt: gr.EventData) -> dict:

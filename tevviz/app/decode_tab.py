@@ -20,6 +20,7 @@ from .details import node_details
 from .figure_view import ROUND_BOX, figure_view
 from .run_store import MAX_RUNS
 from .runs import settings_values
+from .search_panel import search_row, wire_search
 from .state import AppState, decode_settings
 from .updates import BROWSE_OUTPUTS, NODE_OUTPUTS, ROUND_OUTPUTS, VIEW_OUTPUTS, everything, shown
 from .url_view import url_sync
@@ -114,6 +115,7 @@ def _view_column() -> dict:
         c["metric"] = gr.Dropdown(list(METRICS), value="P", label="node colour", scale=1, min_width=120,
                                   elem_id="metric-pick")
         c["scale"] = gr.Dropdown(list(SCALES), value="auto", label="colour scale", scale=1, min_width=110)
+    c |= search_row()
     with gr.Row(equal_height=False, elem_id="tree-row"):
         with gr.Column(scale=4, min_width=480):
             c["tree"] = figure_view(figure_json(tree_plot(AppState(), "P", as_dict=True)),
@@ -361,5 +363,6 @@ def decode_tab(ctl: Controller, state: gr.State, prompts: list[dict], first_prom
     ui.settings = dict(zip(SETTINGS, ui.take(SETTINGS)))  # name -> widget, for `inputs_kwargs`
     _wire_decoding(ctl, ui, ui.settings)
     wire_browsing(ui, {p["id"]: p["prompt"] for p in prompts})
+    wire_search(ui)
     _wire_files(ctl, ui, ui.settings)
     return ui

@@ -1,6 +1,6 @@
-"""The view in the page's URL: `?run=<browser>.<run>&round=R&node=N&folds=U,V&walk=T&pin=<browser>.<run>&metric=M`,
-written as the view changes and read when the page loads, so a reload returns to the same view and a copied link
-opens it on the same server.
+"""The view in the page's URL: `?run=<browser>.<run>&round=R&node=N&folds=U,V&walk=T&pin=<browser>.<run>&metric=M
+&find=F` (F: the token searched for), written as the view changes and read when the page loads, so a reload returns to
+the same view and a copied link opens it on the same server.
 
 The browser's id lives in its localStorage (`tevviz-user`): its runs' folder on the server (app/run_store.py).
 """
@@ -13,6 +13,8 @@ import gradio as gr
 
 from ..render import METRICS
 
+MAX_FIND = 200  # characters of a searched token a link keeps
+
 # A component that draws nothing: its value (updates.view_url's JSON) goes into the address bar, without a reload.
 _SYNC = """
 const write = () => {
@@ -20,7 +22,7 @@ const write = () => {
   let view;
   try { view = JSON.parse(props.value); } catch (e) { return; }
   const url = new URL(window.location.href);
-  for (const key of ['run', 'round', 'node', 'folds', 'walk', 'pin', 'metric']) {
+  for (const key of ['run', 'round', 'node', 'folds', 'walk', 'pin', 'metric', 'find']) {
     const value = view[key];
     if (value === undefined || value === null || value === '') url.searchParams.delete(key);
     else url.searchParams.set(key, String(value));
@@ -57,8 +59,8 @@ def url_sync() -> gr.HTML:
 
 
 def read_query(query: str) -> dict:
-    """The view a URL's query names: run (browser id, run id), round, node, open folds and metric, each None (no
-    folds: empty) where absent or malformed (a bad link is said, not raised)."""
+    """The view a URL's query names: run (browser id, run id), round, node, open folds, metric and the token searched
+    for, each None (no folds: empty; no search: "") where absent or malformed (a bad link is said, not raised)."""
     q = {k: v[0] for k, v in parse_qs((query or "").lstrip("?")).items() if v}
     run = q.get("run", "")
     user, _, run_id = run.partition(".")
@@ -68,7 +70,7 @@ def read_query(query: str) -> dict:
     folds = frozenset(int(u) for u in q.get("folds", "").split(",") if u.isdigit())
     return {"user": user or None, "run": run_id or None, "round": _index(q.get("round", "")), "node": node,
             "folds": folds, "walk": _index(q.get("walk", "")), "pin": _pin(q.get("pin", "")),
-            "metric": q.get("metric") if q.get("metric") in METRICS else None}
+            "metric": q.get("metric") if q.get("metric") in METRICS else None, "find": q.get("find", "")[:MAX_FIND]}
 
 
 def _index(text: str) -> int | None:

@@ -94,8 +94,9 @@ def cell_nodes(r, cell: tuple[int, int] | None) -> list[int]:
     return [v for v in range(1, r.size) if r.depths[v] == cell[0] and r.tokens[v] == cell[1]]
 
 
-def tree_plot(st: AppState, metric: str, as_dict: bool = False) -> go.Figure | dict:
-    """The shown round's tree (a plain figure dict with `as_dict`), ghosts drawn when asked and known."""
+def tree_plot(st: AppState, metric: str, as_dict: bool = False, matches=None) -> go.Figure | dict:
+    """The shown round's tree (a plain figure dict with `as_dict`), ghosts drawn when asked and known; outside a
+    search's `matches` (None: no search) the nodes dimmed."""
     r = st.round
     if r is None:
         fig = empty_figure("press Step to draft, verify and commit one round")
@@ -114,7 +115,7 @@ def tree_plot(st: AppState, metric: str, as_dict: bool = False) -> go.Figure | d
         highlight = None  # a ghost selected while ghost branches were on
     args = (r.to_dict(), metric, BONUS if highlight == "bonus" else highlight, title, ghosts)
     options = {"width": st.width, "expanded": st.expanded, "walk": st.token, "scale": st.scale,
-               "marked": cell_nodes(r, st.cell)}
+               "marked": cell_nodes(r, st.cell), "matches": matches}
     return tree_figure_dict(*args, **options) if as_dict else tree_figure(*args, **options)
 
 
