@@ -67,3 +67,22 @@ def test_a_reopened_run_keeps_its_max_new_tokens_and_equals_the_whole_run(tmp_pa
     while not whole.done:
         whole = Controller.step(ctl, whole, PROMPT, cfg)
     assert len(st.generated) == 13 and st.generated == whole.generated
+
+
+@pytest.mark.parametrize("view", [None, "nonsense", {"baseline": {"prompt": "p", "settings": {"budget": "x"}}}])
+def test_a_view_that_will_not_read_leaves_the_run_without_it(tmp_path, view):
+    from tevviz.app.runs import reopened
+
+    store, run_id = RunStore(tmp_path / "runs"), new_id()
+    store.save(USER, run_id, {**session(1), **({} if view is None else {"view": view})}, wait=True)
+    kept = store.load(USER, run_id)
+    assert kept.token_ids == [2, 2] and kept.view == (view if isinstance(view, dict) else {})
+    assert reopened(AppState(), kept, run_id, 10, "", kind="run").baseline is None
+
+
+def test_a_file_that_is_no_json_still_says_so(tmp_path):
+    store, run_id = RunStore(tmp_path / "runs"), new_id()
+    store.path(USER, run_id).parent.mkdir(parents=True)
+    store.path(USER, run_id).write_text("{not json")
+    with pytest.raises(TevvizError, match="not valid JSON"):
+        store.load(USER, run_id)

@@ -235,3 +235,35 @@ def test_run_baseline_on_a_reopened_run_times_its_own_prompt_and_settings(ctl):
     assert "another prompt or settings" not in text and "Plain decoding:" in text
     other = ctl.baseline(back, PROMPT, settings(budget=6, max_new_tokens=12)[1])
     assert "another prompt or settings" in stats_markdown(other)
+
+
+def test_the_baseline_timed_for_a_run_is_kept_through_a_reload_a_link_and_a_restart(ctl, pair):
+    """The speed panel after a reload (a fresh browser session reopening the run), a link opened in another browser,
+    or a restart of the server (a new store on the same folder) shows the baseline timed before, untimed again; it
+    is no setting, so comparing the run with its twin that has none shows no difference."""
+    from tevviz.app.runs import reopened
+    from tevviz.app.views import stats_markdown
+    from tevviz.engine.records.run_compare import Run, compare_runs
+
+    _, cfg = settings(max_new_tokens=12)
+    run = steps(ctl, AppState(user=USER), 2, cfg)
+    timed = ctl.baseline(run, PROMPT, cfg)
+    shown = stats_markdown(timed)
+    assert "Plain decoding:" in shown
+    restarted = Controller(PairSource(pair=pair), runs=RunStore(ctl.runs.root))
+    other_user = "1" * 32
+    for how, store, user in (("reload", ctl.runs, USER), ("restart", restarted.runs, USER),
+                             ("link", ctl.runs, other_user)):
+        kept = store.load(USER, run.run_id)
+        back = reopened(AppState(user=user), kept, run.run_id, ctl.history, "", kind="run")
+        assert back.baseline is not None, how
+        assert {k: back.baseline[k] for k in timed.baseline} == timed.baseline, how
+        again = stats_markdown(back)
+        # The baseline's cell as it was, with a speed-up beside it, and the way it was timed.
+        assert again.split("\n")[2].split("|")[-3] == shown.split("\n")[2].split("|")[-3], how
+        assert "x |" in again.split("\n")[2] and "Plain decoding:" in again, how
+    assert restarted.reopen(AppState(user=USER), run.run_id).baseline == timed.baseline
+    twin = Run.of(tio.loads(json.dumps(session_of(run))), "B")
+    assert compare_runs(Run.of(ctl.runs.load(USER, run.run_id), "A"), twin).settings == []
+    # An export is the session alone: what the app showed stays with the app.
+    assert "view" not in ctl.session_json(timed) and "view" not in session_of(run)

@@ -182,7 +182,9 @@ class Controller(TrainingActions):
                 raise e.saying(kept) from None
         entry = {"tokens": len(result.token_ids), "seconds": result.seconds, "tokens_per_s": result.tokens_per_s,
                  "way": result.way.label(), "ways": len(result.probe), "prompt": prompt, "cfg": cfg, "costs": costs}
-        return replace(st, baseline=entry)
+        out = replace(st, baseline=entry)
+        self.keep(out)  # the run's file keeps its baseline: a reload, a link or a restart shows it untimed again
+        return out
 
     @on_model_thread
     def decode_all(self, prompt: str, cfg: DecodeConfig, draft: str | None, label: str, progress=None,

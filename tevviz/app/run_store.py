@@ -14,7 +14,7 @@ import re
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine import TevvizError
@@ -30,6 +30,14 @@ logger = logging.getLogger("tevviz")
 
 def new_id() -> str:
     return uuid.uuid4().hex
+
+
+@dataclass
+class KeptRun(tio.ImportedSession):
+    """A kept run as read back: the session, and what the app showed of it beyond the session (`view`: the
+    baseline timed for it), which a session file for others does not hold."""
+
+    view: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -101,14 +109,22 @@ class RunStore:
         """Names of this browser's runs the caps removed since the last call."""
         return self._dropped.pop(user, [])
 
-    def load(self, user: str, run_id: str) -> tio.ImportedSession:
-        """A run as an imported session; TevvizError naming what is missing."""
+    def load(self, user: str, run_id: str) -> KeptRun:
+        """A run as an imported session with its `view`; TevvizError naming what is missing."""
         path = self.path(user, run_id)
         self.flush()
         if not path.is_file():
             raise TevvizError("that run is not on this server (removed by the cap of "
                               f"{self.max_runs} runs per browser, or never saved here)")
-        return tio.load(path)
+        raw = path.read_bytes()
+        try:
+            data = json.loads(raw) if len(raw) <= tio.MAX_BYTES else None
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            return KeptRun(**tio.loads(raw).__dict__)  # its error says what is wrong with the file
+        view = data.get("view")
+        return KeptRun(**tio.parse(data).__dict__, view=view if isinstance(view, dict) else {})
 
     def runs(self, user: str) -> list[StoredRun]:
         """This browser's runs, newest first."""

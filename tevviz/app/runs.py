@@ -9,7 +9,8 @@ from dataclasses import replace
 from ..engine import DecodeConfig, TevvizError, encode_prompt
 from ..engine.core.scoring import check_ids
 from ..engine.records import io as tio
-from .state import AppState, block_text, view_options
+from ..engine.records.speed import PassCosts
+from .state import AppState, block_text, decode_settings, view_options
 
 # The settings widgets a reopened run's recorded settings fill in, by their names in `meta`.
 SETTING_FIELDS = {"temperature": ("sampling", "temperature"), "top_k": ("sampling", "top_k"),
@@ -89,9 +90,36 @@ def run_name(st: AppState) -> str:
 
 
 def session_of(st: AppState) -> dict:
-    """A run as the session JSON kept for it (its name in `meta.run_name`, read back by the run picker)."""
+    """A run as the session JSON kept for it (its name in `meta.run_name`, read back by the run picker), and beside
+    the session what the app showed of it: the baseline timed for it (`view`, read back by RunStore.load)."""
     meta = {"run_name": run_name(st), **{k: v for k, v in (st.meta or {}).items() if k != "run_name"}}
-    return tio.session_dict(meta, st.prompt, st.prompt_ids, st.generated, st.text, st.rounds)
+    out = tio.session_dict(meta, st.prompt, st.prompt_ids, st.generated, st.text, st.rounds)
+    return {**out, "view": {"baseline": baseline_json(st.baseline)}} if st.baseline else out
+
+
+def baseline_json(base: dict) -> dict:
+    """A timed baseline (Controller.baseline's entry) as plain JSON: its settings as the widgets hold them."""
+    costs = base.get("costs")
+    return {**{k: v for k, v in base.items() if k not in ("cfg", "costs")}, "settings": config_values(base["cfg"]),
+            "costs": None if costs is None else {"target_ms": costs.target_ms, "draft_ms": costs.draft_ms}}
+
+
+def baseline_of(saved) -> dict | None:
+    """A baseline kept by `baseline_json`, as Controller.baseline made it; None where it is missing or will not
+    read (the speed panel then has none, as before it was timed)."""
+    if not isinstance(saved, dict):
+        return None
+    try:
+        _, cfg = decode_settings(saved["prompt"], **saved["settings"])
+        costs = saved.get("costs")
+        if costs is not None:
+            costs = PassCosts(*({int(k): float(v) for k, v in costs[p].items()} for p in ("target_ms", "draft_ms")))
+        base = {k: saved[k] for k in ("tokens", "seconds", "tokens_per_s", "way", "ways", "prompt")}
+    except (TevvizError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+    if not isinstance(base["tokens_per_s"], (int, float)):
+        return None
+    return {**base, "cfg": cfg, "costs": costs}
 
 
 def reopened(st: AppState, imported: tio.ImportedSession, run_id: str, history: int, said: str,
@@ -104,7 +132,8 @@ def reopened(st: AppState, imported: tio.ImportedSession, run_id: str, history: 
                     generated=list(imported.token_ids), text=imported.text, rounds=list(imported.rounds[dropped:]),
                     meta=dict(imported.meta), seconds=sum(sum(r.stage_ms.values()) for r in imported.rounds) / 1e3,
                     view=0, notice=said, dropped=dropped,
-                    dropped_text="".join(block_text(r) for r in imported.rounds[:dropped]))
+                    dropped_text="".join(block_text(r) for r in imported.rounds[:dropped]),
+                    baseline=baseline_of(getattr(imported, "view", {}).get("baseline")))
 
 
 def continuation(st: AppState, pair, prompt: str, cfg: DecodeConfig) -> tuple[list[int], str]:
