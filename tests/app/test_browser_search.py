@@ -11,6 +11,7 @@ import test_browser_tree
 from conftest import screenshot, served
 from test_browser import CHROMIUM
 from test_browser_runs import load, query, step
+from test_browser_tree import pick_metric
 from test_browser_views import new_page
 
 from tevviz.app import build_demo
@@ -117,6 +118,9 @@ def test_find_step_jump_threshold_and_fold_by_mass(browser, app_url, width):
     above = lit(page)
     assert above and len(above) < len(traces(page)["nodes"]["ids"])
     shot(page, f"threshold_{width}.png")
+    pick_metric(page, "w")  # the threshold is on the colour shown: the count follows it
+    expect(count).to_contain_text(re.compile(r"\d+ nodes? with exit probability w\(v\) ≥ 0.1"))
+    pick_metric(page, "P")
 
     # Fold by mass: 0 opens every fold the tree has (no "+N" left), 1 leaves the drawing's own folds.
     page.locator("#threshold-box textarea, #threshold-box input").first.fill("")
@@ -129,4 +133,15 @@ def test_find_step_jump_threshold_and_fold_by_mass(browser, app_url, width):
     mass.fill("1")
     page.locator("#fold-btn").click()
     page.wait_for_function("() => !new URL(location.href).searchParams.get('folds')")
+
+    # The query is in the URL: a reload finds the word again in the round it shows.
+    page.locator("#find-box textarea, #find-box input").first.fill(word)
+    page.wait_for_function("w => new URL(location.href).searchParams.get('find') === w", arg=word)
+    shown = page.locator(TITLE).text_content().split(":")[0]
+    page.reload()
+    expect(page.locator("#find-box textarea, #find-box input").first).to_have_value(word)
+    expect(page.locator(TITLE)).to_have_text(re.compile(f"^{shown}:"))
+    expect(count).to_contain_text(re.compile(rf"match(es)? {word} in {shown}"))
+    page.wait_for_function("() => document.querySelector('#tree-plot .js-plotly-plot').data.some(t => t.name === "
+                           "'nodes' && Array.isArray(t.marker.opacity))")
     page.context.close()

@@ -22,7 +22,7 @@ def search_row() -> dict:
     """The row's widgets, by the names the Panel keeps them under."""
     c = {}
     with gr.Row(equal_height=True, elem_id="search-row"):
-        c["find"] = gr.Textbox("", label='find a token ("in quotes": the whole token)', placeholder="e.g. str",
+        c["find"] = gr.Textbox("", label='find a token ("…": whole)', placeholder="e.g. str",
                                scale=3, min_width=200, elem_id="find-box")
         with gr.Column(scale=0, min_width=110):
             c["find_prev"] = gr.Button("◀ Previous", size="sm", elem_id="find-prev")
