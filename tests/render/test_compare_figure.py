@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import itertools
 import random
 
 import networkx as nx
@@ -10,7 +12,15 @@ import pytest
 
 from tevviz.engine.records.records import RoundRecord, tree_depths
 from tevviz.engine.records.run_compare import A_ONLY, B_ONLY, BOTH
-from tevviz.render.compare_figure import pair_figures, shared_layout, side_figure_dicts, union_figure_dict
+from tevviz.render.compare_figure import (
+    PAIR_WIDTH,
+    WIDTH,
+    pair_figures,
+    shared_layout,
+    side_figure_dicts,
+    union_figure_dict,
+)
+from tevviz.render.labels import label_px
 from tevviz.render.layout import edges_cross
 
 
@@ -130,16 +140,83 @@ def random_tree(rng: random.Random, n: int, vocab: int) -> RoundRecord:
     return rec(tokens, parents, exit_node, vocab + 1, scores=scores)
 
 
+def label_boxes(fig: dict) -> list[tuple[float, float, float]]:
+    """(left, right, row) in px of every label the figure draws (labels are one row each, centred over their node)."""
+    (labels,) = [t for t in fig["data"] if t["name"] == "labels"]
+    return [(x - label_px(html.unescape(text)) / 2, x + label_px(html.unescape(text)) / 2, y)
+            for x, y, text in zip(labels["x"], labels["y"], labels["text"])]
+
+
+def assert_apart(boxes) -> None:
+    rows = sorted(boxes, key=lambda b: (b[2], b[0]))
+    for a, b in itertools.pairwise(rows):
+        assert a[2] != b[2] or a[1] <= b[0] + 1e-6, (a, b)
+
+
+def assert_rings_inside(fig: dict) -> None:
+    """Every ring lies whole inside the axis ranges: x in px (the plan's unit), y in rows of ROW_HEIGHT px at most."""
+    lay = fig["layout"]
+    (x0, x1), (y0, y1) = lay["xaxis"]["range"], lay["yaxis"]["range"]
+    rings = [t for t in fig["data"] if t.get("marker", {}).get("symbol") == "circle-open" and "exit" in t["name"]]
+    assert rings
+    for t in rings:
+        r = t["marker"]["size"] / 2 + t["marker"]["line"]["width"]
+        for x, y in zip(t["x"], t["y"]):
+            assert x0 <= x - r and x + r <= x1, (t["name"], x, r, x0, x1)
+            assert y0 < y < y1
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_union_layout_of_random_trees_has_no_crossing_edges(seed):
     rng = random.Random(seed)
     a, b = random_tree(rng, 65, 4), random_tree(rng, 65, 4)
     t = shared_layout(a, b)
-    G = nx.DiGraph([(p, v) for v, p in enumerate(t.parents) if p >= 0])
-    assert not edges_cross(G, t.pos)
-    assert len({t.pos[v] for v in range(t.size)}) == t.size  # no two nodes on one spot
+    drawn = nx.DiGraph([(p, v) for v, p in enumerate(t.parents) if p >= 0 and v in t.pos])
+    assert not edges_cross(drawn, t.pos)
+    assert len({t.pos[v] for v in t.pos}) == len(t.pos)  # no two nodes on one spot
+    # A node not drawn is behind a "+N" fold of a drawn parent (or below one).
+    behind = {c for kids in t.plan.folded.values() for c in kids}
+    for v in range(t.size):
+        while v not in t.pos and v not in behind:
+            v = t.parents[v]
+        assert v in t.pos or t.parents[v] in t.pos
     fa, fb = side_figure_dicts(a, b, metric="P")
-    assert positions(fa).items() <= t.pos.items() and positions(fb).items() <= t.pos.items()
+    for fig in (fa, fb):
+        assert {v: x for v, x in positions(fig).items() if isinstance(v, int)}.items() <= t.pos.items()
+
+
+@pytest.mark.parametrize("width", [PAIR_WIDTH, WIDTH])
+@pytest.mark.parametrize("seed", range(4))
+def test_labels_of_every_comparison_figure_never_overlap_and_the_rings_stay_inside(seed, width):
+    rng = random.Random(seed)
+    a, b = random_tree(rng, 65, 6), random_tree(rng, 40, 6)
+    t = shared_layout(a, b, width)
+    figs = (union_figure_dict(a, b, tree=t), *side_figure_dicts(a, b, metric="w", tree=t))
+    for fig in figs:
+        boxes = label_boxes(fig)
+        assert len(boxes) >= 10, len(boxes)  # labelled, not bare markers
+        assert_apart(boxes)
+        assert_rings_inside(fig)
+        x0, x1 = fig["layout"]["xaxis"]["range"]
+        assert all(x0 <= left and right <= x1 for left, right, _ in boxes)
+    # Both accepted paths (the exits with them) are labelled in the union figure.
+    labels = trace(figs[0], "labels")
+    labelled = set(zip(labels["x"], labels["y"]))
+    for r in (a, b):
+        for v in r.accepted:
+            u = next(n.id for n in t.nodes if n.path == r.token_path(v))
+            assert t.pos[u] in labelled, (v, u)
+
+
+def test_a_wide_tree_planned_for_half_a_window_folds_rather_than_overlap():
+    rng = random.Random(7)
+    a, b = random_tree(rng, 120, 30), random_tree(rng, 120, 30)
+    before, after = pair_figures(a, b, names=("original", "trained"), metric="w")
+    for fig in (before, after):
+        d = fig.to_plotly_json()
+        assert_apart(label_boxes(d))
+        assert any(tr["name"].startswith("folded") for tr in d["data"])
+        assert d["layout"]["meta"]["width"] == PAIR_WIDTH
 
 
 def test_pair_figures_for_the_app():
@@ -147,3 +224,7 @@ def test_pair_figures_for_the_app():
     assert isinstance(before, go.Figure) and before.layout.width is None and before.layout.autosize
     assert before.layout.title.text == "before"
     assert [d.name for d in after.data if d.name.startswith("only in")] == ["only in original (not drafted here)"]
+    # Each token labelled once: A's bonus is A's alone, drafted by neither, so B's figure leaves its place empty.
+    text = lambda fig: sorted(html.unescape(x) for x in next(d for d in fig.data if d.name == "labels").text)
+    assert text(before) == ["t1", "t5", "t6", "t7", "t8", "t9"]
+    assert text(after) == ["t1", "t5", "t6", "t7", "t8"]

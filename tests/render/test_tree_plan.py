@@ -95,3 +95,18 @@ def test_fit_label_shortens_with_an_ellipsis_or_gives_up():
     assert short == "Stream…" and label_px(short) <= label_px("Stream…")
     assert fit_label("StreamReader", 3) is None
     assert token_label(" a\n\tb") == "⎵a↵⇥b" and token_label("") == "∅"
+
+
+def test_must_labels_are_cut_only_as_far_as_the_room_needs():
+    """A fan of 20 children that must be labelled (an exit at the root) in 900 px: each keeps the most characters
+    that fit, not the last resort's "⎵…"."""
+    G = nx.DiGraph([(0, v) for v in range(1, 21)])
+    for v in G:
+        G.nodes[v]["score"] = -float(v)
+    texts = {v: token_label(" stringvalue") for v in G}
+    plan = plan_tree(G, texts, set(G), list(G), lambda v: (-v,), 900)
+    kids = [plan.text[v] for v in range(1, 21)]
+    assert len(set(kids)) == 1 and kids[0].endswith("…") and len(kids[0]) > 3, kids
+    assert plan.width <= 900 + 1e-6
+    wider = kids[0][:-1] + "stringvalue"[len(kids[0]) - 2] + "…"  # one character more would not fit
+    assert 20 * (label_px(wider) + LABEL_GAP) > 900

@@ -1,5 +1,7 @@
-"""Two rounds' trees in one shared layout: the union tree by token path (engine/records/run_compare.match_nodes) laid
-out once, drawn as one union figure (nodes marked both / A only / B only) or as two side-by-side figures whose nodes sit
+"""Two rounds' trees in one shared layout: the union tree by token path (engine/records/run_compare.match_nodes)
+planned once by the Decode tree's rule (render/tree_plan.py: labels by importance, none overlapping, the lightest
+siblings folded into "+N" where the width runs out) and drawn with its pieces (render/tree_figure.py: edges, labels,
+rings, layout), as one union figure (nodes marked both / A only / B only) or as two side-by-side figures whose nodes sit
 at identical positions (each side coloured by a metric, the other side's nodes left as open grey rings).
 
 Every node trace carries the union node ids as `customdata`, the same in every figure of a pair, so a page can link
@@ -21,20 +23,33 @@ import plotly.colors
 from tevviz.engine.records.records import RoundRecord
 from tevviz.engine.records.run_compare import A_ONLY, B_ONLY, BOTH, MatchedNode, match_nodes
 from tevviz.render.graph import METRICS, node_metric
-from tevviz.render.layout import Point, tidy_layout
+from tevviz.render.labels import token_label
+from tevviz.render.layout import Point
+from tevviz.render.tree_figure import (
+    EXIT_RING,
+    NODE_SIZE,
+    TOP_LABELLED,
+    _edge_trace,
+    _folded_trace,
+    _label_trace,
+    _layout,
+    _ring_trace,
+    plan_room,
+)
+from tevviz.render.tree_plan import TreePlan, plan_tree
 
 SIDE_COLOURS = {BOTH: "#555555", A_ONLY: "#1f77b4", B_ONLY: "#ff7f0e"}
 SIDE_SYMBOLS = {BOTH: "circle", A_ONLY: "triangle-up", B_ONLY: "square"}
 ABSENT_COLOUR = "#c8c8c8"
 PATH_COLOUR = "crimson"
-LABELLED_NODES = 64  # above this many nodes token labels would overlap; hover still shows them
-WIDTH, ROW_HEIGHT, MAX_HEIGHT = 900, 70, 6000
-LEGEND = {"orientation": "h", "yanchor": "top", "y": -0.02, "x": 0.0}
+WIDTH = 900
+PAIR_WIDTH = 330  # a pair side by side in the app: a column of a 900 px window has 340 (wider ones stretch it)
+B_EXIT_RING = EXIT_RING - 6  # B's exit ring inside A's where both exit at one node
 
 
 @dataclass(frozen=True)
 class SharedTree:
-    """The union of two rounds' trees, with each side's bonus token as a node, and one position per node."""
+    """The union of two rounds' trees, with each side's bonus token as a node, and its plan for one width."""
 
     a: RoundRecord
     b: RoundRecord
@@ -42,7 +57,10 @@ class SharedTree:
     bonus: tuple[int | None, int | None]  # the union id of A's and B's bonus token (None where unknown)
     size: int  # nodes plus the bonus tokens neither tree drafted
     parents: list[int]  # per union id, bonus nodes included
-    pos: dict[int, Point]
+    pos: dict[int, Point]  # the nodes drawn (a folded one has none), in px of the plot area
+    plan: TreePlan  # pos plus the "+N" folds and the labels
+    graph: nx.DiGraph  # the union tree: text, P (the larger of the two) and score per node
+    width: int  # the figure's px the plan is for
 
     def side_of(self, v: int) -> str | None:
         """"both", "A only", "B only" for a drafted node; None for a bonus token neither tree drafted."""
@@ -55,16 +73,19 @@ class SharedTree:
         return self.nodes[v].node_b if side else self.nodes[v].node_a
 
 
-def shared_layout(a: RoundRecord, b: RoundRecord) -> SharedTree:
-    """Lay out the union of two rounds' trees once (render/layout.py's tidy layout; siblings by the higher of the two
-    path scores, bonus tokens last)."""
+def shared_layout(a: RoundRecord, b: RoundRecord, width: int = WIDTH) -> SharedTree:
+    """Plan the union of two rounds' trees once for a figure `width` px wide, as the Decode tree is planned: both
+    accepted paths, exits, their children and bonus tokens labelled first, then the nodes of the larger target flow P;
+    siblings by the higher of the two path scores, bonus tokens last."""
     nodes = match_nodes(a, b)
     parents = [n.parent for n in nodes]
     by_path = {n.path: n.id for n in nodes}
     G = nx.DiGraph()
     for n in nodes:
         scores = [r.scores[v] for r, v in ((a, n.node_a), (b, n.node_b)) if v is not None]
-        G.add_node(n.id, score=max(scores) if n.id else None)
+        flows = [_finite(r.P[v]) for r, v in ((a, n.node_a), (b, n.node_b)) if v is not None]
+        flows = [x for x in flows if x is not None]
+        G.add_node(n.id, text=n.text, score=max(scores) if n.id else None, P=max(flows) if flows else None)
         if n.parent >= 0:
             G.add_edge(n.parent, n.id)
     bonus: list[int | None] = []
@@ -76,46 +97,65 @@ def shared_layout(a: RoundRecord, b: RoundRecord) -> SharedTree:
         if path not in by_path:
             by_path[path] = len(parents)
             parents.append(by_path[path[:-1]])
-            G.add_node(by_path[path], score=None)  # unscored: after the drafted siblings
+            G.add_node(by_path[path], text=r.bonus_text, score=None, P=None)  # unscored: after the drafted siblings
             G.add_edge(parents[-1], by_path[path])
         bonus.append(by_path[path])
-    return SharedTree(a, b, nodes, (bonus[0], bonus[1]), len(parents), parents, tidy_layout(G))
+    must = {x for x in bonus if x is not None}
+    for r in (a, b):
+        exit_node = by_path[r.token_path(r.exit_node)]
+        must |= {by_path[r.token_path(v)] for v in r.accepted} | set(G.successors(exit_node))
+    flow = {v: _finite(G.nodes[v]["P"]) for v in G}
+    q = {v: math.exp(G.nodes[v]["score"]) if _finite(G.nodes[v]["score"]) is not None else 0.0 for v in G}
+    rank = sorted((v for v in G if flow[v] is not None), key=lambda v: (-flow[v], -q[v]))
+    labels = {v: token_label(G.nodes[v]["text"]) for v in G}
+    plan = plan_tree(G, labels, must, rank, lambda v: (flow[v] or 0.0, q[v]), plan_room(width), top=TOP_LABELLED)
+    pos = {v: p for v, p in plan.pos.items() if not isinstance(v, tuple)}
+    return SharedTree(a, b, nodes, (bonus[0], bonus[1]), len(parents), parents, pos, plan, G, width)
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or math.isnan(x) else float(x)
 
 
 # --- figures --------------------------------------------------------------------------------------------------------
 
 
 def union_figure_dict(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A", "B"), title: str | None = None,
-                      tree: SharedTree | None = None) -> dict[str, Any]:
-    """One figure of both trees: nodes marked both / A only / B only (colour and symbol), both accepted paths, exits
-    and bonus tokens; hover gives each side's numbers."""
-    t = tree or shared_layout(a, b)
+                      tree: SharedTree | None = None, width: int = WIDTH) -> dict[str, Any]:
+    """One figure of both trees `width` px wide: nodes marked both / A only / B only (colour and symbol), both
+    accepted paths, exits and bonus tokens, the Decode tree's labels; hover gives each side's numbers."""
+    t = tree or shared_layout(a, b, width)
     na, nb = names
     label = {BOTH: "both", A_ONLY: f"{na} only", B_ONLY: f"{nb} only"}
-    traces = [_edges(t, range(1, t.size), "edges", {"color": "#b0b0b0", "width": 1})]
-    for side, (r, colour, width, dash) in enumerate(((a, SIDE_COLOURS[A_ONLY], 6, "solid"),
-                                                     (b, SIDE_COLOURS[B_ONLY], 3, "dash"))):
+    traces = [_edge_trace(t.graph, t.plan.pos)]
+    for side, (r, colour, line, dash) in enumerate(((a, SIDE_COLOURS[A_ONLY], 6, "solid"),
+                                                    (b, SIDE_COLOURS[B_ONLY], 3, "dash"))):
         path = [_union_id(t, side, v) for v in r.accepted]
-        traces.append(_line([t.pos[v] for v in path], f"{names[side]}'s accepted path", colour, width, dash))
-    labelled = t.size <= LABELLED_NODES
+        traces.append(_line([t.pos[v] for v in path], f"{names[side]}'s accepted path", colour, line, dash))
     for side in (BOTH, A_ONLY, B_ONLY):
-        ids = [n.id for n in t.nodes if n.side == side]
-        marker = {"size": 12 if labelled else 8, "color": SIDE_COLOURS[side], "symbol": SIDE_SYMBOLS[side],
+        ids = [n.id for n in t.nodes if n.side == side and n.id in t.pos]
+        marker = {"size": NODE_SIZE, "color": SIDE_COLOURS[side], "symbol": SIDE_SYMBOLS[side],
                   "line": {"color": "#303030", "width": 0.5}}
-        traces.append(_markers(t, ids, label[side], marker, names, labelled))
+        traces.append(_markers(t, ids, label[side], marker, names))
+    rings: dict[int, int] = {}
     for side, r in enumerate((a, b)):
         colour = SIDE_COLOURS[A_ONLY if side == 0 else B_ONLY]
-        traces.append(_bonus(t, side, f"{names[side]}'s bonus", colour, labelled))
-        traces.append(_ring(t.pos[_union_id(t, side, r.exit_node)], f"{names[side]}'s exit", 24 - 6 * side, colour))
-    return {"data": [x for x in traces if x is not None], "layout": _layout(t, title)}
+        traces.append(_bonus(t, side, f"{names[side]}'s bonus", colour))
+        exit_node, size = _union_id(t, side, r.exit_node), (EXIT_RING, B_EXIT_RING)[side]
+        traces.append(_ring_trace(t.pos[exit_node], f"{names[side]}'s exit", size, colour))
+        rings[exit_node] = max(rings.get(exit_node, 0), size)
+    traces += _folds(t)
+    traces.append(_label_trace(t.plan, set(), set(), set(), rings))
+    return {"data": [x for x in traces if x is not None], "layout": _layout(t.plan, t.width, title)}
 
 
 def side_figure_dicts(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A", "B"), metric: str | None = None,
-                      titles: Sequence[str | None] = (None, None),
-                      tree: SharedTree | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Two figures at identical node positions, one per tree: its nodes coloured by `metric` on one colour scale for
-    both (by side without a metric), its accepted path, exit and bonus; the other tree's nodes as open grey rings."""
-    t = tree or shared_layout(a, b)
+                      titles: Sequence[str | None] = (None, None), tree: SharedTree | None = None,
+                      width: int = WIDTH) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two figures `width` px wide at identical node positions, one per tree: its nodes coloured by `metric` on one
+    colour scale for both (by side without a metric), its accepted path, exit and bonus, the Decode tree's labels; the
+    other tree's nodes as open grey rings with grey labels."""
+    t = tree or shared_layout(a, b, width)
     if metric is not None and metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
     values = metric_values(t, metric) if metric is not None else None
@@ -130,18 +170,18 @@ def _side(t: SharedTree, side: int, names: Sequence[str], values, metric: str | 
     mine, theirs = (A_ONLY, B_ONLY) if side == 0 else (B_ONLY, A_ONLY)
     here = [n.id for n in t.nodes if n.side in (BOTH, mine)]
     absent = [n.id for n in t.nodes if n.side == theirs]
-    labelled = t.size <= LABELLED_NODES
-    size = 12 if labelled else 8
+    path = [_union_id(t, side, v) for v in r.accepted]
     traces = [
-        _edges(t, [v for v in here if v], "edges", {"color": "#b0b0b0", "width": 1}),
-        _edges(t, absent, f"edges only in {names[1 - side]}", {"color": ABSENT_COLOUR, "width": 1, "dash": "dot"}),
-        _line([t.pos[_union_id(t, side, v)] for v in r.accepted], "accepted path", PATH_COLOUR, 5, "solid", 0.6),
+        _edge_trace(t.graph.subgraph(here), t.plan.pos) | {"name": "edges"},
+        _edges(t, [v for v in absent if v in t.pos], f"edges only in {names[1 - side]}",
+               {"color": ABSENT_COLOUR, "width": 1, "dash": "dot"}),
+        _line([t.pos[v] for v in path], "accepted path", PATH_COLOUR, 5, "solid", 0.6),
     ]
     label = {BOTH: "in both", mine: f"{names[side]} only"}
     unvalued = []
     for kind in (BOTH, mine):
-        ids = [v for v in here if t.nodes[v].side == kind]
-        marker: dict[str, Any] = {"size": size, "symbol": SIDE_SYMBOLS[kind],
+        ids = [v for v in here if t.nodes[v].side == kind and v in t.pos]
+        marker: dict[str, Any] = {"size": NODE_SIZE, "symbol": SIDE_SYMBOLS[kind],
                                   "line": {"color": "#303030", "width": 0.5}}
         if values is None:
             marker["color"] = SIDE_COLOURS[kind]
@@ -152,24 +192,34 @@ def _side(t: SharedTree, side: int, names: Sequence[str], values, metric: str | 
             marker.update(color=[values[side][v] for v in ids], colorscale=colorscale_stops(METRICS[metric].colorscale),
                           cmin=scale[0], cmax=scale[1], showscale=kind == BOTH,
                           colorbar={"title": {"text": METRICS[metric].label, "side": "right"}})
-        traces.append(_markers(t, ids, label[kind], marker, names, labelled))
+        traces.append(_markers(t, ids, label[kind], marker, names))
     if unvalued:  # an imported tree without target scores
-        traces.append(_markers(t, unvalued, "no value", {"size": size, "color": ABSENT_COLOUR,
-                                                          "line": {"color": "#303030", "width": 0.5}}, names, labelled))
-    traces.append(_markers(t, absent, f"only in {names[1 - side]} (not drafted here)",
-                           {"size": size, "symbol": "circle-open", "color": ABSENT_COLOUR, "line": {"width": 1.5}},
-                           names, labelled, textcolour=ABSENT_COLOUR))
-    traces.append(_bonus(t, side, "bonus", PATH_COLOUR, labelled))
-    traces.append(_ring(t.pos[_union_id(t, side, r.exit_node)], "exit", 24, PATH_COLOUR))
-    return {"data": [x for x in traces if x is not None], "layout": _layout(t, title)}
+        traces.append(_markers(t, unvalued, "no value", {"size": NODE_SIZE, "color": ABSENT_COLOUR,
+                                                          "line": {"color": "#303030", "width": 0.5}}, names))
+    shown_absent = [v for v in absent if v in t.pos]
+    traces.append(_markers(t, shown_absent, f"only in {names[1 - side]} (not drafted here)",
+                           {"size": NODE_SIZE, "symbol": "circle-open", "color": ABSENT_COLOUR, "line": {"width": 1.5}},
+                           names))
+    traces.append(_bonus(t, side, "bonus", PATH_COLOUR))
+    exit_node = _union_id(t, side, r.exit_node)
+    traces.append(_ring_trace(t.pos[exit_node], "exit", EXIT_RING, PATH_COLOUR))
+    traces += _folds(t)
+    own_bonus, other_bonus = t.bonus[side], t.bonus[1 - side]
+    # The other side's bonus token, drafted by neither tree, is no node of this one: its place stays empty.
+    hide = {other_bonus} if other_bonus is not None and other_bonus >= len(t.nodes) and other_bonus != own_bonus \
+        else set()
+    on_path = set(path) | ({own_bonus} if own_bonus is not None else set())
+    traces.append(_label_trace(t.plan, on_path, set(absent) - on_path, hide, {exit_node: EXIT_RING}))
+    return {"data": [x for x in traces if x is not None], "layout": _layout(t.plan, t.width, title)}
 
 
 def pair_figures(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A", "B"), metric: str | None = "w",
-                 titles: Sequence[str | None] = (None, None)) -> tuple:
-    """`side_figure_dicts` as two plotly Figures (what gr.Plot shows), half-width: the app's before/after pair."""
+                 titles: Sequence[str | None] = (None, None), width: int = PAIR_WIDTH) -> tuple:
+    """`side_figure_dicts` as two plotly Figures (what gr.Plot shows) planned for `width` px and stretched to their
+    column (a wider one only spreads the labels): the app's before/after pair."""
     import plotly.graph_objects as go
 
-    figs = side_figure_dicts(a, b, names, metric, titles)
+    figs = side_figure_dicts(a, b, names, metric, titles, width=width)
     out = []
     for f in figs:
         layout = {**f["layout"], "autosize": True}
@@ -229,37 +279,33 @@ def _line(points: list[Point], name: str, colour: str, width: float, dash: str, 
                     line={"color": colour, "width": width, "dash": dash}, opacity=opacity, hoverinfo="skip")
 
 
-def _ring(point: Point, name: str, size: int, colour: str) -> dict[str, Any]:
-    return _scatter(name, [point[0]], [point[1]], "markers",
-                    marker={"symbol": "circle-open", "size": size, "color": colour, "line": {"width": 3}},
-                    hoverinfo="skip")
-
-
-def _bonus(t: SharedTree, side: int, name: str, colour: str, labelled: bool) -> dict[str, Any] | None:
-    """The dashed edge from a side's exit node to its bonus token, marker at the bonus end."""
+def _bonus(t: SharedTree, side: int, name: str, colour: str) -> dict[str, Any] | None:
+    """The dashed edge from a side's exit node to its bonus token, marker at the bonus end (its label is the labels
+    trace's, as every node's)."""
     r, v = (t.a, t.b)[side], t.bonus[side]
-    if v is None:
+    if v is None or v not in t.pos:
         return None
     u = _union_id(t, side, r.exit_node)
-    text = f"bonus {_token(r.bonus_text)}"
-    return _scatter(name, [t.pos[u][0], t.pos[v][0]], [t.pos[u][1], t.pos[v][1]],
-                    "lines+markers+text" if labelled else "lines+markers",
+    return _scatter(name, [t.pos[u][0], t.pos[v][0]], [t.pos[u][1], t.pos[v][1]], "lines+markers",
                     line={"color": colour, "width": 2, "dash": "dash"},
                     marker={"size": [0, 14], "color": "white", "line": {"color": colour, "width": 2}},
-                    text=["", _token(r.bonus_text)], textposition="bottom center",
-                    hovertext=["", f"{text}<br>token_id {r.bonus_token}"], hoverinfo=["skip", "text"],
-                    customdata=[None, v])
+                    hovertext=["", (f"<b>bonus {_token(r.bonus_text)}</b>  token_id {r.bonus_token}<br>drawn at "
+                                    "the exit node from its residual law")],
+                    hoverinfo=["skip", "text"], customdata=[None, v])
 
 
-def _markers(t: SharedTree, ids: list[int], name: str, marker: dict, names: Sequence[str], labelled: bool,
-             textcolour: str | None = None) -> dict[str, Any]:
-    trace = _scatter(name, [t.pos[v][0] for v in ids], [t.pos[v][1] for v in ids],
-                     "markers+text" if labelled else "markers", marker=marker)
-    if labelled:
-        trace["text"] = [_token(t.nodes[v].text) for v in ids]
-    return trace | {
-        "textposition": "top center",
-        "textfont": {"size": 10, **({"color": textcolour} if textcolour else {})},
+def _folds(t: SharedTree) -> list[dict[str, Any]]:
+    """The "+N" folds of the plan: here a fold stays folded (the pair has no unfolding), so its hover says only what
+    it holds."""
+    if not t.plan.folded:
+        return []
+    trace = _folded_trace(t.graph, t.plan, {})
+    hover = [h.replace("<br>click to unfold", "") for h in trace["hovertext"]]
+    return [trace | {"name": "folded (+N lighter siblings)", "hovertext": hover}]
+
+
+def _markers(t: SharedTree, ids: list[int], name: str, marker: dict, names: Sequence[str]) -> dict[str, Any]:
+    return _scatter(name, [t.pos[v][0] for v in ids], [t.pos[v][1] for v in ids], "markers", marker=marker) | {
         "customdata": list(ids),  # union node ids: the same in every figure of a pair
         "hovertext": [node_hover(t, v, names) for v in ids],
         "hoverinfo": "text",
@@ -297,19 +343,3 @@ def _union_path(t: SharedTree, v: int) -> list[int]:
     while t.parents[path[-1]] >= 0:
         path.append(t.parents[path[-1]])
     return path[::-1]
-
-
-def _layout(t: SharedTree, title: str | None) -> dict[str, Any]:
-    xs = [p[0] for p in t.pos.values()]
-    rows = 1 - min(p[1] for p in t.pos.values())
-    return {
-        **({} if title is None else {"title": {"text": title, "x": 0.0, "xanchor": "left"}}),
-        "width": WIDTH,
-        "height": min(MAX_HEIGHT, 160 + ROW_HEIGHT * rows),
-        "xaxis": {"visible": False, "range": [min(xs) - 1, max(xs) + 1]},
-        "yaxis": {"visible": False, "range": [-rows + 0.4, 0.6]},
-        "plot_bgcolor": "white",
-        "hovermode": "closest",
-        "legend": dict(LEGEND),
-        "margin": {"l": 20, "r": 20, "t": 60 if title else 30, "b": 20},
-    }

@@ -35,6 +35,8 @@ NODE_SIZE = 12
 EXIT_RING = 24
 HIGHLIGHT_RING = 34
 TOP_LABELLED = 16  # nodes labelled before the rest, by the colour metric
+# px kept clear at each side of the nodes: a ring (the selection's is the widest) on an outermost node stays whole
+EDGE = HIGHLIGHT_RING // 2 + 3
 
 
 def tree_figure(round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None,
@@ -163,13 +165,18 @@ def _plan(G, drawn, bonus, ghosts, ghost_id, values, highlight, width, expanded,
     mass = {v: (_num(G.nodes[v].get("P")), _num(G.nodes[v].get("score"), math.exp)) for v in G}
     rank = sorted((v for v in G if values[v] is not None), key=lambda v: (-values[v], -mass[v][1]))
     mass |= {v: (p, 0.0) for v, p in ghost_P.items()}
-    room = max(width - MARGIN["l"] - MARGIN["r"], 100)
+    room = plan_room(width)
     key = lambda v: mass.get(v, (0.0, 0.0))
     plan = plan_tree(drawn, labels, must, rank, key, room, expanded, TOP_LABELLED)
     wanted = ({highlight} if highlight is not None else set()) | set(marked)
     if wanted <= set(plan.pos):
         return plan  # a selection moves nothing: the tree keeps its layout
     return plan_tree(drawn, labels, must | wanted, rank, key, room, expanded, TOP_LABELLED)
+
+
+def plan_room(width: int) -> float:
+    """The px a tree's nodes spread over in a figure `width` px wide: its margins and the clear edges left out."""
+    return max(width - MARGIN["l"] - MARGIN["r"] - 2 * EDGE, 100)
 
 
 def _num(x: float | None, f=float) -> float:
@@ -380,13 +387,13 @@ LEGEND = {"orientation": "h", "yanchor": "top", "y": -0.02, "x": 0.0}
 
 def _layout(plan: TreePlan, width: int, title: str | None) -> dict[str, Any]:
     rows = 1 - min(p[1] for p in plan.pos.values())  # depth levels, bonus row included
-    plot = max(width - MARGIN["l"] - MARGIN["r"], 100)
+    span = max(plan_room(width), plan.width)
     return {
         **({} if title is None else {"title": {"text": title, **TITLE, "pad": dict(TITLE["pad"])}}),
-        "width": round(max(plot, plan.width) + MARGIN["l"] + MARGIN["r"]),
+        "width": round(span + 2 * EDGE + MARGIN["l"] + MARGIN["r"]),
         "height": min(MAX_HEIGHT, 160 + ROW_HEIGHT * rows),
         # The x axis is the plan's px: the labels it spaced keep their distances on screen.
-        "xaxis": {"visible": False, "range": [0, max(plot, plan.width)], "fixedrange": True},
+        "xaxis": {"visible": False, "range": [-EDGE, span + EDGE], "fixedrange": True},
         "yaxis": {"visible": False, "range": [-rows + 0.4, 0.6], "fixedrange": True},
         "plot_bgcolor": "white",
         "hovermode": "closest",

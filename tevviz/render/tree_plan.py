@@ -107,9 +107,10 @@ def plan_tree(G: nx.DiGraph, labels: Mapping[Hashable, str], must: set[Hashable]
     if layout.span(folded, texts) > room:
         top_first = sorted((v for v in topset if v not in must), key=lambda v: -order[v])
         texts = _drop_labels(layout, folded, texts, top_first)
-    # 5. shorten the must-labels
+    # 5. shorten the must-labels, only as far as needed (a fan of twenty exit children cut to "⎵…" each was unreadable
+    # where "⎵st…" fitted)
     if layout.span(folded, texts) > room:
-        texts = {v: (cap(v, SHORT_CHARS) if v in must else t) for v, t in texts.items()}
+        texts = _longest_fitting_cut(layout, folded, texts, must, cap)
     pos, width = layout.place(folded, texts)
     folded = {u: kids for u, kids in folded.items() if u in pos}  # a fold inside a folded subtree is not drawn
     shown_texts = {v: t for v, t in texts.items() if t and v in pos}
@@ -149,6 +150,22 @@ def _smallest_fold(layout: _Layout, candidates: list, parent: Mapping, texts: Ma
             best, hi = groups, mid - 1
         else:
             lo = mid + 1
+    return best
+
+
+def _longest_fitting_cut(layout: _Layout, folded: dict, texts: dict, must: set, cap: Callable) -> dict:
+    """`texts` with the must-labels cut to the most characters (MUST_CHARS - 1 down to SHORT_CHARS) that fit."""
+    def cut(chars):
+        return {v: (cap(v, chars) if v in must else t) for v, t in texts.items()}
+
+    lo, hi, best = SHORT_CHARS + 1, MUST_CHARS - 1, cut(SHORT_CHARS)
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        trial = cut(mid)
+        if layout.span(folded, trial) <= layout.room:
+            best, lo = trial, mid + 1
+        else:
+            hi = mid - 1
     return best
 
 
