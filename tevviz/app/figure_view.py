@@ -9,8 +9,9 @@ Gradio's plot components send no click events, so the view is also the bridge ba
 with `customdata` fires the component's `select` event with {"key": customdata} (`clicks=True`); the tree view also
 fires `key_up` with {"key": ...} for the keys that step through rounds and tokens ("s" presses Step), wherever the focus
 is but in a text field ({"key": "Enter", "value": ...} from the round box), and `apply` with {"width": px} when its
-width changes or a figure comes laid out for another width (its `layout.meta.width`), so the server lays labels out for
-the room they really have (`keys=True`).
+width changes (`keys=True`). Any view fires `apply` when a figure comes laid out for another width than the view's (its
+`layout.meta.width`), so the server lays labels out for the room they really have, and `select` on a click where the
+figure asks for it (`layout.meta.clicks`).
 """
 
 from __future__ import annotations
@@ -39,17 +40,22 @@ _DRAW = """
 const Plotly = window.__tevvizPlotly || (window.__tevvizPlotly = window.Plotly);
 const chart = element.querySelector('.tv-figure');
 const config = {displaylogo: false, responsive: true};
-let bound = false;
+let bound = false, planned = null;
 const draw = () => {
   const text = props.value;
   if (!text) { Plotly.purge(chart); bound = false; return; }
   const fig = typeof text === 'string' ? JSON.parse(text) : text;
+  const meta = (fig.layout && fig.layout.meta) || {};
+  // A figure laid out for another width is drawn afresh: redrawn in place, the legend kept the place its old rows had
+  // pushed it to and covered the lowest row of nodes.
+  if (planned !== null && meta.width && meta.width !== planned) { Plotly.purge(chart); bound = false; }
+  planned = meta.width || null;
   Plotly.react(chart, fig.data || [], fig.layout || {}, config).then(() => {
-    const planned = fig.layout && fig.layout.meta && fig.layout.meta.width;
-    if (KEYS && planned && Math.abs(planned - element.clientWidth) > 8) {
+    // Only a view on show asks (a closed accordion's is 0 px wide).
+    if (meta.width && element.clientWidth > 0 && Math.abs(meta.width - element.clientWidth) > 8) {
       trigger('apply', {width: Math.round(element.clientWidth)});  // laid out for another width: ask again
     }
-    if (bound || !CLICKS) return;
+    if (bound || !(CLICKS || meta.clicks)) return;
     bound = true;
     chart.on('plotly_click', (event) => {
       const point = event.points && event.points[0];

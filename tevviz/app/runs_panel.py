@@ -11,15 +11,16 @@ import gradio as gr
 from ..engine import TevvizError
 from ..engine.records import io as tio
 from ..engine.records.run_compare import Run, compare_runs
-from ..render.compare_figure import union_figure_dict
+from ..render.compare_figure import WIDTH, union_figure_dict
 from .compare_views import comparison_markdown
 from .navigation import select, show_round
 from .runs import reopened, run_name, settings_values
-from .updates import ROUND_OUTPUTS, everything, position_of, view_url
+from .updates import MAX_WIDTHS, ROUND_OUTPUTS, everything, position_of, view_url
 from .url_view import COPY_JS, LOAD_JS, read_query
 from .widgets import LIGHT, Panel, current, failed, figure_json
 
 ID_CHARS = set("0123456789abcdef")
+MAX_COMPARED = 200  # browser sessions whose last comparison is kept, to lay it out again for its view's width
 def run_choices(ctl, st, shown: bool = True) -> gr.Dropdown:
     """This browser's runs, newest first, the one shown among them (picked unless `shown` is False: B's picker, where
     no pick means the run shown when Compare is pressed)."""
@@ -86,6 +87,7 @@ def wire_restore(ctl, demo: gr.Blocks, ui: Panel, outputs: list) -> None:
 def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
     """Open, pin, link and compare runs; restore the URL's view on load."""
     ui.run_choices = lambda st: run_choices(ctl, st)
+    ui.compared, ui.compare_widths = {}, {}  # session id -> the runs and round compared last; its view's px
     settings = ui.take(ui.settings)
     opened_outputs = [ui.state, *ui.take(ROUND_OUTPUTS), ui.run_pick, ui.b_pick, ui.metric, *settings, ui.runs_error]
     wire_restore(ctl, demo, ui, opened_outputs)
@@ -132,23 +134,48 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
                 raise TevvizError(f"round {k} is not in both runs; they share rounds "
                                   f"{cmp.round_indices[0]}-{cmp.round_indices[-1]}")
             rc = cmp.round(k)
-            ra = next(r for r in a.rounds if r.index == k)
-            rb = next(r for r in b.rounds if r.index == k)
         except (TevvizError, ValueError, IndexError) as e:
             said = str(e) if isinstance(e, TevvizError) else "the two runs share no round"
             return failed(ui.runs_error, TevvizError(said))
-        figure = union_figure_dict(ra, rb, ("A", "B"), title=f"round {k}: A and B in one layout")
-        return {ui.cmp_md: comparison_markdown(cmp, rc, names), ui.cmp_plot: figure_json(figure), ui.runs_error: "",
-                ui.cmp_acc: gr.Accordion(open=True)}
+        remember(ui.compared, st.sid, (a, b, k), MAX_COMPARED)
+        return {ui.cmp_md: comparison_markdown(cmp, rc, names), ui.cmp_plot: _union(ui, st.sid, a, b, k),
+                ui.runs_error: "", ui.cmp_acc: gr.Accordion(open=True)}
+
+    def replan(st, evt: gr.EventData):
+        """The comparison's tree again, laid out for the width its view reported."""
+        sent = evt._data if isinstance(evt._data, dict) else {}  # what figure_view.py's script sent
+        width, sid = sent.get("width"), current(st).sid
+        if not isinstance(width, (int, float)) or not 200 <= width <= 20_000:
+            return {}
+        remember(ui.compare_widths, sid, int(width), MAX_WIDTHS)
+        return {ui.cmp_plot: _union(ui, sid, *ui.compared[sid])} if sid in ui.compared else {}
 
     ui.open_btn.click(open_run, [ui.state, ui.metric, ui.run_pick], opened_outputs, api_name="open_run", **LIGHT)
     ui.pin_btn.click(pin, [ui.state, ui.metric], [ui.state, ui.cmp_md, ui.b_pick, ui.runs_error, ui.cmp_acc, ui.url],
                      api_name="pin", **LIGHT)
     ui.cmp_btn.click(compare, [ui.state, ui.b_pick, ui.cmp_round], [ui.cmp_md, ui.cmp_plot, ui.runs_error, ui.cmp_acc],
                      api_name="compare_runs", **LIGHT)
+    ui.cmp_plot.apply(replan, [ui.state], [ui.cmp_plot], api_visibility="private", show_progress="hidden", **LIGHT)
     ui.link_btn.click(lambda st: ctl.keep(current(st), wait=True), [ui.state], None, api_visibility="private",
                       **LIGHT).then(None, None, [ui.link], js=COPY_JS).then(
         lambda: gr.Textbox(visible=True), None, [ui.link], api_visibility="private", **LIGHT)
+
+
+def remember(memo: dict, sid, value, cap: int) -> None:
+    """`memo[sid] = value`, the oldest browser sessions' entries forgotten past `cap`."""
+    memo.pop(sid, None)
+    while len(memo) >= cap:
+        memo.pop(next(iter(memo)))
+    memo[sid] = value
+
+
+def _union(ui: Panel, sid, a: Run, b: Run, k: int) -> str:
+    """Round k of runs A and B in one layout, as figure JSON for the comparison's view: laid out for the width that
+    view reported, else for the tree view's (the view reports its own once it has drawn)."""
+    ra = next(r for r in a.rounds if r.index == k)
+    rb = next(r for r in b.rounds if r.index == k)
+    width = ui.compare_widths.get(sid) or ui.widths.get(sid) or WIDTH
+    return figure_json(union_figure_dict(ra, rb, ("A", "B"), title=f"round {k}: A and B in one layout", width=width))
 
 
 def _pinned(ctl, st, pin: tuple[str, str] | None) -> str | None:

@@ -63,6 +63,7 @@ def train_markdown(report: TrainReport) -> str:
 def moved_pair(moved: ExitMassMove):
     """Both drafters' trees on the same context in one shared layout (a node at the same place in both, matched by
     token path), coloured by w under the target on one scale; the ring is argmax w."""
-    titles = [f"{name} draft, round {moved.round_index}: C_p = {_num(r.C_p)} (ring: most likely exit)"
+    # Two lines: half a narrow window holds neither title in one.
+    titles = [f"{name} draft, round {moved.round_index}<br>C_p = {_num(r.C_p)} (ring: most likely exit)"
               for name, r in (("original", moved.before), ("trained", moved.after))]
     return pair_figures(moved.before, moved.after, ("original", "trained"), "w", titles)
