@@ -32,20 +32,24 @@ def needle(query: str | None) -> tuple[str, bool] | None:
 
 def token_matches(text: str, query: str | None) -> bool:
     found = needle(query)
-    if found is None:
-        return False
-    want, whole = found
+    return found is not None and _holds(text, *found)
+
+
+def _holds(text: str, want: str, whole: bool) -> bool:
     token = text.strip().casefold()
     return token == want if whole else want in token
 
 
 def matches(r: RoundRecord, query: str | None) -> list[int]:
     """The drafted nodes (the root, last round's token, left out) whose token text holds the query, in id order."""
-    return [v for v in range(1, r.size) if token_matches(r.texts[v], query)]
+    found = needle(query)
+    return [] if found is None else [v for v in range(1, r.size) if _holds(r.texts[v], *found)]
 
 
 def rounds_with(rounds: Sequence[RoundRecord], query: str | None) -> list[RoundHit]:
     """Every kept round whose tree drafted the query, in order, with whether the round accepted it."""
+    if needle(query) is None:
+        return []  # every redraw asks, searching or not
     hits = []
     for position, r in enumerate(rounds):
         nodes = matches(r, query)
