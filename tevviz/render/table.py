@@ -35,11 +35,14 @@ def _cells(table: Table) -> list[list[str]]:
 
 
 def text(table: Table) -> list[str]:
-    """Aligned plain-text lines: the title, the header, the rows, then the notes."""
+    """Aligned plain-text lines (text columns to the left, numbers to the right): the title, the header, the rows,
+    then the notes."""
     heads = [c.heading for c in table.columns]
     rows = _cells(table)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(heads)]
-    line = lambda xs: "  ".join(x.rjust(w) for x, w in zip(xs, widths)).rstrip()
+    # Words read from the left, numbers line up on their last digit.
+    left = [c.kind == "text" for c in table.columns]
+    line = lambda xs: "  ".join(x.ljust(w) if lf else x.rjust(w) for x, w, lf in zip(xs, widths, left)).rstrip()
     return [table.title, line(heads), *(line(r) for r in rows), *(f"  {n}" for n in table.notes)]
 
 

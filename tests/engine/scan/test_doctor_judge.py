@@ -50,3 +50,17 @@ def test_the_per_depth_se_of_a_two_prompt_table_keeps_its_binomial_floor():
     y = chain_yield((d1, d2))
     # rounds accepting 2, 1, 0, 0 twice: mean 0.75, mean of squares 10 / 8, so sqrt((10/8 - 0.75^2) / 7)
     assert y.rate == 0.75 and y.se == pytest.approx(math.sqrt((10 / 8 - 0.5625) / 7))
+
+
+def test_the_readings_table_goes_through_the_generic_renderers():
+    from tevviz.engine.records.doctor_report import doctor_table
+    from tevviz.render.doctor import doctor_markdown, doctor_text
+
+    own, deep = reading("own", True, 20, 5), reading("deep", False, 24, 16)
+    report = judge("eagle3", "head", "checked", [own, deep], 24, 64, "eagle")
+    table = doctor_table(report)
+    assert [r["reading"] for r in table.rows] == ["own*", "deep"]
+    assert table.rows[1]["tokens_per_round"].mean == 1.0 and table.rows[0]["trials_2"] == 480
+    lines = doctor_text(report).splitlines()
+    assert any(ln.split()[:1] == ["own*"] and f"0.625 ± {own.per_round.se:.3f}" in ln for ln in lines)
+    assert "| deep | 1 | - | 0.600 ± " in doctor_markdown(report)

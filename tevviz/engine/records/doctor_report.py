@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .stats import Estimate
+from .table import Column, Table
+
 Z = 2.0  # combined standard errors a reading must beat the own reading by
 FLOOR = 0.05  # and at least this many accepted drafted tokens per round
 
@@ -105,3 +108,26 @@ class DoctorReport:
                 "threshold": self.threshold, "margin_rule": self.margin_rule, "ok": self.ok, "verdict": self.verdict,
                 "prompts": self.prompts, "max_new_tokens": self.max_new_tokens, "builder": self.builder,
                 "measure": self.measure, "underpowered": self.underpowered}
+
+
+OWN_MARK = "*"  # after the name of the checkpoint's own reading
+READINGS_NOTE = ("± one standard error over prompts (never below the SE over rounds); rounds: those that tried the "
+                 "depth")
+
+
+def doctor_table(report: DoctorReport) -> Table:
+    """The readings as one table: name (own marked), hidden_states indices, options, top-1 chain acceptance by depth
+    with the rounds that tried it, and accepted drafted tokens per round (what the verdict compares)."""
+    depths = len(report.readings[0].depths) if report.readings else 0
+    cols = (Column("reading", "reading", "text"), Column("hidden_states", "hidden_states", "text"),
+            Column("options", "options", "text"),
+            *(c for d in range(1, depths + 1) for c in (Column(f"depth_{d}", f"depth {d}", "estimate"),
+                                                         Column(f"trials_{d}", f"depth {d} rounds", "count"))),
+            Column("tokens_per_round", "tokens / round", "estimate"), Column("rounds", "rounds", "count"))
+    rows = tuple({"reading": r.name + (OWN_MARK if r.own else ""), "hidden_states": ", ".join(map(str, r.layer_ids)),
+                  "options": ", ".join(f"{k}={v}" for k, v in r.options) or "-",
+                  **{k: v for d in r.depths for k, v in ((f"depth_{d.depth}", Estimate(d.rate, d.se, d.trials)),
+                                                         (f"trials_{d.depth}", d.trials))},
+                  "tokens_per_round": Estimate(r.per_round.rate, r.per_round.se, r.per_round.trials),
+                  "rounds": r.rounds} for r in report.readings)
+    return Table("readings", cols, rows, (READINGS_NOTE,), id="readings")

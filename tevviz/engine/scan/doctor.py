@@ -21,6 +21,7 @@ from ..draft.drafters import DrafterKind, Reading, accepts, article, drafter_kin
 from ..errors import TevvizError
 from ..records.doctor_report import FLOOR, ChainYield, DepthRate, DoctorReport, ReadingResult, Z
 from ..records.records import RoundRecord
+from ..records.stats import share_se
 
 DEPTHS = 2  # the depths measured: the first two levels of the drafter's greedy chain
 TREE_BUDGET = 16  # nodes of a tree builder's round: enough that its top-1 chain to depth 2 is nearly always drafted
@@ -108,7 +109,7 @@ def depth_rates(per_prompt: list[list[list[bool]]], depths: int = DEPTHS) -> tup
             out.append(DepthRate(d + 1, 0, 0, None, None, None, counts))
             continue
         p = k / n
-        binomial = math.sqrt(k * (n - k) / (n * n * (n - 1))) if n > 1 else 0.0
+        binomial = share_se(k, n) or 0.0
         cluster = _cluster_se([((y - p * m) / n,) for y, m in counts if m])
         out.append(DepthRate(d + 1, k, n, p, max(binomial, cluster), binomial, counts))
     return tuple(out)
