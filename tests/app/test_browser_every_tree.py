@@ -1,6 +1,7 @@
 """Every tree the app draws besides the Decode tree, in a real browser as a person opens it: the run comparison (Pin,
-then Compare), the Verifier comparison tab's pair and the ExitTrain tab's before/after pair. Each is labelled, no two
-labels meet, and its exit rings lie whole inside the plot, at 1440 and at 900 px; the embedded pair."""
+then Compare; a click on a node shows its details), the Verifier comparison tab's pair and the ExitTrain tab's
+before/after pair. Each is labelled, no two labels meet, its exit rings lie whole inside the plot and the legend covers
+no node, at 1440 and at 900 px; the embedded pair."""
 
 from __future__ import annotations
 
@@ -56,6 +57,17 @@ TREES = """(pattern) => {
             planned: (gd.layout.meta || {}).width};
   });
 }"""
+
+
+CMP = "#compare-plot .js-plotly-plot"
+# The page coordinates of a trace's last point in the comparison's tree (the root comes first: this is a deeper one).
+POINT = """(name) => {
+  const gd = document.querySelector('CMP');
+  gd.scrollIntoView({block: 'center'});
+  const t = gd.data.find(t => t.name === name), i = t.x.length - 1, L = gd._fullLayout;
+  const svg = gd.querySelector('.main-svg').getBoundingClientRect();
+  return {x: svg.left + L._size.l + L.xaxis.l2p(t.x[i]), y: svg.top + L._size.t + L.yaxis.l2p(t.y[i])};
+}""".replace("CMP", CMP)
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +129,19 @@ def test_the_run_comparison_tree_is_labelled_and_fits(browser, app_url, width):
     (chart,) = charts
     assert not chart["scrolls"], {k: chart[k] for k in ("room", "planned")}
     assert {r["name"] for r in chart["rings"]} == {"A's exit", "B's exit"}
+
+    # A click on a node both trees hold rings it and says, above the tree, what each verifier did there.
+    node = page.evaluate(POINT, "both")
+    page.mouse.click(node["x"], node["y"])
+    box = page.locator("#compare-plot .annotation")
+    expect(box).to_contain_text(re.compile(r"A #\d+: (root|accepted|exit node|rejected here|not reached)"))
+    expect(box).to_contain_text(re.compile(r"B #\d+: "))
+    expect(box).to_contain_text("P ")
+    page.wait_for_timeout(500)
+    assert page.evaluate(f"() => document.querySelector('{CMP}').data.some(t => t.name === 'selected')")
+    screenshot(page, SHOTS / f"run_comparison_selected_{width}.png")
+    charts = drawn(page, "A and B in one layout", 1, labels=10)
+    assert_readable(charts, 1)  # the box sits above the tree: no label and no ring moved under it
     page.context.close()
 
 

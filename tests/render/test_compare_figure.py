@@ -15,6 +15,7 @@ from tevviz.engine.records.run_compare import A_ONLY, B_ONLY, BOTH
 from tevviz.render.compare_figure import (
     PAIR_WIDTH,
     WIDTH,
+    node_details,
     pair_figures,
     shared_layout,
     side_figure_dicts,
@@ -228,3 +229,26 @@ def test_pair_figures_for_the_app():
     text = lambda fig: sorted(html.unescape(x) for x in next(d for d in fig.data if d.name == "labels").text)
     assert text(before) == ["t1", "t5", "t6", "t7", "t8", "t9"]
     assert text(after) == ["t1", "t5", "t6", "t7", "t8"]
+
+
+def test_a_selected_node_is_ringed_and_its_details_say_what_each_verifier_did():
+    t = shared_layout(A, B)
+    fig = union_figure_dict(A, B, names=("tev", "predraw"), selected=1, clicks=True)
+    assert fig["layout"]["meta"]["clicks"] is True
+    ring = trace(fig, "selected")
+    assert (ring["x"][0], ring["y"][0]) == t.pos[1]
+    (box,) = fig["layout"]["annotations"]
+    assert "tev #1: accepted" in box["text"] and "predraw #1: rejected here: the target took 't6'" in box["text"]
+    assert "w 0.1" in box["text"] and "w 0.5" in box["text"]
+    # The box sits in a top margin grown to hold it: the plot keeps its height, no node under the box.
+    plain = union_figure_dict(A, B, names=("tev", "predraw"))
+    grown = fig["layout"]["margin"]["t"] - plain["layout"]["margin"]["t"]
+    assert grown > 0 and fig["layout"]["height"] - plain["layout"]["height"] == grown
+    assert box["yanchor"] == "bottom" and box["y"] == 1.0
+    assert "annotations" not in plain["layout"] and plain["layout"]["meta"]["clicks"] is False
+    go.Figure(fig)
+    # A's bonus, drafted by neither tree; B's bonus, A's own node.
+    assert "tev's bonus token" in union_figure_dict(A, B, names=("tev", "predraw"),
+                                                    selected=5)["layout"]["annotations"][0]["text"]
+    assert "predraw: not drafted, its bonus token" in node_details(t, 2, ("tev", "predraw"))
+    assert "tev #3: exit node" in node_details(t, 3, ("tev", "predraw"))

@@ -137,7 +137,7 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
         except (TevvizError, ValueError, IndexError) as e:
             said = str(e) if isinstance(e, TevvizError) else "the two runs share no round"
             return failed(ui.runs_error, TevvizError(said))
-        remember(ui.compared, st.sid, (a, b, k), MAX_COMPARED)
+        remember(ui.compared, st.sid, (a, b, k, None), MAX_COMPARED)
         return {ui.cmp_md: comparison_markdown(cmp, rc, names), ui.cmp_plot: _union(ui, st.sid, a, b, k),
                 ui.runs_error: "", ui.cmp_acc: gr.Accordion(open=True)}
 
@@ -150,12 +150,24 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
         remember(ui.compare_widths, sid, int(width), MAX_WIDTHS)
         return {ui.cmp_plot: _union(ui, sid, *ui.compared[sid])} if sid in ui.compared else {}
 
+    def pick(st, evt: gr.EventData):
+        """A click on a node rings it and shows its details above the tree; a second click on it clears them."""
+        sent = evt._data if isinstance(evt._data, dict) else {}
+        key, sid = sent.get("key"), current(st).sid
+        if sid not in ui.compared or isinstance(key, bool) or not isinstance(key, (int, float)):
+            return {}  # a "+N" fold, or a comparison this server no longer holds
+        a, b, k, shown = ui.compared[sid]
+        node = None if int(key) == shown else int(key)
+        ui.compared[sid] = (a, b, k, node)
+        return {ui.cmp_plot: _union(ui, sid, a, b, k, node)}
+
     ui.open_btn.click(open_run, [ui.state, ui.metric, ui.run_pick], opened_outputs, api_name="open_run", **LIGHT)
     ui.pin_btn.click(pin, [ui.state, ui.metric], [ui.state, ui.cmp_md, ui.b_pick, ui.runs_error, ui.cmp_acc, ui.url],
                      api_name="pin", **LIGHT)
     ui.cmp_btn.click(compare, [ui.state, ui.b_pick, ui.cmp_round], [ui.cmp_md, ui.cmp_plot, ui.runs_error, ui.cmp_acc],
                      api_name="compare_runs", **LIGHT)
     ui.cmp_plot.apply(replan, [ui.state], [ui.cmp_plot], api_visibility="private", show_progress="hidden", **LIGHT)
+    ui.cmp_plot.select(pick, [ui.state], [ui.cmp_plot], api_visibility="private", show_progress="hidden", **LIGHT)
     ui.link_btn.click(lambda st: ctl.keep(current(st), wait=True), [ui.state], None, api_visibility="private",
                       **LIGHT).then(None, None, [ui.link], js=COPY_JS).then(
         lambda: gr.Textbox(visible=True), None, [ui.link], api_visibility="private", **LIGHT)
@@ -169,13 +181,14 @@ def remember(memo: dict, sid, value, cap: int) -> None:
     memo[sid] = value
 
 
-def _union(ui: Panel, sid, a: Run, b: Run, k: int) -> str:
+def _union(ui: Panel, sid, a: Run, b: Run, k: int, node: int | None = None) -> str:
     """Round k of runs A and B in one layout, as figure JSON for the comparison's view: laid out for the width that
-    view reported, else for the tree view's (the view reports its own once it has drawn)."""
+    view reported, else for the tree view's (the view reports its own once it has drawn); `node` selected."""
     ra = next(r for r in a.rounds if r.index == k)
     rb = next(r for r in b.rounds if r.index == k)
     width = ui.compare_widths.get(sid) or ui.widths.get(sid) or WIDTH
-    return figure_json(union_figure_dict(ra, rb, ("A", "B"), title=f"round {k}: A and B in one layout", width=width))
+    return figure_json(union_figure_dict(ra, rb, ("A", "B"), title=f"round {k}: A and B in one layout", width=width,
+                                         selected=node, clicks=True))
 
 
 def _pinned(ctl, st, pin: tuple[str, str] | None) -> str | None:

@@ -22,11 +22,12 @@ import plotly.colors
 
 from tevviz.engine.records.records import RoundRecord
 from tevviz.engine.records.run_compare import A_ONLY, B_ONLY, BOTH, MatchedNode, match_nodes
-from tevviz.render.graph import METRICS, node_metric
+from tevviz.render.graph import METRICS, node_metric, round_graph
 from tevviz.render.labels import token_label
 from tevviz.render.layout import Point
 from tevviz.render.tree_figure import (
     EXIT_RING,
+    HIGHLIGHT_RING,
     NODE_SIZE,
     TOP_LABELLED,
     _edge_trace,
@@ -37,6 +38,7 @@ from tevviz.render.tree_figure import (
     plan_room,
 )
 from tevviz.render.tree_plan import TreePlan, plan_tree
+from tevviz.render.verdicts import verdict_line
 
 SIDE_COLOURS = {BOTH: "#555555", A_ONLY: "#1f77b4", B_ONLY: "#ff7f0e"}
 SIDE_SYMBOLS = {BOTH: "circle", A_ONLY: "triangle-up", B_ONLY: "square"}
@@ -121,10 +123,16 @@ def _finite(x: float | None) -> float | None:
 
 
 def union_figure_dict(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A", "B"), title: str | None = None,
-                      tree: SharedTree | None = None, width: int = WIDTH) -> dict[str, Any]:
+                      tree: SharedTree | None = None, width: int = WIDTH, selected: int | None = None,
+                      clicks: bool = False) -> dict[str, Any]:
     """One figure of both trees `width` px wide: nodes marked both / A only / B only (colour and symbol), both
-    accepted paths, exits and bonus tokens, the Decode tree's labels; hover gives each side's numbers."""
+    accepted paths, exits and bonus tokens, the Decode tree's labels; hover gives each side's numbers.
+
+    `selected`: a union node ringed, its `node_details` in a box between the title and the tree; `clicks`: the
+    figure asks its app view for clicks (figure_view.py)."""
     t = tree or shared_layout(a, b, width)
+    if selected is not None and selected not in t.pos:
+        selected = None  # folded away: nothing to ring
     na, nb = names
     label = {BOTH: "both", A_ONLY: f"{na} only", B_ONLY: f"{nb} only"}
     traces = [_edge_trace(t.graph, t.plan.pos)]
@@ -145,8 +153,29 @@ def union_figure_dict(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A
         traces.append(_ring_trace(t.pos[exit_node], f"{names[side]}'s exit", size, colour))
         rings[exit_node] = max(rings.get(exit_node, 0), size)
     traces += _folds(t)
+    if selected is not None:
+        rings[selected] = HIGHLIGHT_RING
+        traces.append(_ring_trace(t.pos[selected], "selected", HIGHLIGHT_RING, "black") | {"showlegend": False})
     traces.append(_label_trace(t.plan, set(), set(), set(), rings))
-    return {"data": [x for x in traces if x is not None], "layout": _layout(t.plan, t.width, title)}
+    layout = _layout(t.plan, t.width, title)
+    layout["meta"] = {**layout["meta"], "clicks": clicks}
+    if selected is not None:
+        layout.update(_details_box(node_details(t, selected, names), layout))
+    return {"data": [x for x in traces if x is not None], "layout": layout}
+
+
+DETAILS_LINE = 15  # px per line of the details box
+
+
+def _details_box(text: str, layout: dict) -> dict[str, Any]:
+    """The selected node's details in a box under the title, in a top margin grown to hold it (no node under it)."""
+    lines = text.count("<br>") + 1
+    top = layout["margin"]["t"] + DETAILS_LINE * lines + 12
+    box = {"text": text, "xref": "paper", "yref": "paper", "x": 0.0, "y": 1.0, "xanchor": "left",
+           "yanchor": "bottom", "align": "left", "showarrow": False, "bgcolor": "white", "bordercolor": "#909090",
+           "borderwidth": 1, "borderpad": 4, "font": {"size": 11}}
+    return {"annotations": [box], "margin": {**layout["margin"], "t": top},
+            "height": layout["height"] + top - layout["margin"]["t"]}
 
 
 def side_figure_dicts(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A", "B"), metric: str | None = None,
@@ -336,6 +365,36 @@ def node_hover(t: SharedTree, v: int, names: Sequence[str] = ("A", "B")) -> str:
         lines.append(f"{names[side]} #{u}{mark}: P {_number(r.P[u])}  w {_number(r.w[u])}  p_edge "
                      f"{_number(r.p_edge[u])}  draft prob {_number(q)}")
     return "<br>".join(lines)
+
+
+def node_details(t: SharedTree, v: int, names: Sequence[str] = ("A", "B")) -> str:
+    """A clicked union node in a few lines: its token and path, and in each tree its numbers and what the verifier did
+    there (accepted, the exit, rejected and the token the target took instead, not reached)."""
+    if v >= len(t.nodes):  # a bonus token neither tree drafted
+        side = t.bonus.index(v)
+        r = (t.a, t.b)[side]
+        return (f"<b>{_token(r.bonus_text)}</b>: {names[side]}'s bonus token (token_id {r.bonus_token}), drawn at "
+                "its exit node from the residual law")
+    n = t.nodes[v]
+    lines = node_hover(t, v, names).split("<br>")[:2]
+    for side, r in enumerate((t.a, t.b)):
+        u = t.own(side, v)
+        if u is None:
+            lines.append(f"{names[side]}: not drafted" + (", its bonus token" if t.bonus[side] == n.id else ""))
+            continue
+        said = html.escape(verdict_line(_graph(t, side), u), quote=False)
+        bonus = " (and the bonus token)" if t.bonus[side] == n.id else ""
+        lines.append(f"{names[side]} #{u}: {said}{bonus}<br>    P {_number(r.P[u])}, w {_number(r.w[u])}, "
+                     f"p_edge {_number(r.p_edge[u])}, rho {_number(r.rho[u])}")
+    return "<br>".join(lines)
+
+
+def _graph(t: SharedTree, side: int) -> nx.DiGraph:
+    # Cached on the frozen tree as the path index is: a click asks for both sides' verdicts.
+    key = f"_graph{side}"
+    if key not in t.__dict__:
+        object.__setattr__(t, key, round_graph((t.a, t.b)[side].to_dict()))
+    return t.__dict__[key]
 
 
 def _union_path(t: SharedTree, v: int) -> list[int]:
