@@ -267,3 +267,25 @@ def test_the_baseline_timed_for_a_run_is_kept_through_a_reload_a_link_and_a_rest
     assert compare_runs(Run.of(ctl.runs.load(USER, run.run_id), "A"), twin).settings == []
     # An export is the session alone: what the app showed stays with the app.
     assert "view" not in ctl.session_json(timed) and "view" not in session_of(run)
+
+
+def test_a_reload_keeps_this_browsers_exittrain_copy_and_revert_drops_it(ctl, pair):
+    """A reloaded page is a new browser session of the same browser: its ExitTrain copy is there, ready but not in use
+    (as the page's box shows), and the next Train step goes on from its steps; another browser never sees it."""
+    from tevviz.app.exittrain_tab import trainable
+    from tevviz.app.state import train_settings
+
+    c, _ = trainable(settings(max_new_tokens=48)[1], pair.draft)
+    first = steps(ctl, AppState(user=USER), 3, c)
+    ctl.train(first, train_settings("exit", 1e-2, 0.1, 2, 2, c.builder), c)
+    assert ctl.train_use(first, True).startswith("Step and Run decode with the trained draft (2 steps)")
+    reloaded = replace(first, sid=AppState().sid)
+    other = replace(first, sid=AppState().sid, user="1" * 32)
+    assert "original draft; a trained draft (2 steps) is ready" in ctl.train_status(reloaded)
+    assert ctl.session_pair(reloaded.sid) is pair and ctl.session_pair(first.sid) is not pair
+    assert ctl.train_status(other) == "Step and Run decode with the original draft."
+    report = ctl.train(reloaded, train_settings("exit", 1e-2, 0.1, 2, 1, c.builder), c)
+    assert [x["step"] for x in report.log] == [1, 2, 3]
+    assert ctl.train_revert(reloaded).startswith("reverted")
+    again = replace(first, sid=AppState().sid)
+    assert ctl.train_status(again) == "Step and Run decode with the original draft."

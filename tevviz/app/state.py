@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..engine import BuilderConfig, DecodeConfig, DecodeSession, ModelPair, RoundRecord, SamplingConfig, TevvizError
@@ -248,6 +248,7 @@ class SessionStore:
         self._items: dict[str, _Entry] = {}
         self._lock = threading.Lock()
         self._export_root: Path | None = None  # made on the first export
+        self._trained: dict[str, str] = {}  # browser id -> the session id holding its newest ExitTrain copy
 
     def __len__(self) -> int:
         return len(self._items)
@@ -271,8 +272,29 @@ class SessionStore:
     def put(self, sid: str, live: LiveSession) -> None:
         self._set(sid, live=live)
 
-    def put_training(self, sid: str, training: Training | None) -> None:
+    def put_training(self, sid: str, training: Training | None, user: str = "") -> None:
+        """Set (None: drop) session `sid`'s ExitTrain copy; with the browser's id, a reload of it adopts the copy."""
         self._set(sid, training=training)
+        if user:
+            with self._lock:
+                if training is not None:
+                    self._trained[user] = sid
+                elif self._trained.get(user) == sid:
+                    del self._trained[user]
+
+    def adopt_training(self, sid: str, user: str) -> Training | None:
+        """The ExitTrain copy this browser made in another session of it (before a reload), now session `sid`'s too,
+        not in use (as the reloaded page's box shows); None where there is none or `sid` has its own."""
+        if not user or self.training(sid) is not None:
+            return None
+        with self._lock:
+            other = self._trained.get(user)
+        found = None if other is None or other == sid else self.training(other)
+        if found is None:
+            return None
+        mine = replace(found, log=list(found.log), use=False)  # the same trainer: both pages train one copy
+        self.put_training(sid, mine, user)
+        return mine
 
     _KEEP = object()
 

@@ -50,6 +50,7 @@ class TrainingActions:
         measured.
         """
         tcfg = replace(tcfg, builder=cfg.builder)
+        self.store.adopt_training(st.sid, st.user)
         if not st.rounds:
             raise TevvizError("no rounds to train on yet: press Step or Run in the Decode tab first")
         base = self.source.get()
@@ -86,7 +87,7 @@ class TrainingActions:
                                 f"{base.draft_name} + ExitTrain ({len(log)} steps)")
             training = Training(trainer, log, trained, use=old is not None and old.use,
                                 before=None if old is None else old.before)
-            self.store.put_training(st.sid, training)
+            self.store.put_training(st.sid, training, st.user)
             later = "the before/after table is measured at the next Train step"
             if stopped is not None:
                 raise stopped.saying(f"the steps made are kept; {later}", kept=log)
@@ -128,7 +129,7 @@ class TrainingActions:
     @on_model_thread
     def exit_mass(self, st: AppState) -> ExitMassMove:
         """Where the exit mass moved on the shown round's context: original against trained drafter."""
-        training = self.store.training(st.sid)
+        training = self.store.adopt_training(st.sid, st.user) or self.store.training(st.sid)
         if training is None:
             raise TevvizError("no trained draft in this session yet: press Train step first")
         moved = self._moved(st, self.source.get(), training)
@@ -139,14 +140,14 @@ class TrainingActions:
 
     def train_revert(self, st: AppState) -> str:
         """Forget the trained copy: this session decodes with the original draft again."""
-        had = self.store.training(st.sid) is not None
-        self.store.put_training(st.sid, None)
+        had = (self.store.adopt_training(st.sid, st.user) or self.store.training(st.sid)) is not None
+        self.store.put_training(st.sid, None, st.user)  # a reload adopts it no more
         return ("reverted: the trained copy is gone and this session decodes with the original draft" if had
                 else "nothing to revert: this session uses the original draft")
 
     def train_use(self, st: AppState, use: bool) -> str:
         """Choose whether Step and Run decode with the trained draft (the next Step starts a new session)."""
-        training = self.store.training(st.sid)
+        training = self.store.adopt_training(st.sid, st.user) or self.store.training(st.sid)
         if training is None:
             if use:
                 raise TevvizError("no trained draft in this session yet: press Train step first")
@@ -155,7 +156,7 @@ class TrainingActions:
         return self.train_status(st) + " (the next Step starts a new session)"
 
     def train_status(self, st: AppState) -> str:
-        training = self.store.training(st.sid)
+        training = self.store.adopt_training(st.sid, st.user) or self.store.training(st.sid)
         if training is None:
             return "Step and Run decode with the original draft."
         steps = len(training.log)
