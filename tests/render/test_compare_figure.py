@@ -105,7 +105,7 @@ def test_side_figure_colours_by_one_scale_and_rings_the_other_sides_nodes():
     for fig in (fa, fb):
         marker = trace(fig, "in both")["marker"]
         assert (marker["cmin"], marker["cmax"]) == (0.0, 0.7)  # over both trees' w
-    t = shared_layout(A, B)
+    t = shared_layout(A, B, WIDTH)
     absent = trace(fa, "only in B (not drafted here)")
     assert absent["customdata"] == [n.id for n in t.nodes if n.side == B_ONLY]
     assert absent["marker"]["symbol"] == "circle-open"
@@ -171,7 +171,7 @@ def assert_rings_inside(fig: dict) -> None:
 def test_union_layout_of_random_trees_has_no_crossing_edges(seed):
     rng = random.Random(seed)
     a, b = random_tree(rng, 65, 4), random_tree(rng, 65, 4)
-    t = shared_layout(a, b)
+    t = shared_layout(a, b, WIDTH)
     drawn = nx.DiGraph([(p, v) for v, p in enumerate(t.parents) if p >= 0 and v in t.pos])
     assert not edges_cross(drawn, t.pos)
     assert len({t.pos[v] for v in t.pos}) == len(t.pos)  # no two nodes on one spot
@@ -232,7 +232,7 @@ def test_pair_figures_for_the_app():
 
 
 def test_a_selected_node_is_ringed_and_its_details_say_what_each_verifier_did():
-    t = shared_layout(A, B)
+    t = shared_layout(A, B, WIDTH)
     fig = union_figure_dict(A, B, names=("tev", "predraw"), selected=1, clicks=True)
     assert fig["layout"]["meta"]["clicks"] is True
     ring = trace(fig, "selected")

@@ -45,6 +45,7 @@ SIDE_SYMBOLS = {BOTH: "circle", A_ONLY: "triangle-up", B_ONLY: "square"}
 ABSENT_COLOUR = "#c8c8c8"
 PATH_COLOUR = "crimson"
 WIDTH = 900
+SIDE_WIDTH = 560  # two trees side by side on a page: a column of the comparison report (render/compare_report.py)
 PAIR_WIDTH = 330  # a pair side by side in the app: a column of a 900 px window has 340 (wider ones stretch it)
 B_EXIT_RING = EXIT_RING - 6  # B's exit ring inside A's where both exit at one node
 
@@ -75,7 +76,7 @@ class SharedTree:
         return self.nodes[v].node_b if side else self.nodes[v].node_a
 
 
-def shared_layout(a: RoundRecord, b: RoundRecord, width: int = WIDTH) -> SharedTree:
+def shared_layout(a: RoundRecord, b: RoundRecord, width: int = SIDE_WIDTH) -> SharedTree:
     """Plan the union of two rounds' trees once for a figure `width` px wide, as the Decode tree is planned: both
     accepted paths, exits, their children and bonus tokens labelled first, then the nodes of the larger target flow P;
     siblings by the higher of the two path scores, bonus tokens last."""
