@@ -11,6 +11,14 @@ import html
 import json
 from pathlib import Path
 
+from tevviz.engine.records.scan_tables import (
+    acceptance_table,
+    category_table,
+    loss_table,
+    missed_table,
+    worst_heading,
+    worst_table,
+)
 from tevviz.engine.scan.scan_files import ScanData, read_prompt
 from tevviz.render.page import PAGE, STATUS, STYLE, gzip_base64, plotly_blob
 from tevviz.render.report import (
@@ -21,15 +29,7 @@ from tevviz.render.report import (
     round_trees,
 )
 from tevviz.render.scan_figures import scan_figures
-from tevviz.render.scan_tables import (
-    category_rows,
-    depth_rows,
-    html_table,
-    loss_rows,
-    missed_rows,
-    worst_heading,
-    worst_rows,
-)
+from tevviz.render.table import html as table_html
 
 FIGURE_IDS = {"categories": "scan-categories", "acceptance": "scan-acceptance", "loss": "scan-loss",
               "lengths": "scan-lengths"}
@@ -80,24 +80,24 @@ def scan_report_html(data: ScanData, title: str | None = None) -> str:
     esc = html.escape
     body = [
         f"<h1>{esc(title)}</h1>", _settings(meta),
-        ("<h2>By category</h2>\n<p class=\"note\">Means over prompts ± their standard error; tokens/s from the "
-        "decoding wall time.</p>"), html_table(*category_rows(s.groups), "categories"),
+        "<h2>By category</h2>", table_html(category_table(s.groups), titled=False),
         "<h2>Acceptance by depth</h2>",
-        ("<p>Each cell is conditional / marginal: of the rounds that reached depth d - 1, the share that accepted at "
-         "d; and the share of all rounds that reached d (docs/math.md).</p>"),
-        html_table(*depth_rows(s.groups), "acceptance-table"),
+        ("<p>Each cell is conditional / marginal / exact: of the rounds that reached depth d - 1, the share that "
+         "accepted at d; the share of all rounds that reached d; and the target's probability of reaching d in the "
+         "trees (docs/math.md).</p>"),
+        table_html(acceptance_table(s.groups), titled=False),
         ("<h2>Where the mass went</h2>\n<p class=\"note\">Mean exit mass per round by depth: width exits (the "
         "target's token was not among the children) and leaf exits (the tree ended).</p>"),
-        html_table(*loss_rows(s.groups), "loss-table"), STATUS,
+        table_html(loss_table(s.groups), titled=False), STATUS,
         '<div class="grid">' + "".join(f'<div class="plot stats" id="{i}"></div>' for i in figures) + "</div>",
     ]
     if s.missed:
         body += [("<h2>Target tokens the trees missed most</h2>\n<p class=\"note\">Each round's best missing child "
                  "(the token whose addition would have raised C_p most), counted by token.</p>"),
-                 html_table(*missed_rows(s, 20), "missed")]
+                 table_html(missed_table(s, 20), titled=False)]
     if s.worst:
         body += ["<h2>Rounds that lost most</h2>", f'<p class="note">{esc(worst_heading(s.worst))}</p>',
-                 html_table(*worst_rows(s, len(s.worst)), "worst"),
+                 table_html(worst_table(s, len(s.worst)), titled=False),
                  _tree_controls(len(trees), trees[0]["caption"] if trees else "")]
     if data.problems or data.unfinished:
         notes = data.problems + ([f"{data.unfinished} rounds of an unfinished prompt left out"] if data.unfinished

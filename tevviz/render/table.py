@@ -27,6 +27,10 @@ def cell(value, column: Column) -> str:
         return f"{value:.{d}f}"
     if column.kind == "signed":
         return f"{value:+.{d}f}"
+    if column.kind == "percent":
+        return f"{value:.{d}%}"
+    if column.kind == "split":
+        return "/".join("-" if x is None else f"{x:.{d}f}" for x in value)
     return str(value)
 
 
@@ -55,8 +59,14 @@ def markdown(table: Table) -> list[str]:
     return lines + ([""] + [f"*{n}*" for n in table.notes] if table.notes else [])
 
 
-def html(table: Table) -> str:
-    """An HTML table (class `rounds`, the table's id and row ids where given) under an h3 title, notes after it."""
+def rows(table: Table) -> tuple[list[str], list[list[str]]]:
+    """The headings and the rows' cells as text, for a face that lays a table out itself."""
+    return [c.heading for c in table.columns], _cells(table)
+
+
+def html(table: Table, titled: bool = True) -> str:
+    """An HTML table (class `rounds`, the table's id and row ids where given) under an h3 title (none where the page
+    heads it itself), notes after it."""
     e = _html.escape
     head = "<tr>" + "".join(f"<th>{e(c.heading)}</th>" for c in table.columns) + "</tr>"
     ids = table.row_ids or ("",) * len(table.rows)
@@ -64,4 +74,5 @@ def html(table: Table) -> str:
                    for i, r in zip(ids, _cells(table)))
     tid = f' id="{e(table.id)}"' if table.id else ""
     notes = "".join(f'<p class="note">{e(n)}</p>' for n in table.notes)
-    return f"<h3>{e(table.title)}</h3>\n<table class=\"rounds\"{tid}>{head}{body}</table>\n{notes}"
+    title = f"<h3>{e(table.title)}</h3>\n" if titled else ""
+    return f"{title}<table class=\"rounds\"{tid}>{head}{body}</table>\n{notes}"

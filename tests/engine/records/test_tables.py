@@ -58,7 +58,9 @@ def test_cells_by_kind_and_a_registry_column():
     assert cell(3, Column("x", "x", "count")) == "3"
     col = Column.of_number("expected_length")
     assert col.heading == NUMBERS["expected_length"].heading and col.digits == NUMBERS["expected_length"].digits
+    assert cell(0.125, Column("x", "x", "percent", 1)) == "12.5%"
+    assert cell((0.5, None, 0.25), Column("x", "x", "split", 2)) == "0.50/-/0.25"
     with pytest.raises(ValueError, match="kind"):
-        Column("x", "x", "percent")
+        Column("x", "x", "ratio")
     with pytest.raises(ValueError, match="no value for"):
         Table("t", (Column("a", "a"), Column("b", "b")), ({"a": 1.0},))

@@ -60,6 +60,11 @@ class PairedDiff:
     a: float | None
     b: float | None
 
+    @property
+    def diff(self) -> float | None:
+        """B - A, as a table's difference column reads it."""
+        return self.mean
+
     @classmethod
     def of(cls, pairs: list[tuple[float, float]]) -> PairedDiff:
         diff, se = mean_se([b - a for a, b in pairs])

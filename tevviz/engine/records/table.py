@@ -3,14 +3,15 @@ from the number registry) and rows of plain values. Text, markdown and HTML are 
 table (render/table.py), so an analysis is one engine function that returns a Table. Torch-free.
 
 A cell holds a plain number, text, None (nothing to show), a stats.Estimate (mean ± SE) or a run_depths.Contrast
-(its B - A ± SE, signed); `Column.kind` says which, so every face writes the same value the same way.
+(its B - A ± SE, signed; a stats.PairedDiff too), a share written as a percent, or a split: a tuple of numbers
+read together (`conditional/marginal/exact`); `Column.kind` says which, so every face writes a value the same way.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-KINDS = ("text", "count", "number", "signed", "estimate", "difference")
+KINDS = ("text", "count", "number", "signed", "estimate", "difference", "percent", "split")
 
 
 @dataclass(frozen=True)
