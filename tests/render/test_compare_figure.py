@@ -252,3 +252,21 @@ def test_a_selected_node_is_ringed_and_its_details_say_what_each_verifier_did():
                                                     selected=5)["layout"]["annotations"][0]["text"]
     assert "predraw: not drafted, its bonus token" in node_details(t, 2, ("tev", "predraw"))
     assert "tev #3: exit node" in node_details(t, 3, ("tev", "predraw"))
+
+
+def test_the_exittrain_before_and_after_trees_are_labelled():
+    """The ExitTrain tab's pair (app/training_views.moved_pair): every drawn node of each tree labelled, no two labels
+    meeting at the width it is planned for, the titles on two lines."""
+    from tevviz.app.training_views import moved_pair
+    from tevviz.engine.train.exit_mass import ExitMassMove
+
+    rng = random.Random(3)
+    before, after = random_tree(rng, 20, 6), random_tree(rng, 20, 6)
+    figs = moved_pair(ExitMassMove(2, before, after, []))
+    for fig, name in zip(figs, ("original", "trained")):
+        d = fig.to_plotly_json()
+        assert d["layout"]["title"]["text"].startswith(f"{name} draft, round 2<br>C_p = ")
+        boxes = label_boxes(d)
+        assert len(boxes) >= 10
+        assert_apart(boxes)
+        assert_rings_inside(d)
