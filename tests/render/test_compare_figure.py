@@ -224,6 +224,10 @@ def test_pair_figures_for_the_app():
     before, after = pair_figures(A, B, names=("original", "trained"), titles=("before", "after"))
     assert isinstance(before, go.Figure) and before.layout.width is None and before.layout.autosize
     assert before.layout.title.text == "before"
+    # Its height holds the tree's rows and, below them, one legend entry a row (a narrow column's legend).
+    side = side_figure_dicts(A, B, names=("original", "trained"), metric="w", width=PAIR_WIDTH)[0]
+    entries = [t for t in before.data if t.showlegend is not False]
+    assert before.layout.height == side["layout"]["height"] + 19 * len(entries) and len(entries) >= 6
     assert [d.name for d in after.data if d.name.startswith("only in")] == ["only in original (not drafted here)"]
     # Each token labelled once: A's bonus is A's alone, drafted by neither, so B's figure leaves its place empty.
     text = lambda fig: sorted(html.unescape(x) for x in next(d for d in fig.data if d.name == "labels").text)

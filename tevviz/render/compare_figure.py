@@ -47,6 +47,7 @@ PATH_COLOUR = "crimson"
 WIDTH = 900
 SIDE_WIDTH = 560  # two trees side by side on a page: a column of the comparison report (render/compare_report.py)
 PAIR_WIDTH = 330  # a pair side by side in the app: a column of a 900 px window has 340 (wider ones stretch it)
+LEGEND_ROW = 19  # px of a legend entry's row
 B_EXIT_RING = EXIT_RING - 6  # B's exit ring inside A's where both exit at one node
 
 
@@ -254,6 +255,10 @@ def pair_figures(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A", "B
     for f in figs:
         layout = {**f["layout"], "autosize": True}
         layout.pop("width")
+        # A narrow column holds one legend entry a row, below the tree: the figure grows by them, so the legend's rows
+        # do not come out of the tree's (they pressed three depths into 100 px).
+        entries = sum(1 for t in f["data"] if t.get("showlegend", True) and t["name"] != "labels")
+        layout["height"] += LEGEND_ROW * entries
         # The dicts are written in plotly's own form (as tree_figure_dict's), so validation is skipped.
         out.append(go.Figure({"data": f["data"], "layout": layout}, _validate=False))
     return out[0], out[1]
