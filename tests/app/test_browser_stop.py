@@ -1,5 +1,6 @@
 """Stop in a real browser: the Doctor's Stop ends the run after the prompt in progress, says after how many of how
-many decodes, and the next action runs at once (the work stopped, not only the browser's wait)."""
+many decodes, and the next action runs at once (the work stopped, not only the browser's wait). And a reload keeps
+the baseline timed before."""
 
 from __future__ import annotations
 
@@ -58,4 +59,25 @@ def test_the_doctors_stop_ends_the_run_and_frees_the_models(browser, app_url, wi
     page.get_by_role("button", name="Run the doctor").click()
     expect(page.locator("#doctor-report")).to_contain_text("nothing to doctor")
     expect(said).to_have_text("")
+    page.context.close()
+
+
+def test_a_reload_shows_the_baseline_timed_before_without_timing_it_again(browser, app_url):
+    """The speed panel after a reload reads the run's kept baseline: the same rate, and no timing runs."""
+    page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+    page.set_default_timeout(120_000)
+    expect.set_options(timeout=120_000)
+    page.goto(app_url)
+    page.get_by_role("button", name="Step", exact=True).click()
+    expect(page.locator("#tree-plot .gtitle")).to_have_text(re.compile(r"^round 0:"))
+    page.get_by_role("button", name="Run baseline").click()
+    way = page.locator(".stats-table").get_by_text(re.compile(r"^Plain decoding: .* ways timed on this prompt"))
+    expect(way).to_be_visible()
+    before = way.inner_text()
+    expect(page).to_have_url(re.compile(r"run="))
+    page.reload()
+    expect(page.locator("#tree-plot .gtitle")).to_have_text(re.compile(r"^round 0:"))
+    expect(way).to_have_text(before)
+    way.scroll_into_view_if_needed()
+    screenshot(page, SHOTS / "baseline-after-reload-1440.png")
     page.context.close()
