@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 
-def _pm(x: float | None, se: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x:.3f}" + (f" ± {se:.3f}" if se is not None else "")
-
-
-def _cell(d: dict, key: str, k: int) -> str:
-    return _pm(d[key][k], d[key + "_se"][k]) if k < len(d[key]) else "-"
-
-
 def _f(x: float | None, digits: int) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
 def depth_table(a: dict, b: dict) -> list[str]:
-    """Both engines' marginal and conditional acceptance by depth, side by side."""
-    head = f"{'depth':>5}  {'llama.cpp m_k':>15}  {'tevviz m_k':>15}  {'llama.cpp c_k':>15}  {'tevviz c_k':>15}"
-    lines = [head]
-    for k in range(max(len(a["marginal"]), len(b["marginal"]))):
-        cells = [_cell(d, key, k) for key in ("marginal", "conditional") for d in (a, b)]
-        lines.append(f"{k + 1:>5}  " + "  ".join(f"{c:>15}" for c in cells))
-    return lines
+    """Both engines' marginal and conditional acceptance by depth, side by side (engines.tables), with what they
+    mean."""
+    from ..engine.engines.tables import engines_depth_table
+    from ..render.table import text
+
+    return text(engines_depth_table(a, b))
 
 
 def _length(d: dict) -> str:
@@ -55,8 +44,6 @@ def run_text(result: dict) -> str:
               f"(chain + TEV): {st['prompts']}, T = {st['temperature']:g}, up to {st['max_new_tokens']} new tokens, "
               f"chains up to {st['depth']}, threads {st['threads']}"),
              "",
-             ("acceptance by depth: marginal m_k (steps that accepted at least k drafted tokens) and conditional "
-              "c_k = m_k / m_(k-1), ± standard error over steps"),
              *depth_table(a, b),
              (f"acceptance length (1 + accepted / steps): llama.cpp {_length(a)} over {a['steps']} steps, tevviz "
               f"{_length(b)} over {b['steps']} steps"),

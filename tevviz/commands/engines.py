@@ -73,10 +73,6 @@ def _f(x: float | None, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def _pm(x: float | None, se: float | None) -> str:
-    return _f(x) + ("" if se is None else f" ± {se:.3f}")
-
-
 def acceptance_text(run: EngineAcceptance, title: str | None = None) -> str:
     """The run as text: counts, acceptance length, the per-depth table (marginal and conditional), the engine's
     own figures named, and the notes."""
@@ -87,10 +83,10 @@ def acceptance_text(run: EngineAcceptance, title: str | None = None) -> str:
              f"  acceptance length {_f(run.acceptance_length, 3)}  (1 + accepted / steps)"]
     lines += [f"  {f.name} {f.value:.3f}  (the engine's own: {f.meaning})" for f in run.engine_figures]
     if run.reached:
-        lines.append("  depth  steps reaching   marginal m_k        conditional c_k")
-        for k in range(run.depth):
-            lines.append(f"  {k + 1:>5}  {run.reached[k]:>14}   {_pm(run.marginal[k], run.marginal_se[k]):<18}  "
-                         f"{_pm(run.conditional[k], run.conditional_se[k])}")
+        from ..engine.engines.tables import acceptance_table
+        from ..render.table import text
+
+        lines += [f"  {line}" for line in text(acceptance_table(run))]
     else:
         lines.append("  no per-position figures in this format: marginal and conditional unknown")
     if run.per_step_accepted is not None:

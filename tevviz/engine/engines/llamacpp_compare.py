@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..records.stats import cluster_se, independent_diff_se
 from .acceptance import EngineAcceptance, PromptAcceptance
 
 AGREE_LENGTH = 0.15  # acceptance lengths this close count as agreeing (issue #62's bar)
@@ -120,7 +121,7 @@ def depth_diffs(llama: EngineAcceptance, tev: EngineAcceptance) -> list[DepthDif
     for k, (ma, sa, mb, sb) in enumerate(zip(llama.marginal, llama.marginal_se, tev.marginal, tev.marginal_se), 1):
         if ma is None or mb is None:
             continue
-        out.append(DepthDiff(k, ma - mb, math.sqrt((sa or 0.0) ** 2 + (sb or 0.0) ** 2)))
+        out.append(DepthDiff(k, ma - mb, independent_diff_se(sa, sb)))
     return out
 
 
@@ -130,7 +131,7 @@ def clustered_marginal(runs: list[PromptRun], depth: int) -> list[tuple[float | 
     / sum_i s_i, the ratio estimator's. A prompt's steps share its text, so they are not independent draws; at
     T > 0 the two engines also sample different texts, and this SE carries that."""
     steps = [len(r.steps) for r in runs]
-    total, n = sum(steps), len(runs)
+    total = sum(steps)
     out = []
     for k in range(1, depth + 1):
         reached = [sum(a >= k for a, _ in r.steps) for r in runs]
@@ -138,8 +139,7 @@ def clustered_marginal(runs: list[PromptRun], depth: int) -> list[tuple[float | 
             out.append((None, None))
             continue
         m = sum(reached) / total
-        spread = sum((r - m * s) ** 2 for r, s in zip(reached, steps))
-        out.append((m, math.sqrt(n / (n - 1) * spread) / total if n > 1 else None))
+        out.append((m, cluster_se([(r - m * s) / total for r, s in zip(reached, steps)])))
     return out
 
 
@@ -148,7 +148,7 @@ def clustered_diffs(llama: list[PromptRun], tev: list[PromptRun], depth: int) ->
     out = []
     for k, ((ma, sa), (mb, sb)) in enumerate(zip(clustered_marginal(llama, depth), clustered_marginal(tev, depth)), 1):
         if ma is not None and mb is not None:
-            out.append(DepthDiff(k, ma - mb, math.sqrt((sa or 0.0) ** 2 + (sb or 0.0) ** 2), "prompts"))
+            out.append(DepthDiff(k, ma - mb, independent_diff_se(sa, sb), "prompts"))
     return out
 
 

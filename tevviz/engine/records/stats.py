@@ -32,6 +32,18 @@ def share_se(k: int, n: int) -> float | None:
     return math.sqrt(k * (n - k) / (n * n * (n - 1))) if n > 1 else None
 
 
+def cluster_se(terms: list[float]) -> float | None:
+    """The standard error of a sum of per-cluster influence terms u_i (a ratio estimator's, clusters such as prompts
+    whose rounds are not independent): sqrt(c / (c - 1) sum u_i^2) over c clusters; None for c < 2."""
+    c = len(terms)
+    return math.sqrt(c / (c - 1) * sum(u * u for u in terms)) if c > 1 else None
+
+
+def independent_diff_se(a: float | None, b: float | None) -> float:
+    """The standard error of a difference of two independent estimates; an SE that is None counts as 0."""
+    return math.hypot(a or 0.0, b or 0.0)
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A mean with its standard error; `n` values had it."""

@@ -21,7 +21,7 @@ from ..draft.drafters import DrafterKind, Reading, accepts, article, drafter_kin
 from ..errors import TevvizError
 from ..records.doctor_report import FLOOR, ChainYield, DepthRate, DoctorReport, ReadingResult, Z
 from ..records.records import RoundRecord
-from ..records.stats import share_se
+from ..records.stats import cluster_se, independent_diff_se, share_se
 
 DEPTHS = 2  # the depths measured: the first two levels of the drafter's greedy chain
 TREE_BUDGET = 16  # nodes of a tree builder's round: enough that its top-1 chain to depth 2 is nearly always drafted
@@ -132,10 +132,8 @@ def chain_yield(depths: tuple[DepthRate, ...]) -> ChainYield:
 
 
 def _cluster_se(terms: list[tuple[float, ...]]) -> float:
-    """The SE of a sum of per-prompt influence terms (each prompt's terms summed): sqrt(c / (c - 1) sum u_i^2)."""
-    us = [sum(t) for t in terms]
-    c = len(us)
-    return math.sqrt(c / (c - 1) * sum(u * u for u in us)) if c > 1 else 0.0
+    """The SE of a sum of per-prompt influence terms (each prompt's terms summed; stats.cluster_se), 0 for one."""
+    return cluster_se([sum(t) for t in terms]) or 0.0
 
 
 def difference_se(a: DepthRate | ChainYield, b: DepthRate | ChainYield) -> float:
@@ -143,7 +141,7 @@ def difference_se(a: DepthRate | ChainYield, b: DepthRate | ChainYield) -> float
     the SE of two independent rates over rounds."""
     terms = [((ya - a.rate * ma) / a.trials, -(yb - b.rate * mb) / b.trials)
              for (ya, ma), (yb, mb) in zip(a.by_prompt, b.by_prompt) if ma or mb]
-    return max(_cluster_se(terms), math.hypot(a.binomial_se or 0.0, b.binomial_se or 0.0))
+    return max(_cluster_se(terms), independent_diff_se(a.binomial_se, b.binomial_se))
 
 
 def clear_margin(other: ReadingResult, own: ReadingResult) -> tuple[float, float, bool]:
