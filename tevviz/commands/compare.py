@@ -50,25 +50,18 @@ def _num(x, digits: int = 3, sign: bool = False) -> str:
 
 def compare_text(cmp, rounds: list, detail, files: tuple[str, str]) -> list[str]:
     """What `tevviz compare` prints: the runs, where their texts part, the per-depth table, the rounds."""
-    from ..engine.records.run_compare import A_ONLY, B_ONLY, BOTH
+    from ..engine.records.run_compare import rounds_table
+    from ..engine.records.run_depths import depth_analysis
+    from ..render.table import text
 
     a, b = cmp.a, cmp.b
     lines = [f"A: {files[0]} ({len(a.rounds)} rounds, {len(a.token_ids)} tokens)",
              f"B: {files[1]} ({len(b.rounds)} rounds, {len(b.token_ids)} tokens)"]
     if cmp.settings:
         lines.append("settings that differ: " + "; ".join(f"{k} {x} -> {y}" for k, x, y in cmp.settings))
-    from ..engine.records.run_depths import depth_analysis
-    from ..render.table import text
-
     depths, means = depth_analysis(cmp.table)
     lines += [cmp.divergence.sentence, "", *text(depths), "", *text(means)]
-    lines += ["", (f"{'round':>5} {'context':>8} {'both':>5} {'A only':>6} {'B only':>6} {'C_p A':>7} {'C_p B':>7} "
-              f"{'B - A':>7} {'E[L] B-A':>8} {'L A':>4} {'L B':>4}")]
-    context = {True: "same", False: "differs", None: "?"}
-    for c in rounds:
-        lines.append(f"{c.index:>5} {context[c.same_context]:>8} {c.count(BOTH):>5} {c.count(A_ONLY):>6} "
-                     f"{c.count(B_ONLY):>6} {_num(c.C_p.a):>7} {_num(c.C_p.b):>7} {_num(c.C_p.diff, sign=True):>7} "
-                     f"{_num(c.expected_length.diff, sign=True):>8} {c.block_length.a:>4} {c.block_length.b:>4}")
+    lines += ["", *text(rounds_table(rounds))]
     if detail is not None:
         lines += ["", *round_text(detail)]
     return lines

@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import TevvizError
 from .records import RoundRecord
+from .round_numbers import NUMBERS
 from .run_depths import DepthTable, depth_table
+from .table import Column, Table
 
 BOTH, A_ONLY, B_ONLY = "both", "A only", "B only"
 MISSING_SHOWN = 10  # missing tokens listed per run and round, largest gain first
@@ -331,3 +333,20 @@ def compare_runs(a: Run, b: Run) -> RunComparison:
     both = sorted({r.index for r in a.rounds} & {r.index for r in b.rounds})
     return RunComparison(a=a, b=b, divergence=divergence(a, b), table=depth_table(a.rounds, b.rounds),
                          settings=setting_differences(a.meta, b.meta), round_indices=both)
+
+
+def rounds_table(rounds: list[RoundComparison]) -> Table:
+    """Round by round: whether both started from the same context, the nodes each tree has, C_p of each and B - A,
+    E[L]'s B - A and each block length (headings the registry's labels)."""
+    label = lambda k: NUMBERS[k].label
+    cols = (Column("round", "round", "count"), Column("context", "context", "text"),
+            Column("both", "both", "count"), Column("a_only", "A only", "count"), Column("b_only", "B only", "count"),
+            Column("cp_a", f"{label('C_p')} A"), Column("cp_b", f"{label('C_p')} B"),
+            Column("cp_d", "B - A", "signed"), Column("el_d", f"{label('expected_length')} B-A", "signed"),
+            Column("l_a", f"{label('L')} A", "count"), Column("l_b", f"{label('L')} B", "count"))
+    context = {True: "same", False: "differs", None: "?"}
+    rows = tuple({"round": c.index, "context": context[c.same_context], "both": c.count(BOTH),
+                  "a_only": c.count(A_ONLY), "b_only": c.count(B_ONLY), "cp_a": c.C_p.a, "cp_b": c.C_p.b,
+                  "cp_d": c.C_p.diff, "el_d": c.expected_length.diff, "l_a": c.block_length.a,
+                  "l_b": c.block_length.b} for c in rounds)
+    return Table("rounds", cols, rows, id="rounds")
