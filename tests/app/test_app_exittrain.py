@@ -70,9 +70,11 @@ def test_train_step_use_and_revert(app_url, pair):
     assert loss["L"]["x"] == [1, 2, 3] and all(math.isfinite(y) for t in loss.values() for y in t["y"])
     table = out[TRAIN["table"]]
     assert "3 steps so far on 3 contexts" in table
-    assert "| original |" in table and "| trained (3 steps) |" in table and "| change (paired) |" in table
-    assert "±" in table and "paired by context" in table
-    assert re.search(r"\| original \| [\d.]+ ± [\d.]+ \| [\d.]+ \| [\d.]+ ± [\d.]+ \| 3 \| 6 \|", table), table
+    assert "| original | trained (3 steps) | change (paired) |" in table
+    assert "paired by context" in table and "(6 and 6 rounds in all)" in table
+    for number in ("mean C_p", "mean E[L]", "tau"):
+        assert re.search(rf"\| {re.escape(number)} \| [\d.]+ ± [\d.]+ \| [\d.]+ ± [\d.]+ \| [+-][\d.]+ ± [\d.]+ "
+                         r"\| -?[\d.]+% \| 3 \|", table), table
     trees = [plot(out[TRAIN[key]]) for key in ("tree_before", "tree_after")]
     scales = []
     for fig in trees:
@@ -214,6 +216,7 @@ def test_train_markdown_shows_paired_standard_errors():
     after = metrics("t", [0.7, 1.1, 1.9], [1.5, 2.0, 3.5])
     log = [{"objective": "exit", "loss": 1.0, "l_tok": 0.5, "l_exit": 0.5, "step": 1}]
     text = train_markdown(TrainReport(log, [before, after], 3, 1.0, False, "", None))
-    assert "| original | 1.0000 ± 0.2887 | 2.0000 | 1.6667 ± 0.3333 | 3 | 6 |" in text
-    assert ("| change (paired) | +0.2333 ± 0.0882 (+23.3%) | +0.2333 ± 0.0882 (+11.7%) | +0.6667 ± 0.4410 (+40.0%) "
-            "| 3 |") in text
+    assert "| mean C_p | 1.0000 ± 0.2887 | 1.2333 ± 0.3528 | +0.2333 ± 0.0882 | 23.3% | 3 |" in text
+    # E[L] = 1 + C_p: the same change over another base
+    assert "| mean E[L] | 2.0000 ± 0.2887 | 2.2333 ± 0.3528 | +0.2333 ± 0.0882 | 11.7% | 3 |" in text
+    assert "| tau | 1.6667 ± 0.3333 | 2.3333 ± 0.6009 | +0.6667 ± 0.4410 | 40.0% | 3 |" in text

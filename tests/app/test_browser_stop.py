@@ -81,3 +81,41 @@ def test_a_reload_shows_the_baseline_timed_before_without_timing_it_again(browse
     way.scroll_into_view_if_needed()
     screenshot(page, SHOTS / "baseline-after-reload-1440.png")
     page.context.close()
+
+
+def test_the_baselines_stop_ends_it_between_timings_and_the_next_one_runs_whole(browser, app_url):
+    """Stop beside Run baseline: a toast says after how many timings it stopped, no baseline is shown, and the next
+    press times every way (the model thread was freed)."""
+    page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+    page.set_default_timeout(120_000)
+    expect.set_options(timeout=120_000)
+    page.goto(app_url)
+    page.get_by_role("button", name="Step", exact=True).click()
+    expect(page.locator("#tree-plot .gtitle")).to_have_text(re.compile(r"^round 0:"))
+    page.get_by_role("button", name="Run baseline").click()
+    expect(page.locator("#error-box").get_by_text(re.compile(r"plain decoding: 1 of \d+ timings"))).to_be_visible()
+    page.locator("#baseline-stop").click()
+    told = page.get_by_test_id("toast-text").get_by_text(re.compile(r"The baseline stopped after \d+ of \d+ timings"))
+    expect(told).to_be_visible()
+    done, total = map(int, re.search(r"after (\d+) of (\d+) timings", told.inner_text()).groups())
+    assert 1 <= done < total
+    way = page.locator(".stats-table").get_by_text(re.compile(r"^Plain decoding: .* ways timed on this prompt"))
+    expect(way).to_have_count(0)
+    screenshot(page, SHOTS / "baseline-stopped-1440.png")
+    page.get_by_role("button", name="Run baseline").click()
+    expect(way).to_be_visible()
+    page.context.close()
+
+
+def test_a_builder_that_draws_no_sampled_chain_takes_tev_in_place_of_speculative(browser, app_url):
+    page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+    page.set_default_timeout(60_000)
+    page.goto(app_url)
+    page.get_by_label("sampled", exact=True).check()
+    page.get_by_label("speculative", exact=True).check()
+    page.get_by_label("best-first", exact=True).check()
+    expect(page.get_by_label("tev", exact=True)).to_be_checked()
+    page.get_by_label("residual", exact=True).check()
+    page.get_by_label("static", exact=True).check()
+    expect(page.get_by_label("residual", exact=True)).to_be_checked()  # a chosen tree verifier stays
+    page.context.close()

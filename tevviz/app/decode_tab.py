@@ -21,6 +21,7 @@ from .figure_view import ROUND_BOX, figure_view
 from .run_store import MAX_RUNS
 from .runs import settings_values
 from .search_panel import search_row, wire_search
+from .settings_follow import wire_settings_follow
 from .state import AppState, decode_settings
 from .updates import BROWSE_OUTPUTS, NODE_OUTPUTS, ROUND_OUTPUTS, VIEW_OUTPUTS, everything, shown
 from .url_view import url_sync
@@ -29,7 +30,7 @@ from .views import (
     text_spans,
     tree_plot,
 )
-from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed, figure_json
+from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed, figure_json, stopper
 
 # The output names the tests and the other tabs read from here (their home is updates.py).
 __all__ = ["BROWSE_OUTPUTS", "NODE_OUTPUTS", "ROUND_OUTPUTS", "VIEW_OUTPUTS", "decode_tab", "everything", "shown"]
@@ -127,8 +128,10 @@ def _view_column() -> dict:
     with gr.Row(equal_height=False):
         c["stats"] = gr.Markdown("No rounds yet.", label="live stats", elem_classes="stats-table")
         c["baseline_btn"] = gr.Button("Run baseline", min_width=120, scale=0)
+        c["baseline_stop"] = gr.Button("Stop", min_width=70, scale=0, elem_id="baseline-stop")
     with gr.Row(equal_height=True):
         c["optimal_btn"] = gr.Button("Optimal tree", min_width=120, scale=0)
+        c["optimal_stop"] = gr.Button("Stop", min_width=70, scale=0, elem_id="optimal-stop")
         c["ghosts"] = gr.Checkbox(False, label="ghost branches: the optimal tree's nodes this tree lacks", scale=2)
         c["optimal_every"] = gr.Checkbox(False, label="optimal tree every round (up to H more target passes)",
                                          scale=2)
@@ -266,6 +269,7 @@ def _wire_decoding(ctl: Controller, ui: Panel, settings: dict) -> None:
                       **LIGHT)
     ui.baseline_btn.click(baseline, inputs, [ui.state, *ui.take(BASELINE_OUTPUTS)], inputs_kwargs=settings,
                           api_name="baseline", **MODEL_WORK)
+    ui.baseline_stop.click(stopper(ctl, "baseline"), [ui.state], None, api_name="stop_baseline", **LIGHT)
 
 
 def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
@@ -349,6 +353,7 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
     ui.rescore_btn.click(rescore_round, inputs, outputs, inputs_kwargs=settings, api_name="rescore", **on_tree(ui))
     ui.optimal_btn.click(optimal, inputs, [*outputs, ui.ghosts], inputs_kwargs=settings, api_name="optimal",
                          **on_tree(ui))
+    ui.optimal_stop.click(stopper(ctl, "optimal"), [ui.state], None, api_name="stop_optimal", **LIGHT)
 
 
 def decode_tab(ctl: Controller, state: gr.State, prompts: list[dict], first_prompt: str,
@@ -364,5 +369,6 @@ def decode_tab(ctl: Controller, state: gr.State, prompts: list[dict], first_prom
     _wire_decoding(ctl, ui, ui.settings)
     wire_browsing(ui, {p["id"]: p["prompt"] for p in prompts})
     wire_search(ui)
+    wire_settings_follow(ui)
     _wire_files(ctl, ui, ui.settings)
     return ui

@@ -15,7 +15,7 @@ from ..render.compare_figure import WIDTH, union_figure_dict
 from .compare_views import comparison_markdown
 from .navigation import select, show_round
 from .runs import reopened, run_name, settings_values
-from .updates import MAX_WIDTHS, ROUND_OUTPUTS, everything, position_of, view_url
+from .updates import MAX_WIDTHS, ROUND_OUTPUTS, everything, position_of, search_of, view_url
 from .url_view import COPY_JS, LOAD_JS, read_query
 from .widgets import LIGHT, Panel, current, failed, figure_json
 
@@ -112,7 +112,7 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
         st = replace(st, pinned=st.run_id)
         return {ui.state: st, ui.cmp_md: f"**A** (pinned): {run_name(st)}. Show or pick B, then Compare with A.",
                 ui.b_pick: run_choices(ctl, st, shown=False), ui.runs_error: "", ui.cmp_acc: gr.Accordion(open=True),
-                ui.url: view_url(st, metric)}
+                ui.url: view_url(st, metric, search_of(ui, st).query)}
 
     def compare(st, b_id, index):
         st = current(st)
