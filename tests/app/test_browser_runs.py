@@ -1,5 +1,6 @@
 """Runs in a real browser: a reload returns to the same run, round, node and colour; a copied link opens that view in
-a new browser; a change of settings keeps the old run one click away; two runs pinned and compared."""
+a new browser; a change of settings keeps the old run one click away; two runs pinned and compared, the comparison
+shown again after a reload and from a link."""
 
 from __future__ import annotations
 
@@ -117,4 +118,21 @@ def test_a_change_of_settings_keeps_the_old_run_one_click_away_and_two_runs_comp
     expect(page.locator("#compare-plot .gtitle")).to_contain_text("round 0")
     ARTIFACTS.mkdir(exist_ok=True)
     screenshot(page, ARTIFACTS / "runs_compared.png", full_page=True)
+    said = ("Settings that differ", "conditional A", "T 0 · tev", "T 1 · tev")
+    assert query(page)["cmp"].endswith(".0") and query(page)["pin"].endswith(first)
+
+    # A reload, and the link in a fresh browser, show the same comparison without a press of Compare.
+    link = page.url
+    page.reload()
+    expect(title).to_have_text(re.compile(r"^round 1:"))
+    for text in said:
+        expect(page.locator("#compare-text")).to_contain_text(text)
+    expect(page.locator("#compare-plot .gtitle")).to_contain_text("round 0")
+    other = new_page(browser)
+    load(other, link)
+    for text in said:
+        expect(other.locator("#compare-text")).to_contain_text(text)
+    expect(other.locator("#compare-plot .gtitle")).to_contain_text("round 0")
+    screenshot(other, ARTIFACTS / "runs_compared_from_link.png", full_page=True)
+    other.context.close()
     page.context.close()

@@ -78,7 +78,8 @@ def wire_restore(ctl, demo: gr.Blocks, ui: Panel, outputs: list) -> None:
         new = replace(new, pinned=_pinned(ctl, new, q["pin"]))
         ctl.keep(new)  # a link from another browser: the run joins this browser's runs
         metric = q["metric"] or metric
-        return opened_updates(ctl, ui, replace(new, metric=metric), metric)
+        new, shown = _compared_again(ctl, ui, replace(new, metric=metric), q["cmp"])
+        return opened_updates(ctl, ui, new, metric) | shown
 
     load = demo.load(None, None, [ui.user_box, ui.query_box], js=LOAD_JS)
     load.then(restore, [ui.state, ui.metric, ui.user_box, ui.query_box], outputs, api_visibility="private", **LIGHT)
@@ -90,7 +91,7 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
     ui.compared, ui.compare_widths = {}, {}  # session id -> the runs and round compared last; its view's px
     settings = ui.take(ui.settings)
     opened_outputs = [ui.state, *ui.take(ROUND_OUTPUTS), ui.run_pick, ui.b_pick, ui.metric, *settings, ui.runs_error]
-    wire_restore(ctl, demo, ui, opened_outputs)
+    wire_restore(ctl, demo, ui, [*opened_outputs, ui.cmp_md, ui.cmp_plot, ui.cmp_acc])
 
     def opened(st, metric, said_error: str = "") -> dict:
         return opened_updates(ctl, ui, st, metric, said_error)
@@ -109,37 +110,18 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
         if not st.rounds:
             return failed(ui.runs_error, TevvizError("no run to pin yet: press Step first"))
         ctl.keep(st, wait=True)
-        st = replace(st, pinned=st.run_id)
+        st = replace(st, pinned=st.run_id, compared=None)
         return {ui.state: st, ui.cmp_md: f"**A** (pinned): {run_name(st)}. Show or pick B, then Compare with A.",
                 ui.b_pick: run_choices(ctl, st, shown=False), ui.runs_error: "", ui.cmp_acc: gr.Accordion(open=True),
                 ui.url: view_url(st, metric, search_of(ui, st).query)}
 
-    def compare(st, b_id, index):
+    def compare(st, metric, b_id, index):
         st = current(st)
         try:
-            if not st.pinned:
-                raise TevvizError("pin a run as A first (Pin as A), then show or pick B")
-            b_id = b_id or st.run_id
-            if not b_id or (b_id == st.run_id and not st.rounds):
-                raise TevvizError("no run B: press Step, open a run, or pick one under Compare runs")
-            a, b = (_run(ctl, st, run_id, name) for run_id, name in ((st.pinned, "A"), (b_id, "B")))
-            names = tuple(_name(ctl, st, run_id) for run_id in (st.pinned, b_id))
-            cmp = compare_runs(a, b)
-            shown = st.round.index if st.round is not None else None
-            typed = str(index if index is not None else "").strip()
-            if typed and not typed.isdigit():
-                raise TevvizError(f"round must be a round number, got {typed!r}")
-            k = int(typed) if typed else shown if shown in cmp.round_indices else cmp.round_indices[0]
-            if k not in cmp.round_indices:
-                raise TevvizError(f"round {k} is not in both runs; they share rounds "
-                                  f"{cmp.round_indices[0]}-{cmp.round_indices[-1]}")
-            rc = cmp.round(k)
-        except (TevvizError, ValueError, IndexError) as e:
-            said = str(e) if isinstance(e, TevvizError) else "the two runs share no round"
-            return failed(ui.runs_error, TevvizError(said))
-        remember(ui.compared, st.sid, (a, b, k, None), MAX_COMPARED)
-        return {ui.cmp_md: comparison_markdown(cmp, rc, names), ui.cmp_plot: _union(ui, st.sid, a, b, k),
-                ui.runs_error: "", ui.cmp_acc: gr.Accordion(open=True)}
+            st, shown = compared_updates(ctl, ui, st, b_id, index)
+        except TevvizError as e:
+            return failed(ui.runs_error, e)
+        return {ui.state: st, **shown, ui.runs_error: "", ui.url: view_url(st, metric, search_of(ui, st).query)}
 
     def replan(st, evt: gr.EventData):
         """The comparison's tree again, laid out for the width its view reported."""
@@ -164,13 +146,44 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
     ui.open_btn.click(open_run, [ui.state, ui.metric, ui.run_pick], opened_outputs, api_name="open_run", **LIGHT)
     ui.pin_btn.click(pin, [ui.state, ui.metric], [ui.state, ui.cmp_md, ui.b_pick, ui.runs_error, ui.cmp_acc, ui.url],
                      api_name="pin", **LIGHT)
-    ui.cmp_btn.click(compare, [ui.state, ui.b_pick, ui.cmp_round], [ui.cmp_md, ui.cmp_plot, ui.runs_error, ui.cmp_acc],
-                     api_name="compare_runs", **LIGHT)
+    ui.cmp_btn.click(compare, [ui.state, ui.metric, ui.b_pick, ui.cmp_round],
+                     [ui.state, ui.cmp_md, ui.cmp_plot, ui.runs_error, ui.cmp_acc, ui.url], api_name="compare_runs",
+                     **LIGHT)
     ui.cmp_plot.apply(replan, [ui.state], [ui.cmp_plot], api_visibility="private", show_progress="hidden", **LIGHT)
     ui.cmp_plot.select(pick, [ui.state], [ui.cmp_plot], api_visibility="private", show_progress="hidden", **LIGHT)
     ui.link_btn.click(lambda st: ctl.keep(current(st), wait=True), [ui.state], None, api_visibility="private",
                       **LIGHT).then(None, None, [ui.link], js=COPY_JS).then(
         lambda: gr.Textbox(visible=True), None, [ui.link], api_visibility="private", **LIGHT)
+
+
+def compared_updates(ctl, ui: Panel, st, b_id: str | None, index) -> tuple:
+    """The pinned run A against run `b_id` (the one shown where None) at round `index` (the shown round, else their
+    first shared one, where blank): the state naming the comparison, and the comparison's markdown, tree and open
+    accordion. Raises TevvizError, saying why, where there is nothing to compare."""
+    if not st.pinned:
+        raise TevvizError("pin a run as A first (Pin as A), then show or pick B")
+    b_id = b_id or st.run_id
+    if not b_id or (b_id == st.run_id and not st.rounds):
+        raise TevvizError("no run B: press Step, open a run, or pick one under Compare runs")
+    a, b = (_run(ctl, st, run_id, name) for run_id, name in ((st.pinned, "A"), (b_id, "B")))
+    names = tuple(_name(ctl, st, run_id) for run_id in (st.pinned, b_id))
+    try:
+        cmp = compare_runs(a, b)
+        shown = st.round.index if st.round is not None else None
+        typed = str(index if index is not None else "").strip()
+        if typed and not typed.isdigit():
+            raise TevvizError(f"round must be a round number, got {typed!r}")
+        k = int(typed) if typed else shown if shown in cmp.round_indices else cmp.round_indices[0]
+        if k not in cmp.round_indices:
+            raise TevvizError(f"round {k} is not in both runs; they share rounds "
+                              f"{cmp.round_indices[0]}-{cmp.round_indices[-1]}")
+        rc = cmp.round(k)
+    except (ValueError, IndexError):
+        raise TevvizError("the two runs share no round") from None
+    remember(ui.compared, st.sid, (a, b, k, None), MAX_COMPARED)
+    return replace(st, compared=(b_id, k)), {ui.cmp_md: comparison_markdown(cmp, rc, names),
+                                             ui.cmp_plot: _union(ui, st.sid, a, b, k),
+                                             ui.cmp_acc: gr.Accordion(open=True)}
 
 
 def remember(memo: dict, sid, value, cap: int) -> None:
@@ -189,6 +202,20 @@ def _union(ui: Panel, sid, a: Run, b: Run, k: int, node: int | None = None) -> s
     width = ui.compare_widths.get(sid) or ui.widths.get(sid) or WIDTH
     return figure_json(union_figure_dict(ra, rb, ("A", "B"), title=f"round {k}: A and B in one layout", width=width,
                                          selected=node, clicks=True))
+
+
+def _compared_again(ctl, ui: Panel, st, cmp: tuple[str, str, int] | None) -> tuple:
+    """The comparison a link showed, shown again (run B copied among this browser's runs as the pinned run is);
+    nothing where the link shows none or its runs are gone, the reason said beside the Compare button."""
+    if cmp is None or not st.pinned:
+        return st, {}
+    b_id = _pinned(ctl, st, cmp[:2])
+    try:
+        if b_id is None:
+            raise TevvizError("run B is gone")
+        return compared_updates(ctl, ui, st, b_id, cmp[2])
+    except TevvizError as e:
+        return st, {ui.runs_error: f"Error: the link's comparison: {e}"}
 
 
 def _pinned(ctl, st, pin: tuple[str, str] | None) -> str | None:

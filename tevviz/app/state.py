@@ -101,6 +101,7 @@ class AppState:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # this run's file on the server (app/run_store.py)
     user: str = ""  # the browser's id (kept in its localStorage): its folder of runs; "" before the page has loaded
     pinned: str | None = None  # the run pinned as A for comparisons
+    compared: tuple[str, int] | None = None  # the comparison shown: run B's id and the round compared
     kind: str = "empty"  # "empty", "live", or an import: "session", "round", "ddtree"
     prompt: str = ""
     prompt_ids: list[int] = field(default_factory=list)
@@ -174,9 +175,9 @@ class AppState:
 
 def view_options(st: AppState) -> dict:
     """What a new run keeps of the old one's view: ghosts, the optimal-tree option, the colour scale, the width, the
-    browser's id and the pinned run."""
+    browser's id, the pinned run and the comparison shown."""
     return {"ghosts": st.ghosts, "optimal_every": st.optimal_every, "scale": st.scale, "width": st.width,
-            "user": st.user, "pinned": st.pinned, "metric": st.metric}
+            "user": st.user, "pinned": st.pinned, "compared": st.compared, "metric": st.metric}
 
 
 def settings_in_force(st: AppState, values: dict) -> DecodeConfig:

@@ -59,7 +59,7 @@ def search_of(ui: Panel, st: AppState) -> Search:
 
 def view_url(st: AppState, metric: str, find: str = "") -> str:
     """The view as the page's URL keeps it (app/url_view.py): run, round, selected node, open folds, the walk's
-    token, the pinned run, colour, the token searched for."""
+    token, the pinned run and the comparison shown, colour, the token searched for."""
     view = {"metric": metric}
     if find.strip():
         view["find"] = find.strip()
@@ -73,6 +73,8 @@ def view_url(st: AppState, metric: str, find: str = "") -> str:
             view["walk"] = st.token
     if st.user and st.pinned:
         view["pin"] = f"{st.user}.{st.pinned}"
+        if st.compared:
+            view["cmp"] = f"{st.user}.{st.compared[0]}.{st.compared[1]}"
     return json.dumps(view)
 
 

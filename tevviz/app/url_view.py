@@ -1,6 +1,7 @@
-"""The view in the page's URL: `?run=<browser>.<run>&round=R&node=N&folds=U,V&walk=T&pin=<browser>.<run>&metric=M
-&find=F` (F: the token searched for), written as the view changes and read when the page loads, so a reload returns to
-the same view and a copied link opens it on the same server.
+"""The view in the page's URL: `?run=<browser>.<run>&round=R&node=N&folds=U,V&walk=T&pin=<browser>.<run>
+&cmp=<browser>.<run>.K&metric=M&find=F` (cmp: run B and round K of the comparison shown; F: the token searched for),
+written as the view changes and read when the page loads, so a reload returns to the same view and a copied link
+opens it on the same server.
 
 The browser's id lives in its localStorage (`tevviz-user`): its runs' folder on the server (app/run_store.py).
 """
@@ -22,7 +23,7 @@ const write = () => {
   let view;
   try { view = JSON.parse(props.value); } catch (e) { return; }
   const url = new URL(window.location.href);
-  for (const key of ['run', 'round', 'node', 'folds', 'walk', 'pin', 'metric', 'find']) {
+  for (const key of ['run', 'round', 'node', 'folds', 'walk', 'pin', 'cmp', 'metric', 'find']) {
     const value = view[key];
     if (value === undefined || value === null || value === '') url.searchParams.delete(key);
     else url.searchParams.set(key, String(value));
@@ -59,8 +60,9 @@ def url_sync() -> gr.HTML:
 
 
 def read_query(query: str) -> dict:
-    """The view a URL's query names: run (browser id, run id), round, node, open folds, metric and the token searched
-    for, each None (no folds: empty; no search: "") where absent or malformed (a bad link is said, not raised)."""
+    """The view a URL's query names: run (browser id, run id), round, node, open folds, the pinned run, the comparison
+    shown, metric and the token searched for, each None (no folds: empty; no search: "") where absent or malformed
+    (a bad link is said, not raised)."""
     q = {k: v[0] for k, v in parse_qs((query or "").lstrip("?")).items() if v}
     run = q.get("run", "")
     user, _, run_id = run.partition(".")
@@ -70,6 +72,7 @@ def read_query(query: str) -> dict:
     folds = frozenset(int(u) for u in q.get("folds", "").split(",") if u.isdigit())
     return {"user": user or None, "run": run_id or None, "round": _index(q.get("round", "")), "node": node,
             "folds": folds, "walk": _index(q.get("walk", "")), "pin": _pin(q.get("pin", "")),
+            "cmp": _compared(q.get("cmp", "")),
             "metric": q.get("metric") if q.get("metric") in METRICS else None, "find": q.get("find", "")[:MAX_FIND]}
 
 
@@ -77,6 +80,13 @@ def _index(text: str) -> int | None:
     """A round or node index written in ASCII digits, else None: str.isdigit takes '²' (int() then raises), and a
     number past int()'s digit limit raises too; no tree comes near a billion nodes."""
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
+
+
+def _compared(text: str) -> tuple[str, str, int] | None:
+    """The comparison a link shows, as (browser id, run B's id, round); None where absent or malformed."""
+    user, run_id, k = (text.split(".") + ["", "", ""])[:3]
+    k = _index(k)
+    return (user, run_id, k) if user and run_id and k is not None and text.count(".") == 2 else None
 
 
 def _pin(text: str) -> tuple[str, str] | None:
