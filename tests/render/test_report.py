@@ -19,9 +19,11 @@ from plotly.offline import get_plotlyjs
 from tevviz.cli import main
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
 from tevviz.engine.records import io as tio
+from tevviz.engine.records.session_tables import rounds_table, summary_table
 from tevviz.engine.records.summary import summarize
 from tevviz.render.graph import METRICS
 from tevviz.render.report import report_html
+from tevviz.render.table import html as table_html
 from tevviz.render.tree_figure import tree_figure_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +66,9 @@ def embedded_data(text: str) -> dict:
 
 
 def summary_cells(text: str) -> dict[str, str]:
-    return dict(re.findall(r'<td data-key="(\w+)">([^<]*)</td>', text))
+    """The summary table's one row, by heading."""
+    table = re.search(r'<table class="\w+" id="summary">(.*?)</table>', text)[1]
+    return dict(zip(re.findall(r"<th>([^<]*)</th>", table), re.findall(r"<td>([^<]*)</td>", table), strict=True))
 
 
 def node_traces(figure: dict) -> dict[str, dict]:
@@ -121,11 +125,12 @@ def test_summary_settings_and_text(report_file, session_file):
     cells = summary_cells(text)
     assert int(cells["rounds"]) == s.rounds and int(cells["tokens"]) == s.tokens
     seconds = sum(s.stage_ms.values()) / 1e3
-    expected = {"tau": s.tau, "mean_expected_length": s.mean_expected_length,
-                "mean_optimal_ceiling": 1 + s.mean_optimal, "mean_gap": s.mean_gap, "tokens_per_s": s.tokens / seconds}
+    expected = {"tau": s.tau, "mean E[L]": s.mean_expected_length, "mean 1 + C_p*": 1 + s.mean_optimal,
+                "mean drafter gap": s.mean_gap, "tokens/s": s.tokens / seconds}  # by heading
     for key, value in expected.items():
-        assert float(cells[key]) == pytest.approx(value, abs=0.051 if key == "tokens_per_s" else 5e-4), key
+        assert float(cells[key]) == pytest.approx(value, abs=0.051 if key == "tokens/s" else 5e-4), key
     assert "from the recorded stage times" in text
+    assert table_html(summary_table(imported.rounds), titled=False) in text  # the engine's table, as written
 
     assert f'<pre id="prompt">{html.escape(PROMPT)}</pre>' in text
     assert PROMPT not in text and "<script>alert" not in text
@@ -148,6 +153,7 @@ def test_round_table_rows(report_file, session_file):
         assert float(cells[6]) == pytest.approx(1 + gap.C_p_star, abs=5e-4)
         assert float(cells[7]) == pytest.approx(gap.gap, abs=5e-4)
         assert float(cells[8]) == pytest.approx(sum(r.stage_ms.values()), abs=0.051)
+    assert table_html(rounds_table(rounds), titled=False) in text
 
 
 def test_stored_trees_are_tree_figure_dict_positions_and_colours(report_file, session_file):

@@ -1,6 +1,7 @@
 """Imported session -> one self-contained HTML page: settings, text, summary, statistics and every round's tree.
 
-The page needs no network. The settings, texts, summary and round table are plain HTML; plotly.js and the figures' data
+The page needs no network. The settings and texts are plain HTML, the summary and round table the engine's typed
+tables (engine/records/session_tables.py) as render/table.py writes them; plotly.js and the figures' data
 (one JSON object) are embedded as two gzip + base64 blobs, which the page's script unpacks with the browser's
 DecompressionStream before it evaluates plotly.js and draws: 100 rounds at B = 64 take 2.6 MB instead of 7.2 MB, of
 which plotly.js is 2.0 MB (4.8 MB unpacked).
@@ -24,8 +25,8 @@ import networkx as nx
 
 from tevviz.engine.records.io import ImportedSession
 from tevviz.engine.records.records import CoverageGap, RoundRecord, expected_length_text
-from tevviz.engine.records.round_numbers import AGGREGATIONS, COLUMNS, MEAN, NUMBERS, SESSION, RoundNumber
-from tevviz.engine.records.summary import summarize
+from tevviz.engine.records.round_numbers import NUMBERS
+from tevviz.engine.records.session_tables import rounds_table, summary_table
 from tevviz.files import atomic_write
 from tevviz.render.colours import colour_bar
 from tevviz.render.graph import METRICS, node_metric, round_graph
@@ -36,6 +37,7 @@ from tevviz.render.stats import (
     coverage_figure,
     exit_mass_by_depth_figure,
 )
+from tevviz.render.table import html as table_html
 from tevviz.render.tree_figure import NO_VALUE_COLOUR, tree_figure_dict
 
 DEFAULT_METRIC = "P"
@@ -207,31 +209,8 @@ def _texts(imported: ImportedSession) -> str:
 
 
 def _summary(rounds: list[RoundRecord]) -> str:
-    """The session's means of the per-round numbers (round_numbers.SESSION), each with its definition."""
-    s = summarize(rounds)
-    rows = [("rounds", "rounds", str(s.rounds), ""), ("tokens", "tokens committed", str(s.tokens), "")]
-    for n in SESSION:
-        if not n.needs_optimal or s.optimal_rounds:
-            rows.append((n.session, _over(n, rounds), n.text(s.numbers[n.name], "–"), _what(n)))
-    speed = NUMBERS["tokens_per_s"]
-    if s.numbers[speed.name] is not None:
-        rows.append((speed.name, speed.label, speed.text(s.numbers[speed.name]), _what(speed)))
-    cells = "".join(f'<tr><th>{_esc(label)}</th><td data-key="{key}">{value}</td><td class="note">{_esc(what)}</td>'
-                    "</tr>" for key, label, value, what in rows)
-    return f'<h2>Summary</h2>\n<table class="kv" id="summary">{cells}</table>'
-
-
-def _what(n: RoundNumber) -> str:
-    """A number's definition and how the summary adds it up over the rounds."""
-    return f"{n.label}: {n.definition} ({AGGREGATIONS[n.over_rounds]} over the rounds)"
-
-
-def _over(n: RoundNumber, rounds: list[RoundRecord]) -> str:
-    """A mean's heading, with the rounds it is over where some lack the number (`mean drafter gap (3 of 5 rounds)`)."""
-    k = n.defined(rounds)
-    if n.over_rounds != MEAN or k == len(rounds):
-        return n.heading
-    return f"{n.heading} ({n.undefined})" if k == 0 else f"{n.heading} ({k} of {len(rounds)} rounds)"
+    """The session's summary (session_tables.summary_table): what the rounds add up to, each number defined below."""
+    return f"<h2>Summary</h2>\n{table_html(summary_table(rounds), titled=False)}"
 
 
 def _figure_divs(figures: Mapping[str, dict]) -> str:
@@ -252,16 +231,10 @@ def _tree_controls(n: int, caption: str) -> str:
 
 
 def _round_table(rounds: list[RoundRecord]) -> str:
+    """A row a round (session_tables.rounds_table), its columns defined below it."""
     if not rounds:
         return ""
-    head = "".join(f'<th title="{_esc(what)}">{_esc(h)}</th>' for h, what in
-                   (("round", ""), ("exit node", "the node where verification stopped"),
-                    *((n.label, n.definition) for n in COLUMNS)))
-    rows = []
-    for r in rounds:
-        cells = [r.index, r.exit_node, *(n.text(n.value(r), "–") for n in COLUMNS)]
-        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    return f'<h2>Rounds</h2>\n<table class="rounds" id="rounds"><tr>{head}</tr>{"".join(rows)}</table>'
+    return f"<h2>Rounds</h2>\n{table_html(rounds_table(rounds), titled=False)}"
 
 
 # First the two blobs are unpacked (gzip, base64) and plotly.js is evaluated as a script element. Then the figures are

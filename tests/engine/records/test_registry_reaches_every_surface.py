@@ -74,13 +74,18 @@ def test_the_evaluation_table_shows_it(pair, probe):
 
 
 def test_the_report_tables_show_it(pair, probe):
+    from tevviz.engine.records.session_tables import rounds_table, summary_table
     from tevviz.render.report import report_html
+    from tevviz.render.table import html, rows
 
     s = decoded(pair, [1, 2, 3])
     imported = tio.loads(json.dumps(tio.export_session(s, "t1 t2 t3")))
     page = report_html(imported)
-    assert f'<td data-key="mean_probe">{mean_probe(s.rounds)}</td>' in page
-    assert '<th title="the block length plus a quarter' in page and ">probe L</th>" in page
+    summary, rounds = summary_table(imported.rounds), rounds_table(imported.rounds)
+    assert html(summary, titled=False) in page and html(rounds, titled=False) in page
+    heads, (cells,) = rows(summary)
+    assert cells[heads.index(HEADING)] == mean_probe(s.rounds)
+    assert "<th>probe L</th>" in page and '<p class="note">probe L: the block length plus a quarter' in page
 
 
 def test_the_app_statistics_table_shows_it(pair, probe):
