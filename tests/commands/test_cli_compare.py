@@ -120,7 +120,7 @@ def test_report_compare_writes_one_page(files, page, capsys):
     n = min(len(tio.load(files["a"]).rounds), len(tio.load(files["b"]).rounds))
     assert len(data["rounds"]) == n and data["names"] == ["A", "B"]
     assert 'id="tree-a"' in text and 'id="tree-b"' in text and "compare different contexts" in text
-    assert len(re.findall(r'<tr data-k="\d+">', text)) == n
+    assert len(re.findall(r'<tr id="round-\d+">', text)) == n  # run_compare.rounds_table, a row id a round
     assert "ms per token from the recorded stage times" in text
     # Both figures of a round place every node they share at the same point.
     first = data["rounds"][1]["figures"]
@@ -147,8 +147,9 @@ def test_report_compare_links_hover_and_selection_in_the_browser(page):
             tab.goto(page.as_uri())
             tab.wait_for_function('() => performance.getEntriesByName("tevviz:trees-drawn").length > 0',
                                   timeout=60_000)
-            tab.locator('#rounds tr[data-k="1"]').click()
+            tab.locator("#rounds #round-1").click()
             sync_api.expect(tab.locator("#caption")).to_have_text(re.compile(r"^round 1 "))
+            sync_api.expect(tab.locator("#round-1")).to_have_class("shown")
             # The mouse over a node both trees hold, in A's tree: B's tree shows its hover too.
             at = tab.evaluate("""() => {
                 const gd = document.getElementById("tree-a"), L = gd._fullLayout, r = gd.getBoundingClientRect();

@@ -10,10 +10,19 @@ row of the round table shows that round; the round slider and the colour choice 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tevviz.engine.records.run_compare import A_ONLY, B_ONLY, BOTH, SETTING_KEYS, RoundComparison, RunComparison
+from tevviz.engine.records.run_compare import (
+    A_ONLY,
+    B_ONLY,
+    BOTH,
+    SETTING_KEYS,
+    RoundComparison,
+    RunComparison,
+    rounds_table,
+)
 from tevviz.engine.records.run_depths import depth_analysis
 from tevviz.engine.records.speed import speed_breakdown
 from tevviz.engine.records.table import Column
@@ -165,26 +174,18 @@ def _tree_controls(rounds: list[RoundComparison]) -> str:
 
 
 def _round_table(rounds: list[RoundComparison]) -> str:
+    """The rounds as `tevviz compare` tabulates them (run_compare.rounds_table), a row id a round for the script."""
     if not rounds:
         return ""
-    head = "".join(f"<th>{h}</th>" for h in ("round", "context", "both", "A only", "B only", "C_p A", "C_p B",
-                                             "C_p B − A", "E[L] B − A", "L A", "L B"))
-    context = {True: "same", False: "differs", None: "?"}
-    rows = []
-    for k, c in enumerate(rounds):
-        cells = [c.index, context[c.same_context], c.count(BOTH), c.count(A_ONLY), c.count(B_ONLY), _n(c.C_p.a),
-                 _n(c.C_p.b), _n(c.C_p.diff, True), _n(c.expected_length.diff, True), c.block_length.a,
-                 c.block_length.b]
-        rows.append(f'<tr data-k="{k}">' + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
-    return (f'<h2>Rounds</h2>\n<p class="note">Click a row to show that round.</p>\n'
-            f'<table class="rounds" id="rounds"><tr>{head}</tr>{"".join(rows)}</table>')
+    table = replace(rounds_table(rounds), row_ids=tuple(f"round-{c.index}" for c in rounds))
+    return f'<h2>Rounds</h2>\n<p class="note">Click a row to show that round.</p>\n{table_html(table, titled=False)}'
 
 
 EXTRA_STYLE = """
 .pair { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; }
 tr.differs th, tr.differs td { font-weight: bold; }
 tr.linked td { background: #fff3c4; }
-#rounds tr[data-k] { cursor: pointer; }
+#rounds tr[id] { cursor: pointer; }
 #rounds tr.shown td { background: #e8f0fe; }
 #details { white-space: normal; margin-top: 0.5em; }
 """
@@ -259,8 +260,8 @@ SCRIPT = unpack_script("figures", "The tables are complete.", """
   async function show() {
     state.k = Number(slider.value);
     caption.textContent = data.rounds[state.k].caption;
-    document.querySelectorAll("#rounds tr[data-k]").forEach(
-      (tr) => tr.classList.toggle("shown", Number(tr.dataset.k) === state.k));
+    document.querySelectorAll("#rounds tr[id]").forEach(
+      (tr) => tr.classList.toggle("shown", tr.id === `round-${data.rounds[state.k].index}`));
     for (let side = 0; side < 2; side++) {
       const fig = treeFigure(state.k, side, select.value, state.selected);
       await Plotly.react(ids[side], fig.data, fig.layout, config);
@@ -297,8 +298,8 @@ SCRIPT = unpack_script("figures", "The tables are complete.", """
 
   slider.addEventListener("input", () => { state.selected = null; show(); });
   select.addEventListener("change", show);
-  document.querySelectorAll("#rounds tr[data-k]").forEach((tr) => tr.addEventListener("click", () => {
-    slider.value = tr.dataset.k;
+  document.querySelectorAll("#rounds tr[id]").forEach((tr) => tr.addEventListener("click", () => {
+    slider.value = data.rounds.findIndex((round) => `round-${round.index}` === tr.id);
     state.selected = null;
     show();
   }));
