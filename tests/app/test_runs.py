@@ -289,3 +289,32 @@ def test_a_reload_keeps_this_browsers_exittrain_copy_and_revert_drops_it(ctl, pa
     assert ctl.train_revert(reloaded).startswith("reverted")
     again = replace(first, sid=AppState().sid)
     assert ctl.train_status(again) == "Step and Run decode with the original draft."
+
+
+def test_a_server_restart_keeps_this_browsers_exittrain_copy_and_revert_drops_it(ctl, pair, tmp_path):
+    """The copy is written beside the browser's runs: a new server on the same folder finds it ready, not in use,
+    with the same weights and steps, and the next Train step goes on from them; Revert removes it for good."""
+    import torch
+
+    from tevviz.app.exittrain_tab import trainable
+    from tevviz.app.state import train_settings
+
+    c, _ = trainable(settings(max_new_tokens=48)[1], pair.draft)
+    st = steps(ctl, AppState(user=USER), 3, c)
+    ctl.train(st, train_settings("exit", 1e-2, 0.1, 2, 2, c.builder), c)
+    trained = ctl.store.training(st.sid).pair.draft.state_dict()
+    restart = lambda: Controller(PairSource(pair=pair), runs=RunStore(tmp_path / "runs"))
+    later = restart()
+    page = replace(st, sid=AppState().sid)
+    assert "original draft; a trained draft (2 steps) is ready" in later.train_status(page)
+    kept = later.store.training(page.sid).pair.draft.state_dict()
+    assert all(torch.equal(kept[k], v) for k, v in trained.items())
+    assert not any(torch.equal(kept[k], v) for k, v in pair.draft.state_dict().items() if v.dim() == 2)
+    assert later.session_pair(page.sid) is pair  # ready, not in use
+    report = later.train(page, train_settings("exit", 1e-2, 0.1, 2, 1, c.builder), c)
+    assert [x["step"] for x in report.log] == [1, 2, 3] and "kept through the restart" in report.notice
+    # Another pair's server does not take it.
+    other = Controller(PairSource(pair=tiny_pair("qwen2")), runs=RunStore(tmp_path / "runs"))
+    assert other.train_status(replace(st, sid=AppState().sid)) == "Step and Run decode with the original draft."
+    assert later.train_revert(page).startswith("reverted")
+    assert restart().train_status(replace(st, sid=AppState().sid)) == "Step and Run decode with the original draft."

@@ -223,11 +223,14 @@ class Baseline:
 class Training:
     """One browser session's ExitTrain state; the process-wide pair's draft is never touched."""
 
-    trainer: DraftTrainer  # holds the private, trainable copy of the draft and its optimiser
+    # the private, trainable copy of the draft and its optimiser; None for a copy read back after a restart
+    # (app/training_files.py) until its next Train step
+    trainer: DraftTrainer | None
     log: list[dict]  # every step since the last Revert: step, loss, l_tok, l_exit, C_p, seconds
     pair: ModelPair  # the original target and tokenizer with a frozen snapshot of the trained draft
     use: bool = False  # Step and Run decode with `pair` instead of the original pair
     before: Baseline | None = None  # the original drafter's row on the evaluation contexts
+    config: TrainConfig | None = None  # the settings of the last steps
 
 
 @dataclass

@@ -5,6 +5,7 @@ Each trains or reads this browser session's own copy of the draft; the pair's dr
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import asdict, dataclass, replace
 
@@ -18,6 +19,7 @@ from ..engine.train.exittrain import TrainConfig
 from .model_thread import on_model_thread
 from .state import AppState, Baseline, Training
 from .stops import Stopped
+from .training_files import forget_training, load_training, save_training
 
 MAX_TRAIN_CONTEXTS = 256  # contexts handed to the trainer (spread over the session's rounds)
 EVAL_CONTEXTS = 12  # contexts of the before/after table (spread over the session's rounds)
@@ -50,7 +52,7 @@ class TrainingActions:
         measured.
         """
         tcfg = replace(tcfg, builder=cfg.builder)
-        self.store.adopt_training(st.sid, st.user)
+        self._training(st)
         if not st.rounds:
             raise TevvizError("no rounds to train on yet: press Step or Run in the Decode tab first")
         base = self.source.get()
@@ -62,13 +64,15 @@ class TrainingActions:
         check_ids(base, contexts[-1].tokens + contexts[-1].continuation)
         old = self.store.training(st.sid)
         notice = ""
-        if old is not None and replace(old.trainer.cfg, steps=tcfg.steps) == tcfg:
+        if old is not None and old.trainer is not None and replace(old.trainer.cfg, steps=tcfg.steps) == tcfg:
             trainer = old.trainer
             trainer.set_contexts(contexts)  # the session may have grown since the last click
         else:
-            trainer = make_trainer(base, contexts, tcfg, draft=None if old is None else old.trainer.draft)
+            draft = None if old is None else old.trainer.draft if old.trainer else copy.deepcopy(old.pair.draft)
+            trainer = make_trainer(base, contexts, tcfg, draft=draft)
             if old is not None:
-                notice = "the settings changed: a fresh optimiser continues from the trained draft"
+                notice = ("the settings changed: a fresh optimiser continues from the trained draft" if old.trainer
+                          else "a fresh optimiser continues from the trained draft kept through the restart")
                 logger.info("session %s: ExitTrain %s", st.sid[:8], notice)
         log = [] if old is None else list(old.log)
         with self.stops.job(st.sid, "train", "ExitTrain") as job:
@@ -86,8 +90,10 @@ class TrainingActions:
             trained = ModelPair(base.target, trainer.trained_draft(), base.tokenizer, base.target_name,
                                 f"{base.draft_name} + ExitTrain ({len(log)} steps)")
             training = Training(trainer, log, trained, use=old is not None and old.use,
-                                before=None if old is None else old.before)
+                                before=None if old is None else old.before, config=tcfg)
             self.store.put_training(st.sid, training, st.user)
+            if st.user:
+                save_training(self.runs.root, st.user, training, base)
             later = "the before/after table is measured at the next Train step"
             if stopped is not None:
                 raise stopped.saying(f"the steps made are kept; {later}", kept=log)
@@ -116,12 +122,22 @@ class TrainingActions:
         after = drafter_metrics(training.pair, *args, progress=progress, label="trained")
         return [training.before.metrics, replace(after, name=f"trained ({len(training.log)} steps)")]
 
+    def _training(self, st: AppState) -> Training | None:
+        """This browser session's ExitTrain copy: its own, else the one this browser made before a reload, else the
+        one it kept on disk before a server restart (ready, not in use)."""
+        training = self.store.adopt_training(st.sid, st.user) or self.store.training(st.sid)
+        if training is None and st.user:
+            training = load_training(self.runs.root, st.user, self.source.get())
+            if training is not None:
+                self.store.put_training(st.sid, training, st.user)
+        return training
+
     def _moved(self, st: AppState, base: ModelPair, training: Training) -> ExitMassMove | None:
         ends = st.context_ends()
         if not 0 <= st.view < len(ends) or ends[st.view] is None:
             return None
         context = st.stream[: ends[st.view]]
-        builder, temperature = training.trainer.cfg.builder, training.trainer.cfg.weight_temperature
+        builder, temperature = training.config.builder, training.config.weight_temperature
         if not fits(base, context, builder):
             return None
         return exit_mass_move(base, training.pair.draft, context, builder, st.rounds[st.view].index, temperature)
@@ -129,7 +145,7 @@ class TrainingActions:
     @on_model_thread
     def exit_mass(self, st: AppState) -> ExitMassMove:
         """Where the exit mass moved on the shown round's context: original against trained drafter."""
-        training = self.store.adopt_training(st.sid, st.user) or self.store.training(st.sid)
+        training = self._training(st)
         if training is None:
             raise TevvizError("no trained draft in this session yet: press Train step first")
         moved = self._moved(st, self.source.get(), training)
@@ -140,14 +156,16 @@ class TrainingActions:
 
     def train_revert(self, st: AppState) -> str:
         """Forget the trained copy: this session decodes with the original draft again."""
-        had = (self.store.adopt_training(st.sid, st.user) or self.store.training(st.sid)) is not None
+        had = self._training(st) is not None
         self.store.put_training(st.sid, None, st.user)  # a reload adopts it no more
+        if st.user:
+            forget_training(self.runs.root, st.user)  # nor a restart
         return ("reverted: the trained copy is gone and this session decodes with the original draft" if had
                 else "nothing to revert: this session uses the original draft")
 
     def train_use(self, st: AppState, use: bool) -> str:
         """Choose whether Step and Run decode with the trained draft (the next Step starts a new session)."""
-        training = self.store.adopt_training(st.sid, st.user) or self.store.training(st.sid)
+        training = self._training(st)
         if training is None:
             if use:
                 raise TevvizError("no trained draft in this session yet: press Train step first")
@@ -156,7 +174,7 @@ class TrainingActions:
         return self.train_status(st) + " (the next Step starts a new session)"
 
     def train_status(self, st: AppState) -> str:
-        training = self.store.adopt_training(st.sid, st.user) or self.store.training(st.sid)
+        training = self._training(st)
         if training is None:
             return "Step and Run decode with the original draft."
         steps = len(training.log)
