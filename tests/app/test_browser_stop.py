@@ -62,14 +62,20 @@ def test_the_doctors_stop_ends_the_run_and_frees_the_models(browser, app_url, wi
     page.context.close()
 
 
-def test_a_reload_shows_the_baseline_timed_before_without_timing_it_again(browser, app_url):
-    """The speed panel after a reload reads the run's kept baseline: the same rate, and no timing runs."""
+def stepped(browser, app_url):
+    """A page at 1440 px on the app, one round stepped."""
     page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
     page.set_default_timeout(120_000)
     expect.set_options(timeout=120_000)
     page.goto(app_url)
     page.get_by_role("button", name="Step", exact=True).click()
     expect(page.locator("#tree-plot .gtitle")).to_have_text(re.compile(r"^round 0:"))
+    return page
+
+
+def test_a_reload_shows_the_baseline_timed_before_without_timing_it_again(browser, app_url):
+    """The speed panel after a reload reads the run's kept baseline: the same rate, and no timing runs."""
+    page = stepped(browser, app_url)
     page.get_by_role("button", name="Run baseline").click()
     way = page.locator(".stats-table").get_by_text(re.compile(r"^Plain decoding: .* ways timed on this prompt"))
     expect(way).to_be_visible()
@@ -86,12 +92,7 @@ def test_a_reload_shows_the_baseline_timed_before_without_timing_it_again(browse
 def test_the_baselines_stop_ends_it_between_timings_and_the_next_one_runs_whole(browser, app_url):
     """Stop beside Run baseline: a toast says after how many timings it stopped, no baseline is shown, and the next
     press times every way (the model thread was freed)."""
-    page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
-    page.set_default_timeout(120_000)
-    expect.set_options(timeout=120_000)
-    page.goto(app_url)
-    page.get_by_role("button", name="Step", exact=True).click()
-    expect(page.locator("#tree-plot .gtitle")).to_have_text(re.compile(r"^round 0:"))
+    page = stepped(browser, app_url)
     page.get_by_role("button", name="Run baseline").click()
     expect(page.locator("#error-box").get_by_text(re.compile(r"plain decoding: 1 of \d+ timings"))).to_be_visible()
     page.locator("#baseline-stop").click()
