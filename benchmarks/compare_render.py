@@ -18,7 +18,7 @@ from tevviz.engine.decode.session import DecodeConfig, DecodeSession
 from tevviz.engine.draft.builders import BuilderConfig
 from tevviz.engine.records import io as tio
 from tevviz.engine.records.run_compare import Run, compare_runs
-from tevviz.render.compare_figure import pair_figures, shared_layout, side_figure_dicts, union_figure_dict
+from tevviz.render.compare_figure import pair_figure_dicts, shared_layout, side_figure_dicts, union_figure_dict
 
 
 def run_of(pair, ids: list[int], budget: int, depth: int, verifier: str, tokens: int, name: str) -> Run:
@@ -60,7 +60,7 @@ def main() -> None:
             times["layout"].append(took)
             times["sides"].append(timed_ms(side_figure_dicts, ra, rb, metric="P", tree=tree)[1])
             times["union"].append(timed_ms(union_figure_dict, ra, rb, tree=tree)[1])
-            times["figures"].append(timed_ms(pair_figures, ra, rb, metric="P")[1])
+            times["figures"].append(timed_ms(pair_figure_dicts, ra, rb, metric="P")[1])
             times["total"].append((time.perf_counter() - t0) * 1e3)
             sizes.append((ra.size, rb.size, tree.size))
         row = {"B": budget, "rounds": len(cmp.round_indices),

@@ -13,10 +13,13 @@ import pytest
 from tevviz.engine.records.records import RoundRecord, tree_depths
 from tevviz.engine.records.run_compare import A_ONLY, B_ONLY, BOTH
 from tevviz.render.compare_figure import (
+    LEGEND_ROW,
     PAIR_WIDTH,
     WIDTH,
+    legend_rows,
     node_details,
-    pair_figures,
+    pair_figure_dicts,
+    pair_tree,
     shared_layout,
     side_figure_dicts,
     union_figure_dict,
@@ -186,7 +189,7 @@ def test_union_layout_of_random_trees_has_no_crossing_edges(seed):
         assert {v: x for v, x in positions(fig).items() if isinstance(v, int)}.items() <= t.pos.items()
 
 
-@pytest.mark.parametrize("width", [PAIR_WIDTH, WIDTH])
+@pytest.mark.parametrize("width", [330, PAIR_WIDTH, WIDTH])
 @pytest.mark.parametrize("seed", range(4))
 def test_labels_of_every_comparison_figure_never_overlap_and_the_rings_stay_inside(seed, width):
     rng = random.Random(seed)
@@ -209,30 +212,80 @@ def test_labels_of_every_comparison_figure_never_overlap_and_the_rings_stay_insi
             assert t.pos[u] in labelled, (v, u)
 
 
-def test_a_wide_tree_planned_for_half_a_window_folds_rather_than_overlap():
+@pytest.mark.parametrize("width", [330, 430, 690])
+def test_a_wide_tree_planned_for_half_a_window_folds_rather_than_overlap(width):
     rng = random.Random(7)
     a, b = random_tree(rng, 120, 30), random_tree(rng, 120, 30)
-    before, after = pair_figures(a, b, names=("original", "trained"), metric="w")
-    for fig in (before, after):
-        d = fig.to_plotly_json()
+    before, after = pair_figure_dicts(a, b, names=("original", "trained"), metric="w", width=width)
+    for d in (before, after):
         assert_apart(label_boxes(d))
+        assert_rings_inside(d)
         assert any(tr["name"].startswith("folded") for tr in d["data"])
-        assert d["layout"]["meta"]["width"] == PAIR_WIDTH
+        assert d["layout"]["meta"] == {"width": width, "clicks": True}
+        # Planned for the view's own width: it neither stretches nor, from half a 900 px window up, scrolls (at 330 px
+        # the must-labels alone are wider: the drawing grows rather than overlap).
+        assert d["layout"]["width"] == width or (width < 400 and d["layout"]["width"] < width * 1.1)
 
 
 def test_pair_figures_for_the_app():
-    before, after = pair_figures(A, B, names=("original", "trained"), titles=("before", "after"))
-    assert isinstance(before, go.Figure) and before.layout.width is None and before.layout.autosize
-    assert before.layout.title.text == "before"
-    # Its height holds the tree's rows and, below them, one legend entry a row (a narrow column's legend).
+    before, after = pair_figure_dicts(A, B, names=("original", "trained"), titles=("before", "after"))
+    assert before["layout"]["title"]["text"] == "before" and before["layout"]["meta"]["clicks"] is True
+    # Its height holds the tree's rows and, below them, the legend's rows (the same for both figures).
     side = side_figure_dicts(A, B, names=("original", "trained"), metric="w", width=PAIR_WIDTH)[0]
-    entries = [t for t in before.data if t.showlegend is not False]
-    assert before.layout.height == side["layout"]["height"] + 19 * len(entries) and len(entries) >= 6
-    assert [d.name for d in after.data if d.name.startswith("only in")] == ["only in original (not drafted here)"]
+    rows = legend_rows(before["data"], PAIR_WIDTH)
+    assert before["layout"]["height"] == side["layout"]["height"] + LEGEND_ROW * rows
+    assert before["layout"]["height"] == after["layout"]["height"] and rows >= 2
+    assert [d["name"] for d in after["data"] if d["name"].startswith("only in")] == [
+        "only in original (not drafted here)"]
     # Each token labelled once: A's bonus is A's alone, drafted by neither, so B's figure leaves its place empty.
-    text = lambda fig: sorted(html.unescape(x) for x in next(d for d in fig.data if d.name == "labels").text)
+    text = lambda fig: sorted(html.unescape(x) for x in trace(fig, "labels")["text"])
     assert text(before) == ["t1", "t5", "t6", "t7", "t8", "t9"]
     assert text(after) == ["t1", "t5", "t6", "t7", "t8"]
+    go.Figure(before), go.Figure(after)
+
+
+def test_legend_rows_pack_entries_into_the_width():
+    data = [{"name": "x" * 10}, {"name": "y" * 10}, {"name": "labels"}, {"name": "z" * 10, "showlegend": False}]
+    assert legend_rows(data, 1000) == 1  # two entries of 120 px side by side
+    assert legend_rows(data, 92 + 200) == 2  # a room of 200 px holds one a row
+    assert legend_rows([], 500) == 0
+
+
+def test_a_selection_is_ringed_at_the_same_place_in_both_figures_of_the_pair():
+    t = shared_layout(A, B, PAIR_WIDTH)
+    for v in (1, 2, 4):  # in both; A's only; B's only (an open grey ring in A's figure)
+        fa, fb = pair_figure_dicts(A, B, selected=v)
+        for fig in (fa, fb):
+            ring = trace(fig, "selected")
+            assert (ring["x"][0], ring["y"][0]) == t.pos[v] and ring["marker"]["size"] > trace(fig, "exit")[
+                "marker"]["size"]
+            labels = trace(fig, "labels")  # the label sits above the ring
+            at = list(zip(labels["x"], labels["y"])).index(t.pos[v])
+            assert labels["marker"]["size"][at] == ring["marker"]["size"]
+    # A's bonus, drafted by neither tree, is no node of B's figure: B rings nothing there.
+    fa, fb = pair_figure_dicts(A, B, selected=5)
+    assert trace(fa, "selected") and not [x for x in fb["data"] if x["name"] == "selected"]
+    assert not [x for x in pair_figure_dicts(A, B)[0]["data"] if x["name"] == "selected"]
+
+
+def test_a_fold_of_the_pair_opens_on_a_click_and_a_selection_is_never_folded_away():
+    rng = random.Random(7)
+    a, b = random_tree(rng, 120, 30), random_tree(rng, 120, 30)
+    t = pair_tree(a, b, 330)
+    (u, kids), *_ = t.plan.folded.items()
+    fa, _ = pair_figure_dicts(a, b, width=330)
+    folds = trace(fa, "folded (+N: click to unfold)")
+    assert f"more:{u}" in folds["customdata"] and all("click to unfold" in h for h in folds["hovertext"])
+    opened = pair_tree(a, b, 330, expanded={u})
+    assert set(kids) <= set(opened.pos) and u not in opened.plan.folded
+    fa, fb = pair_figure_dicts(a, b, width=330, expanded={u})
+    for fig in (fa, fb):
+        assert f"less:{u}" in trace(fig, "opened (\u2212: click to fold again)")["customdata"]
+        assert_apart(label_boxes(fig))
+    # A node folded away at a narrower width stays drawn while it is selected.
+    hidden = next(v for v in kids)
+    assert hidden not in t.pos and hidden in pair_tree(a, b, 330, selected=hidden).pos
+    assert trace(pair_figure_dicts(a, b, width=330, selected=hidden)[1], "selected")
 
 
 def test_a_selected_node_is_ringed_and_its_details_say_what_each_verifier_did():

@@ -1,11 +1,11 @@
-"""Two rounds' trees in one shared layout: the union tree by token path (engine/records/run_compare.match_nodes)
-planned once by the Decode tree's rule (render/tree_plan.py: labels by importance, none overlapping, the lightest
-siblings folded into "+N" where the width runs out) and drawn with its pieces (render/tree_figure.py: edges, labels,
-rings, layout), as one union figure (nodes marked both / A only / B only) or as two side-by-side figures whose nodes sit
-at identical positions (each side coloured by a metric, the other side's nodes left as open grey rings).
+"""Two rounds' trees in one shared layout (render/shared_tree.py: the union tree by token path, planned once by the
+Decode tree's rule) drawn with the Decode tree's pieces (render/tree_figure.py: edges, labels, rings, layout), as one
+union figure (nodes marked both / A only / B only) or as two side-by-side figures whose nodes sit at identical
+positions (each side coloured by a metric, the other side's nodes left as open grey rings); `pair_figure_dicts` is the
+app's pair of them, a selection ringed in both and its "+N" folds opening on a click.
 
 Every node trace carries the union node ids as `customdata`, the same in every figure of a pair, so a page can link
-hover and selection across them (render/compare_report.py does).
+hover and selection across them (render/compare_report.py and the app's pair views do).
 """
 
 from __future__ import annotations
@@ -13,31 +13,29 @@ from __future__ import annotations
 import functools
 import html
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import networkx as nx
 import plotly.colors
 
 from tevviz.engine.records.records import RoundRecord
-from tevviz.engine.records.run_compare import A_ONLY, B_ONLY, BOTH, MatchedNode, match_nodes
+from tevviz.engine.records.run_compare import A_ONLY, B_ONLY, BOTH
 from tevviz.render.graph import METRICS, node_metric, round_graph
-from tevviz.render.labels import token_label
 from tevviz.render.layout import Point
+from tevviz.render.shared_tree import SIDE_WIDTH, SharedTree, shared_layout
 from tevviz.render.tree_figure import (
     EXIT_RING,
     HIGHLIGHT_RING,
+    MARGIN,
     NODE_SIZE,
-    TOP_LABELLED,
     _edge_trace,
     _folded_trace,
     _label_trace,
     _layout,
+    _opened_trace,
     _ring_trace,
-    plan_room,
 )
-from tevviz.render.tree_plan import TreePlan, plan_tree
 from tevviz.render.verdicts import verdict_line
 
 SIDE_COLOURS = {BOTH: "#555555", A_ONLY: "#1f77b4", B_ONLY: "#ff7f0e"}
@@ -45,80 +43,11 @@ SIDE_SYMBOLS = {BOTH: "circle", A_ONLY: "triangle-up", B_ONLY: "square"}
 ABSENT_COLOUR = "#c8c8c8"
 PATH_COLOUR = "crimson"
 WIDTH = 900
-SIDE_WIDTH = 560  # two trees side by side on a page: a column of the comparison report (render/compare_report.py)
-PAIR_WIDTH = 330  # a pair side by side in the app: a column of a 900 px window has 340 (wider ones stretch it)
-LEGEND_ROW = 19  # px of a legend entry's row
+PAIR_WIDTH = SIDE_WIDTH  # the app's pair before its views report their width (a column of a 1440 px window)
+LEGEND_ROW = 19  # px of a legend row
+LEGEND_CHAR = 7.0  # px of a legend entry's character, at plotly's 12 px font (a little over, never under)
+LEGEND_ITEM = 50.0  # px of a legend entry besides its text: its symbol and the gap to the next
 B_EXIT_RING = EXIT_RING - 6  # B's exit ring inside A's where both exit at one node
-
-
-@dataclass(frozen=True)
-class SharedTree:
-    """The union of two rounds' trees, with each side's bonus token as a node, and its plan for one width."""
-
-    a: RoundRecord
-    b: RoundRecord
-    nodes: list[MatchedNode]  # drafted nodes of either tree (ids 0..len - 1)
-    bonus: tuple[int | None, int | None]  # the union id of A's and B's bonus token (None where unknown)
-    size: int  # nodes plus the bonus tokens neither tree drafted
-    parents: list[int]  # per union id, bonus nodes included
-    pos: dict[int, Point]  # the nodes drawn (a folded one has none), in px of the plot area
-    plan: TreePlan  # pos plus the "+N" folds and the labels
-    graph: nx.DiGraph  # the union tree: text, P (the larger of the two) and score per node
-    width: int  # the figure's px the plan is for
-
-    def side_of(self, v: int) -> str | None:
-        """"both", "A only", "B only" for a drafted node; None for a bonus token neither tree drafted."""
-        return self.nodes[v].side if v < len(self.nodes) else None
-
-    def own(self, side: int, v: int) -> int | None:
-        """Node v's id in tree `side` (0: A, 1: B), None where that tree lacks it."""
-        if v >= len(self.nodes):
-            return None
-        return self.nodes[v].node_b if side else self.nodes[v].node_a
-
-
-def shared_layout(a: RoundRecord, b: RoundRecord, width: int = SIDE_WIDTH) -> SharedTree:
-    """Plan the union of two rounds' trees once for a figure `width` px wide, as the Decode tree is planned: both
-    accepted paths, exits, their children and bonus tokens labelled first, then the nodes of the larger target flow P;
-    siblings by the higher of the two path scores, bonus tokens last."""
-    nodes = match_nodes(a, b)
-    parents = [n.parent for n in nodes]
-    by_path = {n.path: n.id for n in nodes}
-    G = nx.DiGraph()
-    for n in nodes:
-        scores = [r.scores[v] for r, v in ((a, n.node_a), (b, n.node_b)) if v is not None]
-        flows = [_finite(r.P[v]) for r, v in ((a, n.node_a), (b, n.node_b)) if v is not None]
-        flows = [x for x in flows if x is not None]
-        G.add_node(n.id, text=n.text, score=max(scores) if n.id else None, P=max(flows) if flows else None)
-        if n.parent >= 0:
-            G.add_edge(n.parent, n.id)
-    bonus: list[int | None] = []
-    for r in (a, b):
-        if r.bonus_token < 0:
-            bonus.append(None)
-            continue
-        path = (*r.token_path(r.exit_node), r.bonus_token)
-        if path not in by_path:
-            by_path[path] = len(parents)
-            parents.append(by_path[path[:-1]])
-            G.add_node(by_path[path], text=r.bonus_text, score=None, P=None)  # unscored: after the drafted siblings
-            G.add_edge(parents[-1], by_path[path])
-        bonus.append(by_path[path])
-    must = {x for x in bonus if x is not None}
-    for r in (a, b):
-        exit_node = by_path[r.token_path(r.exit_node)]
-        must |= {by_path[r.token_path(v)] for v in r.accepted} | set(G.successors(exit_node))
-    flow = {v: _finite(G.nodes[v]["P"]) for v in G}
-    q = {v: math.exp(G.nodes[v]["score"]) if _finite(G.nodes[v]["score"]) is not None else 0.0 for v in G}
-    rank = sorted((v for v in G if flow[v] is not None), key=lambda v: (-flow[v], -q[v]))
-    labels = {v: token_label(G.nodes[v]["text"]) for v in G}
-    plan = plan_tree(G, labels, must, rank, lambda v: (flow[v] or 0.0, q[v]), plan_room(width), top=TOP_LABELLED)
-    pos = {v: p for v, p in plan.pos.items() if not isinstance(v, tuple)}
-    return SharedTree(a, b, nodes, (bonus[0], bonus[1]), len(parents), parents, pos, plan, G, width)
-
-
-def _finite(x: float | None) -> float | None:
-    return None if x is None or math.isnan(x) else float(x)
 
 
 # --- figures --------------------------------------------------------------------------------------------------------
@@ -140,7 +69,7 @@ def union_figure_dict(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A
     traces = [_edge_trace(t.graph, t.plan.pos)]
     for side, (r, colour, line, dash) in enumerate(((a, SIDE_COLOURS[A_ONLY], 6, "solid"),
                                                     (b, SIDE_COLOURS[B_ONLY], 3, "dash"))):
-        path = [_union_id(t, side, v) for v in r.accepted]
+        path = [t.union_id(side, v) for v in r.accepted]
         traces.append(_line([t.pos[v] for v in path], f"{names[side]}'s accepted path", colour, line, dash))
     for side in (BOTH, A_ONLY, B_ONLY):
         ids = [n.id for n in t.nodes if n.side == side and n.id in t.pos]
@@ -150,8 +79,8 @@ def union_figure_dict(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A
     rings: dict[int, int] = {}
     for side, r in enumerate((a, b)):
         colour = SIDE_COLOURS[A_ONLY if side == 0 else B_ONLY]
-        traces.append(_bonus(t, side, f"{names[side]}'s bonus", colour))
-        exit_node, size = _union_id(t, side, r.exit_node), (EXIT_RING, B_EXIT_RING)[side]
+        traces += _bonus(t, side, f"{names[side]}'s bonus", colour)
+        exit_node, size = t.union_id(side, r.exit_node), (EXIT_RING, B_EXIT_RING)[side]
         traces.append(_ring_trace(t.pos[exit_node], f"{names[side]}'s exit", size, colour))
         rings[exit_node] = max(rings.get(exit_node, 0), size)
     traces += _folds(t)
@@ -182,26 +111,30 @@ def _details_box(text: str, layout: dict) -> dict[str, Any]:
 
 def side_figure_dicts(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A", "B"), metric: str | None = None,
                       titles: Sequence[str | None] = (None, None), tree: SharedTree | None = None,
-                      width: int = WIDTH) -> tuple[dict[str, Any], dict[str, Any]]:
+                      width: int = WIDTH, *, selected: int | None = None,
+                      clicks: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """Two figures `width` px wide at identical node positions, one per tree: its nodes coloured by `metric` on one
     colour scale for both (by side without a metric), its accepted path, exit and bonus, the Decode tree's labels; the
-    other tree's nodes as open grey rings with grey labels."""
+    other tree's nodes as open grey rings with grey labels.
+
+    `selected`: a union node ringed in both; `clicks`: the figures ask their app views for clicks (figure_view.py)
+    and a "+N" fold says a click unfolds it (`tree` planned with `expanded` draws a "−" after what it opened)."""
     t = tree or shared_layout(a, b, width)
     if metric is not None and metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
     values = metric_values(t, metric) if metric is not None else None
     seen = [x for side in values for x in side if x is not None] if values is not None else []
     scale = (min(seen, default=0.0), max(seen, default=1.0))
-    return tuple(_side(t, side, names, values, metric, scale, titles[side]) for side in (0, 1))
+    return tuple(_side(t, side, names, values, metric, scale, titles[side], selected, clicks) for side in (0, 1))
 
 
 def _side(t: SharedTree, side: int, names: Sequence[str], values, metric: str | None, scale: tuple[float, float],
-          title: str | None) -> dict[str, Any]:
+          title: str | None, selected: int | None = None, clicks: bool = False) -> dict[str, Any]:
     r = (t.a, t.b)[side]
     mine, theirs = (A_ONLY, B_ONLY) if side == 0 else (B_ONLY, A_ONLY)
     here = [n.id for n in t.nodes if n.side in (BOTH, mine)]
     absent = [n.id for n in t.nodes if n.side == theirs]
-    path = [_union_id(t, side, v) for v in r.accepted]
+    path = [t.union_id(side, v) for v in r.accepted]
     traces = [
         _edge_trace(t.graph.subgraph(here), t.plan.pos) | {"name": "edges"},
         _edges(t, [v for v in absent if v in t.pos], f"edges only in {names[1 - side]}",
@@ -231,54 +164,63 @@ def _side(t: SharedTree, side: int, names: Sequence[str], values, metric: str | 
     traces.append(_markers(t, shown_absent, f"only in {names[1 - side]} (not drafted here)",
                            {"size": NODE_SIZE, "symbol": "circle-open", "color": ABSENT_COLOUR, "line": {"width": 1.5}},
                            names))
-    traces.append(_bonus(t, side, "bonus", PATH_COLOUR))
-    exit_node = _union_id(t, side, r.exit_node)
+    traces += _bonus(t, side, "bonus", PATH_COLOUR)
+    exit_node = t.union_id(side, r.exit_node)
     traces.append(_ring_trace(t.pos[exit_node], "exit", EXIT_RING, PATH_COLOUR))
-    traces += _folds(t)
+    traces += _folds(t, clicks)
     own_bonus, other_bonus = t.bonus[side], t.bonus[1 - side]
     # The other side's bonus token, drafted by neither tree, is no node of this one: its place stays empty.
     hide = {other_bonus} if other_bonus is not None and other_bonus >= len(t.nodes) and other_bonus != own_bonus \
         else set()
+    rings = {exit_node: EXIT_RING}
+    if selected is not None and selected in t.pos and selected not in hide:
+        rings[selected] = HIGHLIGHT_RING
+        traces.append(_ring_trace(t.pos[selected], "selected", HIGHLIGHT_RING, "black") | {"showlegend": False})
     on_path = set(path) | ({own_bonus} if own_bonus is not None else set())
-    traces.append(_label_trace(t.plan, on_path, set(absent) - on_path, hide, {exit_node: EXIT_RING}))
-    return {"data": [x for x in traces if x is not None], "layout": _layout(t.plan, t.width, title)}
+    traces.append(_label_trace(t.plan, on_path, set(absent) - on_path, hide, rings))
+    layout = _layout(t.plan, t.width, title)
+    layout["meta"] = {**layout["meta"], "clicks": clicks}
+    return {"data": [x for x in traces if x is not None], "layout": layout}
 
 
-def pair_figures(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A", "B"), metric: str | None = "w",
-                 titles: Sequence[str | None] = (None, None), width: int = PAIR_WIDTH) -> tuple:
-    """`side_figure_dicts` as two plotly Figures (what gr.Plot shows) planned for `width` px and stretched to their
-    column (a wider one only spreads the labels): the app's before/after pair."""
-    import plotly.graph_objects as go
-
-    figs = side_figure_dicts(a, b, names, metric, titles, width=width)
-    out = []
+def pair_figure_dicts(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A", "B"), metric: str | None = "w",
+                      titles: Sequence[str | None] = (None, None), width: int = PAIR_WIDTH, *,
+                      selected: int | None = None, expanded: Iterable[int] = (),
+                      tree: SharedTree | None = None) -> tuple[dict, dict]:
+    """The app's pair: `side_figure_dicts` planned for a view `width` px wide with the `expanded` folds open
+    (`pair_tree`, or `tree` where the caller has it), the `selected` union node ringed in both, clicks asked for, and
+    each figure taller by its legend's rows below the tree (the rows come out of the plot's height otherwise: three
+    depths pressed into 100 px)."""
+    t = tree or pair_tree(a, b, width, selected, expanded)
+    figs = side_figure_dicts(a, b, names, metric, titles, t, selected=selected, clicks=True)
+    rows = max(legend_rows(f["data"], t.width) for f in figs)  # one height for both: their rows stay level
     for f in figs:
-        layout = {**f["layout"], "autosize": True}
-        layout.pop("width")
-        # A narrow column holds one legend entry a row, below the tree: the figure grows by them, so the legend's rows
-        # do not come out of the tree's (they pressed three depths into 100 px).
-        entries = sum(1 for t in f["data"] if t.get("showlegend", True) and t["name"] != "labels")
-        layout["height"] += LEGEND_ROW * entries
-        # The dicts are written in plotly's own form (as tree_figure_dict's), so validation is skipped.
-        out.append(go.Figure({"data": f["data"], "layout": layout}, _validate=False))
-    return out[0], out[1]
+        f["layout"]["height"] += LEGEND_ROW * rows
+    return figs
+
+
+def pair_tree(a: RoundRecord, b: RoundRecord, width: int = PAIR_WIDTH, selected: int | None = None,
+              expanded: Iterable[int] = ()) -> SharedTree:
+    """The pair's shared layout for `width` px with the `expanded` folds open; a selection moves nothing, unless it
+    would be folded away (then it is kept drawn)."""
+    t = shared_layout(a, b, width, expanded)
+    if selected is not None and selected < t.size and selected not in t.pos:
+        t = shared_layout(a, b, width, expanded, (selected,))
+    return t
+
+
+def legend_rows(data: Sequence[dict], width: int) -> int:
+    """How many rows a horizontal legend of `data`'s entries takes in a figure `width` px wide (packed left to right,
+    as plotly wraps them, with each entry's width over-estimated)."""
+    room, rows, used = max(width - MARGIN["l"] - MARGIN["r"], 1), 0, math.inf
+    for trace in data:
+        if trace.get("showlegend", True) and trace["name"] != "labels":
+            item = LEGEND_ITEM + LEGEND_CHAR * len(trace["name"])
+            rows, used = (rows, used + item) if used + item <= room else (rows + 1, item)
+    return rows
 
 
 # --- pieces ---------------------------------------------------------------------------------------------------------
-
-
-def _union_id(t: SharedTree, side: int, v: int) -> int:
-    """The union id of node v of tree `side`."""
-    r = (t.a, t.b)[side]
-    path = r.token_path(v)
-    return _path_index(t)[path]
-
-
-def _path_index(t: SharedTree) -> dict[tuple[int, ...], int]:
-    # SharedTree is frozen; the index is cached on it like RoundRecord caches its coverage gap.
-    if "_paths" not in t.__dict__:
-        object.__setattr__(t, "_paths", {n.path: n.id for n in t.nodes})
-    return t.__dict__["_paths"]
 
 
 def metric_values(t: SharedTree, metric: str) -> tuple[list, list]:
@@ -314,29 +256,36 @@ def _line(points: list[Point], name: str, colour: str, width: float, dash: str, 
                     line={"color": colour, "width": width, "dash": dash}, opacity=opacity, hoverinfo="skip")
 
 
-def _bonus(t: SharedTree, side: int, name: str, colour: str) -> dict[str, Any] | None:
-    """The dashed edge from a side's exit node to its bonus token, marker at the bonus end (its label is the labels
-    trace's, as every node's)."""
+def _bonus(t: SharedTree, side: int, name: str, colour: str) -> list[dict[str, Any]]:
+    """The dashed edge from a side's exit node to its bonus token, and the bonus token's marker in a trace of its own
+    (as the Decode tree's: a point of the edge lay on the exit node and took its hover and clicks); its label is the
+    labels trace's, as every node's."""
     r, v = (t.a, t.b)[side], t.bonus[side]
     if v is None or v not in t.pos:
-        return None
-    u = _union_id(t, side, r.exit_node)
-    return _scatter(name, [t.pos[u][0], t.pos[v][0]], [t.pos[u][1], t.pos[v][1]], "lines+markers",
-                    line={"color": colour, "width": 2, "dash": "dash"},
-                    marker={"size": [0, 14], "color": "white", "line": {"color": colour, "width": 2}},
-                    hovertext=["", (f"<b>bonus {_token(r.bonus_text)}</b>  token_id {r.bonus_token}<br>drawn at "
-                                    "the exit node from its residual law")],
-                    hoverinfo=["skip", "text"], customdata=[None, v])
-
-
-def _folds(t: SharedTree) -> list[dict[str, Any]]:
-    """The "+N" folds of the plan: here a fold stays folded (the pair has no unfolding), so its hover says only what
-    it holds."""
-    if not t.plan.folded:
         return []
+    u = t.union_id(side, r.exit_node)
+    line = {"color": colour, "width": 2, "dash": "dash"}
+    hover = (f"<b>bonus {_token(r.bonus_text)}</b>  token_id {r.bonus_token}<br>drawn at the exit node from its "
+             "residual law")
+    return [_scatter(f"{name} edge", [t.pos[u][0], t.pos[v][0]], [t.pos[u][1], t.pos[v][1]], "lines", line=line,
+                     hoverinfo="skip", showlegend=False),
+            _scatter(name, [t.pos[v][0]], [t.pos[v][1]], "lines+markers", line=line,
+                     marker={"size": 14, "color": "white", "line": {"color": colour, "width": 2}},
+                     hovertext=[hover], hoverinfo="text", customdata=[v])]
+
+
+def _folds(t: SharedTree, clicks: bool = False) -> list[dict[str, Any]]:
+    """The "+N" folds of the plan and the "−" after each opened one. Without `clicks` a fold stays folded, so its
+    hover says only what it holds."""
+    opened = [v[1] for v in t.plan.pos if isinstance(v, tuple) and v[0] == "less"]
+    out = [_opened_trace(t.plan, opened)] if opened else []
+    if not t.plan.folded:
+        return out
     trace = _folded_trace(t.graph, t.plan, {})
+    if clicks:
+        return [trace, *out]
     hover = [h.replace("<br>click to unfold", "") for h in trace["hovertext"]]
-    return [trace | {"name": "folded (+N lighter siblings)", "hovertext": hover}]
+    return [trace | {"name": "folded (+N lighter siblings)", "hovertext": hover}, *out]
 
 
 def _markers(t: SharedTree, ids: list[int], name: str, marker: dict, names: Sequence[str]) -> dict[str, Any]:
@@ -408,3 +357,18 @@ def _union_path(t: SharedTree, v: int) -> list[int]:
     while t.parents[path[-1]] >= 0:
         path.append(t.parents[path[-1]])
     return path[::-1]
+
+
+def pair_figures(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A", "B"), metric: str | None = "w",
+                 titles: Sequence[str | None] = (None, None), width: int = 330) -> tuple:
+    """`side_figure_dicts` as two plotly Figures (what gr.Plot shows), stretched to their column."""
+    import plotly.graph_objects as go
+
+    out = []
+    for f in side_figure_dicts(a, b, names, metric, titles, width=width):
+        layout = {**f["layout"], "autosize": True}
+        layout.pop("width")
+        entries = sum(1 for t in f["data"] if t.get("showlegend", True) and t["name"] != "labels")
+        layout["height"] += LEGEND_ROW * entries
+        out.append(go.Figure({"data": f["data"], "layout": layout}, _validate=False))
+    return out[0], out[1]
