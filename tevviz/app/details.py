@@ -94,17 +94,10 @@ def _exit_step(r: RoundRecord, G, temperature: float | None) -> str:
 
 
 def _node_text(r: RoundRecord, G, v: int) -> str:
-    said = verdict(G, v)
     lines = [f"**node {v}** `{r.texts[v]!r}` (token id {r.tokens[v]}), depth {r.depths[v]}: **{verdict_line(G, v)}**"]
-    if said == REJECTED:
-        u = r.parents[v]
-        choice = target_choice(G, u)
-        where = (f"the drafter put it at rank {choice.draft_rank} of {choice.siblings} there (draft edge prob "
-                 f"{_fmt(choice.draft_q)})" if choice.node is not None
-                 else f"the drafter did not propose it among its {choice.siblings} children there")
-        p = "" if choice.p is None else f" (p = {_fmt(choice.p)})"
-        mine = "" if r.p_edge[v] is None else f"; it gave this token p = {_fmt(r.p_edge[v])}"
-        lines += ["", f"Why not: at node {u} the target wanted `{choice.text!r}`{p}{mine}; {where}."]
+    why = why_not(r, G, v)
+    if why:
+        lines += ["", why]
     q_edge = None if v == 0 else math.exp(r.draft_logprobs[v])
     q_path = math.exp(r.scores[v]) if r.scores[v] is not None and not math.isnan(r.scores[v]) else None
     lines += ["", "| | edge probability | path probability |", "|---|---|---|",
@@ -117,6 +110,21 @@ def _node_text(r: RoundRecord, G, v: int) -> str:
                   "| token | id | gain |", "|---|---|---|"]
         lines += [f"| `{m['text']!r}` | {m['token_id']} | {m['gain']:.4g} |" for m in missing]
     return "\n".join(lines)
+
+
+def why_not(r: RoundRecord, G, v: int) -> str:
+    """Why a node rejected here was not taken: the token the target wanted at its parent, and where the drafter had
+    put that token; "" for any other node."""
+    if verdict(G, v) != REJECTED:
+        return ""
+    u = r.parents[v]
+    choice = target_choice(G, u)
+    where = (f"the drafter put it at rank {choice.draft_rank} of {choice.siblings} there (draft edge prob "
+             f"{_fmt(choice.draft_q)})" if choice.node is not None
+             else f"the drafter did not propose it among its {choice.siblings} children there")
+    p = "" if choice.p is None else f" (p = {_fmt(choice.p)})"
+    mine = "" if r.p_edge[v] is None else f"; it gave this token p = {_fmt(r.p_edge[v])}"
+    return f"Why not: at node {u} the target wanted `{choice.text!r}`{p}{mine}; {where}."
 
 
 def _bonus_text(r: RoundRecord, G) -> str:
