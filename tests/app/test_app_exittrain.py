@@ -75,7 +75,10 @@ def test_train_step_use_and_revert(app_url, pair):
     for number in ("mean C_p", "mean E[L]", "tau"):
         assert re.search(rf"\| {re.escape(number)} \| [\d.]+ ± [\d.]+ \| [\d.]+ ± [\d.]+ \| [+-][\d.]+ ± [\d.]+ "
                          r"\| -?[\d.]+% \| 3 \|", table), table
-    trees = [plot(out[TRAIN[key]]) for key in ("tree_before", "tree_after")]
+    # Figure JSON for the pair's click-and-width views (app/pair_view.py), one shared layout.
+    trees = [json.loads(out[TRAIN[key]]) for key in ("tree_before", "tree_after")]
+    assert trees[0]["layout"]["meta"] == trees[1]["layout"]["meta"] and trees[0]["layout"]["meta"]["clicks"]
+    assert out[TRAIN["pair_md"]].startswith("Click a node")
     scales = []
     for fig in trees:
         both = next(t for t in fig["data"] if t.get("name") == "in both")

@@ -319,11 +319,13 @@ def test_the_exittrain_before_and_after_trees_are_labelled():
 
     rng = random.Random(3)
     before, after = random_tree(rng, 20, 6), random_tree(rng, 20, 6)
-    figs = moved_pair(ExitMassMove(2, before, after, []))
-    for fig, name in zip(figs, ("original", "trained")):
-        d = fig.to_plotly_json()
-        assert d["layout"]["title"]["text"].startswith(f"{name} draft, round 2<br>C_p = ")
-        boxes = label_boxes(d)
-        assert len(boxes) >= 10
-        assert_apart(boxes)
-        assert_rings_inside(d)
+    pair = moved_pair(ExitMassMove(2, before, after, []))
+    assert pair.names == ("original", "trained") and pair.metric == "w"
+    for width in (330, 430, 690):
+        figs = pair_figure_dicts(pair.a, pair.b, pair.names, pair.metric, pair.titles, width)
+        for d, name in zip(figs, ("original", "trained")):
+            assert d["layout"]["title"]["text"].startswith(f"{name} draft, round 2<br>C_p = ")
+            boxes = label_boxes(d)
+            assert len(boxes) >= 10
+            assert_apart(boxes)
+            assert_rings_inside(d)

@@ -11,17 +11,19 @@ from ..engine.draft.builders import BUILDERS, BuilderConfig
 from ..engine.records import io as tio
 from ..engine.records.run_compare import Run, compare_runs
 from ..render import verifier_law_figure
-from ..render.compare_figure import pair_figures
 from .compare_views import comparison_markdown as runs_markdown
 from .controller import Controller
+from .pair_details import Pair
+from .pair_view import PairView
 from .run_store import new_id
 from .state import decode_settings, settings_in_force
 from .views import comparison_markdown, decoded_markdown
 from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed
 
 COMPARE_OUTPUTS = ("error", "law", "law_md")  # outputs of /compare, in order
-SIDE_OUTPUTS = ("error", "tree_a", "tree_b", "md_a", "md_b")  # outputs of /side_by_side, in order
+SIDE_OUTPUTS = ("error", "tree_a", "tree_b", "pair_md", "md_a", "md_b")  # outputs of /side_by_side, in order
 SIDE_FIELDS = ("verifier", "builder", "budget", "draft")  # the settings each side sets itself
+PAIR_OUTPUTS = ("tree_a", "tree_b", "pair_md")  # the pair's two trees and the selected node's details
 
 
 def _side(name: str, verifier: str, verifiers: list[str], drafters: dict[str, Path]) -> dict:
@@ -59,22 +61,20 @@ def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
         side_btn = gr.Button("Decode both", variant="primary")
         side_stop = gr.Button("Stop: keep the rounds so far", variant="stop")
     side_error = gr.Markdown("", elem_classes="error-box", elem_id="side-error")
-    with gr.Row():
-        tree_a = gr.Plot(label="A: final tree", show_label=False)
-        tree_b = gr.Plot(label="B: final tree", show_label=False)
+    pair = PairView(("A: click a node; +N unfolds", "B: the same round, in one layout"), "side-pair")
     with gr.Row():
         md_a, md_b = gr.Markdown(label="A: summary"), gr.Markdown(label="B: summary")
     return Panel(draws=draws, seed=seed, compare_btn=compare_btn, stop_btn=stop_btn, law=law, law_md=law_md,
-                 error=error, side_error=side_error, side_btn=side_btn, side_stop=side_stop, tree_a=tree_a,
-                 tree_b=tree_b, md_a=md_a, md_b=md_b,
+                 error=error, side_error=side_error, side_btn=side_btn, side_stop=side_stop, pair=pair,
+                 tree_a=pair.views[0], tree_b=pair.views[1], pair_md=pair.details, md_a=md_a, md_b=md_b,
                  **{f"{k}_{s}": c for s, side in (("a", side_a), ("b", side_b)) for k, c in side.items()})
 
 
 def side_runs(ctl: Controller, ui: Panel, st, out: list) -> dict:
     """Both decodes kept as runs (the Decode tab's run picker has them) and compared as runs are: where the texts
     part, acceptance by depth with standard errors, and the last round both decoded in the same context, its two
-    trees in one layout. A decode ended by Stop is kept with the rounds it made; with fewer than two such, nothing is
-    compared."""
+    trees in one layout (a click on a node selects it in both). A decode ended by Stop is kept with the rounds it made;
+    with fewer than two such, nothing is compared."""
     runs = []
     for d in (d for d in out if d.rounds):
         run = Run(d.label, d.prompt, d.generated, d.rounds, {**d.meta, "run_name": d.label}, d.text, d.prompt_ids)
@@ -83,15 +83,16 @@ def side_runs(ctl: Controller, ui: Panel, st, out: list) -> dict:
                                                                run.token_ids, run.text, run.rounds))
         runs.append(run)
     if len(runs) < 2:
-        return ui.updates(side_error=stopped_note(out, st.user), tree_a=None, tree_b=None,
+        trees = ui.pair.show(st.sid, None, "fewer than two decodes: nothing to compare")
+        return ui.updates(side_error=stopped_note(out, st.user), **dict(zip(PAIR_OUTPUTS, trees)),
                           md_a="\n\n".join(decoded_markdown(d) for d in out if d.rounds), md_b="")
     cmp = compare_runs(*runs)
     same = [k for k in cmp.round_indices if cmp.round(k).same_context]
     k = same[-1] if same else cmp.round_indices[0]
     ra, rb = (next(r for r in run.rounds if r.index == k) for run in runs)
-    fig_a, fig_b = pair_figures(ra, rb, ("A", "B"), "P", titles=(f"A, round {k}", f"B, round {k}"))
+    trees = ui.pair.show(st.sid, Pair(ra, rb, ("A", "B"), "P", (f"A, round {k}", f"B, round {k}")))
     kept = " Both are in the Decode tab's run picker: pin one and compare any round." if st.user else ""
-    return ui.updates(side_error=stopped_note(out, st.user), tree_a=fig_a, tree_b=fig_b,
+    return ui.updates(side_error=stopped_note(out, st.user), **dict(zip(PAIR_OUTPUTS, trees)),
                       md_a=decoded_markdown(out[0]) + "\n\n" + decoded_markdown(out[1]) + kept,
                       md_b=runs_markdown(cmp, cmp.round(k)))
 
@@ -128,6 +129,7 @@ def compare_tab(ctl: Controller, state: gr.State, settings: dict, verifiers: lis
     def side_by_side(st, verifier_a, builder_a, budget_a, draft_a, verifier_b, builder_b, budget_b, draft_b,
                      progress=PROGRESS, **values):
         sides = ((verifier_a, builder_a, budget_a, draft_a), (verifier_b, builder_b, budget_b, draft_b))
+        st = current(st)
         try:
             prompt, _ = decode_settings(**values)
             todo = []
@@ -142,10 +144,10 @@ def compare_tab(ctl: Controller, state: gr.State, settings: dict, verifiers: lis
                         else f"B={nodes}")
                 name = f"{label}: {v}, {b}, {size}" + (f", draft {shown}" if shown else "")
                 todo.append((prompt, cfg, (draft_path or "").strip(), name))
-            out = ctl.decode_each(current(st).sid, todo, progress)
+            out = ctl.decode_each(st.sid, todo, progress)
         except TevvizError as e:
             return failed(ui.side_error, e)
-        return side_runs(ctl, ui, current(st), out)
+        return side_runs(ctl, ui, st, out)
 
     def stop(st):
         ctl.stop_compare(current(st))
@@ -162,3 +164,4 @@ def compare_tab(ctl: Controller, state: gr.State, settings: dict, verifiers: lis
     ui.side_btn.click(side_by_side, [state, *side_inputs], side_outputs, inputs_kwargs=settings,
                       api_name="side_by_side", **MODEL_WORK)
     ui.side_stop.click(stop_sides, [state], [], api_name="stop_side_by_side", **LIGHT)
+    ui.pair.wire(state)

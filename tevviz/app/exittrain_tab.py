@@ -14,13 +14,15 @@ from ..engine.train.exit_mass import ExitMassMove
 from ..engine.train.exittrain import OBJECTIVES, TrainConfig
 from ..render import exit_mass_change_figure
 from .controller import Controller
+from .pair_view import PairView
 from .state import settings_in_force, train_settings
 from .stops import Stopped
 from .training_views import moved_pair, train_markdown
 from .views import NO_TRAINING, empty_figure, loss_plot, moved_markdown
 from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed, stopper
 
-MOVED_OUTPUTS = ("tree_before", "tree_after", "moved", "moved_md")
+PAIR_OUTPUTS = ("tree_before", "tree_after", "pair_md")  # both drafters' trees and the selected node's details
+MOVED_OUTPUTS = (*PAIR_OUTPUTS, "moved", "moved_md")
 # Outputs of /train_step after the gr.State, in order; /train_revert adds the checkbox.
 TRAIN_OUTPUTS = ("error", "note", "table", "loss", *MOVED_OUTPUTS)
 REVERT_OUTPUTS = (*TRAIN_OUTPUTS, "use")
@@ -56,25 +58,25 @@ def _widgets() -> Panel:
         gr.Markdown("On the context of the round chosen with the Decode tab's round slider: the tree each drafter "
                     "builds there, coloured by w under the target (T = 1) on one scale, in one layout (a node sits at "
                     "the same place in both; open grey rings are the other drafter's nodes), and the nodes whose w "
-                    "changed most.")
+                    "changed most. A click on a node selects it in both trees and says what each has there; +N "
+                    "unfolds.")
         moved_btn = gr.Button("Show for the shown round", min_width=100)
-        with gr.Row(equal_height=False):
-            tree_before = gr.Plot(label="original draft's tree", show_label=False)
-            tree_after = gr.Plot(label="trained draft's tree", show_label=False)
+        pair = PairView(("original draft: click a node; +N unfolds", "trained draft, in one layout"), "moved-pair")
         moved = gr.Plot(label="change of w", show_label=False)
         moved_md = gr.Markdown("", label="largest changes of w")
     return Panel(objective=objective, lr=lr, lambda_exit=lambda_exit, batch=batch, steps=steps, train_btn=train_btn,
                  stop_btn=stop_btn, revert_btn=revert_btn, use=use, error=error, note=note, table=table, loss=loss,
-                 moved_btn=moved_btn, tree_before=tree_before, tree_after=tree_after, moved=moved, moved_md=moved_md)
+                 moved_btn=moved_btn, pair=pair, tree_before=pair.views[0], tree_after=pair.views[1],
+                 pair_md=pair.details, moved=moved, moved_md=moved_md)
 
 
-def moved_values(moved: ExitMassMove | None) -> dict:
-    """The exit-mass view's values by output name (empty figures when no round with a context is shown)."""
+def moved_values(pair: PairView, sid: str, moved: ExitMassMove | None) -> dict:
+    """The exit-mass view's values by output name, its trees kept for clicks by session id `sid` (empty figures when
+    no round with a context is shown)."""
     if moved is None:
-        empty = empty_figure("no round with a known context is shown")
-        return {"tree_before": empty, "tree_after": empty, "moved": empty, "moved_md": ""}
-    before, after = moved_pair(moved)
-    return {"tree_before": before, "tree_after": after,
+        said = "no round with a known context is shown"
+        return {**dict(zip(PAIR_OUTPUTS, pair.show(sid, None, said))), "moved": empty_figure(said), "moved_md": ""}
+    return {**dict(zip(PAIR_OUTPUTS, pair.show(sid, moved_pair(moved)))),
             "moved": exit_mass_change_figure(moved.changes, moved.round_index),
             "moved_md": moved_markdown(moved)}
 
@@ -111,13 +113,13 @@ def exittrain_tab(ctl: Controller, state: gr.State, settings: dict) -> None:
             return failed(ui.error, e)
         note = ctl.train_status(st) + (f" {said}" if said else "")
         return {state: st, **ui.updates(error="", note=note, table=train_markdown(report),
-                                        loss=loss_plot(report.log), **moved_values(report.moved))}
+                                        loss=loss_plot(report.log), **moved_values(ui.pair, st.sid, report.moved))}
 
     def revert(st):
         st = current(st)
         said = ctl.train_revert(st)
         return {state: st, **ui.updates(error="", note=said[0].upper() + said[1:] + ".", table=NO_TRAINING,
-                                        loss=loss_plot([]), use=False, **moved_values(None))}
+                                        loss=loss_plot([]), use=False, **moved_values(ui.pair, st.sid, None))}
 
     def use(st, use_trained):
         st = current(st)
@@ -128,9 +130,10 @@ def exittrain_tab(ctl: Controller, state: gr.State, settings: dict) -> None:
         return {state: st, **ui.updates(error="", note=said)}
 
     def show_moved(st, progress=PROGRESS):
+        st = current(st)
         try:
             progress(0, desc="building both trees")
-            return ui.updates(error="", **moved_values(ctl.exit_mass(current(st))))
+            return ui.updates(error="", **moved_values(ui.pair, st.sid, ctl.exit_mass(st)))
         except TevvizError as e:
             return failed(ui.error, e)
 
@@ -142,3 +145,4 @@ def exittrain_tab(ctl: Controller, state: gr.State, settings: dict) -> None:
     ui.revert_btn.click(revert, [state], [state, *ui.take(REVERT_OUTPUTS)], api_name="train_revert", **MODEL_WORK)
     ui.use.input(use, [state, ui.use], [state, *ui.take(USE_OUTPUTS)], api_name="train_use", **MODEL_WORK)
     ui.moved_btn.click(show_moved, [state], ui.take(SHOW_MOVED_OUTPUTS), api_name="train_moved", **MODEL_WORK)
+    ui.pair.wire(state)

@@ -1,6 +1,6 @@
 """The ExitTrain panel's before/after table with paired standard errors, and both drafters' trees in one layout.
 
-No gradio here; the trees come from render/compare_figure.py.
+No gradio here; the trees are drawn by app/pair_view.py with render/compare_figure.py.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from ..engine.records.before_after import before_after_table
 from ..engine.records.table import Column
 from ..engine.train.evaluation import EVAL_ROUNDS
 from ..engine.train.exit_mass import ExitMassMove
-from ..render.compare_figure import pair_figures
 from ..render.table import cell, markdown
+from .pair_details import Pair
 from .training_actions import TrainReport
 
 NUMBER = Column("C_p", "C_p", "number", 4)
@@ -32,10 +32,10 @@ def train_markdown(report: TrainReport) -> str:
     return "\n".join(lines)
 
 
-def moved_pair(moved: ExitMassMove):
-    """Both drafters' trees on the same context in one shared layout (a node at the same place in both, matched by
-    token path), coloured by w under the target on one scale; the ring is argmax w."""
+def moved_pair(moved: ExitMassMove) -> Pair:
+    """Both drafters' trees on the same context, to draw in one shared layout (a node at the same place in both,
+    matched by token path), coloured by w under the target on one scale; the ring is argmax w."""
     # Two lines: half a narrow window holds neither title in one.
     titles = [f"{name} draft, round {moved.round_index}<br>C_p = {cell(r.C_p, NUMBER)} (ring: most likely exit)"
               for name, r in (("original", moved.before), ("trained", moved.after))]
-    return pair_figures(moved.before, moved.after, ("original", "trained"), "w", titles)
+    return Pair(moved.before, moved.after, ("original", "trained"), "w", (titles[0], titles[1]))

@@ -357,18 +357,3 @@ def _union_path(t: SharedTree, v: int) -> list[int]:
     while t.parents[path[-1]] >= 0:
         path.append(t.parents[path[-1]])
     return path[::-1]
-
-
-def pair_figures(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A", "B"), metric: str | None = "w",
-                 titles: Sequence[str | None] = (None, None), width: int = 330) -> tuple:
-    """`side_figure_dicts` as two plotly Figures (what gr.Plot shows), stretched to their column."""
-    import plotly.graph_objects as go
-
-    out = []
-    for f in side_figure_dicts(a, b, names, metric, titles, width=width):
-        layout = {**f["layout"], "autosize": True}
-        layout.pop("width")
-        entries = sum(1 for t in f["data"] if t.get("showlegend", True) and t["name"] != "labels")
-        layout["height"] += LEGEND_ROW * entries
-        out.append(go.Figure({"data": f["data"], "layout": layout}, _validate=False))
-    return out[0], out[1]
