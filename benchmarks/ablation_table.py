@@ -21,7 +21,7 @@ def per_prompt(res: dict) -> list[float]:
 
 def table_rows(results: dict) -> list[dict]:
     """One row per drafter: tau, SE, relative gain and paired gains in SE against the original and token-only."""
-    from tevviz.engine.records.stats import mean_se
+    from tevviz.engine.analysis.stats import mean_se
 
     def paired(a: str, b: str, t: str, key: str = "per_prompt_tau") -> tuple[float, float]:
         """Mean and SE of the per-context difference a - b of `key` (same contexts and seeds)."""

@@ -11,7 +11,7 @@ pair and temperature (`tevviz decode`'s, engine/load/pairs.py) and best-first + 
 decode`'s thread count, a new cost model per prompt.
 
 For each tevviz row, the ideal: the tokens/s its own rounds would reach if a round cost only its forwards at the pass
-costs measured in the same run (pass_cost.py's model, engine/records/speed.py), and the share of it achieved.
+costs measured in the same run (pass_cost.py's model, engine/analysis/speed.py), and the share of it achieved.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import time
 import torch
 from common import best_first, tree_decode
 
+from tevviz.engine.analysis.speed import PassCosts, ideal_speed
 from tevviz.engine.core.few_rows import few_rows
 from tevviz.engine.decode.pass_costs import draft_level_ms, target_pass_ms
 from tevviz.engine.decode.start import decode_start
@@ -30,7 +31,6 @@ from tevviz.engine.draft.drafters import drafter_kind_of
 from tevviz.engine.load.models import ModelPair, load_model
 from tevviz.engine.load.pairs import AUTO_LIMIT, pair_of_target
 from tevviz.engine.load.threads import TORCH_DEFAULT_THREADS, thread_count
-from tevviz.engine.records.speed import PassCosts, ideal_speed
 
 TARGET_SIZES = (1, 2, 3, 4, 5, 6, 9, 13, 17, 25, 33, 49, 65)  # tokens per target pass priced (tree sizes)
 DRAFT_ROWS = (1, 2, 4, 8, 16)  # rows per draft forward priced (a level's kept nodes)

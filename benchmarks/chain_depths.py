@@ -16,9 +16,9 @@ from collections import Counter
 
 from common import parser, setup, table, tree_decode, write
 
+from tevviz.engine.analysis.summary import summarize
 from tevviz.engine.cost.auto_budget import AutoBudget
 from tevviz.engine.draft.builders import BuilderConfig
-from tevviz.engine.records.summary import summarize
 
 
 def ms_by_depth(rounds) -> dict[int, list[float]]:

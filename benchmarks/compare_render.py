@@ -13,11 +13,11 @@ import time
 
 from common import parser, setup, table, write
 
+from tevviz.engine.analysis.run_compare import Run, compare_runs
 from tevviz.engine.core.sampling import SamplingConfig
 from tevviz.engine.decode.session import DecodeConfig, DecodeSession
 from tevviz.engine.draft.builders import BuilderConfig
 from tevviz.engine.records import io as tio
-from tevviz.engine.records.run_compare import Run, compare_runs
 from tevviz.render.compare_figure import pair_figure_dicts, shared_layout, side_figure_dicts, union_figure_dict
 
 

@@ -18,9 +18,9 @@ import statistics
 
 from common import best_first, held_out_windows, parser, setup, table, tree_decode, write
 
+from tevviz.engine.analysis.stats import mean_se
+from tevviz.engine.analysis.summary import exit_by_depth
 from tevviz.engine.draft.builders import BuilderConfig
-from tevviz.engine.records.stats import mean_se
-from tevviz.engine.records.summary import exit_by_depth
 
 
 def mass_by_depth(depths: list[int], P: list[float], top: int) -> list[float]:

@@ -14,9 +14,9 @@ import time
 
 from common import best_first, parser, setup, table, tree_flags, write
 
+from tevviz.engine.analysis.summary import summarize
 from tevviz.engine.core.sampling import SamplingConfig
 from tevviz.engine.decode.session import DecodeConfig, DecodeSession
-from tevviz.engine.records.summary import summarize
 from tevviz.render import acceptance_by_depth_figure, block_length_histogram, stage_times_figure, tree_figure
 
 MODEL_FILES = ("modeling_", "torch/nn/", "sdpa_attention", "masking_utils", "cache_utils", "integrations")

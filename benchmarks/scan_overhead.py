@@ -23,10 +23,10 @@ from pathlib import Path
 import torch
 from common import table, write
 
+from tevviz.engine.analysis.summary import summarize
 from tevviz.engine.core.sampling import SamplingConfig
 from tevviz.engine.decode.session import DecodeConfig, DecodeSession, encode_prompt
 from tevviz.engine.load.models import ModelSource, assets_dir
-from tevviz.engine.records.summary import summarize
 from tevviz.engine.scan.scan_files import (
     RecordWriter,
     ScanPrompt,

@@ -24,10 +24,10 @@ import baselines
 import torch
 from common import parser, setup, table, write
 
+from tevviz.engine.analysis.speed import ideal_round_ms
 from tevviz.engine.core.sampling import SamplingConfig
 from tevviz.engine.decode.session import DecodeConfig, DecodeSession
 from tevviz.engine.draft.builders import BuilderConfig
-from tevviz.engine.records.speed import ideal_round_ms
 
 
 def before_package(checkout: str):

@@ -124,7 +124,7 @@ def compare(a, b, names: tuple[str, str] = ("A", "B")):
 
 
 def _comparison(a, b, names: tuple[str, str] = ("A", "B")):
-    from .engine.records.run_compare import Run, compare_runs
+    from .engine.analysis.run_compare import Run, compare_runs
 
     read = lambda x: x if isinstance(x, tio.ImportedSession) else rounds_of(x)
     return compare_runs(*(Run.of(read(x), name) for x, name in zip((a, b), names)))

@@ -142,7 +142,7 @@ def test_the_store_caps_its_runs_and_no_link_leaves_its_folder(tmp_path):
 
 def test_a_run_compared_with_itself_shows_no_difference(ctl):
     from tevviz.app.compare_views import comparison_markdown
-    from tevviz.engine.records.run_compare import Run, compare_runs
+    from tevviz.engine.analysis.run_compare import Run, compare_runs
 
     _, cfg = settings(temperature=1.0)
     run = steps(ctl, AppState(user=USER), 3, cfg)
@@ -197,7 +197,7 @@ def test_two_runs_of_one_text_cut_into_other_rounds_say_so_once(ctl):
     places, so their round 1 drafts from other contexts. The page says that, not "every round compares the same
     context" above a round of different contexts; and it names the runs by their run names."""
     from tevviz.app.compare_views import comparison_markdown, round_start
-    from tevviz.engine.records.run_compare import Run, compare_runs
+    from tevviz.engine.analysis.run_compare import Run, compare_runs
 
     tree = steps(ctl, AppState(user=USER), 6, settings()[1])
     chain_cfg = decode_settings(PROMPT, 0, 0, 1.0, 0, "chain", 1, 1, 1, 1, "1", "tev", 24)[1]
@@ -243,7 +243,7 @@ def test_the_baseline_timed_for_a_run_is_kept_through_a_reload_a_link_and_a_rest
     is no setting, so comparing the run with its twin that has none shows no difference."""
     from tevviz.app.runs import reopened
     from tevviz.app.views import stats_markdown
-    from tevviz.engine.records.run_compare import Run, compare_runs
+    from tevviz.engine.analysis.run_compare import Run, compare_runs
 
     _, cfg = settings(max_new_tokens=12)
     run = steps(ctl, AppState(user=USER), 2, cfg)

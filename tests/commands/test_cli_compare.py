@@ -13,11 +13,11 @@ from conftest import tiny_pair
 
 import tevviz
 from tevviz.cli import main
+from tevviz.engine.analysis.run_compare import A_ONLY, B_ONLY, BOTH
 from tevviz.engine.core.sampling import SamplingConfig
 from tevviz.engine.decode.session import DecodeConfig, DecodeSession
 from tevviz.engine.draft.builders import BuilderConfig
 from tevviz.engine.records import io as tio
-from tevviz.engine.records.run_compare import A_ONLY, B_ONLY, BOTH
 
 CHROMIUM = Path("/usr/bin/chromium")
 

@@ -21,8 +21,8 @@ from _cli import DECODE, PROMPT, ROOT, TREE, exported, run_json
 
 from tevviz import commands
 from tevviz.cli import main
+from tevviz.engine.analysis.summary import summarize
 from tevviz.engine.records import io as tio
-from tevviz.engine.records.summary import summarize
 
 # options: sampling, the tree, --baseline, --optimal ------------------------------------------------------------------
 

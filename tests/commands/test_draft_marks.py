@@ -9,8 +9,8 @@ import re
 from _cli import DECODE, run_json
 
 from tevviz.cli import main
+from tevviz.engine.analysis.summary import drafted_flags
 from tevviz.engine.records.records import RoundRecord
-from tevviz.engine.records.summary import drafted_flags
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

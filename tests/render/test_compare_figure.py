@@ -10,8 +10,8 @@ import networkx as nx
 import plotly.graph_objects as go
 import pytest
 
+from tevviz.engine.analysis.run_compare import A_ONLY, B_ONLY, BOTH
 from tevviz.engine.records.records import RoundRecord, tree_depths
-from tevviz.engine.records.run_compare import A_ONLY, B_ONLY, BOTH
 from tevviz.render.compare_figure import (
     LEGEND_ROW,
     PAIR_WIDTH,

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tevviz.engine.analysis.summary import SessionSummary, summarize
 from tevviz.engine.records.records import RoundRecord
 from tevviz.engine.records.round_numbers import NUMBERS, SUM
-from tevviz.engine.records.summary import SessionSummary, summarize
 from tevviz.render import (
     BONUS,
     METRICS,

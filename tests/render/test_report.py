@@ -18,9 +18,9 @@ from plotly.offline import get_plotlyjs
 
 from tevviz.cli import main
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
+from tevviz.engine.analysis.session_tables import rounds_table, summary_table
+from tevviz.engine.analysis.summary import summarize
 from tevviz.engine.records import io as tio
-from tevviz.engine.records.session_tables import rounds_table, summary_table
-from tevviz.engine.records.summary import summarize
 from tevviz.render.graph import METRICS
 from tevviz.render.report import report_html
 from tevviz.render.table import html as table_html

@@ -7,9 +7,9 @@ from pathlib import Path
 import gradio as gr
 
 from ..engine import TevvizError
+from ..engine.analysis.run_compare import Run, compare_runs
 from ..engine.draft.builders import BUILDERS, BuilderConfig
 from ..engine.records import io as tio
-from ..engine.records.run_compare import Run, compare_runs
 from ..render import verifier_law_figure
 from .compare_views import comparison_markdown as runs_markdown
 from .controller import Controller

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from ..engine.records.run_compare import A_ONLY, B_ONLY, BOTH, RoundComparison, RunComparison
-from ..engine.records.run_depths import depth_analysis
-from ..engine.records.table import Column
+from ..engine.analysis.run_compare import A_ONLY, B_ONLY, BOTH, RoundComparison, RunComparison
+from ..engine.analysis.run_depths import depth_analysis
+from ..engine.analysis.table import Column
 from ..render.table import cell, markdown
 
 

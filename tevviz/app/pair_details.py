@@ -8,8 +8,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..engine.analysis.run_compare import A_ONLY, B_ONLY, BOTH
 from ..engine.records.records import RoundRecord
-from ..engine.records.run_compare import A_ONLY, B_ONLY, BOTH
 from ..render.graph import METRICS, node_metric, round_graph
 from ..render.shared_tree import SharedTree
 from ..render.verdicts import verdict, verdict_line

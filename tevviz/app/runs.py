@@ -7,9 +7,9 @@ import math
 from dataclasses import replace
 
 from ..engine import DecodeConfig, TevvizError, encode_prompt
+from ..engine.analysis.speed import PassCosts
 from ..engine.core.scoring import check_ids
 from ..engine.records import io as tio
-from ..engine.records.speed import PassCosts
 from .state import AppState, block_text, decode_settings, view_options
 
 # The settings widgets a reopened run's recorded settings fill in, by their names in `meta`.

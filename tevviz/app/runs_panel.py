@@ -9,8 +9,8 @@ from dataclasses import replace
 import gradio as gr
 
 from ..engine import TevvizError
+from ..engine.analysis.run_compare import Run, compare_runs
 from ..engine.records import io as tio
-from ..engine.records.run_compare import Run, compare_runs
 from ..render.compare_figure import WIDTH, union_figure_dict
 from .compare_views import comparison_markdown
 from .navigation import select, show_round

@@ -5,8 +5,8 @@ No gradio here; the trees are drawn by app/pair_view.py with render/compare_figu
 
 from __future__ import annotations
 
-from ..engine.records.before_after import before_after_table
-from ..engine.records.table import Column
+from ..engine.analysis.before_after import before_after_table
+from ..engine.analysis.table import Column
 from ..engine.train.evaluation import EVAL_ROUNDS
 from ..engine.train.exit_mass import ExitMassMove
 from ..render.table import cell, markdown

@@ -11,10 +11,10 @@ from dataclasses import asdict
 
 import plotly.graph_objects as go
 
+from ..engine.analysis.speed import drafting_note, ideal_speed, ms_per_token, speed_breakdown
+from ..engine.analysis.summary import SessionSummary, summarize
 from ..engine.records.records import expected_length_text, optimal_label
 from ..engine.records.round_numbers import NUMBERS, SESSION
-from ..engine.records.speed import drafting_note, ideal_speed, ms_per_token, speed_breakdown
-from ..engine.records.summary import SessionSummary, summarize
 from ..engine.train.exit_mass import ExitMassMove
 from ..engine.verify.comparison import Comparison
 from ..render import (

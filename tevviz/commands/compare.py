@@ -11,14 +11,14 @@ from ..engine.errors import TevvizError
 
 def load_runs(path_a: str, path_b: str):
     """Both files as runs named A and B, each error naming its file (decoding.load_input)."""
-    from ..engine.records.run_compare import Run
+    from ..engine.analysis.run_compare import Run
     from .common import load_input
 
     return Run.of(load_input(path_a), "A"), Run.of(load_input(path_b), "B")
 
 
 def cmd_compare(args) -> int:
-    from ..engine.records.run_compare import compare_runs
+    from ..engine.analysis.run_compare import compare_runs
 
     a, b = load_runs(args.file_a, args.file_b)
     cmp = compare_runs(a, b)
@@ -34,7 +34,7 @@ def cmd_compare(args) -> int:
 
 
 def _round_row(c) -> dict:
-    from ..engine.records.run_compare import A_ONLY, B_ONLY, BOTH
+    from ..engine.analysis.run_compare import A_ONLY, B_ONLY, BOTH
 
     return {"index": c.index, "same_context": c.same_context,
             "counts": {s: c.count(s) for s in (BOTH, A_ONLY, B_ONLY)}, "C_p": c.C_p.to_dict(),
@@ -42,7 +42,7 @@ def _round_row(c) -> dict:
 
 
 def _num(x, digits: int = 3, sign: bool = False) -> str:
-    from ..engine.records.table import Column
+    from ..engine.analysis.table import Column
     from ..render.table import cell
 
     return cell(x, Column("", "", "signed" if sign else "number", digits))
@@ -50,8 +50,8 @@ def _num(x, digits: int = 3, sign: bool = False) -> str:
 
 def compare_text(cmp, rounds: list, detail, files: tuple[str, str]) -> list[str]:
     """What `tevviz compare` prints: the runs, where their texts part, the per-depth table, the rounds."""
-    from ..engine.records.run_compare import rounds_table
-    from ..engine.records.run_depths import depth_analysis
+    from ..engine.analysis.run_compare import rounds_table
+    from ..engine.analysis.run_depths import depth_analysis
     from ..render.table import text
 
     a, b = cmp.a, cmp.b
@@ -69,8 +69,8 @@ def compare_text(cmp, rounds: list, detail, files: tuple[str, str]) -> list[str]
 
 def round_text(c) -> list[str]:
     """One round of both runs in detail: nodes, numbers, accepted blocks and missing tokens."""
+    from ..engine.analysis.run_compare import A_ONLY, B_ONLY, BOTH
     from ..engine.records.round_numbers import NUMBERS
-    from ..engine.records.run_compare import A_ONLY, B_ONLY, BOTH
 
     label = {k: NUMBERS[k].label for k in ("C_p", "expected_length", "L")}
     context = {True: "the same context", False: "different contexts", None: "contexts not known to be the same"}
@@ -90,7 +90,7 @@ def round_text(c) -> list[str]:
 
 def report_compare(args) -> int:
     """`tevviz report A.json --compare B.json`: both runs as one offline page whose views stay linked."""
-    from ..engine.records.run_compare import compare_runs
+    from ..engine.analysis.run_compare import compare_runs
     from ..files import check_writable
     from ..render.compare_report import write_compare_report
 

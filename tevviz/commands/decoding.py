@@ -30,8 +30,8 @@ def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
     """What `tevviz decode` prints (and --json holds): text, tokens, tokens/s, stage times and the session's means
     of the per-round numbers (round_numbers.SESSION: tau, the mean expected block length, with --optimal 1 + C_p*,
     the drafter gap and the optimal trees' time)."""
+    from ..engine.analysis.summary import acceptance_curves, summarize
     from ..engine.records.round_numbers import NUMBERS, SESSION
-    from ..engine.records.summary import acceptance_curves, summarize
 
     s = summarize(session.rounds)
     means = {n.session: s.numbers[n.name] for n in SESSION if not n.needs_optimal}
@@ -60,7 +60,7 @@ def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
     reading = reading_of(session.pair)
     if reading is not None:  # which target states the drafter read, and why (its config's dialect, --layer-ids)
         out["drafter_reading"] = {"layer_ids": list(reading.layer_ids), "why": reading.why}
-    from ..engine.records.speed import drafting_note
+    from ..engine.analysis.speed import drafting_note
 
     if drafting_note(session.rounds):  # a speed line then says this in place of a ratio
         out["drafting"] = drafting_note(session.rounds)
@@ -240,7 +240,7 @@ def _wants_colour(choice: str) -> bool:
 def marked_text(tokenizer, token_ids: list[int], rounds, text: str) -> str:
     """`text` with the tokens that accepted draft nodes wrote in ANSI green; `text` unchanged where the rounds do not
     account for every token or the token pieces do not spell it."""
-    from ..engine.records.summary import drafted_flags
+    from ..engine.analysis.summary import drafted_flags
 
     flags = drafted_flags(rounds)
     if flags is None or len(flags) != len(token_ids):
@@ -282,8 +282,8 @@ def _defined(rounds, n) -> tuple[int, int]:
 
 
 def cmd_inspect(args) -> int:
+    from ..engine.analysis.summary import summarize
     from ..engine.records.round_numbers import COLUMNS, SESSION, mean_text, round_row
-    from ..engine.records.summary import summarize
 
     imported = load_input(args.file)
     rounds = imported.rounds

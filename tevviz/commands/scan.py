@@ -235,7 +235,7 @@ def merge(args) -> int:
 
 
 def compare(args) -> int:
-    from ..engine.records.scan_stats import compare_scans
+    from ..engine.analysis.scan_stats import compare_scans
     from ..engine.scan.scan_files import open_scan
     from ..engine.scan.scan_merge import check_comparable
     from ..render.scan_tables import comparison_text

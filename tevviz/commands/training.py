@@ -172,7 +172,7 @@ def eval_bar(total: int):
 
 
 def print_eval(pair, args, results: list, counts: list[int], total: int) -> None:
-    from ..engine.records.eval_table import eval_depths, eval_means
+    from ..engine.analysis.eval_table import eval_depths, eval_means
     from ..render.table import text
 
     title = (f"draft {pair.draft_name}  target {pair.target_name}  B={args.budget} H={args.depth} K={args.children} "

@@ -24,8 +24,8 @@ _HOMES = {
     "encode_prompt": "decode.session",
     "load_pair": "load.models",
     "with_draft": "load.models",
-    "summarize": "records.summary",
-    "SessionSummary": "records.summary",
+    "summarize": "analysis.summary",
+    "SessionSummary": "analysis.summary",
 }
 __all__ = list(_HOMES)
 

@@ -19,8 +19,8 @@ from typing import Any
 import networkx as nx
 import plotly.colors
 
+from tevviz.engine.analysis.run_compare import A_ONLY, B_ONLY, BOTH
 from tevviz.engine.records.records import RoundRecord
-from tevviz.engine.records.run_compare import A_ONLY, B_ONLY, BOTH
 from tevviz.render.graph import METRICS, node_metric, round_graph
 from tevviz.render.layout import Point
 from tevviz.render.shared_tree import SIDE_WIDTH, SharedTree, shared_layout

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tevviz.engine.records.run_compare import (
+from tevviz.engine.analysis.run_compare import (
     A_ONLY,
     B_ONLY,
     BOTH,
@@ -23,9 +23,9 @@ from tevviz.engine.records.run_compare import (
     RunComparison,
     rounds_table,
 )
-from tevviz.engine.records.run_depths import depth_analysis
-from tevviz.engine.records.speed import speed_breakdown
-from tevviz.engine.records.table import Column
+from tevviz.engine.analysis.run_depths import depth_analysis
+from tevviz.engine.analysis.speed import speed_breakdown
+from tevviz.engine.analysis.table import Column
 from tevviz.files import atomic_write
 from tevviz.render.compare_figure import colorscale_stops, metric_values, node_hover, shared_layout, side_figure_dicts
 from tevviz.render.graph import METRICS

@@ -4,7 +4,7 @@ verdict."""
 
 from __future__ import annotations
 
-from ..engine.records.doctor_report import OWN_MARK, DoctorReport, doctor_table
+from ..engine.analysis.doctor_report import OWN_MARK, DoctorReport, doctor_table
 from .table import markdown, text
 
 

@@ -1,7 +1,7 @@
 """Imported session -> one self-contained HTML page: settings, text, summary, statistics and every round's tree.
 
 The page needs no network. The settings and texts are plain HTML, the summary and round table the engine's typed
-tables (engine/records/session_tables.py) as render/table.py writes them; plotly.js and the figures' data
+tables (engine/analysis/session_tables.py) as render/table.py writes them; plotly.js and the figures' data
 (one JSON object) are embedded as two gzip + base64 blobs, which the page's script unpacks with the browser's
 DecompressionStream before it evaluates plotly.js and draws: 100 rounds at B = 64 take 2.6 MB instead of 7.2 MB, of
 which plotly.js is 2.0 MB (4.8 MB unpacked).
@@ -23,10 +23,10 @@ from typing import Any
 
 import networkx as nx
 
+from tevviz.engine.analysis.session_tables import rounds_table, summary_table
 from tevviz.engine.records.io import ImportedSession
 from tevviz.engine.records.records import CoverageGap, RoundRecord, expected_length_text
 from tevviz.engine.records.round_numbers import NUMBERS
-from tevviz.engine.records.session_tables import rounds_table, summary_table
 from tevviz.files import atomic_write
 from tevviz.render.colours import colour_bar
 from tevviz.render.graph import METRICS, node_metric, round_graph

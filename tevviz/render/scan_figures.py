@@ -1,5 +1,5 @@
 """A scan's figures as plain plotly dicts: the category estimates, acceptance and the loss by depth per category, the
-block lengths. Read from engine.records.scan_stats results; no torch."""
+block lengths. Read from engine.analysis.scan_stats results; no torch."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import plotly.colors
 
-from tevviz.engine.records.scan_stats import METRIC_LABELS, METRICS, GroupStats
+from tevviz.engine.analysis.scan_stats import METRIC_LABELS, METRICS, GroupStats
 
 COLOURS = plotly.colors.qualitative.Plotly  # one colour per category, the same in every figure
 HEIGHT = 360

@@ -11,7 +11,7 @@ import html
 import json
 from pathlib import Path
 
-from tevviz.engine.records.scan_tables import (
+from tevviz.engine.analysis.scan_tables import (
     acceptance_table,
     category_table,
     loss_table,

@@ -1,9 +1,9 @@
-"""A scan's tables (engine/records/scan_tables.py) as terminal text (`tevviz scan`, `scan show`, `scan compare`),
+"""A scan's tables (engine/analysis/scan_tables.py) as terminal text (`tevviz scan`, `scan show`, `scan compare`),
 and, for the app's Scan tab, as headings and rows of text and markdown: every table written by render/table.py."""
 
 from __future__ import annotations
 
-from tevviz.engine.records.scan_tables import (
+from tevviz.engine.analysis.scan_tables import (
     acceptance_table,
     category_table,
     loss_table,

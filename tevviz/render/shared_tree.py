@@ -1,4 +1,4 @@
-"""Two rounds' trees as one: the union tree by token path (engine/records/run_compare.match_nodes), each side's bonus
+"""Two rounds' trees as one: the union tree by token path (engine/analysis/run_compare.match_nodes), each side's bonus
 token a node of it, planned once for a width by the Decode tree's rule (render/tree_plan.py: labels by importance,
 none overlapping, the lightest siblings folded into "+N" where the width runs out). Every figure of a pair
 (render/compare_figure.py) draws this one plan, so a node sits at the same place in each."""
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from tevviz.engine.analysis.run_compare import MatchedNode, match_nodes
 from tevviz.engine.records.records import RoundRecord
-from tevviz.engine.records.run_compare import MatchedNode, match_nodes
 from tevviz.render.labels import token_label
 from tevviz.render.layout import Point
 from tevviz.render.tree_figure import TOP_LABELLED, plan_room

@@ -9,10 +9,10 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from tevviz.engine.records import summary
+from tevviz.engine.analysis import summary
+from tevviz.engine.analysis.summary import exit_by_depth
 from tevviz.engine.records.records import STAGES, RoundRecord
 from tevviz.engine.records.round_numbers import NUMBERS
-from tevviz.engine.records.summary import exit_by_depth
 
 Round = RoundRecord | Mapping[str, Any]
 Layout = Mapping[str, Any]  # plotly layout entries, as plain values in the form plotly's validators store them
@@ -43,7 +43,7 @@ def block_length_histogram(rounds: Sequence[Round], layout: Layout | None = None
 
 
 def acceptance_curves(rounds: Sequence[Round]) -> list[summary.DepthAcceptance]:
-    """engine.records.summary.acceptance_curves of rounds given as records or dicts."""
+    """engine.analysis.summary.acceptance_curves of rounds given as records or dicts."""
     return summary.acceptance_curves(records(rounds))
 
 

@@ -1,11 +1,11 @@
-"""Any engine Table (engine/records/table.py) as text, markdown or HTML: one way to write a value of each column kind,
+"""Any engine Table (engine/analysis/table.py) as text, markdown or HTML: one way to write a value of each column kind,
 one dash for a missing value, whatever the face."""
 
 from __future__ import annotations
 
 import html as _html
 
-from ..engine.records.table import Column, Table
+from ..engine.analysis.table import Column, Table
 
 DASH = "—"
 

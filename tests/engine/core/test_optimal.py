@@ -18,6 +18,7 @@ from conftest import assert_caches_in_line, random_prompts, tiny_model, tiny_pai
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tevviz.engine.analysis.summary import bounded_rounds, exit_by_depth, summarize
 from tevviz.engine.core.optimal import optimal_tree, top_prefixes
 from tevviz.engine.core.sampling import SamplingConfig
 from tevviz.engine.decode.session import DecodeConfig, DecodeSession
@@ -25,7 +26,6 @@ from tevviz.engine.draft.builders import BuilderConfig
 from tevviz.engine.load.models import ModelPair
 from tevviz.engine.records.io import loads, session_dict
 from tevviz.engine.records.records import RoundRecord
-from tevviz.engine.records.summary import bounded_rounds, exit_by_depth, summarize
 
 
 class TableTarget:

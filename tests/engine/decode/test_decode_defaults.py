@@ -17,6 +17,7 @@ from tevviz.app import build_demo
 from tevviz.app.source import PairSource
 from tevviz.cli import build_parser
 from tevviz.engine import ModelSource
+from tevviz.engine.analysis.speed import PassCosts, ideal_round_ms, ideal_speed, level_rows
 from tevviz.engine.decode.start import decode_start
 from tevviz.engine.draft.drafters import drafter_kind
 from tevviz.engine.load.pairs import (
@@ -26,7 +27,6 @@ from tevviz.engine.load.pairs import (
     DecodeDefaults,
     decode_defaults,
 )
-from tevviz.engine.records.speed import PassCosts, ideal_round_ms, ideal_speed, level_rows
 from tevviz.options import decode_config_from_args
 
 STDLIB = NAMED_PAIRS["stdlib"]
@@ -267,7 +267,7 @@ def test_a_stop_where_it_cannot_apply_is_a_clear_error(stopped, argv, said):
         cli_config(*argv)
 
 
-# --- the limit a decode's speed is held against (engine/records/speed.py) --------------------------------------------
+# --- the limit a decode's speed is held against (engine/analysis/speed.py) --------------------------------------------
 
 
 def test_pass_costs_interpolate_the_measured_points_and_extend_their_ends():

@@ -9,8 +9,8 @@ from tevviz.app.controller import Controller
 from tevviz.app.source import PairSource
 from tevviz.app.state import AppState, decode_settings
 from tevviz.app.views import ideal_lines, stats_markdown
+from tevviz.engine.analysis.speed import PassCosts
 from tevviz.engine.decode.pass_costs import measure_pass_costs
-from tevviz.engine.records.speed import PassCosts
 
 
 def test_the_pass_costs_cover_every_size_and_grow_with_it_for_a_causal_drafter():

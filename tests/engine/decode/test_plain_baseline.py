@@ -17,11 +17,11 @@ import pytest
 import torch
 from conftest import greedy_generate, random_prompts, tiny_pair
 
+from tevviz.engine.analysis.speed import drafting_note, speed_breakdown
 from tevviz.engine.core.sampling import SamplingConfig
 from tevviz.engine.decode import plain
 from tevviz.engine.decode.plain import BaselineResult, PlainWay, best_plain, fastest, plain_ways
 from tevviz.engine.decode.session import DecodeConfig
-from tevviz.engine.records.speed import drafting_note, speed_breakdown
 
 
 @dataclass(frozen=True)

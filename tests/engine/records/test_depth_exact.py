@@ -10,9 +10,9 @@ import pytest
 from _cli import DECODE, run_json
 from test_render import ROUNDS, SMALL, SMALL_PARENTS, make_round
 
+from tevviz.engine.analysis.scan_stats import group_stats, prompt_stats
+from tevviz.engine.analysis.summary import acceptance_curves
 from tevviz.engine.records.records import OptimalTree, RoundRecord
-from tevviz.engine.records.scan_stats import group_stats, prompt_stats
-from tevviz.engine.records.summary import acceptance_curves
 
 # SMALL: root -> {1, 2} with p_edge 0.6, 0.3; 1 -> {3, 4} with 0.6, 0.3; 2 -> {5} and 5 -> {6} with 0.9.
 # P: depth 1 0.6 + 0.3; depth 2 0.36 + 0.18 + 0.27; depth 3 0.27 * 0.9.

@@ -14,10 +14,10 @@ from tevviz.app.state import AppState
 from tevviz.app.views import stats_markdown, tree_plot
 from tevviz.cli import main
 from tevviz.engine import BuilderConfig, DecodeConfig, DecodeSession, SamplingConfig
+from tevviz.engine.analysis.session_tables import summary_table
+from tevviz.engine.analysis.summary import summarize
 from tevviz.engine.records import io as tio
 from tevviz.engine.records.records import expected_length_text
-from tevviz.engine.records.session_tables import summary_table
-from tevviz.engine.records.summary import summarize
 from tevviz.engine.train.evaluation import evaluate
 from tevviz.render.report import report_html
 from tevviz.render.table import html, rows

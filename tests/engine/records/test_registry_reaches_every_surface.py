@@ -47,7 +47,7 @@ def test_the_registry_selections_hold_a_new_number(probe):
 
 
 def test_the_run_comparison_table_shows_it(pair, probe):
-    from tevviz.engine.records.run_depths import depth_analysis, depth_table
+    from tevviz.engine.analysis.run_depths import depth_analysis, depth_table
     from tevviz.render.table import text
 
     a, b = decoded(pair, [1, 2, 3]).rounds, decoded(pair, [1, 2, 3], 1.0).rounds
@@ -58,7 +58,7 @@ def test_the_run_comparison_table_shows_it(pair, probe):
 
 
 def test_the_evaluation_table_shows_it(pair, probe):
-    from tevviz.engine.records.eval_table import eval_means
+    from tevviz.engine.analysis.eval_table import eval_means
     from tevviz.engine.train.evaluation import evaluate
     from tevviz.render.table import text
 
@@ -74,7 +74,7 @@ def test_the_evaluation_table_shows_it(pair, probe):
 
 
 def test_the_report_tables_show_it(pair, probe):
-    from tevviz.engine.records.session_tables import rounds_table, summary_table
+    from tevviz.engine.analysis.session_tables import rounds_table, summary_table
     from tevviz.render.report import report_html
     from tevviz.render.table import html, rows
 

@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from tevviz.engine.analysis.scan_stats import ScanAccumulator, group_stats, prompt_stats
+from tevviz.engine.analysis.summary import summarize
 from tevviz.engine.records.records import STAGES, OptimalTree, RoundRecord
 from tevviz.engine.records.round_numbers import (
     COLUMNS,
@@ -27,8 +29,6 @@ from tevviz.engine.records.round_numbers import (
     round_row,
 )
 from tevviz.engine.records.round_time import Fit, RoundSizing
-from tevviz.engine.records.scan_stats import ScanAccumulator, group_stats, prompt_stats
-from tevviz.engine.records.summary import summarize
 
 CHAIN = [-1, 0, 1]
 FORK = [-1, 0, 0, 1]
@@ -229,8 +229,8 @@ def test_inspect_the_report_and_the_app_show_the_summary_numbers(tmp_path, capsy
     from tevviz.app.state import AppState
     from tevviz.app.views import stats_markdown
     from tevviz.cli import main
+    from tevviz.engine.analysis.session_tables import summary_table
     from tevviz.engine.records import io as tio
-    from tevviz.engine.records.session_tables import summary_table
     from tevviz.render.report import report_html
     from tevviz.render.table import html, rows
 
@@ -261,8 +261,8 @@ def test_inspect_the_report_and_the_app_show_the_summary_numbers(tmp_path, capsy
 
 
 def test_the_registry_needs_no_torch():
-    code = ("import sys, tevviz.engine.records.round_numbers, tevviz.engine.records.summary, "
-            "tevviz.engine.records.scan_stats; "
+    code = ("import sys, tevviz.engine.records.round_numbers, tevviz.engine.analysis.summary, "
+            "tevviz.engine.analysis.scan_stats; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

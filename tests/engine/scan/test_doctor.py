@@ -23,13 +23,13 @@ from conftest import VOCAB, perturbed, random_prompts, tiny_model, word_tokenize
 from test_eagle3_loading import head_config, head_tensors, write_head
 
 from tevviz.cli import main
+from tevviz.engine.analysis.doctor_report import FLOOR, DepthRate, ReadingResult
 from tevviz.engine.draft.block_model import BlockDraftModel, parse_config, save_block_drafter
 from tevviz.engine.draft.drafters import drafter_kind_of
 from tevviz.engine.draft.eagle3_io import save_head
 from tevviz.engine.draft.eagle3_model import HeadKV
 from tevviz.engine.errors import TevvizError
 from tevviz.engine.load.models import ModelPair, load_pair
-from tevviz.engine.records.doctor_report import FLOOR, DepthRate, ReadingResult
 from tevviz.engine.scan.doctor import (
     chain_trials,
     chain_yield,

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from tevviz.engine.records.doctor_report import ReadingResult
+from tevviz.engine.analysis.doctor_report import ReadingResult
 from tevviz.engine.scan.doctor import chain_yield, depth_rates, judge
 
 T2, T1, F = [True, True], [True, False], [False]  # a round's top-1 chain: both depths, depth 1 only, none
@@ -53,7 +53,7 @@ def test_the_per_depth_se_of_a_two_prompt_table_keeps_its_binomial_floor():
 
 
 def test_the_readings_table_goes_through_the_generic_renderers():
-    from tevviz.engine.records.doctor_report import doctor_table
+    from tevviz.engine.analysis.doctor_report import doctor_table
     from tevviz.render.doctor import doctor_markdown, doctor_text
 
     own, deep = reading("own", True, 20, 5), reading("deep", False, 24, 16)

@@ -13,7 +13,7 @@ from test_eagle3_loading import head_config, head_tensors, write_head, write_tar
 
 from tevviz.cli import build_parser, main
 from tevviz.commands.doctor import doctor_rows
-from tevviz.engine.records.doctor_report import FLOOR, ReadingResult, Z
+from tevviz.engine.analysis.doctor_report import FLOOR, ReadingResult, Z
 from tevviz.engine.scan.doctor import builtin_rows, chain_yield, depth_rates, encode_rows, judge
 from tevviz.options import source_from_args
 from tevviz.render.doctor import doctor_text

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from conftest import random_prompts, tiny_pair
 
+from tevviz.engine.analysis.stats import mean_se
 from tevviz.engine.draft.builders import BuilderConfig
-from tevviz.engine.records.stats import mean_se
 from tevviz.engine.train.evaluation import evaluate
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import torch
 
+from ..analysis.speed import PassCosts
 from ..core.kv import additive_mask, causal_visibility, new_cache
 from ..core.timing import median_ms
 from ..draft.builders import ModelStep
 from ..draft.drafters import drafter_kind_of
 from ..draft.fast_draft import fast_step
-from ..records.speed import PassCosts
 from .target_pass import TargetPass
 
 TARGET_SIZES = (1, 2, 3, 5, 9, 17, 33, 65)  # tokens per target pass (a tree of B nodes takes B + 1)

@@ -7,7 +7,7 @@ its own token. Over S steps:
     m_k = #(steps with j >= k) / S                 marginal acceptance at depth k, k = 1..K
     c_k = m_k / m_(k-1), m_0 = 1                   conditional acceptance (None where m_(k-1) = 0)
 
-Both carry the standard error of a share of 0/1 values (records.stats.share, as tevviz's own runs do): m_k
+Both carry the standard error of a share of 0/1 values (analysis.stats.share, as tevviz's own runs do): m_k
 over the S steps, c_k over the steps that reached depth k - 1.
 
 Worked example: histogram [2, 1, 1] (two steps accepted nothing, one accepted 1, one accepted 2) is S = 4,
@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 
+from ..analysis.stats import share
 from ..errors import TevvizError
-from ..records.stats import share
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..records.stats import cluster_se, independent_diff_se
+from ..analysis.stats import cluster_se, independent_diff_se
 from .acceptance import EngineAcceptance, PromptAcceptance
 
 AGREE_LENGTH = 0.15  # acceptance lengths this close count as agreeing (issue #62's bar)

@@ -1,10 +1,10 @@
-"""The engines view's analyses as typed tables (records/table.py): one engine run's acceptance by depth (`tevviz
+"""The engines view's analyses as typed tables (analysis/table.py): one engine run's acceptance by depth (`tevviz
 engine import`), and llama.cpp's beside tevviz's (`tevviz engine run`), each share ± its SE over steps."""
 
 from __future__ import annotations
 
-from ..records.stats import Estimate
-from ..records.table import Column, Table
+from ..analysis.stats import Estimate
+from ..analysis.table import Column, Table
 from .acceptance import EngineAcceptance
 
 DEPTH_NOTE = ("marginal m_k: the share of steps that accepted at least k drafted tokens; conditional c_k = m_k / "

@@ -15,13 +15,13 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from ..analysis.doctor_report import FLOOR, ChainYield, DepthRate, DoctorReport, ReadingResult, Z
+from ..analysis.stats import cluster_se, independent_diff_se, share_se
 from ..core.sampling import SamplingConfig
 from ..draft.builders import BuilderConfig
 from ..draft.drafters import DrafterKind, Reading, accepts, article, drafter_kind_of
 from ..errors import TevvizError
-from ..records.doctor_report import FLOOR, ChainYield, DepthRate, DoctorReport, ReadingResult, Z
 from ..records.records import RoundRecord
-from ..records.stats import cluster_se, independent_diff_se, share_se
 
 DEPTHS = 2  # the depths measured: the first two levels of the drafter's greedy chain
 TREE_BUDGET = 16  # nodes of a tree builder's round: enough that its top-1 chain to depth 2 is nearly always drafted

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import orjson
 
+from ..analysis.scan_stats import ScanAccumulator, ScanSummary
 from ..errors import TevvizError
 from ..records.io import parse_round
 from ..records.records import RoundRecord
-from ..records.scan_stats import ScanAccumulator, ScanSummary
 
 SCAN_SCHEMA = "tevviz.scan/1"
 MANIFEST = "manifest.json"

@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..analysis.stats import PairedDiff, mean_se
+from ..analysis.summary import acceptance_curves
 from ..core.sampling import SamplingConfig
 from ..decode.session import DecodeConfig, DecodeSession
 from ..draft.builders import BuilderConfig
 from ..draft.drafters import tree_for
 from ..load.models import ModelPair
 from ..records.round_numbers import NUMBERS, SCAN
-from ..records.stats import PairedDiff, mean_se
-from ..records.summary import acceptance_curves
 from .exittrain import Context, target_weights
 
 EVAL_ROUNDS = 2  # decoding rounds per context for tau in drafter_metrics
@@ -41,7 +41,7 @@ class EvalResult:
     # mean over rounds (summary.DepthAcceptance.expected; its sum over d is the mean E[L] - 1).
     acceptance_expected: list[float | None] = field(default_factory=list)
     # Each scan number's per-prompt values by name (round_numbers.SCAN), and the counted curves behind the shares:
-    # what the tables estimate (records/eval_table.py); left out of the JSON, whose keys scripts read.
+    # what the tables estimate (analysis/eval_table.py); left out of the JSON, whose keys scripts read.
     per_prompt: dict[str, list[float | None]] = field(default_factory=dict)
     curves: list = field(default_factory=list)
 

@@ -11,8 +11,8 @@ import heapq
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from .records import RoundRecord
-from .round_numbers import NUMBERS, SCAN
+from ..records.records import RoundRecord
+from ..records.round_numbers import NUMBERS, SCAN
 from .stats import Estimate, PairedDiff
 
 ALL = "all"  # the group of every prompt, first in every table

@@ -1,4 +1,4 @@
-"""Two runs compared round by round (engine/records/run_compare.py), on hand-made runs."""
+"""Two runs compared round by round (engine/analysis/run_compare.py), on hand-made runs."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ import math
 
 import pytest
 
-from tevviz.engine.errors import TevvizError
-from tevviz.engine.records.records import RoundRecord, tree_depths
-from tevviz.engine.records.run_compare import (
+from tevviz.engine.analysis.run_compare import (
     A_ONLY,
     B_ONLY,
     BOTH,
@@ -17,8 +15,10 @@ from tevviz.engine.records.run_compare import (
     match_nodes,
     missing_tokens,
 )
-from tevviz.engine.records.run_depths import depth_curves
-from tevviz.engine.records.stats import share
+from tevviz.engine.analysis.run_depths import depth_curves
+from tevviz.engine.analysis.stats import share
+from tevviz.engine.errors import TevvizError
+from tevviz.engine.records.records import RoundRecord, tree_depths
 
 
 def rec(index: int, tokens: list[int], parents: list[int], exit_node: int, bonus: int, C_p: float | None = None,
@@ -130,7 +130,7 @@ def test_settings_that_differ_are_listed():
 
 
 def test_share_is_the_standard_error_of_zero_one_values():
-    from tevviz.engine.records.stats import mean_se
+    from tevviz.engine.analysis.stats import mean_se
 
     for k, n in ((3, 7), (0, 5), (5, 5), (1, 2)):
         mean, se = mean_se([1.0] * k + [0.0] * (n - k))
@@ -185,7 +185,7 @@ def test_compare_modules_load_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys; import tevviz.engine.records.run_compare, tevviz.engine.records.speed, "
+    code = ("import sys; import tevviz.engine.analysis.run_compare, tevviz.engine.analysis.speed, "
             "tevviz.render.compare_figure, "
             "tevviz.render.compare_report; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,4 +1,4 @@
-"""One analysis, three faces (engine/records/table.py, render/table.py, records/stats.py): every renderer writes a
+"""One analysis, three faces (engine/analysis/table.py, render/table.py, analysis/stats.py): every renderer writes a
 cell the same way, a missing value is one dash everywhere, and the run comparison's analysis carries the registry's
 headings and the stats module's estimates.
 
@@ -13,10 +13,10 @@ import math
 
 import pytest
 
+from tevviz.engine.analysis.run_depths import Contrast, DepthRow, DepthTable, depth_analysis
+from tevviz.engine.analysis.stats import Estimate, PairedDiff, mean_se, share
+from tevviz.engine.analysis.table import Column, Table
 from tevviz.engine.records.round_numbers import NUMBERS
-from tevviz.engine.records.run_depths import Contrast, DepthRow, DepthTable, depth_analysis
-from tevviz.engine.records.stats import Estimate, PairedDiff, mean_se, share
-from tevviz.engine.records.table import Column, Table
 from tevviz.render.table import DASH, cell, html, markdown, text
 
 

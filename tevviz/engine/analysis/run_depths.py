@@ -1,13 +1,13 @@
 """Acceptance by depth (both curves), tau and mean E[L] of two runs' rounds with B - A and its standard error: the
-per-depth half of a run comparison (engine/records/run_compare.py). Torch-free."""
+per-depth half of a run comparison (engine/analysis/run_compare.py). Torch-free."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
 
-from .records import RoundRecord
-from .round_numbers import NUMBERS, SESSION
+from ..records.records import RoundRecord
+from ..records.round_numbers import NUMBERS, SESSION
 from .stats import Estimate, share
 from .summary import acceptance_curves
 from .table import Column, Table

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..errors import TevvizError
-from .records import RoundRecord
-from .round_numbers import NUMBERS
+from ..records.records import RoundRecord
+from ..records.round_numbers import NUMBERS
 from .run_depths import DepthTable, depth_table
 from .table import Column, Table
 

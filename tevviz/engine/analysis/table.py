@@ -30,7 +30,7 @@ class Column:
     @classmethod
     def of_number(cls, name: str, kind: str = "estimate") -> Column:
         """A column for the registered per-round number `name` (round_numbers.NUMBERS): its key and heading."""
-        from .round_numbers import NUMBERS
+        from ..records.round_numbers import NUMBERS
 
         n = NUMBERS[name]
         return cls(name, n.heading, kind, n.digits)

@@ -1,10 +1,10 @@
-"""ExitTrain's before/after table (engine/records/before_after.py) on hand-made per-context values."""
+"""ExitTrain's before/after table (engine/analysis/before_after.py) on hand-made per-context values."""
 
 from __future__ import annotations
 
 import pytest
 
-from tevviz.engine.records.before_after import before_after_table
+from tevviz.engine.analysis.before_after import before_after_table
 from tevviz.engine.records.round_numbers import NUMBERS
 from tevviz.engine.train.evaluation import DrafterMetrics
 from tevviz.render.table import markdown, text

@@ -1,10 +1,10 @@
-"""A scan's analyses as typed tables (records/table.py): per category the scan numbers (round_numbers.SCAN) as
+"""A scan's analyses as typed tables (analysis/table.py): per category the scan numbers (round_numbers.SCAN) as
 estimates over prompts, acceptance and exit mass by depth, the tokens the trees missed most, the rounds that lost most,
 and two scans' paired differences. Torch-free; render/table.py writes them as text, markdown or HTML."""
 
 from __future__ import annotations
 
-from .round_numbers import NUMBERS, SCAN
+from ..records.round_numbers import NUMBERS, SCAN
 from .table import Column, Table
 
 DEPTHS_SHOWN = 10  # depth columns in the by-depth tables

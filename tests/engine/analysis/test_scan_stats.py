@@ -11,10 +11,10 @@ import statistics
 import orjson
 import pytest
 
+from tevviz.engine.analysis.scan_stats import ScanAccumulator, compare_scans
+from tevviz.engine.analysis.stats import mean_se
 from tevviz.engine.errors import TevvizError
 from tevviz.engine.records.records import OptimalTree, RoundRecord
-from tevviz.engine.records.scan_stats import ScanAccumulator, compare_scans
-from tevviz.engine.records.stats import mean_se
 from tevviz.engine.scan.scan_files import (
     RECORDS,
     RecordWriter,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .records import STAGES, RoundRecord
-from .round_numbers import NUMBERS, SESSION, numbers_over
+from ..records.records import STAGES, RoundRecord
+from ..records.round_numbers import NUMBERS, SESSION, numbers_over
 from .stats import share_se
 
 

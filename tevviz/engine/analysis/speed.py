@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .records import STAGES, RoundRecord
+from ..records.records import STAGES, RoundRecord
 
 STAGE_NAMES = {"draft": "the draft", "target": "the target pass", "verify": "the verifier", "other": "the rest"}
 

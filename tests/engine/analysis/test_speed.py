@@ -1,4 +1,4 @@
-"""The speed-up explained (engine/records/speed.py): by hand, and on a recorded session timed as the app times one."""
+"""The speed-up explained (engine/analysis/speed.py): by hand, and on a recorded session timed as the app times one."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import time
 
 import pytest
 
+from tevviz.engine.analysis.speed import ms_per_token, speed_breakdown
 from tevviz.engine.records.records import RoundRecord
-from tevviz.engine.records.speed import ms_per_token, speed_breakdown
 
 
 def timed_round(index: int, committed: int, ms: dict[str, float]) -> RoundRecord:

@@ -4,7 +4,7 @@ Torch-free: it reads evaluation.DrafterMetrics' per-context values."""
 
 from __future__ import annotations
 
-from .round_numbers import NUMBERS
+from ..records.round_numbers import NUMBERS
 from .stats import Estimate, PairedDiff
 from .table import Column, Table
 

@@ -1,4 +1,4 @@
-"""One session's rounds as two typed tables (records/table.py): its summary, one row of what the rounds add up to
+"""One session's rounds as two typed tables (analysis/table.py): its summary, one row of what the rounds add up to
 (round_numbers.SESSION, each as its number declares), and its rounds, one row each (round_numbers.COLUMNS). Columns
 take their keys and headings from the number registry; notes say what each number is. Torch-free; render/table.py
 writes them as text, markdown or HTML (the report's summary and round table).
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .records import RoundRecord
-from .round_numbers import AGGREGATIONS, COLUMNS, MEAN, NUMBERS, SESSION, SUM, RoundNumber, round_row
+from ..records.records import RoundRecord
+from ..records.round_numbers import AGGREGATIONS, COLUMNS, MEAN, NUMBERS, SESSION, SUM, RoundNumber, round_row
 from .summary import summarize
 from .table import Column, Table
 

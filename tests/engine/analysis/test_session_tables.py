@@ -1,12 +1,12 @@
-"""A session's summary and round tables (engine/records/session_tables.py) on hand-made rounds: every cell as the
+"""A session's summary and round tables (engine/analysis/session_tables.py) on hand-made rounds: every cell as the
 report writes it, the means some rounds lack saying over how many rounds they are, and a number added to the registry
 reaching both tables."""
 
 from __future__ import annotations
 
+from tevviz.engine.analysis.session_tables import rounds_table, summary_table
 from tevviz.engine.records.records import OptimalTree, RoundRecord
 from tevviz.engine.records.round_numbers import NUMBERS, RoundNumber
-from tevviz.engine.records.session_tables import rounds_table, summary_table
 from tevviz.render.table import html, rows
 
 CHAIN = [-1, 0, 1]

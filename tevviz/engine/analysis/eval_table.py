@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .round_numbers import SCAN
+from ..records.round_numbers import SCAN
 from .stats import Estimate, share
 from .table import Column, Table
 
