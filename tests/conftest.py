@@ -184,6 +184,27 @@ def losing_cost_model(budget: int, depth: int):
     return auto
 
 
+def scored_round(index, parents, P, exit_node, missing=None, optimal=None, stage_ms=None, sizing=None):
+    """A hand-made scored round whose target flow is P: w(v) = P(v) less its children's P (rho = 1 where P is 0);
+    tokens 10 + v, texts t<v>, a bonus token 99; committed = its block."""
+    from tevviz.engine.records.records import RoundRecord
+
+    n = len(parents)
+    depths = [0] * n
+    for v in range(1, n):
+        depths[v] = depths[parents[v]] + 1
+    w = [P[v] - sum(P[u] for u in range(n) if parents[u] == v) for v in range(n)]
+    accepted = RoundRecord.unscored(index, "tev", list(range(n)), parents, depths, exit_node=exit_node).accepted
+    return RoundRecord(
+        index=index, verifier="tev", tokens=[10 + v for v in range(n)], texts=[f"t{v}" for v in range(n)],
+        parents=parents, depths=depths, draft_logprobs=[0.0] * n, scores=[0.0] * n,
+        p_edge=[1.0] + [P[v] / P[parents[v]] for v in range(1, n)], P=P,
+        rho=[w[v] / P[v] if P[v] else 1.0 for v in range(n)], w=w, missing=missing or [[] for _ in range(n)],
+        exit_node=exit_node, bonus_token=99, bonus_text="b", accepted=accepted,
+        committed=[10 + v for v in accepted[1:]] + [99], C_p=sum(P[1:]), optimal=optimal, stage_ms=stage_ms or {},
+        sizing=sizing)
+
+
 @contextlib.contextmanager
 def served(demo):
     """`demo` launched in this process on a free port of 127.0.0.1; yields its URL and closes it after."""

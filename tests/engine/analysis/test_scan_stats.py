@@ -10,6 +10,7 @@ import statistics
 
 import orjson
 import pytest
+from conftest import scored_round as scored
 
 from tevviz.engine.analysis.scan_stats import ScanAccumulator, compare_scans
 from tevviz.engine.analysis.stats import mean_se
@@ -26,28 +27,6 @@ from tevviz.engine.scan.scan_files import (
     repair,
     write_manifest,
 )
-
-
-def scored(index: int, parents: list[int], P: list[float], exit_node: int, missing=None, optimal=None) -> RoundRecord:
-    """A round whose target flow is P: w(v) = P(v) - sum of its children's P; committed = its block."""
-    n = len(parents)
-    w = [P[v] - sum(P[u] for u in range(n) if parents[u] == v) for v in range(n)]
-    rho = [w[v] / P[v] if P[v] else 1.0 for v in range(n)]
-    accepted = RoundRecord.unscored(0, "tev", list(range(n)), parents, _depths(parents), exit_node=exit_node).accepted
-    return RoundRecord(
-        index=index, verifier="tev", tokens=[10 + v for v in range(n)], texts=[f"t{v}" for v in range(n)],
-        parents=parents, depths=_depths(parents), draft_logprobs=[0.0] * n, scores=[0.0] * n,
-        p_edge=[1.0] + [P[v] / P[parents[v]] for v in range(1, n)], P=P, rho=rho, w=w,
-        missing=missing or [[] for _ in range(n)], exit_node=exit_node, bonus_token=99, bonus_text="b",
-        accepted=accepted, committed=[10 + v for v in accepted[1:]] + [99], C_p=sum(P[1:]), optimal=optimal)
-
-
-def _depths(parents: list[int]) -> list[int]:
-    d = [0] * len(parents)
-    for v in range(1, len(parents)):
-        d[v] = d[parents[v]] + 1
-    return d
-
 
 CHAIN = [-1, 0, 1]  # root - a - b
 FORK = [-1, 0, 0, 1]  # root - a - c, root - b

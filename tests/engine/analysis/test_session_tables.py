@@ -4,6 +4,8 @@ reaching both tables."""
 
 from __future__ import annotations
 
+from conftest import scored_round as scored
+
 from tevviz.engine.analysis.session_tables import rounds_table, summary_table
 from tevviz.engine.records.records import OptimalTree, RoundRecord
 from tevviz.engine.records.round_numbers import NUMBERS, RoundNumber
@@ -13,21 +15,6 @@ CHAIN = [-1, 0, 1]
 FORK = [-1, 0, 0, 1]
 STAGES_MS = {"draft": 2.0, "target": 6.0, "verify": 1.0, "other": 1.0}
 
-
-def scored(index, parents, P, exit_node, optimal=None, stage_ms=None) -> RoundRecord:
-    """A round whose target flow is P (w(v) = P(v) less its children's P), committing its block and a bonus token."""
-    n = len(parents)
-    depths = [0] * n
-    for v in range(1, n):
-        depths[v] = depths[parents[v]] + 1
-    w = [P[v] - sum(P[u] for u in range(n) if parents[u] == v) for v in range(n)]
-    accepted = RoundRecord.unscored(index, "tev", list(range(n)), parents, depths, exit_node=exit_node).accepted
-    return RoundRecord(
-        index=index, verifier="tev", tokens=[10 + v for v in range(n)], texts=[f"t{v}" for v in range(n)],
-        parents=parents, depths=depths, draft_logprobs=[0.0] * n, scores=[0.0] * n,
-        p_edge=[1.0] + [P[v] / P[parents[v]] for v in range(1, n)], P=P, rho=[w[v] / P[v] for v in range(n)], w=w,
-        missing=[[] for _ in range(n)], exit_node=exit_node, bonus_token=99, bonus_text="b", accepted=accepted,
-        committed=[10 + v for v in accepted[1:]] + [99], C_p=sum(P[1:]), optimal=optimal, stage_ms=stage_ms or {})
 
 
 def hand_rounds() -> list[RoundRecord]:

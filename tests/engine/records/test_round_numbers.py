@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import scored_round as scored
 
 from tevviz.engine.analysis.scan_stats import ScanAccumulator, group_stats, prompt_stats
 from tevviz.engine.analysis.summary import summarize
@@ -34,22 +35,6 @@ CHAIN = [-1, 0, 1]
 FORK = [-1, 0, 0, 1]
 FIT = Fit(target_fixed=1.0, target_per_token=0.1, draft_level=0.5, overhead=0.1, calibration=1.0, rounds=1, plain=1.0)
 
-
-def scored(index, parents, P, exit_node, missing=None, optimal=None, stage_ms=None, sizing=None) -> RoundRecord:
-    """A round whose target flow is P: w(v) = P(v) less its children's P; tokens 10 + v; committed = its block."""
-    n = len(parents)
-    depths = [0] * n
-    for v in range(1, n):
-        depths[v] = depths[parents[v]] + 1
-    w = [P[v] - sum(P[u] for u in range(n) if parents[u] == v) for v in range(n)]
-    accepted = RoundRecord.unscored(index, "tev", list(range(n)), parents, depths, exit_node=exit_node).accepted
-    return RoundRecord(
-        index=index, verifier="tev", tokens=[10 + v for v in range(n)], texts=[f"t{v}" for v in range(n)],
-        parents=parents, depths=depths, draft_logprobs=[0.0] * n, scores=[0.0] * n,
-        p_edge=[1.0] + [P[v] / P[parents[v]] for v in range(1, n)], P=P,
-        rho=[w[v] / P[v] for v in range(n)], w=w, missing=missing or [[] for _ in range(n)], exit_node=exit_node,
-        bonus_token=99, bonus_text="b", accepted=accepted, committed=[10 + v for v in accepted[1:]] + [99],
-        C_p=sum(P[1:]), optimal=optimal, stage_ms=stage_ms or {}, sizing=sizing)
 
 
 def optimal(tokens, P, ms) -> OptimalTree:
