@@ -9,6 +9,7 @@ import gradio as gr
 
 from ..render.tree_figure import node_key
 from .details import node_details
+from .figure_view import reported_width, sent
 from .navigation import on_key, select, show_round
 from .search_view import search_nodes
 from .updates import BROWSE_OUTPUTS, MAX_WIDTHS, NODE_OUTPUTS, position_of, search_of, shown, view_url, with_width
@@ -24,7 +25,7 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
         return shown(ui, show_round(st, position_of(st, index)), metric_name)
 
     def press(st, metric_name, evt: gr.EventData):
-        st, data = current(st), _data(evt)
+        st, data = current(st), sent(evt)
         key = str(data.get("key", ""))
         new = show_round(st, position_of(st, data.get("value"))) if key == "Enter" else on_key(st, key)
         return shown(ui, new, metric_name) if new is not st else {}
@@ -38,21 +39,21 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
                                             rows_plot=figure_json(block_rows_plot(new)))}
 
     def click(st, metric_name, evt: gr.EventData):
-        st, key = current(st), node_key(_data(evt).get("key"))
+        st, key = current(st), node_key(sent(evt).get("key"))
         return picked(st, metric_name, select(st, key)) if key is not None and st.round is not None else {}
 
     def select_node(st, metric_name, node_id):
         return picked(st, metric_name, select(current(st), node_id))
 
     def resize(st, metric_name, evt: gr.EventData):
-        width = _data(evt).get("width")
-        if not isinstance(width, (int, float)) or not 200 <= width <= 20_000:
+        width = reported_width(evt)
+        if width is None:
             return {}
         if st is None:
             return {}  # the page is still loading its state: the first figure drawn will ask again
         if len(ui.widths) >= MAX_WIDTHS:
             ui.widths.clear()
-        ui.widths[st.sid] = int(width)
+        ui.widths[st.sid] = width
         # The tree alone, and only a drawn one: the state this event read may be older than one a Step or the page's
         # restore is returning now, which it must not overwrite (the width reaches them through `ui.widths`).
         if st.round is None:
@@ -111,7 +112,3 @@ def drawn_tree(ui: Panel, st, metric: str) -> dict:
     """The shown round's tree as a figure dict, dimmed outside what the browser's find-and-filter row lights."""
     return tree_plot(st, metric, as_dict=True, matches=search_nodes(st, search_of(ui, st), metric))
 
-
-def _data(evt: gr.EventData) -> dict:
-    """What the page's script sent with the event (figure_view.py)."""
-    return evt._data if isinstance(evt._data, dict) else {}

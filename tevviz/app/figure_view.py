@@ -119,3 +119,23 @@ def figure_view(value: str | None = None, *, label: str, elem_id: str | None = N
         script += _KEYS.replace("STEP_KEYS", repr(list(STEP_KEYS))).replace("ROUND_BOX", ROUND_BOX)
     return gr.HTML(value, label=label, show_label=True, container=True, html_template=_TEMPLATE,
                    js_on_load=script, head=_HEAD, apply_default_css=False, elem_id=elem_id)
+
+
+MIN_WIDTH, MAX_WIDTH = 200, 20_000  # px a view may report (anything else is no width)
+
+
+def sent(evt: gr.EventData) -> dict:
+    """What the page's script sent with a view's event (`select`: {"key": ...}, `apply`: {"width": ...})."""
+    return evt._data if isinstance(evt._data, dict) else {}
+
+
+def as_width(width) -> int | None:
+    """`width` as the px of a view, None where it is no width (not a number, or outside MIN_WIDTH-MAX_WIDTH)."""
+    if isinstance(width, bool) or not isinstance(width, (int, float)) or not MIN_WIDTH <= width <= MAX_WIDTH:
+        return None
+    return int(width)
+
+
+def reported_width(evt: gr.EventData) -> int | None:
+    """The px a view's `apply` event reported, None where it is no width."""
+    return as_width(sent(evt).get("width"))

@@ -14,12 +14,11 @@ import gradio as gr
 
 from ..render.compare_figure import PAIR_WIDTH, pair_figure_dicts, pair_tree
 from ..render.tree_figure import node_key
-from .figure_view import figure_view
+from .figure_view import as_width, figure_view, sent
 from .pair_details import Pair, pair_details
-from .widgets import LIGHT, current, figure_json
+from .widgets import LIGHT, current, figure_json, remember
 
 MAX_SESSIONS = 200  # browser sessions whose last pair is kept, to draw again for a click or a width
-MIN_WIDTH, MAX_WIDTH = 200, 20_000  # px a view may report (anything else is no width)
 MIN_COLUMN = 420  # px of a tree's column: a narrower one held few labels (half a 900 px window had 340)
 EVENTS = {"api_visibility": "private", "show_progress": "hidden", **LIGHT}
 
@@ -49,7 +48,7 @@ class PairView:
         if pair is None:
             self.shown.pop(sid, None)
             return _empty(empty), _empty(empty), ""
-        _remember(self.shown, sid, pair)
+        remember(self.shown, sid, pair, MAX_SESSIONS)
         t = pair_tree(pair.a, pair.b, self.width(sid), pair.selected, pair.expanded)
         fa, fb = pair_figure_dicts(pair.a, pair.b, pair.names, pair.metric, pair.titles, selected=pair.selected,
                                    tree=t)
@@ -76,12 +75,13 @@ class PairView:
 
     def resize(self, sid: str, side: int, width) -> tuple[str, str, str] | None:
         """View `side`'s width reported: both trees laid out again where the width they share changed."""
-        if isinstance(width, bool) or not isinstance(width, (int, float)) or not MIN_WIDTH <= width <= MAX_WIDTH:
+        width = as_width(width)
+        if width is None:
             return None
         before = self.width(sid)
         widths = list(self.widths.get(sid, (None, None)))
-        widths[side] = int(width)
-        _remember(self.widths, sid, tuple(widths))
+        widths[side] = width
+        remember(self.widths, sid, tuple(widths), MAX_SESSIONS)
         if sid not in self.shown or self.width(sid) == before:
             return None
         return self.show(sid, self.shown[sid])
@@ -92,14 +92,14 @@ class PairView:
         unchanged = tuple(gr.skip() for _ in self.outputs)
 
         def clicked(st, evt: gr.EventData):
-            out = self.click(current(st).sid, _sent(evt).get("key"))
+            out = self.click(current(st).sid, sent(evt).get("key"))
             return unchanged if out is None else out
 
         def resized(side):
             def handler(st, evt: gr.EventData):
                 if st is None:
                     return unchanged  # the page is still loading its state: the next figure drawn asks again
-                out = self.resize(st.sid, side, _sent(evt).get("width"))
+                out = self.resize(st.sid, side, sent(evt).get("width"))
                 return unchanged if out is None else out
             return handler
 
@@ -116,15 +116,3 @@ def _empty(message: str) -> str:
         "annotations": [{"text": message, "showarrow": False, "font": {"size": 14, "color": "grey"}, "x": 0.5,
                          "y": 0.5, "xref": "paper", "yref": "paper"}]}})
 
-
-def _sent(evt: gr.EventData) -> dict:
-    """What the page's script sent with the event (figure_view.py)."""
-    return evt._data if isinstance(evt._data, dict) else {}
-
-
-def _remember(memo: dict, sid: str, value) -> None:
-    """`memo[sid] = value`, the oldest sessions' entries forgotten past MAX_SESSIONS."""
-    memo.pop(sid, None)
-    while len(memo) >= MAX_SESSIONS:
-        memo.pop(next(iter(memo)))
-    memo[sid] = value

@@ -13,11 +13,12 @@ from ..engine.analysis.run_compare import Run, compare_runs
 from ..engine.records import io as tio
 from ..render.compare_figure import WIDTH, union_figure_dict
 from .compare_views import comparison_markdown
+from .figure_view import reported_width, sent
 from .navigation import select, show_round
 from .runs import reopened, run_name, settings_values
 from .updates import MAX_WIDTHS, ROUND_OUTPUTS, everything, position_of, search_of, view_url
 from .url_view import COPY_JS, LOAD_JS, read_query
-from .widgets import LIGHT, Panel, current, failed, figure_json
+from .widgets import LIGHT, Panel, current, failed, figure_json, remember
 
 ID_CHARS = set("0123456789abcdef")
 MAX_COMPARED = 200  # browser sessions whose last comparison is kept, to lay it out again for its view's width
@@ -125,17 +126,15 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
 
     def replan(st, evt: gr.EventData):
         """The comparison's tree again, laid out for the width its view reported."""
-        sent = evt._data if isinstance(evt._data, dict) else {}  # what figure_view.py's script sent
-        width, sid = sent.get("width"), current(st).sid
-        if not isinstance(width, (int, float)) or not 200 <= width <= 20_000:
+        width, sid = reported_width(evt), current(st).sid
+        if width is None:
             return {}
-        remember(ui.compare_widths, sid, int(width), MAX_WIDTHS)
+        remember(ui.compare_widths, sid, width, MAX_WIDTHS)
         return {ui.cmp_plot: _union(ui, sid, *ui.compared[sid])} if sid in ui.compared else {}
 
     def pick(st, evt: gr.EventData):
         """A click on a node rings it and shows its details above the tree; a second click on it clears them."""
-        sent = evt._data if isinstance(evt._data, dict) else {}
-        key, sid = sent.get("key"), current(st).sid
+        key, sid = sent(evt).get("key"), current(st).sid
         if sid not in ui.compared or isinstance(key, bool) or not isinstance(key, (int, float)):
             return {}  # a "+N" fold, or a comparison this server no longer holds
         a, b, k, shown = ui.compared[sid]
@@ -184,14 +183,6 @@ def compared_updates(ctl, ui: Panel, st, b_id: str | None, index) -> tuple:
     return replace(st, compared=(b_id, k)), {ui.cmp_md: comparison_markdown(cmp, rc, names),
                                              ui.cmp_plot: _union(ui, st.sid, a, b, k),
                                              ui.cmp_acc: gr.Accordion(open=True)}
-
-
-def remember(memo: dict, sid, value, cap: int) -> None:
-    """`memo[sid] = value`, the oldest browser sessions' entries forgotten past `cap`."""
-    memo.pop(sid, None)
-    while len(memo) >= cap:
-        memo.pop(next(iter(memo)))
-    memo[sid] = value
 
 
 def _union(ui: Panel, sid, a: Run, b: Run, k: int, node: int | None = None) -> str:

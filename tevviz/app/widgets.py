@@ -69,3 +69,11 @@ def stopper(ctl, *actions: str):
         ctl.stop(current(st), *actions)
 
     return stop
+
+
+def remember(memo: dict, key, value, cap: int) -> None:
+    """`memo[key] = value`, the oldest entries forgotten past `cap` (what the server keeps per browser session)."""
+    memo.pop(key, None)
+    while len(memo) >= cap:
+        memo.pop(next(iter(memo)))
+    memo[key] = value
