@@ -14,7 +14,7 @@ from .navigation import on_key, select, show_round
 from .search_view import search_nodes
 from .updates import BROWSE_OUTPUTS, MAX_WIDTHS, NODE_OUTPUTS, position_of, search_of, shown, view_url, with_width
 from .views import block_rows_plot, tree_plot
-from .widgets import LIGHT, Panel, current, figure_json
+from .widgets import BROWSE, BROWSE_QUEUE, LIGHT, Panel, current, figure_json
 
 
 def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
@@ -61,20 +61,17 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
         return {ui.tree: figure_json(drawn_tree(ui, with_width(ui, st), st.metric))}
 
     browse = [ui.state, *ui.take(BROWSE_OUTPUTS)]
-    ui.view.release(set_view, [ui.state, ui.metric, ui.view], browse, api_name="view", **LIGHT)
-    # A key pressed while the last one is answered waits for it and runs once (the newest): none is lost to a
-    # pending event, and two never read the same state.
-    ui.tree.key_up(press, [ui.state, ui.metric], browse, api_name="key", show_progress="hidden",
-                   trigger_mode="always_last", **LIGHT)
+    ui.view.release(set_view, [ui.state, ui.metric, ui.view], browse, api_name="view", **BROWSE)
+    ui.tree.key_up(press, [ui.state, ui.metric], browse, api_name="key", show_progress="hidden", **BROWSE)
     # A click on the drafter's rows rings that token's nodes; one on the tree boxes the node's token in the rows.
     ui.rows_plot.select(click, [ui.state, ui.metric], [ui.state, *ui.take(NODE_OUTPUTS)], api_visibility="private",
-                        show_progress="hidden", **LIGHT)
+                        show_progress="hidden", **BROWSE)
     ui.tree.select(click, [ui.state, ui.metric], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="click",
-                   show_progress="hidden", trigger_mode="always_last", **LIGHT)
-    ui.tree.apply(resize, [ui.state, ui.metric], [ui.tree], api_visibility="private",
-                  show_progress="hidden", **LIGHT)
+                   show_progress="hidden", **BROWSE)
+    ui.tree.apply(resize, [ui.state, ui.metric], [ui.tree], api_visibility="private", show_progress="hidden",
+                  **BROWSE)
     ui.node.select(select_node, [ui.state, ui.metric, ui.node], [ui.state, *ui.take(NODE_OUTPUTS)], api_name="node",
-                   **LIGHT)
+                   **BROWSE)
     wire_view_options(ui, by_id)
 
 
@@ -98,14 +95,14 @@ def wire_view_options(ui: Panel, by_id: dict[str, str]) -> None:
         return by_id.get(prompt_id, gr.skip())
 
     drawn = [ui.state, ui.tree, ui.url]
-    ui.metric.change(redraw, [ui.state, ui.metric], drawn, api_name="metric", **LIGHT)
+    ui.metric.change(redraw, [ui.state, ui.metric], drawn, api_name="metric", **BROWSE_QUEUE)
     ui.scale.change(lambda st, m, scale: redraw(st, m, scale=scale), [ui.state, ui.metric, ui.scale], drawn,
-                    api_name="scale", **LIGHT)
+                    api_name="scale", **BROWSE_QUEUE)
     ui.pick.change(pick_prompt, [ui.pick], [ui.prompt], api_visibility="private", **LIGHT)
     ui.ghosts.change(lambda st, m, on: redraw(st, m, ghosts=bool(on)), [ui.state, ui.metric, ui.ghosts], drawn,
-                     api_name="ghosts", **LIGHT)
+                     api_name="ghosts", **BROWSE_QUEUE)
     ui.optimal_every.change(set_optimal_every, [ui.state, ui.optimal_every], [ui.state], api_name="optimal_every",
-                            **LIGHT)
+                            **BROWSE_QUEUE)
 
 
 def drawn_tree(ui: Panel, st, metric: str) -> dict:

@@ -259,8 +259,11 @@ def _wire_decoding(ctl: Controller, ui: Panel, settings: dict) -> None:
 
     inputs, outputs = [ui.state, ui.metric], [ui.state, *ui.take(ROUND_OUTPUTS)]
     work = on_tree(ui)
-    ui.step_btn.click(step, inputs, outputs, inputs_kwargs=settings, api_name="step", **work)
-    ui.token_btn.click(step_token, inputs, outputs, inputs_kwargs=settings, api_name="step_token", **work)
+    # Every press counts: a Step pressed (or "s" typed) while the last one is still answered queues behind it and
+    # continues from its state (gradio's default drops a press made before the last event has quite finished).
+    ui.step_btn.click(step, inputs, outputs, inputs_kwargs=settings, api_name="step", trigger_mode="multiple", **work)
+    ui.token_btn.click(step_token, inputs, outputs, inputs_kwargs=settings, api_name="step_token",
+                       trigger_mode="multiple", **work)
     run_event = ui.run_btn.click(run, [*inputs, ui.run_rounds], outputs, inputs_kwargs=settings, api_name="run",
                                  **work)
     ui.reset_btn.click(reset, inputs, outputs, api_name="reset", cancels=[run_event], **LIGHT)

@@ -16,11 +16,11 @@ from ..render.compare_figure import PAIR_WIDTH, pair_figure_dicts, pair_tree
 from ..render.tree_figure import node_key
 from .figure_view import as_width, figure_view, sent
 from .pair_details import Pair, pair_details
-from .widgets import LIGHT, current, figure_json, remember
+from .widgets import BROWSE, current, figure_json, remember
 
 MAX_SESSIONS = 200  # browser sessions whose last pair is kept, to draw again for a click or a width
 MIN_COLUMN = 420  # px of a tree's column: a narrower one held few labels (half a 900 px window had 340)
-EVENTS = {"api_visibility": "private", "show_progress": "hidden", **LIGHT}
+EVENTS = {"api_visibility": "private", "show_progress": "hidden", **BROWSE}
 
 
 class PairView:
@@ -104,7 +104,7 @@ class PairView:
             return handler
 
         for side, view in enumerate(self.views):
-            view.select(clicked, [state], self.outputs, trigger_mode="always_last", **EVENTS)
+            view.select(clicked, [state], self.outputs, **EVENTS)
             view.apply(resized(side), [state], self.outputs, **EVENTS)
 
 

@@ -18,7 +18,7 @@ from .navigation import select, show_round
 from .runs import reopened, run_name, settings_values
 from .updates import MAX_WIDTHS, ROUND_OUTPUTS, everything, position_of, search_of, view_url
 from .url_view import COPY_JS, LOAD_JS, read_query
-from .widgets import LIGHT, Panel, current, failed, figure_json, remember
+from .widgets import BROWSE, BROWSE_QUEUE, LIGHT, Panel, current, failed, figure_json, remember
 
 ID_CHARS = set("0123456789abcdef")
 MAX_COMPARED = 200  # browser sessions whose last comparison is kept, to lay it out again for its view's width
@@ -83,7 +83,8 @@ def wire_restore(ctl, demo: gr.Blocks, ui: Panel, outputs: list) -> None:
         return opened_updates(ctl, ui, new, metric) | shown
 
     load = demo.load(None, None, [ui.user_box, ui.query_box], js=LOAD_JS)
-    load.then(restore, [ui.state, ui.metric, ui.user_box, ui.query_box], outputs, api_visibility="private", **LIGHT)
+    load.then(restore, [ui.state, ui.metric, ui.user_box, ui.query_box], outputs, api_visibility="private",
+              **BROWSE_QUEUE)
 
 
 def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
@@ -142,14 +143,15 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
         ui.compared[sid] = (a, b, k, node)
         return {ui.cmp_plot: _union(ui, sid, a, b, k, node)}
 
-    ui.open_btn.click(open_run, [ui.state, ui.metric, ui.run_pick], opened_outputs, api_name="open_run", **LIGHT)
+    ui.open_btn.click(open_run, [ui.state, ui.metric, ui.run_pick], opened_outputs, api_name="open_run",
+                      **BROWSE_QUEUE)
     ui.pin_btn.click(pin, [ui.state, ui.metric], [ui.state, ui.cmp_md, ui.b_pick, ui.runs_error, ui.cmp_acc, ui.url],
-                     api_name="pin", **LIGHT)
+                     api_name="pin", **BROWSE_QUEUE)
     ui.cmp_btn.click(compare, [ui.state, ui.metric, ui.b_pick, ui.cmp_round],
                      [ui.state, ui.cmp_md, ui.cmp_plot, ui.runs_error, ui.cmp_acc, ui.url], api_name="compare_runs",
-                     **LIGHT)
-    ui.cmp_plot.apply(replan, [ui.state], [ui.cmp_plot], api_visibility="private", show_progress="hidden", **LIGHT)
-    ui.cmp_plot.select(pick, [ui.state], [ui.cmp_plot], api_visibility="private", show_progress="hidden", **LIGHT)
+                     **BROWSE_QUEUE)
+    ui.cmp_plot.apply(replan, [ui.state], [ui.cmp_plot], api_visibility="private", show_progress="hidden", **BROWSE)
+    ui.cmp_plot.select(pick, [ui.state], [ui.cmp_plot], api_visibility="private", show_progress="hidden", **BROWSE)
     ui.link_btn.click(lambda st: ctl.keep(current(st), wait=True), [ui.state], None, api_visibility="private",
                       **LIGHT).then(None, None, [ui.link], js=COPY_JS).then(
         lambda: gr.Textbox(visible=True), None, [ui.link], api_visibility="private", **LIGHT)

@@ -13,7 +13,7 @@ from .search_view import Search, parse_threshold, search_markdown, search_nodes
 from .updates import BROWSE_OUTPUTS, MAX_WIDTHS, found_updates, search_of, shown, view_url, with_width
 from .url_view import read_query
 from .views import tree_plot
-from .widgets import LIGHT, Panel, current, figure_json
+from .widgets import BROWSE, BROWSE_QUEUE, LIGHT, Panel, current, figure_json
 
 FIND_OUTPUTS = ("tree", "url", "found", "found_rounds")  # outputs of /find
 
@@ -90,13 +90,13 @@ def wire_search(ui: Panel) -> None:
     fields = [ui.state, ui.metric, ui.find, ui.threshold]
     for box in (ui.find, ui.threshold):
         box.change(find, fields, ui.take(FIND_OUTPUTS), api_name="find" if box is ui.find else "threshold",
-                   trigger_mode="always_last", show_progress="hidden", **LIGHT)
-    ui.find.submit(lambda st, m: step(st, m, 1), [ui.state, ui.metric], browse, api_visibility="private", **LIGHT)
-    ui.find_next.click(lambda st, m: step(st, m, 1), [ui.state, ui.metric], browse, api_name="find_next", **LIGHT)
+                   show_progress="hidden", **BROWSE_QUEUE)
+    ui.find.submit(lambda st, m: step(st, m, 1), [ui.state, ui.metric], browse, api_visibility="private", **BROWSE)
+    ui.find_next.click(lambda st, m: step(st, m, 1), [ui.state, ui.metric], browse, api_name="find_next", **BROWSE)
     ui.find_prev.click(lambda st, m: step(st, m, -1), [ui.state, ui.metric], browse, api_name="find_previous",
-                       **LIGHT)
-    ui.found_rounds.input(go, [ui.state, ui.metric, ui.found_rounds], browse, api_name="find_round", **LIGHT)
-    ui.fold_btn.click(fold, [ui.state, ui.metric, ui.fold_mass], browse, api_name="fold_by_mass", **LIGHT)
+                       **BROWSE)
+    ui.found_rounds.input(go, [ui.state, ui.metric, ui.found_rounds], browse, api_name="find_round", **BROWSE)
+    ui.fold_btn.click(fold, [ui.state, ui.metric, ui.fold_mass], browse, api_name="fold_by_mass", **BROWSE)
     # A threshold is on the colour shown: its count follows the colour (the tree is redrawn by browsing's handler).
     ui.metric.change(lambda st, m: search_markdown(current(st), search_of(ui, current(st)), m), [ui.state, ui.metric],
                      [ui.found], api_visibility="private", **LIGHT)

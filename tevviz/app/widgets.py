@@ -14,6 +14,11 @@ from .stops import Stopped
 PROGRESS = gr.Progress()  # default marking the handlers' progress parameter; Gradio passes a fresh tracker per call
 MODEL_WORK = {"concurrency_id": "model", "concurrency_limit": 1}  # one model job at a time, queued
 LIGHT = {"concurrency_limit": None}  # browsing and formatting: no queueing behind the models
+# A view's own events (keys, clicks, widths, the round slider): one at a time, in the order the page sent them, so
+# each reads the state the one before it wrote and no stale answer lands after a newer one; "multiple" because
+# gradio's "always_last" re-sends the pending event's data (a Home pressed while a "j" was answered became a "j").
+BROWSE_QUEUE = {"concurrency_id": "browse", "concurrency_limit": 1}  # (the views' settings: a change re-reads its box)
+BROWSE = {**BROWSE_QUEUE, "trigger_mode": "multiple"}
 
 
 class Panel:
