@@ -139,3 +139,33 @@ def test_the_exittrain_pair_selects_and_unfolds_in_both_trees(browser, app_url, 
     click_and_fold(page, ("moved-pair-a", "moved-pair-b"), "moved-pair-details", f"exittrain_pair_{width}")
     assert_readable(drawn(page, r"(original|trained) draft, round", 2, labels=10), 2)
     page.context.close()
+
+
+def test_a_pair_follows_its_room_when_the_window_changes_shown_or_hidden(browser, app_url):
+    """Item: the trees are laid out again when their room changes, with no click: a window narrowed while the pair is
+    shown, and one widened while its tab is hidden (0 px wide until shown again)."""
+    views = ("side-pair-a", "side-pair-b")
+    page = new_page(browser, 1440)
+    load(page, app_url)
+    big_tree(page, BUDGET)
+    page.get_by_label("max new tokens").fill("16")
+    page.get_by_role("tab", name="Verifier comparison").click()
+    page.get_by_role("button", name="Decode both").click()
+    drawn(page, r"^[AB], round \d+", 2, labels=10)
+    settled(page, views)
+    wide = page.evaluate(ROOM, views[0])["planned"]
+
+    page.set_viewport_size({"width": 1150, "height": 900})
+    settled(page, views)
+    narrow = page.evaluate(ROOM, views[0])["planned"]
+    assert narrow < wide - 100, (wide, narrow)
+
+    page.get_by_role("tab", name="Decode").click()
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.get_by_role("tab", name="Verifier comparison").click()
+    settled(page, views)
+    again = page.evaluate(ROOM, views[0])["planned"]
+    assert abs(again - wide) <= 8, (wide, again)
+    for view in views:
+        assert not page.evaluate(ROOM, view)["scrolls"]
+    page.context.close()

@@ -10,8 +10,8 @@ with `customdata` fires the component's `select` event with {"key": customdata} 
 fires `key_up` with {"key": ...} for the keys that step through rounds and tokens ("s" presses Step), wherever the focus
 is but in a text field ({"key": "Enter", "value": ...} from the round box), and `apply` with {"width": px} when its
 width changes (`keys=True`). Any view fires `apply` when a figure comes laid out for another width than the view's (its
-`layout.meta.width`), so the server lays labels out for the room they really have, and `select` on a click where the
-figure asks for it (`layout.meta.clicks`).
+`layout.meta.width`) or when its room changes under such a figure, so the server lays labels out for the room they
+really have, and `select` on a click where the figure asks for it (`layout.meta.clicks`).
 """
 
 from __future__ import annotations
@@ -67,6 +67,22 @@ const draw = () => {
 };
 draw();
 watch('value', draw);
+if (!KEYS) {
+  // A view laid out for its width asks again when its room changes (a window resized, a hidden tab shown: 0 px
+  // wide until then), not only when the next figure comes. Once per new width: a pair laid out for the narrower of
+  // its two views leaves the wider one asking nothing more.
+  let asked = 0, waiting = null;
+  new ResizeObserver(() => {
+    clearTimeout(waiting);
+    waiting = setTimeout(() => {
+      const width = Math.round(element.clientWidth);
+      if (planned && width > 0 && Math.abs(width - planned) > 8 && Math.abs(width - asked) > 8) {
+        asked = width;
+        trigger('apply', {width});
+      }
+    }, 150);
+  }).observe(element);
+}
 """
 
 _KEYS = """
