@@ -17,6 +17,10 @@ from ..engine.train.exittrain import TrainConfig
 from .state import Training
 
 FILE = "exittrain.pt"
+# Copies found made on another pair, by (path, mtime, size, target, draft): each status call asks for the copy, and
+# reading a whole drafter's weights to find the same mismatch again cost a torch.load each time.
+_OTHER_PAIR: set[tuple] = set()
+MAX_OTHER = 256
 
 
 def _path(root: Path, user: str) -> Path:
@@ -38,11 +42,19 @@ def load_training(root: Path, user: str, base: ModelPair) -> Training | None:
     """This browser's copy as it was last written, not in use, with no trainer until the next Train step; None where
     there is none, it was made on another pair, or the file cannot be read."""
     path = _path(root, user)
-    if not path.is_file():
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    seen = (str(path), stat.st_mtime_ns, stat.st_size, base.target_name, base.draft_name)
+    if seen in _OTHER_PAIR:
         return None
     try:
         kept = torch.load(path, map_location=base.draft.device, weights_only=True)
         if (kept["target"], kept["draft"]) != (base.target_name, base.draft_name):
+            if len(_OTHER_PAIR) >= MAX_OTHER:
+                _OTHER_PAIR.clear()
+            _OTHER_PAIR.add(seen)
             return None
         draft = copy.deepcopy(base.draft)
         draft.load_state_dict(kept["state"])
