@@ -171,7 +171,9 @@ def test_inspect_session_with_zero_rounds(tmp_path, capsys):
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"{path}: session, 0 rounds, tau -, mean E[L] - (no target scores)"
-    assert len(out) == 2  # the header row alone
+    # the rounds table's title and header row, no rows, then its notes: the exit node and each column's number
+    assert out[1:3] == ["rounds", "round  exit node  " + "  ".join(n.label for n in COLUMNS)]
+    assert len(out) == 3 + 1 + len(COLUMNS)
 
 
 # --- exit codes -----------------------------------------------------------------------------------------------------

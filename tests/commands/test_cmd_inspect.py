@@ -1,15 +1,50 @@
-"""`tevviz inspect` (tevviz/commands/decoding.py: cmd_inspect): errors that name the file, and a closed pipe."""
+"""`tevviz inspect` (tevviz/commands/decoding.py: cmd_inspect): its rounds as the generic table, errors that name the
+file, and a closed pipe."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 from _cli import PROMPT, one_line
+from conftest import scored_round as scored
 
 from tevviz.cli import build_parser, main
+from tevviz.engine.analysis.session_tables import inspect_table
+from tevviz.engine.records import io as tio
+from tevviz.engine.records.records import OptimalTree
+from tevviz.render.table import text as table_text
+
+CHAIN = [-1, 0, 1]
+
+
+def test_inspect_prints_its_rounds_as_the_generic_text_table(tmp_path, capsys):
+    """Below the summary lines, the rounds are session_tables.inspect_table as render/table.text writes it, with the
+    numbers worked out by hand: a TEV chain with stage times and a speculative chain, the same optimal tree on both."""
+    best = OptimalTree(tokens=[10, 11, 13], texts=["", "", ""], parents=CHAIN, depths=[0, 1, 2], P=[1.0, 0.9, 0.7],
+                       budget=2, depth=2, ms=5.0)
+    rounds = [scored(0, CHAIN, [1.0, 0.8, 0.4], 2, optimal=best,
+                     stage_ms={"draft": 2.0, "target": 6.0, "verify": 1.0, "other": 1.0}),
+              dataclasses.replace(scored(1, CHAIN, [1.0, 0.5, 0.25], 1, optimal=best), verifier="speculative",
+                                  accept=[1.0, 0.9, 0.5])]
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(tio.session_dict({}, "p", [1], [], "", rounds)))
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{path}: session, 2 rounds, tau 2.500, mean E[L] 2.275"  # (3 + 2) / 2, (2.2 + 2.35) / 2
+    assert out[1] == ("optimal trees in 2 rounds: mean 1 + C_p* 2.600, mean drafter gap 0.400 (1 of 2 rounds), "
+                      "mean optimal ms 5")
+    assert out[2:] == table_text(inspect_table(tio.load(path).rounds))
+    assert out[2] == "rounds" and out[3].split()[-2:] == ["ms", "note"]
+    # E[L]: 1 + C_p = 2.2; the chain 1 + 0.9 + 0.9 x 0.5; 1 + C_p* = 2.6, which bounds the TEV round only
+    assert out[4].split() == ["0", "2", "3", "2", "3", "2.200", "2.600", "0.400", "10.0"]
+    assert out[5].split()[:9] == ["1", "1", "3", "2", "2", "2.350", "2.600", "—", "—"]
+    assert out[5].endswith("  best fixed tree, not a ceiling")
+    assert out[6] == "  exit node: the node where verification stopped"
 
 
 def test_inspect_errors_name_the_file(tmp_path, capsys):

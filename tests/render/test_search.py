@@ -17,7 +17,8 @@ from tevviz.render.search import (
     rounds_with,
     step_match,
 )
-from tevviz.render.tree_figure import NODE_SIZE, tree_figure_dict
+from tevviz.render.tree_figure import tree_figure_dict
+from tevviz.render.tree_traces import NODE_SIZE
 
 #        0 "." root
 #      /    \

@@ -282,14 +282,17 @@ def _defined(rounds, n) -> tuple[int, int]:
 
 
 def cmd_inspect(args) -> int:
+    """A file's kind and session means on a line, then its rounds (session_tables.inspect_table); or all as JSON."""
+    from ..engine.analysis.session_tables import inspect_table
     from ..engine.analysis.summary import summarize
-    from ..engine.records.round_numbers import COLUMNS, SESSION, mean_text, round_row
+    from ..engine.records.round_numbers import SESSION, mean_text, round_row
+    from ..render.table import text
 
     imported = load_input(args.file)
     rounds = imported.rounds
     s = summarize(rounds)
-    rows = [round_row(r) for r in rounds]
     if args.json:
+        rows = [round_row(r) for r in rounds]
         print(json.dumps({"file": args.file, "kind": imported.kind, "summary": s.to_dict(), "rounds": rows}))
         return 0
     means = (mean_text(n, s.numbers[n.name], *_defined(rounds, n)) for n in SESSION if not n.needs_optimal)
@@ -297,14 +300,7 @@ def cmd_inspect(args) -> int:
     if s.optimal_rounds:
         print(f"optimal trees in {s.optimal_rounds} rounds: " + ", ".join(
             mean_text(n, s.numbers[n.name], *_defined(rounds, n)) for n in SESSION if n.needs_optimal))
-    heads = ["round", "exit", *(n.label for n in COLUMNS)]
-    widths = [max(len(h), 5) for h in heads]
-    print(" ".join(h.rjust(w) for h, w in zip(heads, widths)))
-    for row, rec in zip(rows, rounds):
-        cells = [str(row["round"]), str(row["exit"]), *(n.text(row[n.name]) for n in COLUMNS)]
-        # a sampled chain under speculative sampling: 1 + C_p* is the best fixed tree of its budget, no ceiling
-        mark = "" if rec.optimal is None or rec.optimal_bounds else " (best fixed tree, not a ceiling)"
-        print(" ".join(c.rjust(w) for c, w in zip(cells, widths)) + mark)
+    print("\n".join(text(inspect_table(rounds))))
     return 0
 
 def _engine_runs(paths: list[str]) -> list:

@@ -12,7 +12,8 @@ from tevviz.render.stats import (
 )
 from tevviz.render.text import highlighted_blocks
 from tevviz.render.training import exit_mass_change_figure, loss_figure, path_label
-from tevviz.render.tree_figure import BONUS, tree_figure
+from tevviz.render.tree_figure import tree_figure
+from tevviz.render.tree_traces import BONUS
 
 __all__ = [
     "BONUS",

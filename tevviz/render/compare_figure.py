@@ -1,8 +1,8 @@
 """Two rounds' trees in one shared layout (render/shared_tree.py: the union tree by token path, planned once by the
-Decode tree's rule) drawn with the Decode tree's pieces (render/tree_figure.py: edges, labels, rings, layout), as one
-union figure (nodes marked both / A only / B only) or as two side-by-side figures whose nodes sit at identical
-positions (each side coloured by a metric, the other side's nodes left as open grey rings); `pair_figure_dicts` is the
-app's pair of them, a selection ringed in both and its "+N" folds opening on a click.
+Decode tree's rule) drawn with the Decode tree's pieces (render/tree_traces.py: edges, labels, rings; tree_frame.py:
+the layout), as one union figure (nodes marked both / A only / B only) or as two side-by-side figures whose nodes sit
+at identical positions (each side coloured by a metric, the other side's nodes left as open grey rings);
+`pair_figure_dicts` is the app's pair of them, a selection ringed in both and its "+N" folds opening on a click.
 
 Every node trace carries the union node ids as `customdata`, the same in every figure of a pair, so a page can link
 hover and selection across them (render/compare_report.py and the app's pair views do).
@@ -24,24 +24,25 @@ from tevviz.engine.records.records import RoundRecord
 from tevviz.render.graph import METRICS, node_metric, round_graph
 from tevviz.render.layout import Point
 from tevviz.render.shared_tree import SIDE_WIDTH, SharedTree, shared_layout
-from tevviz.render.tree_figure import (
+from tevviz.render.tree_frame import MARGIN, tree_layout
+from tevviz.render.tree_traces import (
     EXIT_RING,
     HIGHLIGHT_RING,
-    MARGIN,
     NODE_SIZE,
-    _edge_trace,
-    _folded_trace,
-    _label_trace,
-    _layout,
-    _opened_trace,
-    _ring_trace,
+    PATH_COLOUR,
+    edge_trace,
+    folded_trace,
+    label_trace,
+    opened_trace,
+    quoted_token,
+    ring_trace,
+    scatter,
 )
 from tevviz.render.verdicts import verdict_line
 
 SIDE_COLOURS = {BOTH: "#555555", A_ONLY: "#1f77b4", B_ONLY: "#ff7f0e"}
 SIDE_SYMBOLS = {BOTH: "circle", A_ONLY: "triangle-up", B_ONLY: "square"}
 ABSENT_COLOUR = "#c8c8c8"
-PATH_COLOUR = "crimson"
 WIDTH = 900
 PAIR_WIDTH = SIDE_WIDTH  # the app's pair before its views report their width (a column of a 1440 px window)
 LEGEND_ROW = 19  # px of a legend row
@@ -66,7 +67,7 @@ def union_figure_dict(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A
         selected = None  # folded away: nothing to ring
     na, nb = names
     label = {BOTH: "both", A_ONLY: f"{na} only", B_ONLY: f"{nb} only"}
-    traces = [_edge_trace(t.graph, t.plan.pos)]
+    traces = [edge_trace(t.graph, t.plan.pos)]
     for side, (r, colour, line, dash) in enumerate(((a, SIDE_COLOURS[A_ONLY], 6, "solid"),
                                                     (b, SIDE_COLOURS[B_ONLY], 3, "dash"))):
         path = [t.union_id(side, v) for v in r.accepted]
@@ -81,14 +82,14 @@ def union_figure_dict(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A
         colour = SIDE_COLOURS[A_ONLY if side == 0 else B_ONLY]
         traces += _bonus(t, side, f"{names[side]}'s bonus", colour)
         exit_node, size = t.union_id(side, r.exit_node), (EXIT_RING, B_EXIT_RING)[side]
-        traces.append(_ring_trace(t.pos[exit_node], f"{names[side]}'s exit", size, colour))
+        traces.append(ring_trace(t.pos[exit_node], f"{names[side]}'s exit", size, colour))
         rings[exit_node] = max(rings.get(exit_node, 0), size)
     traces += _folds(t)
     if selected is not None:
         rings[selected] = HIGHLIGHT_RING
-        traces.append(_ring_trace(t.pos[selected], "selected", HIGHLIGHT_RING, "black") | {"showlegend": False})
-    traces.append(_label_trace(t.plan, set(), set(), set(), rings))
-    layout = _layout(t.plan, t.width, title)
+        traces.append(ring_trace(t.pos[selected], "selected", HIGHLIGHT_RING, "black") | {"showlegend": False})
+    traces.append(label_trace(t.plan, set(), set(), set(), rings))
+    layout = tree_layout(t.plan, t.width, title)
     layout["meta"] = {**layout["meta"], "clicks": clicks}
     if selected is not None:
         layout.update(_details_box(node_details(t, selected, names), layout))
@@ -136,7 +137,7 @@ def _side(t: SharedTree, side: int, names: Sequence[str], values, metric: str | 
     absent = [n.id for n in t.nodes if n.side == theirs]
     path = [t.union_id(side, v) for v in r.accepted]
     traces = [
-        _edge_trace(t.graph.subgraph(here), t.plan.pos) | {"name": "edges"},
+        edge_trace(t.graph.subgraph(here), t.plan.pos) | {"name": "edges"},
         _edges(t, [v for v in absent if v in t.pos], f"edges only in {names[1 - side]}",
                {"color": ABSENT_COLOUR, "width": 1, "dash": "dot"}),
         _line([t.pos[v] for v in path], "accepted path", PATH_COLOUR, 5, "solid", 0.6),
@@ -166,7 +167,7 @@ def _side(t: SharedTree, side: int, names: Sequence[str], values, metric: str | 
                            names))
     traces += _bonus(t, side, "bonus", PATH_COLOUR)
     exit_node = t.union_id(side, r.exit_node)
-    traces.append(_ring_trace(t.pos[exit_node], "exit", EXIT_RING, PATH_COLOUR))
+    traces.append(ring_trace(t.pos[exit_node], "exit", EXIT_RING, PATH_COLOUR))
     traces += _folds(t, clicks)
     own_bonus, other_bonus = t.bonus[side], t.bonus[1 - side]
     # The other side's bonus token, drafted by neither tree, is no node of this one: its place stays empty.
@@ -175,10 +176,10 @@ def _side(t: SharedTree, side: int, names: Sequence[str], values, metric: str | 
     rings = {exit_node: EXIT_RING}
     if selected is not None and selected in t.pos and selected not in hide:
         rings[selected] = HIGHLIGHT_RING
-        traces.append(_ring_trace(t.pos[selected], "selected", HIGHLIGHT_RING, "black") | {"showlegend": False})
+        traces.append(ring_trace(t.pos[selected], "selected", HIGHLIGHT_RING, "black") | {"showlegend": False})
     on_path = set(path) | ({own_bonus} if own_bonus is not None else set())
-    traces.append(_label_trace(t.plan, on_path, set(absent) - on_path, hide, rings))
-    layout = _layout(t.plan, t.width, title)
+    traces.append(label_trace(t.plan, on_path, set(absent) - on_path, hide, rings))
+    layout = tree_layout(t.plan, t.width, title)
     layout["meta"] = {**layout["meta"], "clicks": clicks}
     return {"data": [x for x in traces if x is not None], "layout": layout}
 
@@ -238,22 +239,18 @@ def colorscale_stops(name: str) -> list[list]:
     return [list(stop) for stop in plotly.colors.get_colorscale(name)]
 
 
-def _scatter(name: str, xs: list, ys: list, mode: str, **props: Any) -> dict[str, Any]:
-    return {"type": "scatter", "name": name, "x": xs, "y": ys, "mode": mode, **props}
-
-
 def _edges(t: SharedTree, children, name: str, line: dict) -> dict[str, Any] | None:
     xs, ys = [], []
     for v in children:
         u = t.parents[v]
         xs += [t.pos[u][0], t.pos[v][0], None]  # None breaks the line between edges
         ys += [t.pos[u][1], t.pos[v][1], None]
-    return _scatter(name, xs, ys, "lines", line=line, hoverinfo="skip") if xs else None
+    return scatter(name, xs, ys, "lines", line=line, hoverinfo="skip") if xs else None
 
 
 def _line(points: list[Point], name: str, colour: str, width: float, dash: str, opacity: float = 0.5) -> dict:
-    return _scatter(name, [p[0] for p in points], [p[1] for p in points], "lines",
-                    line={"color": colour, "width": width, "dash": dash}, opacity=opacity, hoverinfo="skip")
+    return scatter(name, [p[0] for p in points], [p[1] for p in points], "lines",
+                   line={"color": colour, "width": width, "dash": dash}, opacity=opacity, hoverinfo="skip")
 
 
 def _bonus(t: SharedTree, side: int, name: str, colour: str) -> list[dict[str, Any]]:
@@ -265,23 +262,23 @@ def _bonus(t: SharedTree, side: int, name: str, colour: str) -> list[dict[str, A
         return []
     u = t.union_id(side, r.exit_node)
     line = {"color": colour, "width": 2, "dash": "dash"}
-    hover = (f"<b>bonus {_token(r.bonus_text)}</b>  token_id {r.bonus_token}<br>drawn at the exit node from its "
+    hover = (f"<b>bonus {quoted_token(r.bonus_text)}</b>  token_id {r.bonus_token}<br>drawn at the exit node from its "
              "residual law")
-    return [_scatter(f"{name} edge", [t.pos[u][0], t.pos[v][0]], [t.pos[u][1], t.pos[v][1]], "lines", line=line,
-                     hoverinfo="skip", showlegend=False),
-            _scatter(name, [t.pos[v][0]], [t.pos[v][1]], "lines+markers", line=line,
-                     marker={"size": 14, "color": "white", "line": {"color": colour, "width": 2}},
-                     hovertext=[hover], hoverinfo="text", customdata=[v])]
+    return [scatter(f"{name} edge", [t.pos[u][0], t.pos[v][0]], [t.pos[u][1], t.pos[v][1]], "lines", line=line,
+                    hoverinfo="skip", showlegend=False),
+            scatter(name, [t.pos[v][0]], [t.pos[v][1]], "lines+markers", line=line,
+                    marker={"size": 14, "color": "white", "line": {"color": colour, "width": 2}},
+                    hovertext=[hover], hoverinfo="text", customdata=[v])]
 
 
 def _folds(t: SharedTree, clicks: bool = False) -> list[dict[str, Any]]:
     """The "+N" folds of the plan and the "−" after each opened one. Without `clicks` a fold stays folded, so its
     hover says only what it holds."""
     opened = [v[1] for v in t.plan.pos if isinstance(v, tuple) and v[0] == "less"]
-    out = [_opened_trace(t.plan, opened)] if opened else []
+    out = [opened_trace(t.plan, opened)] if opened else []
     if not t.plan.folded:
         return out
-    trace = _folded_trace(t.graph, t.plan, {})
+    trace = folded_trace(t.graph, t.plan, {})
     if clicks:
         return [trace, *out]
     hover = [h.replace("<br>click to unfold", "") for h in trace["hovertext"]]
@@ -289,7 +286,7 @@ def _folds(t: SharedTree, clicks: bool = False) -> list[dict[str, Any]]:
 
 
 def _markers(t: SharedTree, ids: list[int], name: str, marker: dict, names: Sequence[str]) -> dict[str, Any]:
-    return _scatter(name, [t.pos[v][0] for v in ids], [t.pos[v][1] for v in ids], "markers", marker=marker) | {
+    return scatter(name, [t.pos[v][0] for v in ids], [t.pos[v][1] for v in ids], "markers", marker=marker) | {
         "customdata": list(ids),  # union node ids: the same in every figure of a pair
         "hovertext": [node_hover(t, v, names) for v in ids],
         "hoverinfo": "text",
@@ -300,17 +297,12 @@ def _number(x: float | None) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
 
 
-def _token(text: str | None) -> str:
-    """repr makes whitespace visible; escaping keeps plotly from reading '<...>' as markup."""
-    return html.escape(repr(text), quote=False)
-
-
 def node_hover(t: SharedTree, v: int, names: Sequence[str] = ("A", "B")) -> str:
     """A union node's hover text: its token and path, where it is, and each tree's numbers there."""
     n = t.nodes[v]
     where = {BOTH: "in both trees", A_ONLY: f"in {names[0]}'s tree only", B_ONLY: f"in {names[1]}'s tree only"}
     path = "".join(t.nodes[u].text for u in _union_path(t, v)[1:])
-    lines = [f"<b>{_token(n.text)}</b>  depth {n.depth}, {where[n.side]}", f"path {_token(path)}"]
+    lines = [f"<b>{quoted_token(n.text)}</b>  depth {n.depth}, {where[n.side]}", f"path {quoted_token(path)}"]
     for side, r in enumerate((t.a, t.b)):
         u = t.own(side, v)
         if u is None:
@@ -328,8 +320,8 @@ def node_details(t: SharedTree, v: int, names: Sequence[str] = ("A", "B")) -> st
     if v >= len(t.nodes):  # a bonus token neither tree drafted
         side = t.bonus.index(v)
         r = (t.a, t.b)[side]
-        return (f"<b>{_token(r.bonus_text)}</b>: {names[side]}'s bonus token (token_id {r.bonus_token}), drawn at "
-                "its exit node from the residual law")
+        return (f"<b>{quoted_token(r.bonus_text)}</b>: {names[side]}'s bonus token (token_id {r.bonus_token}), "
+                "drawn at its exit node from the residual law")
     n = t.nodes[v]
     lines = node_hover(t, v, names).split("<br>")[:2]
     for side, r in enumerate((t.a, t.b)):

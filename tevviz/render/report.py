@@ -38,7 +38,8 @@ from tevviz.render.stats import (
     exit_mass_by_depth_figure,
 )
 from tevviz.render.table import html as table_html
-from tevviz.render.tree_figure import NO_VALUE_COLOUR, tree_figure_dict
+from tevviz.render.tree_figure import tree_figure_dict
+from tevviz.render.tree_traces import NO_VALUE_COLOUR
 
 DEFAULT_METRIC = "P"
 NODE_TRACES = ("nodes", "no value")  # the traces of tree_figure_dict that depend on the metric
@@ -238,7 +239,7 @@ def _round_table(rounds: list[RoundRecord]) -> str:
 
 
 # First the two blobs are unpacked (gzip, base64) and plotly.js is evaluated as a script element. Then the figures are
-# drawn. The node traces rebuilt here are tree_figure.py's `_node_traces`: "nodes" holds the nodes with a value,
+# drawn. The node traces rebuilt here are tree_traces.py's `node_traces`: "nodes" holds the nodes with a value,
 # coloured, "no value" the rest in grey; both keep the node order and the default metric's per-node fields.
 SCRIPT = unpack_script("figures and trees", "The settings, summary and round table above and below are complete.", """
   const config = {displaylogo: false};

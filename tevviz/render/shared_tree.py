@@ -15,7 +15,7 @@ from tevviz.engine.analysis.run_compare import MatchedNode, match_nodes
 from tevviz.engine.records.records import RoundRecord
 from tevviz.render.labels import token_label
 from tevviz.render.layout import Point
-from tevviz.render.tree_figure import TOP_LABELLED, plan_room
+from tevviz.render.tree_frame import TOP_LABELLED, plan_room
 from tevviz.render.tree_plan import TreePlan, plan_tree
 
 SIDE_WIDTH = 560  # two trees side by side on a page: a column of the comparison report (render/compare_report.py)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html as _html
 
+from ..engine.analysis.stats import plus_minus
 from ..engine.analysis.table import Column, Table
 
 DASH = "—"
@@ -16,13 +17,9 @@ def cell(value, column: Column) -> str:
     if value is None:
         return DASH
     if column.kind == "estimate":
-        if value.mean is None:
-            return DASH
-        return f"{value.mean:.{d}f}" + ("" if value.se is None else f" ± {value.se:.{d}f}")
+        return DASH if value.mean is None else plus_minus(value.mean, value.se, d)
     if column.kind == "difference":
-        if value.diff is None:
-            return DASH
-        return f"{value.diff:+.{d}f}" + ("" if value.se is None else f" ± {value.se:.{d}f}")
+        return DASH if value.diff is None else plus_minus(value.diff, value.se, d, signed=True)
     if column.kind == "number":
         return f"{value:.{d}f}"
     if column.kind == "signed":

@@ -1,12 +1,14 @@
 """A session's summary and round tables (engine/analysis/session_tables.py) on hand-made rounds: every cell as the
-report writes it, the means some rounds lack saying over how many rounds they are, and a number added to the registry
-reaching both tables."""
+report and `tevviz inspect` write it, the means some rounds lack saying over how many rounds they are, and a number
+added to the registry reaching both tables."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from conftest import scored_round as scored
 
-from tevviz.engine.analysis.session_tables import rounds_table, summary_table
+from tevviz.engine.analysis.session_tables import inspect_table, rounds_table, summary_table
 from tevviz.engine.records.records import OptimalTree, RoundRecord
 from tevviz.engine.records.round_numbers import NUMBERS, RoundNumber
 from tevviz.render.table import html, rows
@@ -16,13 +18,16 @@ FORK = [-1, 0, 0, 1]
 STAGES_MS = {"draft": 2.0, "target": 6.0, "verify": 1.0, "other": 1.0}
 
 
+def best_tree() -> OptimalTree:
+    """An optimal chain of C_p* 0.9 + 0.7 = 1.6."""
+    return OptimalTree(tokens=[10, 11, 13], texts=["", "", ""], parents=CHAIN, depths=[0, 1, 2], P=[1.0, 0.9, 0.7],
+                       budget=2, depth=2, ms=5.0)
+
 
 def hand_rounds() -> list[RoundRecord]:
     """A chain with stage times and an optimal tree of C_p* 1.6 (C_p 1.2: gap 0.4); a fork, C_p 1.2, neither; an
     unscored imported tree exiting at depth 1."""
-    best = OptimalTree(tokens=[10, 11, 13], texts=["", "", ""], parents=CHAIN, depths=[0, 1, 2], P=[1.0, 0.9, 0.7],
-                       budget=2, depth=2, ms=5.0)
-    return [scored(0, CHAIN, [1.0, 0.8, 0.4], 2, optimal=best, stage_ms=STAGES_MS),
+    return [scored(0, CHAIN, [1.0, 0.8, 0.4], 2, optimal=best_tree(), stage_ms=STAGES_MS),
             scored(1, FORK, [1.0, 0.6, 0.3, 0.3], 3),
             RoundRecord.unscored(2, "ddtree-trace", [1, 2, 3], [-1, 0, 0], [0, 1, 1], exit_node=1)]
 
@@ -74,6 +79,25 @@ def test_rounds_of_hand_rounds():
     assert "drafter gap: C_p* - C_p, the expected block length the drafter lost at its budget; undefined where C_p* " \
            "bounds nothing (a speculative chain)" in table.notes
     assert rounds_table([]).rows == ()
+
+
+def speculative_chain(index: int) -> RoundRecord:
+    """A sampled chain under speculative sampling (`accept` set), exiting at depth 1, with the optimal tree above:
+    1 + C_p* is no ceiling on it."""
+    return dataclasses.replace(scored(index, CHAIN, [1.0, 0.5, 0.25], 1, optimal=best_tree()),
+                               verifier="speculative", accept=[1.0, 0.9, 0.5])
+
+
+def test_inspect_marks_the_rounds_whose_optimal_tree_is_no_ceiling():
+    assert inspect_table(hand_rounds()) == rounds_table(hand_rounds())  # every optimal tree here bounds its round
+    table = inspect_table([*hand_rounds()[:2], speculative_chain(3)])
+    assert [c.heading for c in table.columns][-2:] == ["stage ms", "note"] and table.columns[-1].kind == "text"
+    # the chain: E[L] 1 + 0.9 + 0.9 x 0.5 = 2.35, 1 + C_p* 2.6 but no drafter gap; the other rounds unmarked
+    assert [list(c.values()) for c in cells(table)] == [
+        ["0", "2", "3", "2", "3", "2.200", "2.600", "0.400", "10.0", ""],
+        ["1", "3", "4", "2", "3", "2.200", "—", "—", "—", ""],
+        ["3", "1", "3", "2", "2", "2.350", "2.600", "—", "—", "best fixed tree, not a ceiling"]]
+    assert table.notes == rounds_table(hand_rounds()).notes and table.id == "rounds"
 
 
 def test_the_html_is_the_generic_tables():

@@ -14,7 +14,7 @@ import math
 import pytest
 
 from tevviz.engine.analysis.run_depths import Contrast, DepthRow, DepthTable, depth_analysis
-from tevviz.engine.analysis.stats import Estimate, PairedDiff, mean_se, share
+from tevviz.engine.analysis.stats import Estimate, PairedDiff, mean_se, plus_minus, share
 from tevviz.engine.analysis.table import Column, Table
 from tevviz.engine.records.round_numbers import NUMBERS
 from tevviz.render.table import DASH, cell, html, markdown, text
@@ -64,3 +64,16 @@ def test_cells_by_kind_and_a_registry_column():
         Column("x", "x", "ratio")
     with pytest.raises(ValueError, match="no value for"):
         Table("t", (Column("a", "a"), Column("b", "b")), ({"a": 1.0},))
+
+
+def test_one_formatter_for_an_estimate_and_the_cells_write_with_it(monkeypatch):
+    assert plus_minus(0.5, 0.1) == "0.500 ± 0.100"
+    assert plus_minus(0.25, math.hypot(0.1, 0.05), signed=True) == "+0.250 ± 0.112"
+    assert plus_minus(-0.0625, None, 2, signed=True) == "-0.06" and plus_minus(1.5, 0.26, 1) == "1.5 ± 0.3"
+    import tevviz.render.table as render_table
+
+    marked = lambda x, se, digits=3, signed=False: f"<{x}|{se}|{digits}|{signed}>"
+    monkeypatch.setattr(render_table, "plus_minus", marked)
+    assert cell(Estimate(0.5, 0.1, 4), Column("x", "x", "estimate", 2)) == "<0.5|0.1|2|False>"
+    assert cell(PairedDiff.of([(1.0, 2.0), (2.0, 2.0)]), Column("x", "x", "difference")) == "<0.5|0.5|3|True>"
+    assert cell(Estimate(None, None, 0), Column("x", "x", "estimate")) == DASH

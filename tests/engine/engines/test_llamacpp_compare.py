@@ -124,6 +124,18 @@ def test_verdict_names_the_depth_where_they_diverge():
     v = verdict(a, b, [], greedy=False)
     assert not v.agree and v.depth.depth == 1 and v.depth.diff == pytest.approx(0.5)
     assert "diverge at depth 1 by +0.500" in v.text
+    # 30 of 40 steps against 10 of 40: each share's SE sqrt(30 x 10 / (40^2 x 39)), the difference's sqrt(2) times it
+    assert f"by +0.500 ± {math.sqrt(2 * 300 / 62400):.3f} (llama.cpp less tevviz, SE over steps)" in v.text
+
+
+def test_the_verdict_writes_its_difference_with_the_one_formatter(monkeypatch):
+    from tevviz.engine.engines import llamacpp_compare
+
+    marked = lambda x, se, digits=3, signed=False: f"<{x:g}|{se:.2f}|{signed}>"
+    monkeypatch.setattr(llamacpp_compare, "plus_minus", marked)
+    a = acceptance("llama.cpp", _runs([3] * 30 + [0] * 10), 3)
+    v = verdict(a, acceptance("tevviz", _runs([0] * 30 + [3] * 10), 3), [], greedy=False)
+    assert "diverge at depth 1 by <0.5|0.10|True> (llama.cpp" in v.text
 
 
 def test_verdict_within_errors_and_bar_agrees_at_t1():

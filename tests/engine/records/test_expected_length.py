@@ -70,7 +70,7 @@ def test_inspect(session, tmp_path, capsys):
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert f"mean E[L] {mean_length(session.rounds):.3f}" in out[0]
-    assert out[2].split()[5] == f"{session.rounds[0].expected_length:.3f}"
+    assert out[3].split()[5] == f"{session.rounds[0].expected_length:.3f}"  # below the table's title and header
 
 
 def test_app(session):

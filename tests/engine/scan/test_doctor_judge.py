@@ -9,6 +9,8 @@ import math
 import pytest
 
 from tevviz.engine.analysis.doctor_report import ReadingResult
+from tevviz.engine.analysis.stats import mean_se
+from tevviz.engine.scan import doctor
 from tevviz.engine.scan.doctor import chain_yield, depth_rates, judge
 
 T2, T1, F = [True, True], [True, False], [False]  # a round's top-1 chain: both depths, depth 1 only, none
@@ -50,6 +52,32 @@ def test_the_per_depth_se_of_a_two_prompt_table_keeps_its_binomial_floor():
     y = chain_yield((d1, d2))
     # rounds accepting 2, 1, 0, 0 twice: mean 0.75, mean of squares 10 / 8, so sqrt((10/8 - 0.75^2) / 7)
     assert y.rate == 0.75 and y.se == pytest.approx(math.sqrt((10 / 8 - 0.5625) / 7))
+
+
+def test_the_rounds_se_of_tokens_per_round_is_the_mean_se_of_each_rounds_tokens(monkeypatch):
+    """The floor of the tokens-per-round SE is stats.mean_se over the rounds' accepted tokens, rebuilt from the
+    depths' counts; the SE over prompts is above it here."""
+    seen = []
+    monkeypatch.setattr(doctor, "mean_se", lambda xs: seen.append(sorted(xs)) or mean_se(xs))
+    y = chain_yield(depth_rates([[T2, T1, F, F], [T2, T2, T1]]))
+    assert seen == [[0, 0, 1, 1, 2, 2, 2]]
+    # mean 8/7; sum of squared deviations 14 - 64/7 = 34/7, over 6 and 7
+    assert y.rate == pytest.approx(8 / 7) and y.binomial_se == pytest.approx(math.sqrt(34 / 7 / 6 / 7))
+    # over prompts: u = (3 - 8/7 x 4) / 7 = -11/49 and (5 - 8/7 x 3) / 7 = 11/49, sqrt(2 / 1 x 2 x 121 / 49^2)
+    assert y.se == pytest.approx(22 / 49)
+    one = chain_yield(depth_rates([[T1]]))  # one round: no spread over rounds or prompts
+    assert (one.rate, one.se, one.binomial_se) == (1.0, 0.0, 0.0)
+
+
+def test_the_verdict_writes_tokens_per_round_with_the_one_formatter(monkeypatch):
+    own, deep = reading("own", True, 20, 5), reading("deep", False, 24, 16)
+    # every prompt alike, so the SE is the rounds' floor: 960 rounds accepting 2 (120), 1 (360) or 0 (480) tokens,
+    # mean 0.625, squared deviations 840 - 960 x 0.625^2 = 465
+    said = f"0.625 ± {math.sqrt(465 / 959 / 960):.3f} drafted tokens per round (depth 1 0.500, depth 2 0.250)"
+    assert said in judge("eagle3", "head", "checked", [own, deep], 24, 64, "eagle").verdict
+    monkeypatch.setattr(doctor, "plus_minus", lambda x, se, digits=3, signed=False: f"<{x:g}|{se:.4f}>")
+    verdict = judge("eagle3", "head", "checked", [own, deep], 24, 64, "eagle").verdict
+    assert f"<0.625|{own.per_round.se:.4f}> drafted tokens per round" in verdict
 
 
 def test_the_readings_table_goes_through_the_generic_renderers():

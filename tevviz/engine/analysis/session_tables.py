@@ -1,12 +1,13 @@
-"""One session's rounds as two typed tables (analysis/table.py): its summary, one row of what the rounds add up to
-(round_numbers.SESSION, each as its number declares), and its rounds, one row each (round_numbers.COLUMNS). Columns
-take their keys and headings from the number registry; notes say what each number is. Torch-free; render/table.py
-writes them as text, markdown or HTML (the report's summary and round table).
+"""One session's rounds as typed tables (analysis/table.py): its summary, one row of what the rounds add up to
+(round_numbers.SESSION, each as its number declares), and its rounds, one row each (round_numbers.COLUMNS), as the
+report shows them and as `tevviz inspect` does. Columns take their keys and headings from the number registry; notes
+say what each number is. Torch-free; render/table.py writes them as text, markdown or HTML.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ..records.records import RoundRecord
 from ..records.round_numbers import AGGREGATIONS, COLUMNS, MEAN, NUMBERS, SESSION, SUM, RoundNumber, round_row
@@ -14,6 +15,7 @@ from .summary import summarize
 from .table import Column, Table
 
 EXIT_NOTE = "exit node: the node where verification stopped"
+NOT_A_CEILING = "best fixed tree, not a ceiling"
 
 
 def summary_table(rounds: Sequence[RoundRecord]) -> Table:
@@ -38,6 +40,17 @@ def rounds_table(rounds: Sequence[RoundRecord]) -> Table:
             *(Column(n.name, n.label, "count" if n.whole else "number", n.digits) for n in COLUMNS))
     notes = (EXIT_NOTE, *(f"{n.label}: {n.definition}" for n in COLUMNS))
     return Table("rounds", cols, tuple(round_row(r) for r in rounds), notes, id="rounds")
+
+
+def inspect_table(rounds: Sequence[RoundRecord]) -> Table:
+    """`tevviz inspect`'s rounds: the rounds table, and where some round's optimal tree bounds nothing (a sampled chain
+    under speculative sampling), a note column marking those rounds."""
+    table = rounds_table(rounds)
+    marks = [NOT_A_CEILING if r.optimal is not None and not r.optimal_bounds else "" for r in rounds]
+    if not any(marks):
+        return table
+    return replace(table, columns=(*table.columns, Column("note", "note", "text")),
+                   rows=tuple(row | {"note": m} for row, m in zip(table.rows, marks)))
 
 
 def _kind(n: RoundNumber) -> str:

@@ -1,5 +1,6 @@
 """Estimates and their standard errors, written once: the mean over prompts or rounds, a share of 0/1 values (the
-binomial case), and the paired difference of two runs over the same prompts. Torch-free.
+binomial case), and the paired difference of two runs over the same prompts; and how every face writes one,
+`x ± se`. Torch-free.
 
 One convention for what cannot be estimated: None (no values: no mean; fewer than two: no standard error), never
 NaN, so that a renderer shows a dash and a JSON writer writes null.
@@ -42,6 +43,13 @@ def cluster_se(terms: list[float]) -> float | None:
 def independent_diff_se(a: float | None, b: float | None) -> float:
     """The standard error of a difference of two independent estimates; an SE that is None counts as 0."""
     return math.hypot(a or 0.0, b or 0.0)
+
+
+def plus_minus(x: float, se: float | None, digits: int = 3, signed: bool = False) -> str:
+    """`x ± se` as every table and sentence writes an estimate, `+x ± se` a signed difference; `x` alone without an
+    SE."""
+    head = f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+    return head if se is None else f"{head} ± {se:.{digits}f}"
 
 
 @dataclass(frozen=True)

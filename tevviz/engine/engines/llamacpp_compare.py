@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..analysis.stats import cluster_se, independent_diff_se
+from ..analysis.stats import cluster_se, independent_diff_se, plus_minus
 from .acceptance import EngineAcceptance, PromptAcceptance
 
 AGREE_LENGTH = 0.15  # acceptance lengths this close count as agreeing (issue #62's bar)
@@ -194,7 +194,7 @@ def verdict(llama: EngineAcceptance, tev: EngineAcceptance, parts: list[Part], g
         if len(parts) > 1:
             where += f" ({len(parts)} prompts part in all; rounds after a part compare different contexts)"
     if parted:
-        text = (f"the engines diverge at depth {worst.depth} by {worst.diff:+.3f} ± {worst.se:.3f} "
+        text = (f"the engines diverge at depth {worst.depth} by {plus_minus(worst.diff, worst.se, signed=True)} "
                 f"(llama.cpp less tevviz, SE over {worst.over}); {lengths}")
     elif close:
         over = f" (SE over {worst.over})" if worst is not None else ""

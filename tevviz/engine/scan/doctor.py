@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..analysis.doctor_report import FLOOR, ChainYield, DepthRate, DoctorReport, ReadingResult, Z
-from ..analysis.stats import cluster_se, independent_diff_se, share_se
+from ..analysis.stats import cluster_se, independent_diff_se, mean_se, plus_minus, share_se
 from ..core.sampling import SamplingConfig
 from ..draft.builders import BuilderConfig
 from ..draft.drafters import DrafterKind, Reading, accepts, article, drafter_kind_of
@@ -117,18 +117,23 @@ def depth_rates(per_prompt: list[list[list[bool]]], depths: int = DEPTHS) -> tup
 
 def chain_yield(depths: tuple[DepthRate, ...]) -> ChainYield:
     """Drafted tokens accepted per round along the top-1 chain: every depth's accepted rounds over the rounds that tried
-    depth 1; its SE over prompts, never below the SE of independent rounds (a round accepting x tokens adds x^2 =
-    the sum over d <= x of 2d - 1 to the sum of squares)."""
+    depth 1; its SE over prompts, never below the SE of the mean over independent rounds (stats.mean_se)."""
     first = depths[0]
     by_prompt = tuple((sum(d.by_prompt[i][0] for d in depths), m) for i, (_, m) in enumerate(first.by_prompt))
     k, n = sum(y for y, _ in by_prompt), first.trials
     if n == 0:
         return ChainYield(0, 0, None, None, None, by_prompt)
     rate = k / n
-    squares = sum((2 * d.depth - 1) * d.accepted for d in depths)
-    rounds_se = math.sqrt(max(squares / n - rate * rate, 0.0) / (n - 1)) if n > 1 else 0.0
+    # One round has no spread to estimate: its floor is 0 and the SE over prompts decides.
+    rounds_se = mean_se(round_yields(depths))[1] or 0.0
     cluster = _cluster_se([((y - rate * m) / n,) for y, m in by_prompt if m])
     return ChainYield(k, n, rate, max(rounds_se, cluster), rounds_se, by_prompt)
+
+
+def round_yields(depths: tuple[DepthRate, ...]) -> list[int]:
+    """Each round's accepted drafted tokens, rebuilt from the counts: depth d accepted in the rounds that got >= d."""
+    reached = [depths[0].trials, *(d.accepted for d in depths), 0]
+    return [x for x in range(len(depths) + 1) for _ in range(reached[x] - reached[x + 1])]
 
 
 def _cluster_se(terms: list[tuple[float, ...]]) -> float:
@@ -289,7 +294,7 @@ def _says(r: ReadingResult) -> str:
     """`t ± se drafted tokens accepted per round (depth 1 a, depth 2 b)`."""
     y, d = r.per_round, r.depths
     depth2 = "" if len(d) < 2 or d[1].rate is None else f", depth 2 {d[1].rate:.3f}"
-    return f"{y.rate:.3f} ± {y.se:.3f} drafted tokens per round (depth 1 {d[0].rate:.3f}{depth2})"
+    return f"{plus_minus(y.rate, y.se)} drafted tokens per round (depth 1 {d[0].rate:.3f}{depth2})"
 
 
 def verdict(challenger: ReadingResult, own: ReadingResult, margin: float, threshold: float, clear: bool) -> str:
