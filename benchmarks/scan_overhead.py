@@ -27,13 +27,12 @@ from tevviz.engine.analysis.summary import summarize
 from tevviz.engine.core.sampling import SamplingConfig
 from tevviz.engine.decode.session import DecodeConfig, DecodeSession, encode_prompt
 from tevviz.engine.load.models import ModelSource, assets_dir
+from tevviz.engine.scan.prompt_files import ScanPrompt, read_prompts
 from tevviz.engine.scan.scan_files import (
     RecordWriter,
-    ScanPrompt,
     block_bytes,
     open_scan,
     read_prompt,
-    read_prompts,
     write_manifest,
 )
 from tevviz.engine.scan.scan_run import decode_prompt, plan_prompts, run_scan, scan_manifest

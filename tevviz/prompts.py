@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .engine.errors import TevvizError
 from .engine.load.models import assets_dir
-from .engine.scan.scan_files import read_prompt_rows
+from .engine.scan.prompt_files import read_prompt_rows
 
 # The embedded pair's first examples in the app: each ends where a line would go on, at a colon, since its tokenizer
 # makes a newline and the next line's indentation one token. A prompt that ends with the newline (as the held-out
@@ -36,8 +36,8 @@ def with_demo_prompts(path: str | Path | None, rows: list[dict]) -> list[dict]:
 def load_prompts(path: str | Path | None = None, split: str | None = None, skip_bad: bool = False) -> list[dict]:
     """Prompts of a JSONL file (the shipped one by default), optionally only one split.
 
-    The lines are read by the one prompt-file reader (engine.scan.scan_files.read_prompt_rows, the scan's): a line that
-    is not an object with a non-empty string 'prompt', or repeats an earlier line's id, is an error naming it, or
+    The lines are read by the one prompt-file reader (engine.scan.prompt_files.read_prompt_rows, the scan's): a line
+    that is not an object with a non-empty string 'prompt', or repeats an earlier line's id, is an error naming it, or
     is left out with `skip_bad`.
     """
     p = Path(path) if path is not None else default_prompts_path()

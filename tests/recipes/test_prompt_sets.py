@@ -18,7 +18,7 @@ from tevviz.commands import prompt_rows
 from tevviz.engine.decode.session import encode_prompt
 from tevviz.engine.load.models import ModelSource, assets_dir
 from tevviz.engine.load.pairs import NAMED_PAIRS, named_pair
-from tevviz.engine.scan.scan_files import read_prompts
+from tevviz.engine.scan.prompt_files import read_prompts
 from tevviz.prompts import load_prompts
 from tevviz.recipes import chat_prompts
 from tevviz.recipes.chat_prompts import make_chat_prompts

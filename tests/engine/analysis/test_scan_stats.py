@@ -16,6 +16,7 @@ from tevviz.engine.analysis.scan_stats import ScanAccumulator, compare_scans
 from tevviz.engine.analysis.stats import mean_se
 from tevviz.engine.errors import TevvizError
 from tevviz.engine.records.records import OptimalTree, RoundRecord
+from tevviz.engine.scan.prompt_files import read_prompts
 from tevviz.engine.scan.scan_files import (
     RECORDS,
     RecordWriter,
@@ -23,7 +24,6 @@ from tevviz.engine.scan.scan_files import (
     done_ids,
     open_scan,
     read_prompt,
-    read_prompts,
     repair,
     write_manifest,
 )
@@ -218,7 +218,7 @@ def test_a_full_disk_cuts_the_block_back(tmp_path, monkeypatch):
 def test_each_block_is_written_whole_and_synced_before_the_next_prompt_starts(tmp_path, monkeypatch):
     """The durability contract a kill cannot show: every byte of a prompt's block is written to the records file
     and fsync'd on that file before the next prompt's decoding begins (and before the scan reports it finished)."""
-    from tevviz.engine.scan.scan_files import ScanPrompt
+    from tevviz.engine.scan.prompt_files import ScanPrompt
     from tevviz.engine.scan.scan_run import PlannedPrompt, scan_steps
 
     write_manifest(tmp_path, {"schema": "tevviz.scan/1", "settings": {}, "models": {}})

@@ -16,7 +16,8 @@ from ..decode.session import DecodeConfig, DecodeSession, encode_prompt, has_cha
 from ..errors import TevvizError
 from ..load.models import ModelPair
 from ..records.round_numbers import NUMBERS
-from .scan_files import RECORDS, SCAN_SCHEMA, RecordWriter, ScanPrompt, block_bytes, done_hashes, prompt_hash
+from .prompt_files import ScanPrompt
+from .scan_files import RECORDS, SCAN_SCHEMA, RecordWriter, block_bytes, done_hashes, prompt_hash
 
 SAMPLE = 4096  # elements hashed per weight tensor for a model's fingerprint
 
