@@ -12,13 +12,12 @@ from pathlib import Path
 
 from ..engine import DecodeConfig, TevvizError
 from ..engine.load.pairs import assets_dir
+from ..engine.scan.prompt_files import file_digest, read_prompts
 from ..engine.scan.scan_files import (
     RECORDS,
     ScanData,
-    file_digest,
     open_scan,
     read_prompt,
-    read_prompts,
     write_manifest,
 )
 from ..engine.scan.scan_run import ScanProgress, plan_prompts, scan_manifest, scan_steps

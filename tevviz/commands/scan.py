@@ -102,7 +102,8 @@ def _pin_device(source, local: int | None):
 def _prepare(args):
     """Read the prompts, load the pair, make or check the folder; returns (pair, planned, cfg, folder, records):
     `planned` the prompts this process scans, `records` the file it appends to."""
-    from ..engine.scan.scan_files import RECORDS, file_digest, read_prompts, repair, shard
+    from ..engine.scan.prompt_files import file_digest, read_prompts, shard
+    from ..engine.scan.scan_files import RECORDS, repair
     from ..engine.scan.scan_merge import check_resume
     from ..engine.scan.scan_run import plan_prompts, scan_manifest
     from ..options import decode_config_from_args, source_from_args
@@ -145,8 +146,9 @@ def _prepare(args):
 def _prepare_auto(args):
     """_prepare for --shard auto: this rank's share of the prompts and its own file in the shared folder."""
     from ..engine.scan.auto_folder import join_folder, rank_file, share
+    from ..engine.scan.prompt_files import file_digest, read_prompts
     from ..engine.scan.ranks import launch_rank
-    from ..engine.scan.scan_files import AUTO, file_digest, read_prompts
+    from ..engine.scan.scan_files import AUTO
     from ..engine.scan.scan_run import plan_prompts, scan_manifest
     from ..options import decode_config_from_args, source_from_args
 

@@ -24,10 +24,6 @@ from ..errors import TevvizError
 from ..records.io import parse_round
 from ..records.records import RoundRecord
 
-# The prompt file's reader lived here before prompt_files.py: app/scan_view.py and commands/scan.py still import these
-# from this module.
-from .prompt_files import file_digest, read_prompts, shard  # noqa: F401
-
 SCAN_SCHEMA = "tevviz.scan/1"
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl"
