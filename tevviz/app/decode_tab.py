@@ -30,7 +30,7 @@ from .views import (
     text_spans,
     tree_plot,
 )
-from .widgets import LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed, figure_json, stopper
+from .widgets import BROWSE_QUEUE, LIGHT, MODEL_WORK, PROGRESS, Panel, current, failed, figure_json, stopper
 
 # The output names the tests and the other tabs read from here (their home is updates.py).
 __all__ = ["BROWSE_OUTPUTS", "NODE_OUTPUTS", "ROUND_OUTPUTS", "VIEW_OUTPUTS", "decode_tab", "everything", "shown"]
@@ -266,7 +266,7 @@ def _wire_decoding(ctl: Controller, ui: Panel, settings: dict) -> None:
                        trigger_mode="multiple", **work)
     run_event = ui.run_btn.click(run, [*inputs, ui.run_rounds], outputs, inputs_kwargs=settings, api_name="run",
                                  **work)
-    ui.reset_btn.click(reset, inputs, outputs, api_name="reset", cancels=[run_event], **LIGHT)
+    ui.reset_btn.click(reset, inputs, outputs, api_name="reset", cancels=[run_event], **BROWSE_QUEUE)
     # Stop ends a Run after the rounds it has shown: they stay, and so does the run.
     ui.stop_btn.click(lambda st: ctl.keep(current(st)), [ui.state], None, cancels=[run_event], api_name="stop",
                       **LIGHT)
@@ -348,11 +348,12 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
     ui.report_btn.click(report, [ui.state], ui.take(REPORT_OUTPUTS), api_name="report", **LIGHT).then(
         lambda st: gr.DownloadButton(interactive=current(st).round is not None), [ui.state], [ui.report_dl],
         api_visibility="private", **LIGHT)
-    ui.engine_upload.upload(engine_overlay, [*inputs, ui.engine_upload], outputs, api_name="engine_overlay", **LIGHT)
+    ui.engine_upload.upload(engine_overlay, [*inputs, ui.engine_upload], outputs, api_name="engine_overlay",
+                            **BROWSE_QUEUE)
     ui.engine_clear.click(lambda st, m: everything(ui, replace(current(st), engines=()), m), inputs, outputs,
-                          api_name="engine_clear", **LIGHT)
+                          api_name="engine_clear", **BROWSE_QUEUE)
     ui.upload.upload(import_file, [*inputs, ui.upload], [*outputs, *settings.values()], api_name="import_file",
-                     **LIGHT)
+                     **BROWSE_QUEUE)
     ui.rescore_btn.click(rescore_round, inputs, outputs, inputs_kwargs=settings, api_name="rescore", **on_tree(ui))
     ui.optimal_btn.click(optimal, inputs, [*outputs, ui.ghosts], inputs_kwargs=settings, api_name="optimal",
                          **on_tree(ui))

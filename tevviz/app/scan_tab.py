@@ -15,7 +15,7 @@ from .controller import Controller
 from .decode_tab import ROUND_OUTPUTS, SETTINGS, everything
 from .scan_view import open_cached, round_state, scan_prompt_files, shown, start_scan, widget_settings
 from .state import decode_settings
-from .widgets import LIGHT, PROGRESS, Panel, current, failed
+from .widgets import BROWSE_QUEUE, LIGHT, PROGRESS, Panel, current, failed
 
 # Outputs of /scan_open and, at its end, /scan_start (after the scan's own gr.State), in order.
 SCAN_OUTPUTS = ("error", "folder", "summary", "categories", "acceptance", "loss", "lengths", "depth", "missed",
@@ -165,7 +165,7 @@ def _wire_rounds(ctl: Controller, ui: Panel, decode: Panel, tabs) -> None:
                        (picked, {"api_visibility": "private"})):
         if switch:
             event = event(to_decode, [ui.scan, ui.pick], switch, api_visibility="private", **LIGHT).then
-        event(show_round, inputs, outputs, **api, **LIGHT)
+        event(show_round, inputs, outputs, **api, **BROWSE_QUEUE)
 
 
 def scan_tab(ctl: Controller, state: gr.State, decode: Panel, tabs=None, prompt_files: dict[str, Path] | None = None,
