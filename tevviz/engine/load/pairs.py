@@ -135,8 +135,8 @@ SMOLLM2_DEFAULTS = DecodeDefaults(
     builder="sampled", verifier="speculative", budget="auto", depth=4,
     measured_in="benchmarks/results/end_to_end_smollm2_few_rows_eval_T1_2026-12-04.json")
 SMOLLM2_GREEDY = DecodeDefaults(
-    builder="sampled", verifier="speculative", budget=FIXED_BUDGET, depth=8, stop_below=0.4,
-    measured_in="benchmarks/results/end_to_end_smollm2_confidence_stop_eval_T0_2026-12-04.json")
+    builder="sampled", verifier="speculative", budget="auto", depth=2,
+    measured_in="benchmarks/results/end_to_end_smollm2_freeform_floor_T0_2026-12-06.json")
 
 NAMED_PAIRS: dict[str, NamedPair] = {
     p.name: p
