@@ -62,26 +62,28 @@ def test_a_reload_and_a_link_return_to_the_same_view(browser, app_url):
     for k in range(3):
         step(page, k)
     pick_metric(page, "w")
+    expect(page.locator("#tree-plot .cbtitle")).to_contain_text("w(v)")  # recoloured before the key moves on
     page.locator("#header").click()
     page.keyboard.press("ArrowLeft")
     expect(title).to_have_text(re.compile(r"^round 1:"))
     node = next(p for p in page.evaluate(POINTS, "nodes") if p["id"] not in (0, None))
     page.mouse.click(node["x"], node["y"])
-    expect(details).to_contain_text(f"node {node['id']}")
+    named = re.compile(rf"\bnode {node['id']}\b.*token id")  # the node's own line, not "exit node 15"
+    expect(details).to_contain_text(named)
     page.wait_for_function(f"new URL(location.href).searchParams.get('node') === '{node['id']}'")
     view = query(page)
     assert view["round"] == "1" and view["metric"] == "w" and re.fullmatch(r"[0-9a-f]{32}\.[0-9a-f]{32}", view["run"])
 
     page.reload()
     expect(title).to_have_text(re.compile(r"^round 1:"))
-    expect(details).to_contain_text(f"node {node['id']}")
+    expect(details).to_contain_text(named)
     expect(page.locator("#tree-plot .cbtitle")).to_contain_text("w(v)")
     link = page.url
 
     other = new_page(browser)  # another browser: no localStorage, no state, the link alone
     load(other, link)  # (once, under the full suite, a Step pressed right after the view showed began a new run)
     expect(other.locator("#tree-plot .gtitle")).to_have_text(re.compile(r"^round 1:"))
-    expect(other.locator("#node-details")).to_contain_text(f"node {node['id']}")
+    expect(other.locator("#node-details")).to_contain_text(named)
     step(other, 3)  # and the run goes on from its last token there
     bad = new_page(browser)
     bad.goto(app_url + "?run=" + "a" * 32 + "." + "b" * 32)

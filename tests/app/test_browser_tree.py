@@ -115,7 +115,7 @@ def test_a_click_selects_a_node_and_the_keys_move_every_view(browser, app_url):
         target = next(p for p in nodes if p["id"] not in (0, None))
         page.mouse.click(target["x"], target["y"])
         details = page.locator("#node-details")
-        expect(details).to_contain_text(f"node {target['id']}")
+        expect(details).to_contain_text(re.compile(rf"\bnode {target['id']}\b.*token id"))  # its own line
         expect(details).to_contain_text(re.compile("accepted|exit node|rejected here|not reached"))
         ring = page.evaluate(POINTS, "highlight")[0]
         assert abs(ring["x"] - target["x"]) < 1 and abs(ring["y"] - target["y"]) < 1  # nothing moved
