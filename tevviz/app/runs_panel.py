@@ -83,8 +83,9 @@ def wire_restore(ctl, demo: gr.Blocks, ui: Panel, outputs: list) -> None:
         return opened_updates(ctl, ui, new, metric) | shown
 
     load = demo.load(None, None, [ui.user_box, ui.query_box], js=LOAD_JS)
-    load.then(restore, [ui.state, ui.metric, ui.user_box, ui.query_box], outputs, api_visibility="private",
-              **BROWSE_QUEUE)
+    # At once, beside the views' queue (as before it existed): with restore queued there, a Step pressed right after
+    # a link's view showed began a new run twice in two full runs of the suite; the cause is not pinned down.
+    load.then(restore, [ui.state, ui.metric, ui.user_box, ui.query_box], outputs, api_visibility="private", **LIGHT)
 
 
 def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
