@@ -54,6 +54,11 @@ def test_spread_keeps_the_first_and_last_and_spaces_the_rest_evenly(k, picked):
     assert spread(list(range(10)), k) == picked
 
 
+def test_spread_of_none_is_empty():
+    # "At most 0" once gave one item.
+    assert spread([1, 2, 3], 0) == [] and spread([1, 2, 3], -1) == []
+
+
 def test_spread_of_few_items_keeps_them_all():
     assert spread([], 3) == [] and spread(["a"], 3) == ["a"]
     assert spread(["a", "b", "c", "d", "e"], 3) == ["a", "c", "e"]

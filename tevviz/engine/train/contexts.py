@@ -24,8 +24,10 @@ def context_ends(stream: list[int], rounds: list[RoundRecord]) -> list[int | Non
 
 
 def spread(items: list, k: int) -> list:
-    """At most `k` of `items`, evenly spaced, first and last included."""
+    """At most `k` of `items`, evenly spaced, first and last included (none for k < 1)."""
     n = len(items)
+    if k < 1:
+        return []
     if n <= k:
         return list(items)
     return [items[round(i * (n - 1) / (k - 1))] for i in range(k)] if k > 1 else [items[-1]]
