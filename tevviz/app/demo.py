@@ -40,6 +40,8 @@ REFERENCE_VERIFIERS = ("predraw-loop",)  # reference code for the tests, not off
 CSS = """
 #tree-plot { overflow-x: auto; }
 #node-details { max-height: 70vh; overflow-y: auto; overflow-x: auto; }
+#node-details table { font-size: 0.9em; }
+#node-details table th, #node-details table td { padding: 4px 6px; }
 /* A narrow window: the view first, the settings after it (their accordions folded by the tree's script). */
 @media (max-width: 900px) {
   #decode-row { flex-direction: column-reverse; }

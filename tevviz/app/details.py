@@ -100,9 +100,11 @@ def _node_text(r: RoundRecord, G, v: int) -> str:
         lines += ["", why]
     q_edge = None if v == 0 else math.exp(r.draft_logprobs[v])
     q_path = math.exp(r.scores[v]) if r.scores[v] is not None and not math.isnan(r.scores[v]) else None
-    lines += ["", "| | edge probability | path probability |", "|---|---|---|",
-              f"| draft | {_fmt(q_edge)} | q(v) {_fmt(q_path)} |",
-              f"| target | p {_fmt(r.p_edge[v])} | P(v) {_fmt(r.P[v])} |",
+    # Short headers: the details column is about 240 px at 1440 px, where "edge probability" cut the table.
+    # (a no-break space keeps a name with its value).
+    lines += ["", "| | draft | target |", "|---|---|---|",
+              f"| edge | q\u00a0{_fmt(q_edge)} | p\u00a0{_fmt(r.p_edge[v])} |",
+              f"| path | q(v)\u00a0{_fmt(q_path)} | P(v)\u00a0{_fmt(r.P[v])} |",
               "", f"local exit rho {_fmt(r.rho[v])}, exit probability w {_fmt(r.w[v])}"]
     missing = sorted(r.missing[v] if r.missing else [], key=lambda m: -m["gain"])
     if missing:
