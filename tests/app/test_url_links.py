@@ -10,6 +10,7 @@ from conftest import tiny_pair
 from tevviz.app.controller import Controller
 from tevviz.app.source import PairSource
 from tevviz.app.state import AppState, decode_settings
+from tevviz.app.updates import view_url
 from tevviz.app.url_view import read_query
 
 USER = "0" * 32
@@ -18,7 +19,8 @@ BAD = {"metric": "bogus", "round": "%C2%B2", "node": "%C2%B2"}  # '²': str.isdi
 
 
 @pytest.mark.parametrize("key, value", [*BAD.items(), ("round", "9" * 5000), ("node", "7" * 5000), ("round", "-1"),
-                                        ("round", "1e3"), ("node", "\u0663")])
+                                        ("round", "1e3"), ("node", "\u0663"), ("below", "1.5"), ("below", "-0.1"),
+                                        ("below", "nan"), ("below", "x")])
 def test_read_query_refuses_what_is_not_a_view(key, value):
     q = read_query(f"?run={USER}.{'a' * 32}&{key}={value}")
     assert q[key] is None and q["run"] == "a" * 32 and q["user"] == USER
@@ -28,6 +30,7 @@ def test_read_query_keeps_a_good_view():
     q = read_query(f"?run={USER}.{'b' * 32}&round=12&node=3&metric=P")
     assert (q["round"], q["node"], q["metric"]) == (12, 3, "P")
     assert read_query("?node=bonus")["node"] == "bonus" and read_query("")["run"] is None
+    assert read_query("?below=0.05")["below"] == 0.05 and read_query("?below=0")["below"] == 0.0
 
 
 @pytest.fixture(scope="module")
@@ -61,3 +64,15 @@ def test_a_link_to_a_kept_run_with_a_bad_round_opens_the_run(app):
     out = restore(AppState(), "P", USER, f"?run={USER}.{st.run_id}&round=%C2%B2&node={'5' * 5000}&metric=bogus")
     opened = next(v for v in out.values() if isinstance(v, AppState))
     assert opened.run_id == st.run_id and opened.generated == st.generated
+
+
+def test_a_link_keeps_the_fold_by_mass_in_the_state_and_its_box(app):
+    pair, _, restore = app
+    st = Controller(PairSource(pair=pair)).step(AppState(user=USER), PROMPT, cfg())
+    restore(st, "P", USER, "")
+    out = restore(AppState(), "P", USER, f"?run={USER}.{st.run_id}&round=0&below=0.2")
+    opened = next(v for v in out.values() if isinstance(v, AppState))
+    assert opened.fold_below == 0.2 and 0.2 in out.values()  # the box shows what the tree folds by
+    assert '"below": "0.2"' in view_url(opened, "P")
+    out = restore(AppState(), "P", USER, f"?run={USER}.{st.run_id}&round=0")
+    assert next(v for v in out.values() if isinstance(v, AppState)).fold_below is None

@@ -10,7 +10,7 @@ import pytest
 from tevviz.engine.records.records import RoundRecord
 from tevviz.render.search import (
     at_least,
-    folds_by_mass,
+    light_nodes,
     matches,
     metric_values,
     needle,
@@ -88,26 +88,32 @@ def test_stepping_walks_the_matches_in_order_and_wraps():
     assert step_match([], 3, 1) is None
 
 
-def test_fold_by_mass_opens_the_folds_whose_children_all_carry_the_mass():
-    # Node 0's children carry 0.6 and 0.3, node 1's 0.5 and 0.05; node 2 has one child (no fold to open).
-    assert folds_by_mass(PARENTS, P, 0.0) == {0, 1}
-    assert folds_by_mass(PARENTS, P, 0.3) == {0}
-    assert folds_by_mass(PARENTS, P, 0.31) == frozenset()
-    assert folds_by_mass(PARENTS, [None] * 6, 0.0) == {0, 1}
-    assert folds_by_mass(PARENTS, [None] * 6, 0.1) == frozenset()
+def test_fold_by_mass_takes_the_drafted_nodes_under_the_flow():
+    assert light_nodes(P, 0.3) == {4, 5}  # 0.3 itself stays; the root is never folded
+    assert light_nodes(P, 0.0) == frozenset()
+    assert light_nodes(P, 1.0) == {1, 2, 3, 4, 5}
+    assert light_nodes([None] * 6, 0.1) == {1, 2, 3, 4, 5} and light_nodes([None] * 6, 0.0) == frozenset()
 
 
-def test_a_wide_tree_folds_less_as_the_mass_threshold_falls():
-    """Forty light children of the root fold into "+N" at 300 px; the threshold that opens the root unfolds them."""
+def test_a_wide_tree_folded_by_mass_draws_exactly_its_heavy_nodes():
+    """Forty children of the root, two heavy: at 300 px folded by room some heavy one could go; by mass both stay,
+    the light ones sit behind one "+38", and 0 draws all of them."""
     n = 41
     parents, depths = [-1] + [0] * (n - 1), [0] + [1] * (n - 1)
-    flows = [1.0] + [0.5] + [0.01] * (n - 2)
+    flows = [1.0, 0.5, 0.3] + [0.01] * (n - 3)
     r = replace(RoundRecord.unscored(1, "greedy", list(range(n)), parents, depths, texts=["x"] * n, exit_node=1),
                 P=flows)
-    folded = lambda expanded: [t for t in tree_figure_dict(r.to_dict(), "P", width=300, expanded=expanded)["data"]
-                               if t["name"].startswith("folded")]
-    assert folded(folds_by_mass(parents, flows, 0.05))  # above the light ones: the root's fold stays
-    assert not folded(folds_by_mass(parents, flows, 0.01))
+
+    def drawn(hidden):
+        fig = tree_figure_dict(r.to_dict(), "P", width=300, hidden=hidden)
+        nodes = next(t for t in fig["data"] if t["name"] == "nodes")["customdata"]
+        folds = [t for t in fig["data"] if t["name"].startswith("folded")]
+        return set(nodes), [h.split("</b>")[0] for t in folds for h in t["hovertext"]]
+
+    nodes, folds = drawn(light_nodes(flows, 0.05))
+    assert nodes == {0, 1, 2} and folds == ["<b>38 lighter children of node 0"]
+    nodes, folds = drawn(light_nodes(flows, 0.0))
+    assert nodes == set(range(n)) and not folds
 
 
 def test_the_tree_dims_every_node_but_the_search_s():

@@ -89,6 +89,34 @@ def test_an_expanded_parent_never_folds_and_the_drawing_grows_instead():
     assert plan.folded == {} and all(v in plan.pos for v in G) and plan.width > 400
 
 
+def test_fold_by_mass_hides_the_light_subtrees_with_room_to_spare_and_folds_nothing_else():
+    #      0
+    #   1     2 (light)     3 (light)
+    #  4 5    6             7 (light)
+    G = nx.DiGraph([(0, 1), (0, 2), (0, 3), (1, 4), (1, 5), (2, 6), (3, 7)])
+    texts = {v: f"t{v}" for v in G}
+    plan = plan_tree(G, texts, {0}, list(G), lambda v: (0,), 1400, hidden={2, 3, 7, 6})
+    assert plan.folded == {0: [2, 3]}  # 6 and 7 go with their parents, no fold of their own
+    assert set(plan.pos) - {more_node(0)} == {0, 1, 4, 5} and plan.text[more_node(0)] == "+2"
+    # A lone light child folds too: "+1" stands for its subtree.
+    assert plan_tree(G, texts, {0}, list(G), lambda v: (0,), 1400, hidden={5}).folded == {1: [5]}
+    # Nothing heavy folds for room, however narrow: the drawing grows (the view scrolls).
+    wide = nx.DiGraph([(0, c) for c in range(1, 41)])
+    plan = plan_tree(wide, {v: "wordy" for v in wide}, {0}, list(wide), lambda v: (0,), 300, hidden=set())
+    assert plan.folded == {} and all(v in plan.pos for v in wide) and plan.width > 300
+
+
+def test_an_opened_mass_fold_shows_its_children_a_must_node_never_folds_and_its_light_children_stay_folded():
+    G = nx.DiGraph([(0, 1), (0, 2), (0, 3), (1, 4), (2, 6), (2, 8), (3, 7)])
+    texts = {v: f"t{v}" for v in G}
+    plan = plan_tree(G, texts, {0}, list(G), lambda v: (0,), 1400, expanded={0}, hidden={2, 3, 6, 8})
+    assert {1, 2, 3, 7} <= set(plan.pos) and plan.folded == {2: [6, 8]}
+    assert ("less", 0) in plan.pos  # the "−" that folds them again
+    # The accepted path (a must node) keeps its light nodes drawn, and their ancestors.
+    plan = plan_tree(G, texts, {0, 2, 6}, list(G), lambda v: (0,), 1400, hidden={2, 3, 6, 8})
+    assert {2, 6} <= set(plan.pos) and plan.folded == {0: [3], 2: [8]}
+
+
 def test_fit_label_shortens_with_an_ellipsis_or_gives_up():
     assert fit_label("StreamReader", 1000) == "StreamReader"
     short = fit_label("StreamReader", label_px("Stream…"))

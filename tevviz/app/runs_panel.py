@@ -72,6 +72,7 @@ def wire_restore(ctl, demo: gr.Blocks, ui: Panel, outputs: list) -> None:
             new = show_round(new, position_of(new, q["round"]))
         if q["node"] is not None:
             new = select(new, q["node"])
+        new = replace(new, fold_below=q["below"])
         if q["folds"] and new.round is not None:
             new = replace(new, expanded=frozenset(u for u in q["folds"] if 0 <= u < new.round.size))
         if q["walk"] is not None and new.round is not None and q["walk"] < new.round.block_length:
@@ -80,7 +81,8 @@ def wire_restore(ctl, demo: gr.Blocks, ui: Panel, outputs: list) -> None:
         ctl.keep(new)  # a link from another browser: the run joins this browser's runs
         metric = q["metric"] or metric
         new, shown = _compared_again(ctl, ui, replace(new, metric=metric), q["cmp"])
-        return opened_updates(ctl, ui, new, metric) | shown
+        box = {ui.fold_mass: new.fold_below} if new.fold_below is not None else {}
+        return opened_updates(ctl, ui, new, metric) | shown | box
 
     load = demo.load(None, None, [ui.user_box, ui.query_box], js=LOAD_JS)
     # At once, beside the views' queue (as before it existed): with restore queued there, a Step pressed right after
@@ -94,7 +96,7 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
     ui.compared, ui.compare_widths = {}, {}  # session id -> the runs and round compared last; its view's px
     settings = ui.take(ui.settings)
     opened_outputs = [ui.state, *ui.take(ROUND_OUTPUTS), ui.run_pick, ui.b_pick, ui.metric, *settings, ui.runs_error]
-    wire_restore(ctl, demo, ui, [*opened_outputs, ui.cmp_md, ui.cmp_plot, ui.cmp_acc])
+    wire_restore(ctl, demo, ui, [*opened_outputs, ui.cmp_md, ui.cmp_plot, ui.cmp_acc, ui.fold_mass])
 
     def opened(st, metric, said_error: str = "") -> dict:
         return opened_updates(ctl, ui, st, metric, said_error)

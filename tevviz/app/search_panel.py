@@ -1,5 +1,6 @@
 """The Decode tab's find-and-filter row: a token found in the shown round's tree (the others dimmed, Next and Previous
-select its nodes in turn), the kept rounds that drafted it, a threshold on the colour metric, and fold by mass."""
+select its nodes in turn), the kept rounds that drafted it, a threshold on the colour metric, and fold by mass (the
+nodes under a target flow fold in every round; blank: the drawing folds by its room)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import replace
 
 import gradio as gr
 
-from ..render.search import folds_by_mass, step_match
+from ..render.search import step_match
 from .navigation import select, show_round
 from .search_view import Search, parse_threshold, search_markdown, search_nodes
 from .updates import BROWSE_OUTPUTS, MAX_WIDTHS, found_updates, search_of, shown, view_url, with_width
@@ -29,8 +30,8 @@ def search_row() -> dict:
             c["find_next"] = gr.Button("Next ▶", size="sm", elem_id="find-next")
         c["threshold"] = gr.Textbox("", label="light: colour ≥", placeholder="off", scale=1, min_width=110,
                                     elem_id="threshold-box")
-        c["fold_mass"] = gr.Number(0.05, label="open folds: P ≥", minimum=0, scale=1, min_width=110,
-                                   elem_id="fold-mass")
+        c["fold_mass"] = gr.Number(0.05, label="fold: P <", minimum=0, maximum=1, scale=1, min_width=110,
+                                   placeholder="by room", elem_id="fold-mass")
         with gr.Column(scale=0, min_width=110):
             c["fold_btn"] = gr.Button("Fold by mass", size="sm", elem_id="fold-btn")
     c["found"] = gr.Markdown("", elem_id="search-count")
@@ -76,11 +77,12 @@ def wire_search(ui: Panel) -> None:
         return shown(ui, select(new, min(lit)) if lit else new, metric_name)
 
     def fold(st, metric_name, mass):
+        """Fold every node under target flow `mass` (0: unfold all) in this round and the next; blank: by room."""
         st = current(st)
-        if st.round is None or mass is None:
+        if st.round is None:
             return {}
-        r = st.round
-        return shown(ui, replace(st, expanded=folds_by_mass(r.parents, r.P, float(mass))), metric_name)
+        below = None if mass is None else min(max(float(mass), 0.0), 1.0)
+        return shown(ui, replace(st, expanded=frozenset(), fold_below=below), metric_name)
 
     def from_link(query):
         found = read_query(query)["find"]

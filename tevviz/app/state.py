@@ -116,6 +116,7 @@ class AppState:
     token: int | None = None  # position in the shown round's block (Step token), None when not stepping
     node: int | str | None = None  # node selected (a click or the dropdown): an id, "bonus" or "ghost:N"
     expanded: frozenset = frozenset()  # parents whose "+N" fold is open in the shown round
+    fold_below: float | None = None  # Fold by mass: nodes under this target flow fold in every round (None: by room)
     cell: tuple[int, int] | None = None  # a drafter's-rows cell clicked: (depth, token id), its nodes ringed
     scale: str = "auto"  # the tree's colour scale: auto, linear or log
     metric: str = "P"  # the tree's colour, as last chosen (what a width report redraws with)
@@ -175,9 +176,10 @@ class AppState:
 
 def view_options(st: AppState) -> dict:
     """What a new run keeps of the old one's view: ghosts, the optimal-tree option, the colour scale, the width, the
-    browser's id, the pinned run and the comparison shown."""
+    browser's id, the pinned run, the comparison shown and the fold by mass."""
     return {"ghosts": st.ghosts, "optimal_every": st.optimal_every, "scale": st.scale, "width": st.width,
-            "user": st.user, "pinned": st.pinned, "compared": st.compared, "metric": st.metric}
+            "user": st.user, "pinned": st.pinned, "compared": st.compared, "metric": st.metric,
+            "fold_below": st.fold_below}
 
 
 def settings_in_force(st: AppState, values: dict) -> DecodeConfig:

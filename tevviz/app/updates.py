@@ -58,8 +58,8 @@ def search_of(ui: Panel, st: AppState) -> Search:
 
 
 def view_url(st: AppState, metric: str, find: str = "") -> str:
-    """The view as the page's URL keeps it (app/url_view.py): run, round, selected node, open folds, the walk's
-    token, the pinned run and the comparison shown, colour, the token searched for."""
+    """The view as the page's URL keeps it (app/url_view.py): run, round, selected node, open folds, the fold by
+    mass, the walk's token, the pinned run and the comparison shown, colour, the token searched for."""
     view = {"metric": metric}
     if find.strip():
         view["find"] = find.strip()
@@ -69,6 +69,8 @@ def view_url(st: AppState, metric: str, find: str = "") -> str:
             view["node"] = st.node
         if st.expanded:
             view["folds"] = ",".join(map(str, sorted(st.expanded)))
+        if st.fold_below is not None:
+            view["below"] = f"{st.fold_below:g}"
         if st.token is not None:
             view["walk"] = st.token
     if st.user and st.pinned:

@@ -1,5 +1,6 @@
-"""The view in the page's URL: `?run=<browser>.<run>&round=R&node=N&folds=U,V&walk=T&pin=<browser>.<run>
-&cmp=<browser>.<run>.K&metric=M&find=F` (cmp: run B and round K of the comparison shown; F: the token searched for),
+"""The view in the page's URL: `?run=<browser>.<run>&round=R&node=N&folds=U,V&below=P&walk=T&pin=<browser>.<run>
+&cmp=<browser>.<run>.K&metric=M&find=F` (below: the fold by mass's target flow; cmp: run B and round K of the
+comparison shown; F: the token searched for),
 written as the view changes and read when the page loads, so a reload returns to the same view and a copied link
 opens it on the same server.
 
@@ -23,7 +24,7 @@ const write = () => {
   let view;
   try { view = JSON.parse(props.value); } catch (e) { return; }
   const url = new URL(window.location.href);
-  for (const key of ['run', 'round', 'node', 'folds', 'walk', 'pin', 'cmp', 'metric', 'find']) {
+  for (const key of ['run', 'round', 'node', 'folds', 'below', 'walk', 'pin', 'cmp', 'metric', 'find']) {
     const value = view[key];
     if (value === undefined || value === null || value === '') url.searchParams.delete(key);
     else url.searchParams.set(key, String(value));
@@ -60,9 +61,9 @@ def url_sync() -> gr.HTML:
 
 
 def read_query(query: str) -> dict:
-    """The view a URL's query names: run (browser id, run id), round, node, open folds, the pinned run, the comparison
-    shown, metric and the token searched for, each None (no folds: empty; no search: "") where absent or malformed
-    (a bad link is said, not raised)."""
+    """The view a URL's query names: run (browser id, run id), round, node, open folds, the fold by mass, the pinned
+    run, the comparison shown, metric and the token searched for, each None (no folds: empty; no search: "") where
+    absent or malformed (a bad link is said, not raised)."""
     q = {k: v[0] for k, v in parse_qs((query or "").lstrip("?")).items() if v}
     run = q.get("run", "")
     user, _, run_id = run.partition(".")
@@ -71,8 +72,8 @@ def read_query(query: str) -> dict:
         node = _index(node)
     folds = frozenset(int(u) for u in q.get("folds", "").split(",") if u.isdigit())
     return {"user": user or None, "run": run_id or None, "round": _index(q.get("round", "")), "node": node,
-            "folds": folds, "walk": _index(q.get("walk", "")), "pin": _pin(q.get("pin", "")),
-            "cmp": _compared(q.get("cmp", "")),
+            "folds": folds, "below": _flow(q.get("below", "")), "walk": _index(q.get("walk", "")),
+            "pin": _pin(q.get("pin", "")), "cmp": _compared(q.get("cmp", "")),
             "metric": q.get("metric") if q.get("metric") in METRICS else None, "find": q.get("find", "")[:MAX_FIND]}
 
 
@@ -80,6 +81,15 @@ def _index(text: str) -> int | None:
     """A round or node index written in ASCII digits, else None: str.isdigit takes '²' (int() then raises), and a
     number past int()'s digit limit raises too; no tree comes near a billion nodes."""
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
+
+
+def _flow(text: str) -> float | None:
+    """A target-flow threshold in [0, 1], else None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0.0 <= value <= 1.0 else None
 
 
 def _compared(text: str) -> tuple[str, str, int] | None:

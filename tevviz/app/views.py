@@ -30,6 +30,7 @@ from ..render import (
     tree_figure,
 )
 from ..render.panel import tile
+from ..render.search import light_nodes
 from ..render.tree_figure import tree_figure_dict
 from .controller import Decoded
 from .state import AppState
@@ -115,7 +116,8 @@ def tree_plot(st: AppState, metric: str, as_dict: bool = False, matches=None) ->
         highlight = None  # a ghost selected while ghost branches were on
     args = (r.to_dict(), metric, BONUS if highlight == "bonus" else highlight, title, ghosts)
     options = {"width": st.width, "expanded": st.expanded, "walk": st.token, "scale": st.scale,
-               "marked": cell_nodes(r, st.cell), "matches": matches}
+               "marked": cell_nodes(r, st.cell), "matches": matches,
+               "hidden": None if st.fold_below is None else light_nodes(r.P, st.fold_below)}
     return tree_figure_dict(*args, **options) if as_dict else tree_figure(*args, **options)
 
 

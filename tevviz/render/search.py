@@ -1,5 +1,5 @@
 """Find and filter in draft trees: the nodes whose token holds a text, the rounds where it was drafted, the nodes at
-or above a threshold of a node metric, and the folds a mass threshold opens. Pure functions of round records."""
+or above a threshold of a node metric, and the light nodes a mass threshold folds. Pure functions of round records."""
 
 from __future__ import annotations
 
@@ -88,15 +88,8 @@ def step_match(nodes: Sequence[int], current, direction: int) -> int | None:
     return nodes[0] if direction > 0 else nodes[-1]
 
 
-def folds_by_mass(parents: Sequence[int], P: Sequence[float | None], threshold: float) -> frozenset[int]:
-    """The parents whose "+N" folds open at target-flow `threshold`: those whose children all carry P >= threshold.
+def light_nodes(P: Sequence[float | None], threshold: float) -> frozenset[int]:
+    """The drafted nodes whose target flow is below `threshold`: what Fold by mass folds (0 folds none).
 
-    Every other parent keeps its children foldable, lightest first, as the drawing's room needs (tree_plan); so 0
-    opens every fold, and a threshold above the tree's flows leaves the drawing as planned."""
-    children: dict[int, list[int]] = {}
-    for v, u in enumerate(parents):
-        if u >= 0:
-            children.setdefault(u, []).append(v)
-    # An imported tree without target flows counts them 0: only a threshold of 0 opens its folds.
-    return frozenset(u for u, kids in children.items()
-                     if len(kids) > 1 and all((P[c] or 0.0) >= threshold for c in kids))
+    An imported tree without target flows counts them 0, so any threshold above 0 folds all of it."""
+    return frozenset(v for v in range(1, len(P)) if (P[v] or 0.0) < threshold)

@@ -52,7 +52,7 @@ def tree_figure_dict(
     round_dict: Mapping[str, Any], metric: str = "P", highlight_node: Hashable | None = None, title: str | None = None,
     ghosts: Sequence[Mapping[str, Any]] = (), *, width: int = WIDTH, expanded: Iterable[int] = (),
     walk: int | None = None, scale: str = "auto", rank_by: str | None = None, marked: Iterable[int] = (),
-    graph: nx.DiGraph | None = None, matches: Iterable[int] | None = None,
+    graph: nx.DiGraph | None = None, matches: Iterable[int] | None = None, hidden: Iterable[int] | None = None,
 ) -> dict[str, Any]:
     """One round's tree as a plain {"data", "layout"} dict: nodes coloured by `metric`, the accepted path, exit and
     bonus token, the optimal tree's `ghosts` (records.Ghost as dicts) dashed and grey, `highlight_node` ringed.
@@ -62,7 +62,8 @@ def tree_figure_dict(
     the metric whose top nodes are labelled first (`metric` by default; one layout for every colour with a fixed one);
     `marked`: nodes ringed together (a token of the drafter's rows at its depth); `graph`: `round_graph(round_dict)`
     where the caller has it already (it is read, never changed); `matches`: the nodes a search found, drawn larger,
-    the others dimmed (None: no search).
+    the others dimmed (None: no search); `hidden`: fold by mass, these nodes fold behind "+N" and no other node
+    folds for room (None: folds by room).
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
@@ -76,7 +77,8 @@ def tree_figure_dict(
     values = {v: node_metric(G.nodes[v], metric) for v in G}
     ranked = values if rank_by in (None, metric) else {v: node_metric(G.nodes[v], rank_by) for v in G}
     marked = [v for v in marked if v in G]
-    plan = _plan(G, drawn, bonus, ghosts, ghost_id, ranked, highlight, width, set(expanded), marked)
+    plan = _plan(G, drawn, bonus, ghosts, ghost_id, ranked, highlight, width, set(expanded), marked,
+                 None if hidden is None else set(hidden))
     pos = plan.pos
     block = G.graph["accepted"][1:] + [bonus]
     revealed = len(block) if walk is None else min(max(walk, 0), len(block) - 1) + 1
@@ -151,7 +153,7 @@ def _drawn_graph(G: nx.DiGraph, ghosts: Sequence[Mapping[str, Any]]) -> tuple[nx
     return H, bonus, ghost_id
 
 
-def _plan(G, drawn, bonus, ghosts, ghost_id, values, highlight, width, expanded, marked=()) -> TreePlan:
+def _plan(G, drawn, bonus, ghosts, ghost_id, values, highlight, width, expanded, marked=(), hidden=None) -> TreePlan:
     """Which nodes and labels the figure shows: the accepted path, the exit node and its children, the bonus, the
     three likeliest ghosts and the selection first; then the top nodes by the metric."""
     exit_node = G.graph["exit_node"]
@@ -167,8 +169,8 @@ def _plan(G, drawn, bonus, ghosts, ghost_id, values, highlight, width, expanded,
     mass |= {v: (p, 0.0) for v, p in ghost_P.items()}
     room = plan_room(width)
     key = lambda v: mass.get(v, (0.0, 0.0))
-    plan = plan_tree(drawn, labels, must, rank, key, room, expanded, TOP_LABELLED)
+    plan = plan_tree(drawn, labels, must, rank, key, room, expanded, TOP_LABELLED, hidden)
     wanted = ({highlight} if highlight is not None else set()) | set(marked)
     if wanted <= set(plan.pos):
         return plan  # a selection moves nothing: the tree keeps its layout
-    return plan_tree(drawn, labels, must | wanted, rank, key, room, expanded, TOP_LABELLED)
+    return plan_tree(drawn, labels, must | wanted, rank, key, room, expanded, TOP_LABELLED, hidden)

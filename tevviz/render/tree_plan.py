@@ -11,11 +11,14 @@ never meet, and depths are a row apart. When the tree is wider than the room it 
 4. the top-metric labels go, then the labels that must stay (accepted path, exit node and its children, bonus,
    selection) shorten;
 5. what still does not fit makes the drawing wider than the room (the view scrolls) rather than overlap.
+
+Folded by mass instead (`hidden`, the app's Fold by mass), the light nodes fold behind their parent's "+N" whether
+or not there is room, and nothing else folds: what is drawn is chosen by mass, not by width.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -64,18 +67,20 @@ class TreePlan:
 
 def plan_tree(G: nx.DiGraph, labels: Mapping[Hashable, str], must: set[Hashable], rank: Sequence[Hashable],
               mass: Callable[[Hashable], tuple], room: float, expanded: set[Hashable] = frozenset(),
-              top: int = 16) -> TreePlan:
+              top: int = 16, hidden: Collection[Hashable] | None = None) -> TreePlan:
     """Plan the drawing of tree `G` in `room` px.
 
     `labels`: every node's full label; `must`: nodes whose labels and places stay (their ancestors stay too);
     `rank`: the nodes by the colour metric, highest first (the first `top` are labelled before the rest);
-    `mass(v)`: a sort key, lower folds first; `expanded`: parents whose children never fold.
+    `mass(v)`: a sort key, lower folds first; `expanded`: parents whose children never fold; `hidden`: fold by mass,
+    these nodes fold (a parent's one light child too, its subtree gone) and no other node folds for room.
     """
     root = tree_root(G)
     children = {v: ordered_children(G, v) for v in G}
     parent = {v: u for u, v in G.edges}
     # An opened fold's parent stays drawn with its ancestors: its children were asked for, so it cannot fold away.
-    opened = {u for u in expanded if u in G and len(children.get(u, ())) > 1}
+    fold_size = 1 if hidden is not None else 2  # a "+1" saves room only when it stands for a subtree
+    opened = {u for u in expanded if u in G and len(children.get(u, ())) >= fold_size}
     keep = _with_ancestors(must | {root} | opened, parent)
     for u in opened:
         keep |= set(children.get(u, ()))
@@ -91,11 +96,15 @@ def plan_tree(G: nx.DiGraph, labels: Mapping[Hashable, str], must: set[Hashable]
     full = {v: cap(v, MUST_CHARS if v in must else OTHER_CHARS) for v in G}
     layout = _Layout(root, children, room, opened)
     texts, folded = dict(full), {}
+    if hidden is not None:
+        light = set(hidden)
+        folded = _fold_groups([v for v in G if v in light and v not in keep and parent.get(v) not in expanded],
+                              parent, smallest=1)
     # 1. shorter labels off the must-set
     if layout.span(folded, texts) > room:
         texts = {v: t if v in must else cap(v, SHORT_OTHER_CHARS) for v, t in texts.items()}
     # 2. fold the lightest siblings, only as far as needed
-    if layout.span(folded, texts) > room:
+    if hidden is None and layout.span(folded, texts) > room:
         candidates = sorted((v for v in G if v not in keep and parent.get(v) not in expanded),
                             key=lambda v: (v in protected, mass(v)))
         folded = _smallest_fold(layout, candidates, parent, texts)
@@ -129,12 +138,13 @@ def _with_ancestors(nodes: set, parent: Mapping) -> set:
     return out
 
 
-def _fold_groups(hide: Sequence[Hashable], parent: Mapping) -> dict[Hashable, list[Hashable]]:
-    """Parent -> its hidden children; a parent with one hidden child keeps it (a "+1" node saves no room)."""
+def _fold_groups(hide: Sequence[Hashable], parent: Mapping, smallest: int = 2) -> dict[Hashable, list[Hashable]]:
+    """Parent -> its hidden children; a parent with fewer than `smallest` keeps them (for room, a "+1" node in place
+    of one leaf saves none)."""
     groups: dict[Hashable, list[Hashable]] = {}
     for v in hide:
         groups.setdefault(parent[v], []).append(v)
-    return {u: kids for u, kids in groups.items() if len(kids) > 1}
+    return {u: kids for u, kids in groups.items() if len(kids) >= smallest}
 
 
 def _smallest_fold(layout: _Layout, candidates: list, parent: Mapping, texts: Mapping) -> dict:
