@@ -113,7 +113,7 @@ def default_tree(pair: ModelPair, temperature: float) -> tuple[BuilderConfig, st
     kind = drafter_kind_of(pair.draft)
     start = decode_start(pair_of_target(pair.target_name), temperature, kind, kind.model_depth(pair.draft))
     auto = start.budget == "auto"
-    return BuilderConfig(kind=start.builder, budget=AUTO_LIMIT if auto else start.budget, depth=start.depth,
+    return BuilderConfig(name=start.builder, budget=AUTO_LIMIT if auto else start.budget, depth=start.depth,
                          auto=auto, stop_below=start.stop_below), start.verifier
 
 
@@ -156,17 +156,17 @@ def decoders(pair: ModelPair, eager, args, temperature: float, meta: dict) -> di
     threads = decode_threads()
     tree, verifier = default_tree(pair, temperature)
     stop = f" stop<{tree.stop_below:g}" if tree.stop_below else ""
-    default = f"tevviz default ({tree.kind}+{verifier}{' auto' if tree.auto else ''}{stop} H<={tree.depth})"
+    default = f"tevviz default ({tree.name}+{verifier}{' auto' if tree.auto else ''}{stop} H<={tree.depth})"
     add(default, tevviz_run(pair, n, temperature, tree, verifier), "tevviz", threads)
     for b, h in args.trees:
         add(f"tevviz best-first+tev B={b} H={h}", tevviz_run(pair, n, temperature, best_first(b, h), "tev"), "tevviz",
             threads)
     chains = {}
     for h in getattr(args, "chains", []):
-        chains[h] = BuilderConfig(kind="sampled", budget=AUTO_LIMIT, depth=h, auto=True)
+        chains[h] = BuilderConfig(name="sampled", budget=AUTO_LIMIT, depth=h, auto=True)
         add(f"tevviz sampled+speculative auto H<={h}", tevviz_run(pair, n, temperature, chains[h], "speculative"),
             "tevviz", threads)
-    stopped = BuilderConfig(kind="sampled", depth=args.stop_depth, stop_below=getattr(args, "stop_below", 0))
+    stopped = BuilderConfig(name="sampled", depth=args.stop_depth, stop_below=getattr(args, "stop_below", 0))
     if stopped.stop_below and stopped != tree:  # chains stopped as HF's assistant stops (the default may be one)
         add(f"tevviz sampled stop<{stopped.stop_below:g} H<={stopped.depth}",
             tevviz_run(pair, n, temperature, stopped, "speculative"), "tevviz", threads)

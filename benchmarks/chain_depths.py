@@ -49,9 +49,9 @@ def main() -> None:
             args.auto_depth, args.auto_depth, chain=True)
         if w:
             model.prefix_window = w
-    builders = {str(h): BuilderConfig(kind="sampled", depth=h) for h in depths}
+    builders = {str(h): BuilderConfig(name="sampled", depth=h) for h in depths}
     for n in models:
-        builders[n] = BuilderConfig(kind="sampled", depth=args.auto_depth, auto=True)
+        builders[n] = BuilderConfig(name="sampled", depth=args.auto_depth, auto=True)
     names = list(builders)
     tree_decode(pair, prompts[0], args.temperature, builders[names[0]], "speculative", 16, 0)  # warm-up
     rounds = {n: [] for n in names}

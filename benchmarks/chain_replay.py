@@ -103,7 +103,7 @@ def main() -> None:
     args = ap.parse_args()
     pair, prompts = setup(args)
     times = round_times(args.times, args.depth)
-    builder = BuilderConfig(kind="sampled", depth=args.depth)
+    builder = BuilderConfig(name="sampled", depth=args.depth)
     sessions = []
     for seed in range(args.seeds):
         for i, ids in enumerate(prompts):

@@ -61,9 +61,9 @@ def pair_tree(pair, budget: int, depth: int) -> BuilderConfig:
     kind = drafter_kind_of(pair.draft)
     own = kind.model_depth(pair.draft)
     depth = min(depth, own) if own else depth
-    if kind.default_builder == BuilderConfig.kind:
+    if kind.default_builder == BuilderConfig.name:
         return best_first(budget, depth)
-    return BuilderConfig(kind=kind.default_builder, budget=budget, depth=depth)
+    return BuilderConfig(name=kind.default_builder, budget=budget, depth=depth)
 
 
 def setup(args):

@@ -22,7 +22,7 @@ from tevviz.engine.draft.fast_draft import LlamaStep
 
 TREES = {"best-first B8 H4": (BuilderConfig(budget=8, depth=4), 0.0, "tev"),
          "best-first B32 H6": (BuilderConfig(budget=32, depth=6), 0.0, "tev"),
-         "sampled chain H4": (BuilderConfig(kind="sampled", depth=4), 1.0, "speculative")}
+         "sampled chain H4": (BuilderConfig(name="sampled", depth=4), 1.0, "speculative")}
 
 
 def stage_ms(step, context: list[int], cfg: BuilderConfig, repeats: int) -> list[float]:

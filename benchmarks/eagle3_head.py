@@ -41,8 +41,8 @@ def main() -> None:
     for path in paths:
         pair, name = with_draft(base, path), path.rstrip("/").split("/")[-1]
         own = pair_tree(pair, args.budget, args.depth)
-        runs[f"{name} ({own.kind})"] = (pair, own)
-        if own.kind != "best-first" and accepts("best-first", drafter_kind_of(pair.draft)):
+        runs[f"{name} ({own.name})"] = (pair, own)
+        if own.name != "best-first" and accepts("best-first", drafter_kind_of(pair.draft)):
             depth = min(args.depth, drafter_kind_of(pair.draft).model_depth(pair.draft) or args.depth)
             runs[f"{name} (best-first)"] = (pair, best_first(args.budget, depth))
     sets = {}

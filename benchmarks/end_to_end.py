@@ -72,14 +72,14 @@ def block_decoders(block: ModelPair, args, temp: float) -> dict:
     kind = drafter_kind_of(block.draft)
     builder, depth = kind.default_builder, kind.model_depth(block.draft) or args.depth
     for b in sorted({args.budget, *args.budgets}):
-        tree = BuilderConfig(kind=builder, budget=b, depth=depth)
+        tree = BuilderConfig(name=builder, budget=b, depth=depth)
         for v in ("tev", "predraw"):
             out[f"block+{builder}+{v} B={b}"] = lambda ids, i, t=tree, v=v: tree_run(block, ids, n, temp, t, v, i)
     if args.auto:
         from tevviz.engine.cost.auto_budget import AutoBudget
 
         limit = max({args.budget, *args.budgets})
-        auto = BuilderConfig(kind=builder, budget=limit, depth=depth, auto=True)
+        auto = BuilderConfig(name=builder, budget=limit, depth=depth, auto=True)
         model = AutoBudget(limit, depth)
         out[f"block+{builder}+tev auto (B<={limit})"] = lambda ids, i: tree_run(block, ids, n, temp, auto, "tev", i,
                                                                              model)
@@ -88,7 +88,7 @@ def block_decoders(block: ModelPair, args, temp: float) -> dict:
 
 def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None, block: ModelPair | None) -> dict:
     n = args.max_new_tokens
-    chain = BuilderConfig(kind="chain", depth=args.depth)
+    chain = BuilderConfig(name="chain", depth=args.depth)
     tree = lambda b: best_first(b, args.depth, args.children)
     out = {
         "autoregressive": lambda ids, i: hf_generate(pair, ids, n, temp),
@@ -112,7 +112,7 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None, 
         out[f"best-first+tev auto fresh (B<={limit})"] = lambda ids, i: tree_run(pair, ids, n, temp, fresh, "tev", i)
         if args.sampled_depths:
             h = max(args.sampled_depths)
-            chain = BuilderConfig(kind="sampled", depth=h, auto=True)
+            chain = BuilderConfig(name="sampled", depth=h, auto=True)
             out[f"sampled+speculative auto fresh (H<={h})"] = lambda ids, i: tree_run(pair, ids, n, temp, chain,
                                                                                       "speculative", i)
     if not args.no_own_loop:
@@ -128,13 +128,13 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None, 
         model = AutoBudget(limit, args.depth)  # one cost model per temperature, carried across the prompts
         out[f"best-first+tev auto (B<={limit})"] = lambda ids, i: tree_run(pair, ids, n, temp, auto, "tev", i, model)
     for h in args.sampled_depths:
-        sampled = BuilderConfig(kind="sampled", depth=h)
+        sampled = BuilderConfig(name="sampled", depth=h)
         out[f"sampled+speculative H={h}"] = lambda ids, i, b=sampled: tree_run(pair, ids, n, temp, b, "speculative", i)
     if args.auto and args.sampled_depths:
         from tevviz.engine.cost.auto_budget import AutoBudget
 
         h = max(args.sampled_depths)
-        sampled = BuilderConfig(kind="sampled", depth=h, auto=True)
+        sampled = BuilderConfig(name="sampled", depth=h, auto=True)
         chain_model = AutoBudget(h, h)
         out[f"sampled+speculative auto (H<={h})"] = lambda ids, i: tree_run(pair, ids, n, temp, sampled, "speculative",
                                                                             i, chain_model)
@@ -142,7 +142,7 @@ def decoders_for(pair: ModelPair, args, temp: float, trained: ModelPair | None, 
         from tevviz.engine.cost.arm_choice import MixedBudget
 
         limit = max({args.budget, *args.budgets})
-        mixed = replace(tree(limit), kind="mixed", auto=True)
+        mixed = replace(tree(limit), name="mixed", auto=True)
         mixed_model = MIXED_MODELS[temp] = MixedBudget(limit, args.depth)
         out[f"mixed auto (B<={limit}, H<={args.depth})"] = lambda ids, i: tree_run(pair, ids, n, temp, mixed, "tev", i,
                                                                                    mixed_model)

@@ -157,7 +157,7 @@ def tree_builders(args: argparse.Namespace, pair: ModelPair) -> tuple[BuilderCon
     EAGLE's for an EAGLE-3 head (each kind's own builder)."""
     kind = drafter_kind_of(pair.draft)
     builder = pair_tree(pair, args.budget, args.depth)
-    if builder.kind == BuilderConfig.kind:  # the draft temperature ranks best-first trees' paths
+    if builder.name == BuilderConfig.name:  # the draft temperature ranks best-first trees' paths
         builder = replace(builder, draft_temperature=args.draft_temperature)
     if not kind.distills and (args.distill_steps or args.sweep):
         raise SystemExit("--distill-steps and --sweep are for drafters with a distillation warm start "

@@ -39,7 +39,7 @@ def expected_lengths(pair: ModelPair, contexts: list[list[int]], builder: Builde
     """1 + C_p at T = 1 of each context's tree: the drafter's own, or (oracle) the target's."""
     out = []
     for ctx in contexts:
-        if oracle and builder.kind == "ddtree":
+        if oracle and builder.name == "ddtree":
             tree = ddtree_tree(ctx[-1], target_rows(pair.target, ctx, builder.max_depth), builder.budget)[0]
         elif oracle:
             tree = tree_for(ModelPair(pair.target, pair.target, pair.tokenizer, "", "target"), ctx, builder)
@@ -80,7 +80,7 @@ def main() -> None:
         rows.append({"drafter": name, "E[len] T=1": statistics.fmean(xs), "gain": gain, "gain_se": se,
                      "rel_gain": gain / statistics.fmean(base),
                      "share_of_bound": gain / room if room else float("nan")})
-    print(f"{builder.kind} B={builder.budget} H={builder.max_depth}, {len(contexts)} held-out windows of "
+    print(f"{builder.name} B={builder.budget} H={builder.max_depth}, {len(contexts)} held-out windows of "
           f"{args.context_tokens} tokens, T = 1")
     print(table(rows, list(rows[0])))
     write("exittrain_bound", args, {"rows": rows, "per_context": lengths})

@@ -59,7 +59,7 @@ def decoders(pair, n: int, temperature: float) -> dict:
         s, _ = tree_decode(pair, ids, temperature, tree, verifier, n, i)
         return len(s.generated)
 
-    out[f"tevviz default ({tree.kind}+{verifier})"] = ("tevviz", at_threads(threads, default))
+    out[f"tevviz default ({tree.name}+{verifier})"] = ("tevviz", at_threads(threads, default))
     return out
 
 

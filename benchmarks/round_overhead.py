@@ -134,7 +134,7 @@ def main() -> None:
     fast_draft.LlamaStep.__call__ = step_clock.wrap(fast_draft.LlamaStep.__call__)
     target_pass.TargetPass.__call__ = pass_clock.wrap(target_pass.TargetPass.__call__)
 
-    auto = BuilderConfig(kind="sampled", budget=AUTO_LIMIT, depth=args.depth, auto=True)
+    auto = BuilderConfig(name="sampled", budget=AUTO_LIMIT, depth=args.depth, auto=True)
     rows = {
         "generate": None,
         "hf-assisted": None,
@@ -144,7 +144,7 @@ def main() -> None:
     if args.no_before:
         del rows[f"tevviz sampled auto H<={args.depth}, model linear (before)"]
     for h in [int(x) for x in args.stop_depths.split(",") if x] if args.stop_below else []:
-        stopped = BuilderConfig(kind="sampled", depth=h, stop_below=args.stop_below)
+        stopped = BuilderConfig(name="sampled", depth=h, stop_below=args.stop_below)
         rows[f"tevviz sampled stop<{args.stop_below:g} H<={h}"] = (stopped, few_rows.LIMIT)
 
     def run(name, ids, i):

@@ -78,7 +78,7 @@ def main() -> None:
     rss_start = rss_mib()
     t_last, n_last = time.perf_counter(), 0
     for n in range(1, args.rounds + 1):
-        if st.done or st.kind != "live":
+        if st.done or st.origin != "live":
             st = ctl.reset(st)
             sessions += 1
         prompt, cfg = decode_settings(prompts[(sessions - 1) % len(prompts)], args.temperature, 0, 1.0, sessions,

@@ -55,10 +55,12 @@ def main() -> None:
     session_b, sampling_b, builders_b = before_package(args.before)
     t = args.temperature
     if args.chain:
-        tree, verifier = BuilderConfig(kind="sampled", depth=args.chain), "speculative"
+        tree, verifier = BuilderConfig(name="sampled", depth=args.chain), "speculative"
     else:
         tree, verifier = baselines.default_tree(pair, t)
-    tree_b = builders_b.BuilderConfig(kind=tree.kind, budget=tree.budget, depth=tree.depth, auto=tree.auto,
+    # A version before the builder's field was `name` called it `kind`.
+    named = "name" if "name" in builders_b.BuilderConfig.__dataclass_fields__ else "kind"
+    tree_b = builders_b.BuilderConfig(**{named: tree.name}, budget=tree.budget, depth=tree.depth, auto=tree.auto,
                                       stop_below=tree.stop_below)
     common = {"verifier": verifier, "max_new_tokens": args.max_new_tokens, "stop_on_eos": False, "missing_top": 0}
     versions = {
@@ -90,7 +92,7 @@ def main() -> None:
              "ms_a_round": 1e3 * v["seconds"] / v["rounds"], "tokens_per_s": v["tokens"] / v["seconds"],
              "share_of_ideal": v["ideal_ms"] / (1e3 * v["seconds"])} for k, v in totals.items()]
     stop = f" stop<{tree.stop_below:g}" if tree.stop_below else ""
-    print(f"{tree.kind} {'auto ' if tree.auto else ''}H<={tree.depth}{stop} + {verifier}, T = {t:g}, "
+    print(f"{tree.name} {'auto ' if tree.auto else ''}H<={tree.depth}{stop} + {verifier}, T = {t:g}, "
           f"{len(prompts)} prompts x {args.max_new_tokens} tokens x {args.repeats}, "
           f"{torch.get_num_threads()} thread(s)")
     print(table(rows, ["version", "rounds", "tau", "ms_a_round", "tokens_per_s", "share_of_ideal"]))

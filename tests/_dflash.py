@@ -67,4 +67,4 @@ def qwen3_target(seed: int, layers: int = 3):
 
 def greedy_cfg(verifier: str, n: int = 40, budget: int = 24) -> DecodeConfig:
     return DecodeConfig(sampling=SamplingConfig(temperature=0.0), verifier=verifier, max_new_tokens=n,
-                        builder=BuilderConfig(kind="ddtree", budget=budget, depth=BS - 1), stop_on_eos=False)
+                        builder=BuilderConfig(name="ddtree", budget=budget, depth=BS - 1), stop_on_eos=False)

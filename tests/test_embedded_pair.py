@@ -101,7 +101,7 @@ def test_the_shipped_block_drafter_pairs_with_the_target_and_stays_exact(pair):
     assert block.draft_kind == "block" and drafter_defaults(path) == ("ddtree", block.draft.block.max_depth)
     ids = pair.tokenizer(load_prompts(split="eval")[0]["prompt"])["input_ids"]
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=0), max_new_tokens=32, stop_on_eos=False,
-                       builder=BuilderConfig(kind="ddtree", budget=32, depth=block.draft.block.max_depth))
+                       builder=BuilderConfig(name="ddtree", budget=32, depth=block.draft.block.max_depth))
     s = DecodeSession(block, ids, cfg)
     s.run()
     ref = pair.target.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False, eos_token_id=None,

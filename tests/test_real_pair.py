@@ -172,7 +172,7 @@ def test_greedy_with_a_block_drafter_equals_generate(verifier, block_folder):
     assert pair.draft_kind == "block"
     free = load_prompts(named_pair("smollm2").split_path("freeform"), "freeform")[0]
     prompts = chat_prompts(1) + [encode_prompt(pair.tokenizer, free["prompt"], chat=bool(free.get("chat")))]
-    tree = BuilderConfig(kind="ddtree", budget=16, depth=pair.draft.block.max_depth)
+    tree = BuilderConfig(name="ddtree", budget=16, depth=pair.draft.block.max_depth)
     for prompt in prompts:
         cfg = DecodeConfig(sampling=GREEDY, builder=tree, verifier=verifier, max_new_tokens=NEW, missing_top=0)
         s = DecodeSession(pair, prompt, cfg)

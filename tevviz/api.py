@@ -56,7 +56,7 @@ def session(pair: ModelPair, prompt: str, *, temperature: float = 0.0, top_k: in
     chat = has_chat_template(pair.tokenizer) if chat is None else chat
     auto = start.budget == "auto"
     limit = builder_options.pop("budget_limit", AUTO_LIMIT)
-    tree = BuilderConfig(kind=start.builder, budget=limit if auto else start.budget, depth=start.depth, auto=auto,
+    tree = BuilderConfig(name=start.builder, budget=limit if auto else start.budget, depth=start.depth, auto=auto,
                          stop_below=start.stop_below, **builder_options)
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p), builder=tree,
                        verifier=start.verifier, max_new_tokens=max_new_tokens, seed=seed, chat=chat, optimal=optimal,

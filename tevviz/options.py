@@ -66,7 +66,7 @@ def decode_config_from_args(args, source=None):
     check_builder(start.builder, kind, draft)  # said before anything loads
     return DecodeConfig(
         sampling=SamplingConfig(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p),
-        builder=BuilderConfig(kind=start.builder, budget=args.budget_limit if auto else start.budget,
+        builder=BuilderConfig(name=start.builder, budget=args.budget_limit if auto else start.budget,
                               depth=start.depth, children=args.children, width=args.width, branching=branching,
                               auto=auto, draft_temperature=args.draft_temperature, stop_below=start.stop_below),
         verifier=start.verifier, max_new_tokens=args.max_new_tokens, seed=args.seed,

@@ -271,7 +271,7 @@ def test_models_load_lazily_once(pair, tmp_path):
     assert source.get() is source.get()
     prompt, cfg = decode_settings(PROMPT, 0, 0, 1.0, 0, "chain", 32, 4, 4, 8, "4,2", "tev", 8)
     st = ctl.step(AppState(), prompt, cfg)
-    assert st.kind == "live" and len(st.rounds) == 1 and len(ctl.store) == 1
+    assert st.origin == "live" and len(st.rounds) == 1 and len(ctl.store) == 1
     ctl.reset(st)
     assert len(ctl.store) == 0
     with pytest.raises(TevvizError, match="does not exist"):
@@ -448,7 +448,7 @@ def test_figures_sent_as_json_equal_what_plotly_writes(pair):
     s = DecodeSession(pair, [1, 2, 3], DecodeConfig(sampling=SamplingConfig(temperature=0.3), optimal=True,
                                                     max_new_tokens=12))
     s.run()
-    st = AppState(kind="live", rounds=s.rounds, view=1, ghosts=True, prompt="p")
+    st = AppState(origin="live", rounds=s.rounds, view=1, ghosts=True, prompt="p")
     figures = {"tree": tree_plot(st, "w", as_dict=True), **session_figures(st, as_dict=True),
                "session_plot": session_panel(st), "empty": tree_plot(AppState(), "P", as_dict=True)}
     for name, fig in figures.items():
@@ -485,7 +485,7 @@ def test_optimal_tree_of_an_imported_round_matches_the_live_one(pair, tmp_path):
     path.write_text(json.dumps(ctl.session_json(st)), encoding="utf-8")
     imported = Controller(PairSource(pair=pair)).import_file(AppState(), str(path))
     again = ctl.optimal(show_round(imported, 1), "", cfg.sampling)
-    assert again.kind == "session" and again.ghosts
+    assert again.origin == "session" and again.ghosts
     a, b = live.rounds[1].optimal, again.rounds[1].optimal
     assert a.tokens == b.tokens and a.parents == b.parents and a.P == pytest.approx(b.P, abs=1e-6)
     assert "optimal tree of round" in again.notice
@@ -493,13 +493,15 @@ def test_optimal_tree_of_an_imported_round_matches_the_live_one(pair, tmp_path):
         ctl.optimal(AppState(), "", cfg.sampling)
 
 
-def test_import_puts_the_files_prompt_and_settings_in_their_boxes(app_url, tmp_path):
+@pytest.mark.parametrize("key", ["name", "kind"])  # "kind": a file written before the builder's key was "name"
+def test_import_puts_the_files_prompt_and_settings_in_their_boxes(app_url, tmp_path, key):
     c = client(app_url)
     c.predict(api_name="/step")
     data = json.loads(Path(named(c.predict(api_name="/export"), EXPORT_OUTPUTS)["session_dl"]).read_text())
     data["prompt"] = "t4 t5 t6"
     data["meta"]["sampling"]["temperature"] = 0.7
-    data["meta"]["builder"] |= {"kind": "static", "depth": 3, "branching": [3, 1, 1], "auto": False}
+    del data["meta"]["builder"]["name"]
+    data["meta"]["builder"] |= {key: "static", "depth": 3, "branching": [3, 1, 1], "auto": False}
     data["meta"]["max_new_tokens"] = 5
     path = tmp_path / "other.json"
     path.write_text(json.dumps(data), encoding="utf-8")

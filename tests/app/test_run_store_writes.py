@@ -77,7 +77,7 @@ def test_a_view_that_will_not_read_leaves_the_run_without_it(tmp_path, view):
     store.save(USER, run_id, {**session(1), **({} if view is None else {"view": view})}, wait=True)
     kept = store.load(USER, run_id)
     assert kept.token_ids == [2, 2] and kept.view == (view if isinstance(view, dict) else {})
-    assert reopened(AppState(), kept, run_id, 10, "", kind="run").baseline is None
+    assert reopened(AppState(), kept, run_id, 10, "", origin="run").baseline is None
 
 
 def test_a_file_that_is_no_json_still_says_so(tmp_path):

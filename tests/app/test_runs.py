@@ -68,7 +68,7 @@ def test_an_imported_session_continues_where_it_ended(ctl, tmp_path):
     path = tmp_path / "session.json"
     path.write_text(json.dumps(session_of(run)), encoding="utf-8")
     imported = ctl.import_file(AppState(user=USER), str(path))
-    assert imported.kind == "session" and "Step continues it" in imported.notice
+    assert imported.origin == "session" and "Step continues it" in imported.notice
     st = ctl.step(imported, PROMPT, cfg)
     assert "continued run" in st.notice and [r.index for r in st.rounds] == [0, 1, 2]
     assert st.generated[: len(run.generated)] == run.generated
@@ -255,7 +255,7 @@ def test_the_baseline_timed_for_a_run_is_kept_through_a_reload_a_link_and_a_rest
     for how, store, user in (("reload", ctl.runs, USER), ("restart", restarted.runs, USER),
                              ("link", ctl.runs, other_user)):
         kept = store.load(USER, run.run_id)
-        back = reopened(AppState(user=user), kept, run.run_id, ctl.history, "", kind="run")
+        back = reopened(AppState(user=user), kept, run.run_id, ctl.history, "", origin="run")
         assert back.baseline is not None, how
         assert {k: back.baseline[k] for k in timed.baseline} == timed.baseline, how
         again = stats_markdown(back)

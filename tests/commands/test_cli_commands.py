@@ -390,7 +390,7 @@ def test_cli_decoding_and_training_defaults_are_the_engines():
     args = build_parser().parse_args(["decode", "--prompt", "x"])
     best = decode_defaults(NAMED_PAIRS["stdlib"], 0.0)
     auto = best.budget == "auto"
-    tree = BuilderConfig(kind=best.builder, budget=AUTO_LIMIT if auto else best.budget, depth=best.depth, auto=auto,
+    tree = BuilderConfig(name=best.builder, budget=AUTO_LIMIT if auto else best.budget, depth=best.depth, auto=auto,
                          stop_below=best.stop_below)
     assert decode_config_from_args(args) == DecodeConfig(sampling=SamplingConfig(temperature=0.0), builder=tree,
                                                          verifier=best.verifier)

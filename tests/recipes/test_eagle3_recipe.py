@@ -99,7 +99,7 @@ def test_training_raises_held_out_acceptance_and_the_saved_head_decodes_exactly(
     assert torch.equal(pair.draft.d2t + torch.arange(DRAFT_VOCAB), setup["ids"])
     prompt = setup["held"].tokens[0][: setup["held"].first[0] + 1].tolist()
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), verifier="tev", max_new_tokens=24,
-                       stop_on_eos=False, builder=BuilderConfig(kind="best-first", budget=8, depth=4, children=2,
+                       stop_on_eos=False, builder=BuilderConfig(name="best-first", budget=8, depth=4, children=2,
                                                                 width=4))
     s = DecodeSession(pair, prompt, cfg)
     s.run()

@@ -219,7 +219,7 @@ def test_an_interrupted_write_leaves_the_old_report(session_file, tmp_path, monk
 
 def test_rounds_the_optimal_tree_does_not_bound_say_so():
     """Speculative sampling on sampled chains: the optimal tree is the best fixed tree there, with no drafter gap."""
-    cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), builder=BuilderConfig(kind="sampled", depth=3),
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), builder=BuilderConfig(name="sampled", depth=3),
                        verifier="speculative", optimal=True, max_new_tokens=12)
     imported = tio.parse(json.loads(json.dumps(exported(cfg))))
     assert imported.rounds and all(r.coverage_gap().gap is None for r in imported.rounds if r.size > 1)

@@ -32,7 +32,7 @@ def _side(name: str, verifier: str, verifiers: list[str], drafters: dict[str, Pa
         return {
             "verifier": gr.Dropdown(verifiers, value=verifier, label=f"{name}: verifier"),
             # Fixed trees only: a mixed round's tree is chosen by a session's measurements, not by these settings.
-            "builder": gr.Dropdown([b for b in BUILDERS if b != "mixed"], value=BuilderConfig.kind,
+            "builder": gr.Dropdown([b for b in BUILDERS if b != "mixed"], value=BuilderConfig.name,
                                    label=f"{name}: builder"),
             "budget": gr.Number(BuilderConfig.budget, precision=0, label=f"{name}: budget B"),
             "draft": gr.Dropdown(draft_choices, value="", allow_custom_value=True,

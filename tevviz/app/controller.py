@@ -111,7 +111,7 @@ class Controller(TrainingActions):
         changed = ("the draft changed"
                    if live is not None and live.run_id == st.run_id and live.session.pair is not pair
                    else "the settings or the prompt changed")
-        if st.rounds and not (st.kind == "live" and live is not None and live.run_id == st.run_id):
+        if st.rounds and not (st.origin == "live" and live is not None and live.run_id == st.run_id):
             try:  # an imported, reopened or expired run: go on from its last token
                 stream, _ = continuation(st, pair, prompt, cfg)
                 session = DecodeSession(pair, stream, remaining(cfg, len(st.generated)), keep_rounds=self.history)
@@ -122,12 +122,12 @@ class Controller(TrainingActions):
                            if cfg.sampling.temperature > 0 else ""))
                 # The session decodes the tokens left; the run keeps its own limit, as its settings box holds it.
                 meta = {**st.meta, **tio.session_meta(session), "max_new_tokens": cfg.max_new_tokens}
-                return live, replace(st, kind="live", cfg=cfg, meta=meta), said
+                return live, replace(st, origin="live", cfg=cfg, meta=meta), said
             except TevvizError as e:
                 changed = f"run {run_name(st)} cannot go on here ({e})"
         session = DecodeSession(pair, encode_prompt(pair.tokenizer, prompt, chat=cfg.chat), cfg,
                                 keep_rounds=self.history)
-        fresh = AppState(sid=st.sid, **view_options(st), kind="live", prompt=prompt,
+        fresh = AppState(sid=st.sid, **view_options(st), origin="live", prompt=prompt,
                          prompt_ids=list(session.prompt_ids), meta=tio.session_meta(session), cfg=cfg)
         live = LiveSession(session, prompt, cfg=cfg, run_id=fresh.run_id)
         notice = ""
@@ -233,7 +233,7 @@ class Controller(TrainingActions):
                 "the round's root token is not the last committed token; the stored context may be incomplete")
             return context[:-1], note
         ids = tokenizer(prompt_box)["input_ids"] if prompt_box and prompt_box.strip() else []
-        return ids, (f"the context before this tree is unknown for a {st.kind} import: "
+        return ids, (f"the context before this tree is unknown for a {st.origin} import: "
                      f"used the prompt box text ({len(ids)} tokens) as the prefix")
 
     @on_model_thread
@@ -272,7 +272,7 @@ class Controller(TrainingActions):
         with self.stops.job(st.sid, "optimal", f"the optimal tree of round {r.index}") as job:
             job.unit = "target passes"
             try:
-                if st.kind == "live" and live is not None and any(x.index == r.index for x in live.session.rounds):
+                if st.origin == "live" and live is not None and any(x.index == r.index for x in live.session.rounds):
                     with job.watch(live.session.pair.target, count=True):
                         new = live.session.optimal(r.index)
                 else:
@@ -355,7 +355,7 @@ class Controller(TrainingActions):
         self.keep(st)
         self.store.drop(st.sid, keep_training=True)
         name = imported.meta.get("run_name", run_id[:8])
-        new = reopened(st, imported, run_id, self.history, f"reopened run {name}; Step continues it", kind="run")
+        new = reopened(st, imported, run_id, self.history, f"reopened run {name}; Step continues it", origin="run")
         return replace(new, view=len(new.rounds) - 1)  # where the run had got to
 
     def session_json(self, st: AppState) -> dict:

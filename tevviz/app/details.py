@@ -37,7 +37,7 @@ def stop_sentence(st: AppState) -> str:
     longest, or after a token drawn where the drafter's top probability was below the stop; "" for other rounds."""
     r, b = st.round, st.builder()
     stop, H = b.get("stop_below") or 0, b.get("depth")
-    if r is None or b.get("kind") != "sampled" or not isinstance(stop, (int, float)) or stop <= 0:
+    if r is None or b.get("name") != "sampled" or not isinstance(stop, (int, float)) or stop <= 0:
         return ""
     longest, d = st.depth_limit(st.view), max(r.depths)
     if longest is None:  # a file without the depth it ran at

@@ -88,7 +88,7 @@ def trainable(cfg, draft):
     if kind.trainable:
         return cfg, ""
     own = drafter_kind_of(draft).default_builder
-    builder = replace(cfg.builder, kind=own, auto=False, budget=builder_kind(own).budget or FIXED_BUDGET,
+    builder = replace(cfg.builder, name=own, auto=False, budget=builder_kind(own).budget or FIXED_BUDGET,
                       stop_below=0.0)  # a chain's stop does not apply to the trees trained on
     return replace(cfg, builder=builder), (f"Trained on {own} trees of B = {builder.budget}: {kind.name} trees do not "
                                            f"train ({kind.why_not_trained}).")

@@ -14,7 +14,7 @@ from .state import AppState, block_text, decode_settings, view_options
 
 # The settings widgets a reopened run's recorded settings fill in, by their names in `meta`.
 SETTING_FIELDS = {"temperature": ("sampling", "temperature"), "top_k": ("sampling", "top_k"),
-                  "top_p": ("sampling", "top_p"), "builder": ("builder", "kind"), "budget": ("builder", "budget"),
+                  "top_p": ("sampling", "top_p"), "builder": ("builder", "name"), "budget": ("builder", "budget"),
                   "depth": ("builder", "depth"), "children": ("builder", "children"), "width": ("builder", "width"),
                   "auto_budget": ("builder", "auto"), "verifier": ("verifier",), "seed": ("seed",),
                   "max_new_tokens": ("max_new_tokens",), "chat": ("chat",), "stop_below": ("builder", "stop_below")}
@@ -70,17 +70,17 @@ def run_name(st: AppState) -> str:
     meta = st.meta or {}
     if st.cfg is not None:
         c = st.cfg
-        t, kind, budget, depth, auto, stop = (c.sampling.temperature, c.builder.kind, c.builder.budget,
+        t, kind, budget, depth, auto, stop = (c.sampling.temperature, c.builder.name, c.builder.budget,
                                               c.builder.depth, c.builder.auto, c.builder.stop_below)
         verifier, seed = c.verifier, c.seed
     else:
         s, b = meta.get("sampling") or {}, meta.get("builder") or {}
-        t, kind, budget, depth, auto, stop = (s.get("temperature"), b.get("kind"), b.get("budget"), b.get("depth"),
+        t, kind, budget, depth, auto, stop = (s.get("temperature"), b.get("name"), b.get("budget"), b.get("depth"),
                                               b.get("auto"), b.get("stop_below"))
         verifier, seed = meta.get("verifier"), meta.get("seed")
     start = " ".join(st.prompt.split())[:24]
     if kind is None and verifier is None:
-        return f"“{start}” · a {st.kind} file, {len(st.rounds)} rounds"
+        return f"“{start}” · a {st.origin} file, {len(st.rounds)} rounds"
     draft = str(meta.get("draft") or "?").rstrip("/").split("/")[-1]
     size = f"B auto≤{budget}" if auto else f"B {budget}"
     if kind == "sampled" and isinstance(stop, (int, float)) and stop > 0:
@@ -123,12 +123,12 @@ def baseline_of(saved) -> dict | None:
 
 
 def reopened(st: AppState, imported: tio.ImportedSession, run_id: str, history: int, said: str,
-             kind: str | None = None) -> AppState:
-    """A kept run (`kind` "run") or an imported file (its own kind) as the state shown: its rounds, the newest
+             origin: str | None = None) -> AppState:
+    """A kept run (`origin` "run") or an imported file (its own kind) as the state shown: its rounds, the newest
     `history` of them."""
     dropped = max(len(imported.rounds) - history, 0)
     return AppState(sid=st.sid, **view_options(st), run_id=run_id,
-                    kind=kind or imported.kind, prompt=imported.prompt, prompt_ids=list(imported.prompt_token_ids),
+                    origin=origin or imported.kind, prompt=imported.prompt, prompt_ids=list(imported.prompt_token_ids),
                     generated=list(imported.token_ids), text=imported.text, rounds=list(imported.rounds[dropped:]),
                     meta=dict(imported.meta), seconds=sum(sum(r.stage_ms.values()) for r in imported.rounds) / 1e3,
                     view=0, notice=said, dropped=dropped,
@@ -141,8 +141,8 @@ def continuation(st: AppState, pair, prompt: str, cfg: DecodeConfig) -> tuple[li
     from the prompt): the prompt box must still hold the run's prompt and the settings boxes its settings (one run
     never mixes two), the loaded tokenizer read it as the run did, and every recorded token lie in the loaded
     target's vocabulary."""
-    if st.kind in ("round", "ddtree"):
-        raise TevvizError(f"a {st.kind} file holds no token stream to continue from")
+    if st.origin in ("round", "ddtree"):
+        raise TevvizError(f"a {st.origin} file holds no token stream to continue from")
     if not st.prompt_ids or not st.rounds:
         raise TevvizError("the run records no prompt tokens")
     if prompt != st.prompt:

@@ -67,7 +67,7 @@ def wire_restore(ctl, demo: gr.Blocks, ui: Panel, outputs: list) -> None:
             return {ui.state: st, ui.error: f"Error: the link's run: {e}", ui.run_pick: run_choices(ctl, st)}
         name = imported.meta.get("run_name", q["run"][:8])
         new = reopened(st, imported, q["run"], ctl.history, f"opened run {name} from the link; Step continues it",
-                       kind="run")
+                       origin="run")
         if q["round"] is not None:
             new = show_round(new, position_of(new, q["round"]))
         if q["node"] is not None:

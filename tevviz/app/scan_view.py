@@ -141,7 +141,7 @@ def round_state(st: AppState, data: ScanData, key: str, history: int) -> AppStat
             + (f", lost {lost:.3f}" if lost is not None else "")
             + f"; opened as a run of its own; the Decode tab's settings are the scan's "
             f"(seed {line.get('seed')} is this prompt's own in the scan), so Re-score, Optimal tree and Step use them")
-    return AppState(sid=st.sid, **view_options(st), kind="scan",
+    return AppState(sid=st.sid, **view_options(st), origin="scan",
                     prompt=line.get("prompt", ""), prompt_ids=list(line.get("prompt_token_ids", [])),
                     generated=generated, text=text, rounds=list(rounds[start:end]),
                     meta=_settings_meta(data.manifest, line), seconds=float(line.get("seconds", 0.0)),
@@ -154,7 +154,7 @@ def widget_settings(st: AppState) -> dict:
     meta = st.meta
     sampling, builder = meta.get("sampling") or {}, meta.get("builder") or {}
     return {"prompt": st.prompt, "temperature": sampling.get("temperature"), "top_k": sampling.get("top_k"),
-            "top_p": sampling.get("top_p"), "seed": meta.get("seed"), "builder": builder.get("kind"),
+            "top_p": sampling.get("top_p"), "seed": meta.get("seed"), "builder": builder.get("name"),
             "budget": builder.get("budget"), "depth": builder.get("depth"), "children": builder.get("children"),
             "width": builder.get("width"), "branching": ",".join(map(str, builder.get("branching") or [])),
             "verifier": meta.get("verifier"), "max_new_tokens": meta.get("max_new_tokens"),

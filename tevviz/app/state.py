@@ -63,7 +63,7 @@ def decode_settings(prompt: str, temperature: float, top_k: int, top_p: float, s
     sampling = SamplingConfig(temperature=_float(temperature, "temperature"), top_k=_int(top_k, "top-k"),
                               top_p=_float(top_p, "top-p"))
     stops = builder == "sampled"  # with auto on, BuilderConfig says why a stop does not apply
-    tree = BuilderConfig(kind=builder, budget=_int(budget, "budget B"), depth=_int(depth, "depth H"),
+    tree = BuilderConfig(name=builder, budget=_int(budget, "budget B"), depth=_int(depth, "depth H"),
                          children=_int(children, "children K"), width=_int(width, "width W"), branching=shape,
                          auto=bool(auto_budget),
                          stop_below=_float(stop_below or 0.0, "stop below p") if stops else 0.0)
@@ -102,7 +102,7 @@ class AppState:
     user: str = ""  # the browser's id (kept in its localStorage): its folder of runs; "" before the page has loaded
     pinned: str | None = None  # the run pinned as A for comparisons
     compared: tuple[str, int] | None = None  # the comparison shown: run B's id and the round compared
-    kind: str = "empty"  # "empty", "live", or an import: "session", "round", "ddtree"
+    origin: str = "empty"  # where the rounds came from: "empty", "live", "run", "scan", or an imported file's kind
     prompt: str = ""
     prompt_ids: list[int] = field(default_factory=list)
     generated: list[int] = field(default_factory=list)
@@ -165,7 +165,7 @@ class AppState:
         """H of kept round `index` as decoding ran it: its builder's depth, trimmed as decoding trims it near the
         token limit; None where the settings do not say (a builder without one depth, a file without settings)."""
         builder = self.builder()
-        depth = builder.get("depth") if builder.get("kind") in ("best-first", "chain", "sampled") else None
+        depth = builder.get("depth") if builder.get("name") in ("best-first", "chain", "sampled") else None
         if not isinstance(depth, int):
             return None
         end, limit = self.context_ends()[index], self.meta.get("max_new_tokens")
@@ -184,7 +184,7 @@ def view_options(st: AppState) -> dict:
 
 def settings_in_force(st: AppState, values: dict) -> DecodeConfig:
     """The decoding settings for `st`: a live session's own win over the Decode tab's widget `values`."""
-    if st.kind == "live" and st.cfg is not None:
+    if st.origin == "live" and st.cfg is not None:
         return st.cfg
     return decode_settings(**values)[1]
 

@@ -13,6 +13,7 @@ import torch
 
 from ..engine import ModelPair
 from ..engine.draft.builders import BuilderConfig
+from ..engine.records.io import current_builder
 from ..engine.train.exittrain import TrainConfig
 from .state import Training
 
@@ -59,7 +60,7 @@ def load_training(root: Path, user: str, base: ModelPair) -> Training | None:
         draft = copy.deepcopy(base.draft)
         draft.load_state_dict(kept["state"])
         raw = dict(kept["config"])
-        builder = dict(raw.pop("builder"))
+        builder = dict(current_builder(raw.pop("builder")))
         builder["branching"] = tuple(builder.get("branching", ()))
         config = TrainConfig(**raw, builder=BuilderConfig(**builder))
     except (OSError, RuntimeError, KeyError, TypeError, ValueError):

@@ -221,8 +221,8 @@ def stats_markdown(st: AppState) -> str:
         lines.append(f"\n*The drafter reads the target's hidden_states {reading['layer_ids']}: {reading['why']}.*")
     if st.done:
         lines.append("\n*Finished (end of sequence or token limit).*")
-    if st.kind not in ("live", "empty", "run"):
-        lines.append(f"\n*Imported {st.kind}: browse it, or Re-score a round with the loaded target.*")
+    if st.origin not in ("live", "empty", "run"):
+        lines.append(f"\n*Imported {st.origin}: browse it, or Re-score a round with the loaded target.*")
     if base is not None and not comparable:
         lines.append("\n*The baseline was timed on another prompt or settings; press Run baseline again.*")
     if st.notice:
@@ -233,7 +233,7 @@ def stats_markdown(st: AppState) -> str:
 def speed_lines(st: AppState, base: dict | None) -> list[str]:
     """Where a generated token's time goes, against plain decoding's, and why the run is faster or slower."""
     speed = speed_breakdown(st.rounds, ms_per_token(base["seconds"], base["tokens"]) if base else None,
-                            None if st.dropped or st.kind != "live" else st.seconds)
+                            None if st.dropped or st.origin != "live" else st.seconds)
     if not speed.tokens:
         return []
     per = speed.stage_ms_per_token
@@ -255,7 +255,7 @@ def ideal_lines(st: AppState, base: dict | None) -> list[str]:
     """The run against its limit: the tokens/s its rounds would reach if a round cost only its forwards, at the pass
     costs timed with the baseline, and the share of it achieved."""
     costs = (base or {}).get("costs")
-    if costs is None or st.dropped or st.kind != "live" or st.seconds <= 0:
+    if costs is None or st.dropped or st.origin != "live" or st.seconds <= 0:
         return []
     speed = ideal_speed(st.rounds, costs, st.seconds)
     if speed.share is None:

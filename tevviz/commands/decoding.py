@@ -69,11 +69,11 @@ def decode_summary(session, seconds: float, cfg, optimal: bool) -> dict:
     return out
 
 def ran_builder(builder) -> str:
-    """The builder a decode ran, as a person reads it: its kind, budget (or auto, up to; a chain's stop) and depth."""
+    """The builder a decode ran, as a person reads it: its name, budget (or auto, up to; a chain's stop) and depth."""
     if getattr(builder, "stop_below", 0):  # a stopped chain has no budget: H is its longest
-        return f"{builder.kind} (stopped below p = {builder.stop_below:g}, depth up to {builder.depth})"
+        return f"{builder.name} (stopped below p = {builder.stop_below:g}, depth up to {builder.depth})"
     budget = f"budget auto up to {builder.budget}" if builder.auto else f"budget {builder.budget}"
-    return f"{builder.kind} ({budget}, depth {builder.depth})"
+    return f"{builder.name} ({budget}, depth {builder.depth})"
 
 
 def _timed_baseline(pair, prompt_ids, cfg, out: dict, quiet: bool) -> None:

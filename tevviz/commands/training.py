@@ -68,7 +68,7 @@ def cmd_train(args) -> int:
                           f"--kind {drafter.name})")
     cfg = TrainConfig(objective=args.objective, lambda_exit=defaults.lambda_exit if args.lambda_exit is None
                       else args.lambda_exit, lr=defaults.lr if args.lr is None else args.lr, steps=args.steps,
-                      batch=args.batch, builder=BuilderConfig(kind=own_kind, budget=args.budget, depth=depth),
+                      batch=args.batch, builder=BuilderConfig(name=own_kind, budget=args.budget, depth=depth),
                       token_labels=args.token_labels or defaults.token_labels, seed=args.seed, schedule=args.schedule)
     temps = numbers(args.collect_temperatures, "--collect-temperatures")
     if any(not 0 <= t <= 10 for t in temps):
@@ -127,7 +127,7 @@ def cmd_eval(args) -> int:
 
     temps = numbers(args.temperatures, "--temperatures")
     own_kind, depth = drafter_tree(args, args.depth)  # as in decode and train
-    builder = BuilderConfig(kind=own_kind, budget=args.budget, depth=depth, children=args.children, width=args.width,
+    builder = BuilderConfig(name=own_kind, budget=args.budget, depth=depth, children=args.children, width=args.width,
                             draft_temperature=args.draft_temperature)
     rows = prompt_rows(args)
     set_threads(args.threads)

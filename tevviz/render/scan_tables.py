@@ -51,7 +51,7 @@ def settings_line(manifest: dict) -> str:
     b, t = s.get("builder") or {}, (s.get("sampling") or {}).get("temperature")
     budget = "auto" if b.get("auto") else b.get("budget")
     return (f"target {models.get('target', {}).get('name', '?')}, draft {models.get('draft', {}).get('name', '?')}; "
-            f"{b.get('kind')} B={budget} H={b.get('depth')}, {s.get('verifier')}, T={t}, "
+            f"{b.get('name')} B={budget} H={b.get('depth')}, {s.get('verifier')}, T={t}, "
             f"{s.get('max_new_tokens')} new tokens, seed {s.get('seed')}")
 
 

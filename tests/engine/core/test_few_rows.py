@@ -161,7 +161,7 @@ def test_greedy_decoding_through_few_row_layers_is_the_targets_own(builder, monk
         for prompt in prompts:
             del transposed_calls[:]
             session = DecodeSession(pair, prompt, DecodeConfig(
-                sampling=SamplingConfig(temperature=0.0), builder=BuilderConfig(kind=builder, budget=6, depth=4),
+                sampling=SamplingConfig(temperature=0.0), builder=BuilderConfig(name=builder, budget=6, depth=4),
                 verifier="speculative" if builder == "sampled" else "tev", max_new_tokens=24, stop_on_eos=False))
             session.run()
             assert session.generated == greedy_generate(pair.target, prompt, 24), (limit, prompt)

@@ -260,7 +260,7 @@ def test_the_optimal_tree_is_no_ceiling_for_a_sampled_chain_and_says_so():
     pair = ModelPair(target, copy.deepcopy(target), word_tokenizer(), "t", "t")
     common = {"sampling": SamplingConfig(temperature=1.0), "seed": 0, "optimal": True, "stop_on_eos": False,
               "missing_top": 0}
-    s = DecodeSession(pair, [5, 6, 7], DecodeConfig(builder=BuilderConfig(kind="sampled", depth=4),
+    s = DecodeSession(pair, [5, 6, 7], DecodeConfig(builder=BuilderConfig(name="sampled", depth=4),
                                                     verifier="speculative", max_new_tokens=40, **common))
     s.run()
     drafted = [r for r in s.rounds if r.size > 1]

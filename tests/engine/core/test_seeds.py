@@ -64,7 +64,7 @@ def test_sessions_over_consecutive_seeds_share_no_draws():
     """A session's verifier and draft generators start from stream_seed(seed, "verify") and
     stream_seed(seed, "draft"); over seeds 0..5 no two of the twelve streams begin with the same draws."""
     pair = tiny_pair("llama")
-    builder = BuilderConfig(kind="sampled", depth=2)
+    builder = BuilderConfig(name="sampled", depth=2)
     streams = {}
     for seed in range(6):
         cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), builder=builder, verifier="speculative",

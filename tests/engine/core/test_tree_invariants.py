@@ -152,12 +152,12 @@ def draft_model():
 def builder_configs(draw):
     kind = draw(st.sampled_from(["best-first", "best-first", "static", "chain"]))
     if kind == "best-first":
-        return BuilderConfig(kind=kind, budget=draw(st.integers(1, 40)), depth=draw(st.integers(1, 6)),
+        return BuilderConfig(name=kind, budget=draw(st.integers(1, 40)), depth=draw(st.integers(1, 6)),
                              children=draw(st.integers(1, 5)), width=draw(st.integers(1, 8)),
                              draft_temperature=draw(st.sampled_from([1.0, 1.0, 0.5, 2.5])))
     if kind == "static":
-        return BuilderConfig(kind=kind, branching=tuple(draw(st.lists(st.integers(1, 3), min_size=1, max_size=4))))
-    return BuilderConfig(kind=kind, depth=draw(st.integers(1, 8)))
+        return BuilderConfig(name=kind, branching=tuple(draw(st.lists(st.integers(1, 3), min_size=1, max_size=4))))
+    return BuilderConfig(name=kind, depth=draw(st.integers(1, 8)))
 
 
 def generated_count(cfg: BuilderConfig, H: int) -> int:
@@ -213,9 +213,9 @@ def test_builder_invariants(cfg, prefix, pending, cap):
 
     # Shapes.
     made = generated_count(cfg, H)
-    if cfg.kind == "best-first":
+    if cfg.name == "best-first":
         assert n - 1 == min(cfg.budget, made)
-    elif cfg.kind == "chain":
+    elif cfg.name == "chain":
         assert parents == list(range(-1, n - 1)) and n - 1 == H
     else:
         per_depth = [sum(1 for d in depths if d == k) for k in range(H + 1)]
@@ -270,8 +270,8 @@ def test_draft_temperature_is_checked_and_makes_a_sharp_drafts_tree_shallower():
         with pytest.raises(TevvizError, match="draft temperature"):
             BuilderConfig(draft_temperature=bad)
     with pytest.raises(TevvizError, match="a sampled chain draws from the decoding's own sampling law"):
-        BuilderConfig(kind="sampled", depth=3, draft_temperature=2.0)  # it would be ignored: refused instead
-    mixed = BuilderConfig(kind="mixed", auto=True, draft_temperature=2.0)  # the best-first arm's ranking only
+        BuilderConfig(name="sampled", depth=3, draft_temperature=2.0)  # it would be ignored: refused instead
+    mixed = BuilderConfig(name="mixed", auto=True, draft_temperature=2.0)  # the best-first arm's ranking only
     assert mixed.arm("best-first").draft_temperature == 2.0 and mixed.arm("sampled").draft_temperature == 1.0
     sharp = tiny_model("llama", seed=0, scale=40.0)  # nearly one-hot: at T 1 its best-first tree is deep
     depths = [build_tree(sharp, new_cache(sharp), [1, 2, 3], BuilderConfig(budget=8, depth=6, children=8, width=2,
@@ -283,7 +283,7 @@ def test_draft_temperature_is_checked_and_makes_a_sharp_drafts_tree_shallower():
 def test_chain_is_the_greedy_draft_path():
     model = draft_model()
     context = [5, 9, 13]
-    r = build_tree(model, new_cache(model), context, BuilderConfig(kind="chain", depth=7))
+    r = build_tree(model, new_cache(model), context, BuilderConfig(name="chain", depth=7))
     seq = list(context)
     for _ in range(7):
         seq.append(int(causal_logprobs(model, seq).argmax()))

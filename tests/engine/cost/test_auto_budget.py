@@ -193,7 +193,7 @@ def test_auto_trees_respect_the_limits_and_record_their_sizing(pair):
 
 def test_auto_needs_best_first():
     with pytest.raises(TevvizError, match="best-first"):
-        BuilderConfig(kind="chain", auto=True)
+        BuilderConfig(name="chain", auto=True)
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2", "gpt2"])

@@ -65,7 +65,7 @@ def test_auto_budget_sizes_ddtree_rounds_and_stays_exact(block_pair):
     output is the target's greedy output, and the sizing is recorded."""
     prompt = [7, 3, 9]
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), max_new_tokens=40, stop_on_eos=False,
-                       builder=BuilderConfig(kind="ddtree", budget=32, depth=BS - 1, auto=True))
+                       builder=BuilderConfig(name="ddtree", budget=32, depth=BS - 1, auto=True))
     s = DecodeSession(block_pair, prompt, cfg)
     s.run()
     assert s.generated == greedy_generate(block_pair.target, prompt, 40)

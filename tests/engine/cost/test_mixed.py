@@ -18,7 +18,7 @@ from tevviz.engine.records.io import export_session, loads
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-MIXED = BuilderConfig(kind="mixed", budget=12, depth=4, children=3, width=4, auto=True)
+MIXED = BuilderConfig(name="mixed", budget=12, depth=4, children=3, width=4, auto=True)
 
 
 def drive(model: MixedBudget, rates: dict[str, float], rounds: int) -> list[str]:
@@ -65,7 +65,7 @@ def test_the_choice_follows_when_the_other_arm_becomes_faster():
 
 def test_mixed_needs_an_automatic_budget_and_its_own_cost_model():
     with pytest.raises(TevvizError, match="--budget auto"):
-        BuilderConfig(kind="mixed")
+        BuilderConfig(name="mixed")
     pair = pair_of("llama")
     cfg = DecodeConfig(builder=MIXED, max_new_tokens=4, stop_on_eos=False)
     with pytest.raises(TevvizError, match="MixedBudget"):

@@ -43,7 +43,7 @@ def cli_config(*argv: str):
 def settings(cfg) -> DecodeDefaults:
     """The builder, verifier, budget ("auto" when auto-sized), depth and stop of a DecodeConfig."""
     b = cfg.builder
-    return DecodeDefaults(builder=b.kind, verifier=cfg.verifier, budget="auto" if b.auto else b.budget, depth=b.depth,
+    return DecodeDefaults(builder=b.name, verifier=cfg.verifier, budget="auto" if b.auto else b.budget, depth=b.depth,
                           stop_below=b.stop_below)
 
 
@@ -250,7 +250,7 @@ def test_a_run_saved_before_chains_had_a_stop_reopens_without_one():
     """Reopening a run sets the Decode tab's boxes to its settings: one saved without `stop_below` had no stop."""
     from tevviz.app.runs_panel import settings_values
 
-    old = {"builder": {"kind": "sampled", "budget": 32, "depth": 4, "auto": False}}
+    old = {"builder": {"name": "sampled", "budget": 32, "depth": 4, "auto": False}}
     assert settings_values(old)["stop_below"] == 0.0
     assert settings_values({"builder": {**old["builder"], "stop_below": 0.4}})["stop_below"] == 0.4
     assert "stop_below" not in settings_values({})  # a file without settings leaves the box as it is

@@ -203,7 +203,7 @@ def test_a_sampled_chain_on_nan_draft_logits_names_the_draft(pair, temperature, 
     fails the round with a clear message naming the draft, and the session is as it was."""
     prompt = random_prompts(1, seed=953)[0]
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=temperature), stop_on_eos=False, missing_top=0,
-                       builder=BuilderConfig(kind="sampled", depth=4), verifier="speculative", seed=3)
+                       builder=BuilderConfig(name="sampled", depth=4), verifier="speculative", seed=3)
     s = DecodeSession(pair, prompt, cfg)
     s.run(rounds=2)
     before = snapshot(s)

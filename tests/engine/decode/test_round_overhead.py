@@ -93,7 +93,7 @@ def test_the_stopped_chain_ends_after_the_first_token_the_draft_is_unsure_of(tem
     model, sampling = pair.draft, SamplingConfig(temperature=temperature)
     lengths = set()
     for i, context in enumerate(random_prompts(12, seed=4, lo=2, hi=8)):
-        cfg = BuilderConfig(kind="sampled", depth=6, stop_below=STOP)
+        cfg = BuilderConfig(name="sampled", depth=6, stop_below=STOP)
         with torch.inference_mode():
             tree = build_tree(model, new_cache(model), context, cfg, sampling=sampling,
                               gen=torch.Generator().manual_seed(i)).tree
@@ -115,7 +115,7 @@ def test_the_stopped_chain_ends_after_the_first_token_the_draft_is_unsure_of(tem
 def test_the_stopped_chain_decodes_as_generate_at_t0_and_its_setting_is_saved():
     pair = tiny_pair("llama", seed=2)
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), verifier="speculative", max_new_tokens=40,
-                       builder=BuilderConfig(kind="sampled", depth=8, stop_below=STOP), stop_on_eos=False)
+                       builder=BuilderConfig(name="sampled", depth=8, stop_below=STOP), stop_on_eos=False)
     sizes = set()
     for prompt in random_prompts(4, seed=7):
         s = DecodeSession(pair, prompt, cfg)
@@ -129,11 +129,11 @@ def test_the_stopped_chain_decodes_as_generate_at_t0_and_its_setting_is_saved():
 def test_a_stop_is_refused_where_it_cannot_apply_or_is_out_of_range():
     for bad in (1.0, -0.1, True, "0.4"):
         with pytest.raises(TevvizError, match=r"probability in \[0, 1\)"):
-            BuilderConfig(kind="sampled", depth=4, stop_below=bad)
+            BuilderConfig(name="sampled", depth=4, stop_below=bad)
     for kind, auto in (("sampled", True), ("chain", False), ("best-first", False)):
         with pytest.raises(TevvizError, match="sampled chains of a fixed depth"):
-            BuilderConfig(kind=kind, depth=4, auto=auto, stop_below=0.4)
-    assert BuilderConfig(kind="best-first", stop_below=0).stop_below == 0  # 0: no stop, any builder
+            BuilderConfig(name=kind, depth=4, auto=auto, stop_below=0.4)
+    assert BuilderConfig(name="best-first", stop_below=0).stop_below == 0  # 0: no stop, any builder
 
 
 def test_the_app_says_why_each_stopped_chain_ended():
@@ -147,10 +147,10 @@ def test_the_app_says_why_each_stopped_chain_ended():
 
     def shown(stop: float, depth: int, n: int, view: int) -> str:
         cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), verifier="speculative", max_new_tokens=n,
-                           builder=BuilderConfig(kind="sampled", depth=depth, stop_below=stop), stop_on_eos=False)
+                           builder=BuilderConfig(name="sampled", depth=depth, stop_below=stop), stop_on_eos=False)
         s = DecodeSession(pair, prompt, cfg)
         s.run()
-        st = AppState(kind="live", rounds=list(s.rounds), view=view % len(s.rounds), cfg=cfg, prompt_ids=prompt,
+        st = AppState(origin="live", rounds=list(s.rounds), view=view % len(s.rounds), cfg=cfg, prompt_ids=prompt,
                       generated=list(s.generated), meta=session_meta(s))
         said = stop_sentence(st)
         assert node_details(st).endswith(said)  # no node selected: the hint, then why

@@ -107,7 +107,7 @@ def block_stream_counts(pair, prompt, cfg: SamplingConfig, verifier: str, n: int
     counts = Counter()
     for seed in range(n):
         dc = DecodeConfig(sampling=cfg, verifier=verifier, max_new_tokens=2, seed=seed, stop_on_eos=False,
-                          missing_top=0, builder=BuilderConfig(kind="ddtree", budget=6, depth=BS - 1))
+                          missing_top=0, builder=BuilderConfig(name="ddtree", budget=6, depth=BS - 1))
         s = DecodeSession(pair, prompt, dc)
         s.run()
         counts[tuple(s.generated)] += 1

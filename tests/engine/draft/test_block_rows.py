@@ -79,7 +79,7 @@ def test_optimal_tree_comparison_and_report_work_on_block_rounds(block_pair, tmp
 
     prompt = [5, 9, 11, 2]
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), max_new_tokens=10, stop_on_eos=False,
-                       builder=BuilderConfig(kind="ddtree", budget=12, depth=BS - 1), optimal=True)
+                       builder=BuilderConfig(name="ddtree", budget=12, depth=BS - 1), optimal=True)
     s = DecodeSession(block_pair, prompt, cfg)
     first = s.step()
     gap = first.coverage_gap()

@@ -25,23 +25,23 @@ def wide_builder():
 
 
 def test_a_registered_builder_is_checked_and_shaped_by_what_it_declares(wide_builder):
-    cfg = BuilderConfig(kind="wide-test", budget=5, depth=3, children=2)
+    cfg = BuilderConfig(name="wide-test", budget=5, depth=3, children=2)
     assert cfg.spec is wide_builder
     assert cfg.level(1) == (2, 3) and cfg.level(3) == (6, 3) and cfg.keep == 10 and cfg.max_depth == 3
     with pytest.raises(TevvizError, match="children K must be an integer"):
-        BuilderConfig(kind="wide-test", children=0)  # it reads K, so K is checked
-    assert BuilderConfig(kind="wide-test", stop_below=0.3).stop_below == 0.3  # it reads a stop
+        BuilderConfig(name="wide-test", children=0)  # it reads K, so K is checked
+    assert BuilderConfig(name="wide-test", stop_below=0.3).stop_below == 0.3  # it reads a stop
     assert "wide-test" in bk.builder_names()
 
 
 def test_settings_a_builder_does_not_read_are_not_held_against_it():
-    BuilderConfig(kind="chain", children=0, width=0)  # a chain reads neither K nor W
+    BuilderConfig(name="chain", children=0, width=0)  # a chain reads neither K nor W
     with pytest.raises(TevvizError, match="stop below ends sampled chains"):
-        BuilderConfig(kind="best-first", stop_below=0.4)
+        BuilderConfig(name="best-first", stop_below=0.4)
     with pytest.raises(TevvizError, match="static branching"):
-        BuilderConfig(kind="static", branching=(0,))
-    assert BuilderConfig(kind="static", branching=(3, 2)).max_depth == 2
-    assert BuilderConfig(kind="eagle", children=4, width=9).level(2) == (4, 4)
+        BuilderConfig(name="static", branching=(0,))
+    assert BuilderConfig(name="static", branching=(3, 2)).max_depth == 2
+    assert BuilderConfig(name="eagle", children=4, width=9).level(2) == (4, 4)
 
 
 def test_the_apps_builder_list_is_the_registry():

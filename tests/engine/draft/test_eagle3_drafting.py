@@ -72,7 +72,7 @@ def pairs(request, tmp_path_factory):
 
 
 BUILDERS = {"eagle": eagle_builder(total_tokens=24, depth=4, top_k=6),
-            "best-first": BuilderConfig(kind="best-first", budget=16, depth=5, children=4, width=4)}
+            "best-first": BuilderConfig(name="best-first", budget=16, depth=5, children=4, width=4)}
 
 
 @pytest.mark.parametrize("builder", list(BUILDERS))
@@ -95,7 +95,7 @@ def test_greedy_decoding_is_the_targets_generate(pairs, builder, verifier):
 def test_an_automatic_budget_sizes_best_first_trees_on_the_head_and_stays_exact(pairs):
     pair = pairs["trained"]
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), max_new_tokens=N, stop_on_eos=False,
-                       builder=BuilderConfig(kind="best-first", budget=16, depth=5, auto=True))
+                       builder=BuilderConfig(name="best-first", budget=16, depth=5, auto=True))
     s = DecodeSession(pair, TRAIN[5], cfg)
     s.run()
     assert s.generated == greedy_generate(pair.target, TRAIN[5], N)

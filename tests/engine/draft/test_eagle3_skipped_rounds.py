@@ -22,7 +22,7 @@ def test_every_drafted_round_after_skipped_ones_reads_the_whole_stream(tmp_path)
                       head_tensors(seed=2, vd=VOCAB))
     pair = trained(load_pair(str(target), str(head), device="cpu"))
     w = {k: v.float() if v.is_floating_point() else v for k, v in pair.draft.state_dict().items()}
-    builder = BuilderConfig(kind="best-first", budget=16, depth=5, children=4, auto=True)
+    builder = BuilderConfig(name="best-first", budget=16, depth=5, children=4, auto=True)
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), max_new_tokens=N, stop_on_eos=False, builder=builder)
     s = DecodeSession(pair, TRAIN[5], cfg, cost_model=losing_cost_model(16, 5))
     checked, skipped_before = 0, 0

@@ -49,10 +49,10 @@ def test_the_sampled_builder_draws_each_token_from_the_drafts_processed_law(sett
         q_root = processed_probs(model(input_ids=torch.tensor([context])).logits[0, -1], sampling).double()
         counts = torch.zeros_like(q_root)
         for seed in range(1500):
-            r = build_tree(model, new_cache(model), context, BuilderConfig(kind="sampled", depth=1), sampling=sampling,
+            r = build_tree(model, new_cache(model), context, BuilderConfig(name="sampled", depth=1), sampling=sampling,
                            gen=torch.Generator().manual_seed(seed))
             counts[int(r.tree.tokens[1])] += 1
-        tree = build_tree(model, new_cache(model), context, BuilderConfig(kind="sampled", depth=3), sampling=sampling,
+        tree = build_tree(model, new_cache(model), context, BuilderConfig(name="sampled", depth=3), sampling=sampling,
                           gen=torch.Generator().manual_seed(0)).tree
         assert tree.size == 4 and tree.parents.tolist() == [-1, 0, 1, 2] and tree.draft_probs.shape[0] == 4
         for d in range(1, 4):
@@ -71,11 +71,11 @@ def test_the_sampled_builder_needs_its_sampling_settings_and_a_depth_fixed_befor
     verifier is given: a plan must fix the depth first (its forced budget)."""
     pair = tiny_pair("llama")
     with pytest.raises(TevvizError, match="sampling settings"):
-        build_tree(pair.draft, new_cache(pair.draft), [3, 4], BuilderConfig(kind="sampled", depth=2))
+        build_tree(pair.draft, new_cache(pair.draft), [3, 4], BuilderConfig(name="sampled", depth=2))
     plan = AutoBudget(4, 4, chain=True).plan()
     free = type(plan)(**{**plan.__dict__, "forced_budget": None})
     with pytest.raises(TevvizError, match="fixed before it is drawn"):
-        build_tree(pair.draft, new_cache(pair.draft), [3, 4], BuilderConfig(kind="sampled", depth=2), plan=free,
+        build_tree(pair.draft, new_cache(pair.draft), [3, 4], BuilderConfig(name="sampled", depth=2), plan=free,
                    sampling=SAMPLING, gen=torch.Generator())
 
 
@@ -93,7 +93,7 @@ def test_a_draft_with_a_wider_output_layer_never_draws_an_id_the_target_lacks():
     wide.resize_token_embeddings(V + 4)
     with torch.no_grad():  # rows past the target's width that the draft would draw often
         wide.get_output_embeddings().weight[V:] = 5 * wide.get_output_embeddings().weight[:4]
-    cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), builder=BuilderConfig(kind="sampled", depth=4),
+    cfg = DecodeConfig(sampling=SamplingConfig(temperature=1.0), builder=BuilderConfig(name="sampled", depth=4),
                        verifier="speculative", max_new_tokens=24, seed=1, stop_on_eos=False, missing_top=0)
     s = DecodeSession(ModelPair(pair.target, wide, pair.tokenizer, "t", "wide"), [5, 6, 7], cfg)
     s.run()
@@ -345,7 +345,7 @@ def test_a_sampled_round_exports_its_acceptances_and_imports_them_back():
 
     sessions, undrafted = [], 0
     for seed in range(12):
-        cfg = DecodeConfig(sampling=SAMPLING, builder=BuilderConfig(kind="sampled", depth=3), verifier="speculative",
+        cfg = DecodeConfig(sampling=SAMPLING, builder=BuilderConfig(name="sampled", depth=3), verifier="speculative",
                            max_new_tokens=12, seed=seed, stop_on_eos=False, missing_top=0)
         s = DecodeSession(pair, [5, 6, 7], cfg)
         s.run()
@@ -380,7 +380,7 @@ def test_an_auto_sized_sampled_session_learns_from_the_speculative_acceptances(s
     from tevviz.engine import DecodeConfig, DecodeSession
 
     pair = tiny_pair("llama")
-    cfg = DecodeConfig(sampling=SAMPLING, builder=BuilderConfig(kind="sampled", depth=3, auto=True),
+    cfg = DecodeConfig(sampling=SAMPLING, builder=BuilderConfig(name="sampled", depth=3, auto=True),
                        verifier="speculative", max_new_tokens=40, seed=seed, stop_on_eos=False, missing_top=0)
     s = DecodeSession(pair, [5, 6, 7], cfg)
     s.run()

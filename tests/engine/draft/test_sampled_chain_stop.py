@@ -44,7 +44,7 @@ def test_a_chain_that_stops_draws_its_first_token_from_q_and_stops_after_it(flat
     row = flat(input_ids=torch.tensor([CONTEXT])).logits[0, -1]
     q_root = processed_probs(row, SAMPLING).double()
     assert float(torch.softmax(row.float(), -1).max()) < STOP and float(q_root.max()) < STOP  # the stop fires here
-    counts, sizes = first_token_law(flat, BuilderConfig(kind="sampled", depth=3, stop_below=STOP))
+    counts, sizes = first_token_law(flat, BuilderConfig(name="sampled", depth=3, stop_below=STOP))
     assert set(sizes) == {2}, "the chain must draw one token, then stop on the row it came from"
     support = q_root > 0
     assert int(support.sum()) == 20 and counts[~support].sum() == 0 and counts.sum() == DRAWS
@@ -55,7 +55,7 @@ def test_a_chain_that_stops_draws_its_first_token_from_q_and_stops_after_it(flat
 @torch.inference_mode()
 def test_without_the_stop_the_flat_chain_draws_its_whole_depth_from_each_rows_law(flat):
     for seed in range(20):
-        tree = build_tree(flat, new_cache(flat), CONTEXT, BuilderConfig(kind="sampled", depth=3), sampling=SAMPLING,
+        tree = build_tree(flat, new_cache(flat), CONTEXT, BuilderConfig(name="sampled", depth=3), sampling=SAMPLING,
                           gen=torch.Generator().manual_seed(seed)).tree
         assert tree.size == 4
         for d in range(1, 4):

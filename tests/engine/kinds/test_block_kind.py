@@ -25,7 +25,7 @@ def test_a_dflash_folder_loads_as_a_block_drafter(block_pair):
 
 def test_builders_and_drafters_must_match(block_pair):
     with pytest.raises(TevvizError, match="build its trees with the ddtree builder"):
-        DecodeSession(block_pair, [1, 2, 3], DecodeConfig(builder=BuilderConfig(kind="best-first")))
+        DecodeSession(block_pair, [1, 2, 3], DecodeConfig(builder=BuilderConfig(name="best-first")))
     ar = ModelPair(block_pair.target, tiny_model("llama", 2), word_tokenizer(), "t", "ar")
     with pytest.raises(TevvizError, match="drafts with a block drafter"):
         DecodeSession(ar, [1, 2, 3], greedy_cfg("tev"))
@@ -38,14 +38,14 @@ def test_training_and_auto_sizing_refuse_builders_that_do_not_support_them(block
     from tevviz.engine.train.exittrain import Context, ExitTrainer, TrainConfig
 
     with pytest.raises(TevvizError, match="ExitTrain cannot train on sampled trees: its chains are drawn at random"):
-        TrainConfig(builder=BuilderConfig(kind="sampled", budget=8, depth=4))
+        TrainConfig(builder=BuilderConfig(name="sampled", budget=8, depth=4))
     with pytest.raises(TevvizError, match="ExitTrain cannot train on mixed trees: its rounds are"):
-        TrainConfig(builder=BuilderConfig(kind="mixed", budget=8, depth=4, auto=True))
+        TrainConfig(builder=BuilderConfig(name="mixed", budget=8, depth=4, auto=True))
     with pytest.raises(TevvizError, match="is a block drafter"):
         ExitTrainer(block_pair, [Context([1, 2, 3], [4, 5])], TrainConfig())
     with pytest.raises(TevvizError, match="an automatic budget sizes best-first, sampled, mixed, ddtree rounds only, "
                                           "not static trees"):
-        BuilderConfig(kind="static", auto=True)
+        BuilderConfig(name="static", auto=True)
 
 
 def test_the_notebook_api_takes_a_block_drafter_with_its_own_builder(saved_pair):
@@ -54,6 +54,6 @@ def test_the_notebook_api_takes_a_block_drafter_with_its_own_builder(saved_pair)
     target, draft = saved_pair
     pair = tevviz.load(target=target, draft=draft, device="cpu")
     s = tevviz.session(pair, "t5 t9 t11", max_new_tokens=8)
-    assert s.cfg.builder.kind == "ddtree" and s.cfg.builder.depth == BS - 1
+    assert s.cfg.builder.name == "ddtree" and s.cfg.builder.depth == BS - 1
     r = s.step()
     assert r.draft_rows is not None and tevviz.figure(r).data

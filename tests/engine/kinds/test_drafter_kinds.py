@@ -60,7 +60,7 @@ KINDS = tuple(drafter_kinds())
 
 
 def builder_config(builder: str, depth: int = 4) -> BuilderConfig:
-    return BuilderConfig(kind=builder, budget=8, depth=depth, auto=builder_kind(builder).auto_only)
+    return BuilderConfig(name=builder, budget=8, depth=depth, auto=builder_kind(builder).auto_only)
 
 
 def exact_verifiers(builder: str) -> tuple[str, ...]:
@@ -173,7 +173,7 @@ def test_a_level_step_names_the_row_that_drafted_each_token(pairs):
 
     for builder in ("best-first", "chain"):
         calls.clear()
-        cfg = BuilderConfig(kind=builder, budget=12, depth=4, children=3, width=4)
+        cfg = BuilderConfig(name=builder, budget=12, depth=4, children=3, width=4)
         tree = draft_levels(Recording(pair.draft, new_cache(pair.draft)), PROMPT, cfg).tree
         assert calls[0][1] is None and len(calls) >= 3
         # The prefill comes first: its last row is the root's.

@@ -14,11 +14,11 @@ from tevviz.engine.draft.builders import MAX_BUDGET, MAX_CHILDREN, MAX_DEPTH, MA
     ({"depth": 0}, "depth"), ({"depth": MAX_DEPTH + 1}, "depth"), ({"depth": 2.5}, "depth"),
     ({"children": 0}, "children K"), ({"children": MAX_CHILDREN + 1}, "children K"),
     ({"width": 0}, "width"), ({"width": MAX_WIDTH + 1}, "width"), ({"budget": True}, "budget"),
-    ({"kind": "beam"}, "builder"),
-    ({"kind": "static", "branching": ()}, "branching"), ({"kind": "static", "branching": (2, 0)}, "branching"),
-    ({"kind": "static", "branching": (MAX_CHILDREN + 1,)}, "branching"),
-    ({"kind": "static", "branching": (64, 64, 64)}, "nodes"),
-    ({"kind": "chain", "depth": 0}, "depth"),
+    ({"name": "beam"}, "builder"),
+    ({"name": "static", "branching": ()}, "branching"), ({"name": "static", "branching": (2, 0)}, "branching"),
+    ({"name": "static", "branching": (MAX_CHILDREN + 1,)}, "branching"),
+    ({"name": "static", "branching": (64, 64, 64)}, "nodes"),
+    ({"name": "chain", "depth": 0}, "depth"),
 ])
 def test_bad_builder_config(kwargs, field):
     with pytest.raises(TevvizError, match=field):
@@ -62,8 +62,8 @@ def test_bad_decode_config(kwargs, field):
     (lambda: BuilderConfig(budget=5000), "budget must be"),
     (lambda: BuilderConfig(depth=0), "depth must be"),
     (lambda: BuilderConfig(depth=65), "depth must be"),
-    (lambda: BuilderConfig(kind="static", branching=(0,)), "static branching"),
-    (lambda: BuilderConfig(kind="bushy"), "unknown builder"),
+    (lambda: BuilderConfig(name="static", branching=(0,)), "static branching"),
+    (lambda: BuilderConfig(name="bushy"), "unknown builder"),
     (lambda: SamplingConfig(temperature=float("nan")), "temperature"),
     (lambda: SamplingConfig(temperature=-0.1), "temperature"),
     (lambda: SamplingConfig(top_p=0.0), "top-p"),

@@ -33,7 +33,7 @@ def pair():
 
 def builder(name: str, **kw) -> BuilderConfig:
     """A valid config of the builder `name` (one that sizes every round itself is auto-sized)."""
-    return BuilderConfig(kind=name, auto=builder_kind(name).auto_only, **kw)
+    return BuilderConfig(name=name, auto=builder_kind(name).auto_only, **kw)
 
 
 # --- the configs hold the kinds ---------------------------------------------------------------------------------------
@@ -44,12 +44,12 @@ def test_a_builder_config_holds_the_kind_it_names(name):
     cfg = builder(name)
     assert cfg.spec is builder_kind(name) and cfg.spec.name == name
     other = next(b for b in ("chain", "static") if b != name)
-    assert replace(cfg, kind=other, auto=False).spec is builder_kind(other)  # replace() resolves the new name
+    assert replace(cfg, name=other, auto=False).spec is builder_kind(other)  # replace() resolves the new name
 
 
 @pytest.mark.parametrize("name", list(VERIFIERS))
 def test_a_decode_config_holds_the_verifier_it_names(name):
-    cfg = DecodeConfig(builder=BuilderConfig(kind="chain"), verifier=name)
+    cfg = DecodeConfig(builder=BuilderConfig(name="chain"), verifier=name)
     assert cfg.verify is VERIFIERS[name]
     assert replace(cfg, verifier="tev").verify is verifiers.tev
 
@@ -58,7 +58,7 @@ def test_the_resolved_kinds_stay_out_of_equality_repr_and_the_json():
     a, b = DecodeConfig(), DecodeConfig()
     assert a == b and hash(a) == hash(b) and a.builder.spec is b.builder.spec
     assert "spec" not in repr(a) and "verify=" not in repr(a) and "function" not in repr(a)
-    assert asdict(a.builder) == {"kind": "best-first", "budget": 32, "depth": 6, "children": 8, "width": 8,
+    assert asdict(a.builder) == {"name": "best-first", "budget": 32, "depth": 6, "children": 8, "width": 8,
                                  "branching": (4, 2, 2, 1, 1), "auto": False, "draft_temperature": 1.0,
                                  "stop_below": 0.0}
     assert set(asdict(a)) == {"sampling", "builder", "verifier", "max_new_tokens", "seed", "stop_on_eos",
@@ -66,11 +66,11 @@ def test_the_resolved_kinds_stay_out_of_equality_repr_and_the_json():
 
 
 @pytest.mark.parametrize("make, said", [
-    (lambda: BuilderConfig(kind="best_first"), "unknown builder 'best_first'; choose one of best-first, "),
+    (lambda: BuilderConfig(name="best_first"), "unknown builder 'best_first'; choose one of best-first, "),
     (lambda: DecodeConfig(verifier="TEV"), "unknown verifier 'TEV'; choose one of tev, "),
     (lambda: replace(DecodeConfig(), verifier="exit"), "unknown verifier 'exit'"),
-    (lambda: replace(BuilderConfig(), kind="tree"), "unknown builder 'tree'"),
-    (lambda: DecodeConfig(builder=BuilderConfig(kind="ddtree"), verifier="speculative"),
+    (lambda: replace(BuilderConfig(), name="tree"), "unknown builder 'tree'"),
+    (lambda: DecodeConfig(builder=BuilderConfig(name="ddtree"), verifier="speculative"),
      "the ddtree builder takes the tev, predraw, residual verifiers, not speculative"),
 ])
 def test_a_bad_name_is_refused_when_the_config_is_built(make, said):
@@ -81,10 +81,10 @@ def test_a_bad_name_is_refused_when_the_config_is_built(make, said):
 
 def test_a_config_round_trips_through_json_by_its_names():
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.7, top_k=5), verifier="predraw", seed=3,
-                       builder=BuilderConfig(kind="static", branching=(3, 2), depth=4))
+                       builder=BuilderConfig(name="static", branching=(3, 2), depth=4))
     text = json.dumps(settings_dict(cfg, None))
     d = json.loads(text)
-    assert d["builder"]["kind"] == "static" and d["verifier"] == "predraw"
+    assert d["builder"]["name"] == "static" and d["verifier"] == "predraw"
     assert "spec" not in text and "_verify" not in text and "function" not in text
     b = d["builder"]
     back = DecodeConfig(sampling=SamplingConfig(**d["sampling"]), verifier=d["verifier"], seed=d["seed"],
@@ -115,7 +115,7 @@ def test_a_session_decides_with_the_verifier_its_config_holds(pair, monkeypatch)
     ("sampled", True, sizing.AutoSizing), ("mixed", True, sizing.MixedSizing),
 ])
 def test_the_sizing_policy_reads_the_resolved_kind(name, auto, policy, monkeypatch):
-    cfg = DecodeConfig(builder=BuilderConfig(kind=name, auto=auto, budget=8, depth=4))
+    cfg = DecodeConfig(builder=BuilderConfig(name=name, auto=auto, budget=8, depth=4))
     if policy is not sizing.MixedSizing:  # (the mixed builder builds its two arms' configs: each resolves its name)
         monkeypatch.setattr(builder_kinds, "_KINDS", {})  # any lookup by name now fails
     chosen = sizing.make_sizing(sizing.RoundPlan(cfg.builder, cfg.verifier, cfg.verify))
@@ -123,7 +123,7 @@ def test_the_sizing_policy_reads_the_resolved_kind(name, auto, policy, monkeypat
     if policy is sizing.AutoSizing:
         assert chosen.model.chain == (name == "sampled")
     if policy is sizing.MixedSizing:  # the sampled arm goes to speculative sampling
-        assert [(a.builder.kind, a.verifier, a.verify) for a in chosen.arms.values()] == \
+        assert [(a.builder.name, a.verifier, a.verify) for a in chosen.arms.values()] == \
             [("best-first", "tev", verifiers.tev), ("sampled", "speculative", verifiers.speculative)]
 
 
@@ -146,7 +146,7 @@ def watched(monkeypatch, cls, method: str) -> list[tuple]:
 def test_the_cost_model_sees_the_numbers_of_the_record_it_returns(pair, monkeypatch, name, verifier):
     calls = watched(monkeypatch, AutoBudget, "observe")
     cfg = DecodeConfig(sampling=T1, max_new_tokens=40, seed=5, stop_on_eos=False, verifier=verifier,
-                       builder=BuilderConfig(kind=name, budget=8, depth=4, auto=True))
+                       builder=BuilderConfig(name=name, budget=8, depth=4, auto=True))
     records = DecodeSession(pair, random_prompts(1, 5)[0], cfg).run()
     assert len(calls) == len(records) > 4
     for r, (args, kwargs) in zip(records, calls):
@@ -166,7 +166,7 @@ def test_the_cost_model_sees_the_numbers_of_the_record_it_returns(pair, monkeypa
 def test_the_mixed_builder_rates_its_arms_from_the_records(pair, monkeypatch):
     calls = watched(monkeypatch, MixedBudget, "observe")
     cfg = DecodeConfig(sampling=T1, max_new_tokens=60, seed=4, stop_on_eos=False,
-                       builder=BuilderConfig(kind="mixed", budget=8, depth=4, auto=True))
+                       builder=BuilderConfig(name="mixed", budget=8, depth=4, auto=True))
     records = DecodeSession(pair, random_prompts(1, 6)[0], cfg).run()
     assert len(calls) == len(records)
     for r, ((arm, expected_tokens, ms, warmup), _) in zip(records, calls):

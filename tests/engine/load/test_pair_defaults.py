@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_a_named_pairs_defaults_make_a_valid_session_config(name, temperature):
     d = decode_defaults(NAMED_PAIRS[name], temperature)
     auto = d.budget == "auto"
-    builder = BuilderConfig(kind=d.builder, budget=64 if auto else d.budget, depth=d.depth, auto=auto,
+    builder = BuilderConfig(name=d.builder, budget=64 if auto else d.budget, depth=d.depth, auto=auto,
                             stop_below=d.stop_below)
     DecodeConfig(sampling=SamplingConfig(temperature=temperature), builder=builder, verifier=d.verifier)
     assert d.describe()

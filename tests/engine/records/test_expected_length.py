@@ -25,7 +25,7 @@ from tevviz.render.table import html, rows
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 PROMPT = [1, 2, 3]
-SPECULATIVE = DecodeConfig(sampling=SamplingConfig(temperature=1.0), builder=BuilderConfig(kind="sampled", depth=3),
+SPECULATIVE = DecodeConfig(sampling=SamplingConfig(temperature=1.0), builder=BuilderConfig(name="sampled", depth=3),
                            verifier="speculative", max_new_tokens=12, seed=0, missing_top=0)
 
 
@@ -74,7 +74,7 @@ def test_inspect(session, tmp_path, capsys):
 
 
 def test_app(session):
-    st = AppState(kind="live", rounds=list(session.rounds), view=0)
+    st = AppState(origin="live", rounds=list(session.rounds), view=0)
     r = session.rounds[0]
     title = tree_plot(st, "P", as_dict=True)["layout"]["title"]["text"]
     assert f"E[L] = {r.expected_length:.3f} (C_p = {r.C_p:.3f})" in title and "1 + C_p =" not in title

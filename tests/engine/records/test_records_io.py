@@ -40,6 +40,15 @@ def test_export_validates_and_inspects(exported, capsys):
     assert f"{len(data['rounds'])} rounds" in capsys.readouterr().out
 
 
+def test_a_file_from_before_the_builders_name_reads_its_kind_as_the_name(exported):
+    data = json.loads(exported.read_text())
+    assert data["meta"]["builder"]["name"] == "best-first" and "kind" not in data["meta"]["builder"]
+    data["meta"]["builder"]["kind"] = data["meta"]["builder"].pop("name")
+    builder = loads(json.dumps(data)).meta["builder"]
+    assert builder["name"] == "best-first" and "kind" not in builder
+    assert builder == json.loads(exported.read_text())["meta"]["builder"]
+
+
 def test_round_errors_name_the_round(exported):
     data = json.loads(exported.read_text())
     data["rounds"][1]["nodes"][1]["P"] = 1.7

@@ -93,7 +93,7 @@ def test_the_app_statistics_table_shows_it(pair, probe):
     from tevviz.app.views import stats_markdown
 
     s = decoded(pair, [1, 2, 3])
-    st = AppState(kind="live", rounds=s.rounds, generated=[t for r in s.rounds for t in r.committed])
+    st = AppState(origin="live", rounds=s.rounds, generated=[t for r in s.rounds for t in r.committed])
     head, _, cells = stats_markdown(st).splitlines()[:3]
     column = [h.strip() for h in head.split("|")].index(HEADING)
     assert [c.strip() for c in cells.split("|")][column] == mean_probe(s.rounds)

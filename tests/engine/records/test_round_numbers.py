@@ -240,7 +240,7 @@ def test_inspect_the_report_and_the_app_show_the_summary_numbers(tmp_path, capsy
     cells = dict(zip([c.key for c in summary.columns], rows(summary)[1][0]))
     assert {n.name: cells[n.name] for n in SESSION} == {n.name: n.text(s.numbers[n.name]) for n in SESSION}
     assert cells["tokens_per_s"] == NUMBERS["tokens_per_s"].text(s.numbers["tokens_per_s"])
-    table = stats_markdown(AppState(kind="live", rounds=rounds, view=0))
+    table = stats_markdown(AppState(origin="live", rounds=rounds, view=0))
     for n in SESSION:
         if not n.needs_optimal:
             assert f"| {n.text(s.numbers[n.name])} |" in table, n.name

@@ -95,6 +95,11 @@ def test_the_manifest_is_written_whole_and_read_back(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [MANIFEST]  # no temporary file left beside it
 
 
+def test_a_manifest_from_before_the_builders_name_reads_its_kind_as_the_name(tmp_path):
+    write_manifest(tmp_path, SCHEMA | {"settings": {"builder": {"kind": "sampled", "depth": 4}, "verifier": "tev"}})
+    assert read_manifest(tmp_path)["settings"] == {"builder": {"name": "sampled", "depth": 4}, "verifier": "tev"}
+
+
 @pytest.mark.parametrize("text, said", [(None, "not a scan folder (no manifest.json)"),
                                         ("{", "cannot read the manifest (not JSON)"),
                                         ('{"schema": "other/1"}', "not a tevviz scan manifest"),

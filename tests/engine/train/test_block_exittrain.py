@@ -28,7 +28,7 @@ from tevviz.engine.train.exittrain import Context, ExitTrainer, TrainConfig, tar
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-DDTREE = BuilderConfig(kind="ddtree", budget=12, depth=BS - 1)
+DDTREE = BuilderConfig(name="ddtree", budget=12, depth=BS - 1)
 
 
 @pytest.fixture(scope="module")

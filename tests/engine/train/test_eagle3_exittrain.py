@@ -269,7 +269,7 @@ def test_the_seam_trains_heads_and_refuses_what_does_not_fit(pair):
     best_first = BuilderConfig(budget=8, depth=3)
     assert isinstance(make_trainer(pair, ctx, TrainConfig(builder=best_first)), Eagle3ExitTrainer)
     with pytest.raises(TevvizError, match="ExitTrain on them takes --builder best-first or .* or eagle, not ddtree"):
-        Eagle3ExitTrainer(pair, ctx, TrainConfig(builder=BuilderConfig(kind="ddtree", budget=8, depth=3)))
+        Eagle3ExitTrainer(pair, ctx, TrainConfig(builder=BuilderConfig(name="ddtree", budget=8, depth=3)))
     with pytest.raises(TevvizError, match="is an eagle3 drafter"):
         ExitTrainer(pair, ctx, TrainConfig(builder=EAGLE))
 
@@ -286,7 +286,7 @@ def test_tevviz_train_on_an_eagle3_head_writes_a_head_that_decodes_as_generate(f
                  "12", "--threads", "1", "--device", "cpu", "--out", str(out)])
     assert code == 0
     log = json.loads((out / "exittrain_log.json").read_text())
-    assert "kind='eagle'" in log["config"]["builder"] and len(log["log"]) == 2
+    assert "name='eagle'" in log["config"]["builder"] and len(log["log"]) == 2
     assert folder_kind(out).name == "eagle3"
     back = load_pair(str(folders["target"]), str(out), device="cpu")
     prompt = [4, 8, 15, 16]

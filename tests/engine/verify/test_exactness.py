@@ -41,11 +41,11 @@ BUILDERS = {
     "best-first-small": BuilderConfig(budget=8, depth=3, children=2, width=4),
     "best-first-wide": BuilderConfig(budget=48, depth=8, children=6, width=12),
     "best-first-deep-narrow": BuilderConfig(budget=5, depth=10, children=1, width=1),
-    "static-42211": BuilderConfig(kind="static", branching=(4, 2, 2, 1, 1)),
-    "static-33": BuilderConfig(kind="static", branching=(3, 3)),
-    "chain-5": BuilderConfig(kind="chain", depth=5),
-    "chain-1": BuilderConfig(kind="chain", depth=1),
-    "sampled-4": BuilderConfig(kind="sampled", depth=4),  # at T = 0 the draft's greedy chain
+    "static-42211": BuilderConfig(name="static", branching=(4, 2, 2, 1, 1)),
+    "static-33": BuilderConfig(name="static", branching=(3, 3)),
+    "chain-5": BuilderConfig(name="chain", depth=5),
+    "chain-1": BuilderConfig(name="chain", depth=1),
+    "sampled-4": BuilderConfig(name="sampled", depth=4),  # at T = 0 the draft's greedy chain
 }
 
 _pairs: dict = {}
@@ -81,7 +81,7 @@ def assert_greedy(pair, prompts, cfg: DecodeConfig, check_caches: bool = True) -
         assert len(s.generated) == NEW
         first = next((i for i, (a, b) in enumerate(zip(s.generated, ref)) if a != b), None)
         assert s.generated == ref, (
-            f"{cfg.verifier}/{cfg.builder.kind} diverges from generate at new token {first} for prompt {prompt}"
+            f"{cfg.verifier}/{cfg.builder.name} diverges from generate at new token {first} for prompt {prompt}"
         )
 
 
@@ -356,7 +356,7 @@ def test_caches_in_line_after_every_sampled_round(verifier, setting):
     (the speculative verifier on its sampled chain, whose accepted prefix is cut at a random depth)."""
     pair = pair_of("llama")
     sampled = verifier == "speculative"
-    builder = BuilderConfig(kind="sampled", depth=4) if sampled else BUILDERS["best-first-small"]
+    builder = BuilderConfig(name="sampled", depth=4) if sampled else BUILDERS["best-first-small"]
     cfg = DecodeConfig(sampling=SAMPLED[setting], builder=builder, verifier=verifier,
                        max_new_tokens=20, seed=list(VERIFIERS).index(verifier), stop_on_eos=False, missing_top=0)
     off_first_branch = cut_short = 0
@@ -432,8 +432,8 @@ def test_first_three_tokens_follow_autoregressive_sampling(auto):
     counts: dict[tuple[int, ...], int] = {}
     rounds = 0
     sampled = auto.startswith("sampled")
-    builder = (BuilderConfig(kind="sampled", depth=3, auto=auto == "sampled-auto") if sampled else
-               BuilderConfig(kind="mixed" if auto == "mixed" else "best-first", budget=6, depth=3, children=3, width=3,
+    builder = (BuilderConfig(name="sampled", depth=3, auto=auto == "sampled-auto") if sampled else
+               BuilderConfig(name="mixed" if auto == "mixed" else "best-first", budget=6, depth=3, children=3, width=3,
                              auto=auto != "fixed"))
     undrafted, arms = 0, []
     with torch.inference_mode():

@@ -38,8 +38,8 @@ P_MIN = 1e-3
 # builder, sampling, verifier: the sampled chain at T = 0.7, and the mixed builder (a speculative chain first, then
 # TEV trees below what it committed) at T = 1, both with the far draft and top-k 3.
 CASES = {
-    "sampled-t0.7": (BuilderConfig(kind="sampled", depth=3), SamplingConfig(temperature=0.7, top_k=3), "speculative"),
-    "mixed-t1": (BuilderConfig(kind="mixed", budget=6, depth=3, children=3, width=3, auto=True),
+    "sampled-t0.7": (BuilderConfig(name="sampled", depth=3), SamplingConfig(temperature=0.7, top_k=3), "speculative"),
+    "mixed-t1": (BuilderConfig(name="mixed", budget=6, depth=3, children=3, width=3, auto=True),
                  SamplingConfig(temperature=1.0, top_k=3), "tev"),
 }
 
@@ -92,6 +92,6 @@ def test_far_draft_streams_follow_autoregressive_sampling(case):
     counts, arms = stream_counts(pair, builder, sampling, verifier)
     p_value = stream_p_value(pair, counts, sampling)
     assert p_value > P_MIN, f"{case}: chi-square p-value {p_value:.2e}"
-    if builder.kind == "mixed":  # test setup: the first round is a chain, and many sessions go on to a tree
+    if builder.name == "mixed":  # test setup: the first round is a chain, and many sessions go on to a tree
         assert all(a[0] == "speculative" for a in arms)
         assert sum("tev" in a for a in arms) > STREAM_SESSIONS / 4

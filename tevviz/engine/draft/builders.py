@@ -77,10 +77,10 @@ def __getattr__(name: str):
 class BuilderConfig:
     """Which builder and its settings; fields that a builder does not use are ignored.
 
-    `kind` is the builder's name (as users give it and the JSON keeps it); `spec` is the registered kind it names,
-    resolved once at construction."""
+    `name` is the builder's name (as users give it and the JSON keeps it); `spec` is the registered builder kind it
+    names, resolved once at construction."""
 
-    kind: str = "best-first"
+    name: str = "best-first"
     budget: int = 32  # B: non-root nodes kept (best-first)
     depth: int = 6  # H: maximum depth (best-first, chain)
     # K: children per expanded node (best-first). 8, not DDTree's usual 4: a weak drafter's first miss is
@@ -100,14 +100,14 @@ class BuilderConfig:
     stop_below: float = 0.0
 
     def __post_init__(self):
-        kind = builder_kind(self.kind)  # a clear error for an unknown name
+        kind = builder_kind(self.name)  # a clear error for an unknown name
         # Not a field: equality, repr, replace() and the JSON keep the name alone (replace() resolves it again).
         object.__setattr__(self, "_spec", kind)
         if self.auto and not kind.auto:
             sized = ", ".join(k for k in builder_names() if builder_kind(k).auto)
-            raise TevvizError(f"an automatic budget sizes {sized} rounds only, not {self.kind} trees")
+            raise TevvizError(f"an automatic budget sizes {sized} rounds only, not {self.name} trees")
         if kind.auto_only and not self.auto:
-            raise TevvizError(f"the {self.kind} builder sizes every round itself: use it with an automatic budget "
+            raise TevvizError(f"the {self.name} builder sizes every round itself: use it with an automatic budget "
                               "(--budget auto, or the app's auto box; budget and depth are then its limits)")
         checks = [("budget", self.budget, MAX_BUDGET), ("depth", self.depth, MAX_DEPTH)]
         if kind.reads("children"):
@@ -141,7 +141,7 @@ class BuilderConfig:
 
     @property
     def spec(self) -> BuilderKind:
-        """The registered builder kind that `kind` names, resolved at construction."""
+        """The registered builder kind that `name` names, resolved at construction."""
         return self._spec
 
     @property
@@ -158,10 +158,10 @@ class BuilderConfig:
         """Non-root nodes kept at the end."""
         return self.spec.keep(self)
 
-    def arm(self, kind: str) -> BuilderConfig:
-        """A mixed builder's round as `kind` (best-first or sampled), with the same limits and shape (a draft
+    def arm(self, name: str) -> BuilderConfig:
+        """A mixed builder's round as builder `name` (best-first or sampled), with the same limits and shape (a draft
         temperature ranks the best-first arm's paths only)."""
-        return replace(self, kind=kind, draft_temperature=self.draft_temperature if kind != "sampled" else 1.0)
+        return replace(self, name=name, draft_temperature=self.draft_temperature if name != "sampled" else 1.0)
 
 
 class ModelStep:

@@ -249,7 +249,7 @@ def pair_defaults(pair, builder: str | None = None) -> tuple[str, int | None]:
 def make_drafter(pair, builder: BuilderConfig, seed: int) -> Drafter:
     """The session state of `pair`'s drafter, refusing a builder that drafts with another kind of drafter."""
     kind = drafter_kind_of(pair.draft)
-    check_builder(builder.kind, kind, pair.draft_name)
+    check_builder(builder.name, kind, pair.draft_name)
     return kind.make(pair, seed)
 
 

@@ -29,7 +29,7 @@ def eagle_builder(total_tokens: int = TOTAL_TOKENS, depth: int = DEPTH, top_k: i
                   **settings) -> BuilderConfig:
     """The `eagle` builder with EAGLE's own parameters: `total_tokens` counts the root, `depth` the draft forwards
     after the root's (the tree reaches depth + 1), `top_k` the children per node and the frontier's width."""
-    return BuilderConfig(kind="eagle", budget=total_tokens - 1, depth=depth + 1, children=top_k, width=top_k,
+    return BuilderConfig(name="eagle", budget=total_tokens - 1, depth=depth + 1, children=top_k, width=top_k,
                          **settings)
 
 

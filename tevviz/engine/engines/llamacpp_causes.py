@@ -70,7 +70,7 @@ def draft_top_two(pair, context: list[int], path: tuple[int, ...], j: int) -> li
     from ..decode.session import DecodeConfig, DecodeSession
     from ..draft.builders import BuilderConfig
 
-    tree = BuilderConfig(kind="best-first", budget=min(2 ** (j + 1) - 2, 64), depth=j, children=2, width=2 ** j)
+    tree = BuilderConfig(name="best-first", budget=min(2 ** (j + 1) - 2, 64), depth=j, children=2, width=2 ** j)
     cfg = DecodeConfig(sampling=SamplingConfig(temperature=0.0), builder=tree, max_new_tokens=j + 1, missing_top=0)
     record = DecodeSession(pair, context, cfg).step()
     node = 0

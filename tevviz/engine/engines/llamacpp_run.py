@@ -44,7 +44,7 @@ def chain_config(depth: int, temperature: float, max_new_tokens: int, seed: int 
     from ..draft.builders import BuilderConfig
 
     return DecodeConfig(sampling=SamplingConfig(temperature=temperature), verifier="tev",
-                        builder=BuilderConfig(kind="chain", depth=depth, budget=depth + 1),
+                        builder=BuilderConfig(name="chain", depth=depth, budget=depth + 1),
                         max_new_tokens=max_new_tokens, seed=seed, stop_on_eos=not ignore_eos, missing_top=0)
 
 

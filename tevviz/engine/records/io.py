@@ -157,6 +157,19 @@ def _check_optimal(o, where: str, root_token) -> None:
     check_siblings(parents, [n["token_id"] for n in nodes], where, lambda v: f"nodes[{v}].token_id")
 
 
+def current_builder(builder):
+    """A builder's settings as this version writes them: files written before its name's key was `name` say `kind`."""
+    if isinstance(builder, dict) and "kind" in builder and "name" not in builder:
+        return {("name" if k == "kind" else k): v for k, v in builder.items()}
+    return builder
+
+
+def current_settings(settings: dict) -> dict:
+    """Settings (a session's meta, a scan's settings) with the builder's as this version writes them."""
+    b = settings.get("builder")
+    return {**settings, "builder": current_builder(b)} if isinstance(b, dict) else settings
+
+
 def parse(data) -> ImportedSession:
     """Validate a decoded JSON value as a tevviz session, a tevviz round, or DDTree trace(s)."""
     if isinstance(data, list):
@@ -169,7 +182,7 @@ def parse(data) -> ImportedSession:
         ids = lambda key: [check_int(t, f"{key}[{i}]", 0)
                            for i, t in enumerate(check_list(data.get(key, []), key, 1 << 22))]
         return ImportedSession(
-            rounds, "session", meta=check_dict(data.get("meta", {}), "meta"),
+            rounds, "session", meta=current_settings(check_dict(data.get("meta", {}), "meta")),
             prompt=check_str(data.get("prompt"), "prompt"),
             prompt_token_ids=ids("prompt_token_ids"), token_ids=ids("token_ids"),
             text=check_str(data.get("text"), "text"),

@@ -169,8 +169,8 @@ def measure_builder(kind: DrafterKind) -> BuilderConfig:
     """A chain of depth DEPTHS where the kind drafts chains, else its own builder at TREE_BUDGET nodes and that depth
     (the tree's top-1 chain is read off it: `chain_trials`)."""
     if accepts("chain", kind):
-        return BuilderConfig(kind="chain", depth=DEPTHS)
-    return BuilderConfig(kind=kind.default_builder, budget=TREE_BUDGET, depth=DEPTHS)
+        return BuilderConfig(name="chain", depth=DEPTHS)
+    return BuilderConfig(name=kind.default_builder, budget=TREE_BUDGET, depth=DEPTHS)
 
 
 def check_layout(pair, kind: DrafterKind, draft_path: str | None) -> str:
@@ -241,7 +241,7 @@ def run_doctor(pair, prompts: list[list[int]], max_new_tokens: int = 64, draft_p
             results.append(_result(reading, per_prompt, rounds))
     finally:
         kind.apply_reading(pair.draft, own)
-    return judge(kind.name, pair.draft_name, layout, results, len(prompts), max_new_tokens, builder.kind)
+    return judge(kind.name, pair.draft_name, layout, results, len(prompts), max_new_tokens, builder.name)
 
 
 def _result(reading: Reading, per_prompt, rounds: int) -> ReadingResult:

@@ -21,7 +21,7 @@ import orjson
 
 from ..analysis.scan_stats import ScanAccumulator, ScanSummary
 from ..errors import TevvizError
-from ..records.io import parse_round
+from ..records.io import current_settings, parse_round
 from ..records.records import RoundRecord
 
 SCAN_SCHEMA = "tevviz.scan/1"
@@ -76,6 +76,8 @@ def read_manifest(folder: str | Path) -> dict:
         raise TevvizError(f"{path}: cannot read the manifest ({why})") from None
     if not isinstance(m, dict) or not str(m.get("schema", "")).startswith("tevviz.scan/"):
         raise TevvizError(f"{path}: not a tevviz scan manifest (its schema is not tevviz.scan/N)")
+    if isinstance(m.get("settings"), dict):
+        m["settings"] = current_settings(m["settings"])
     return m
 
 

@@ -63,7 +63,7 @@ class BlockExitTrainer(DraftTrainer):
     `ExitTrainer`: `step()`, `log`, `set_contexts`, `trained_draft()`)."""
 
     def __init__(self, pair: ModelPair, contexts: list[Context], cfg: TrainConfig, draft=None):
-        check_trainer(self, pair, cfg.builder.kind)
+        check_trainer(self, pair, cfg.builder.name)
         if cfg.objective == "residual":
             raise TevvizError("the residual objective needs each node's law given its own path; a block drafter's "
                               "rows are per depth (choose exit, prefix or token)")

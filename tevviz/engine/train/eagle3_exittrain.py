@@ -70,7 +70,7 @@ class Eagle3ExitTrainer(DraftTrainer):
     `step()`, `log`, `set_contexts`, `trained_draft()`)."""
 
     def __init__(self, pair: ModelPair, contexts: list[Context], cfg: TrainConfig, draft=None):
-        check_trainer(self, pair, cfg.builder.kind)
+        check_trainer(self, pair, cfg.builder.name)
         super().__init__(pair, contexts, cfg, own_copy(pair.draft) if draft is None else draft)
         if self.draft.embed_tokens is not None:
             self.draft.embed_tokens.requires_grad_(False)

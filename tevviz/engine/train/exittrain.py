@@ -234,7 +234,7 @@ class ExitTrainer(DraftTrainer):
     def __init__(self, pair: ModelPair, contexts: list[Context], cfg: TrainConfig, draft=None):
         if not contexts:
             raise TevvizError("no training contexts")
-        check_trainer(self, pair, cfg.builder.kind)
+        check_trainer(self, pair, cfg.builder.name)
         super().__init__(pair, contexts, cfg, draft)
 
     def step(self) -> StepLog:
