@@ -250,6 +250,7 @@ def test_baseline_and_side_by_side(app_url, pair, models_dir, tmp_path):
     assert md_a.startswith("**A: tev") and "**B: residual" in md_a and "draft" in md_a
     # Compared as runs: the settings that differ, acceptance by depth with both names, a round in one layout.
     assert "Settings that differ" in md_b and "verifier" in md_b and "conditional A" in md_b
+    assert "**A**: tev, " in md_b and "**B**: " in md_b and "**A**: A:" not in md_b  # each side named once
     # The round's trees in one layout, as figure JSON for the pair's click-and-width views (app/pair_view.py).
     assert "**Round " in md_b and json.loads(tree_b)["data"] and json.loads(tree_b)["layout"]["meta"]["clicks"]
     assert side["pair_md"].startswith("Click a node")

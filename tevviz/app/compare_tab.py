@@ -94,7 +94,7 @@ def side_runs(ctl: Controller, ui: Panel, st, out: list) -> dict:
     kept = " Both are in the Decode tab's run picker: pin one and compare any round." if st.user else ""
     return ui.updates(side_error=stopped_note(out, st.user), **dict(zip(PAIR_OUTPUTS, trees)),
                       md_a=decoded_markdown(out[0]) + "\n\n" + decoded_markdown(out[1]) + kept,
-                      md_b=runs_markdown(cmp, cmp.round(k)))
+                      md_b=runs_markdown(cmp, cmp.round(k), tuple(d.label.partition(": ")[2] for d in out[:2])))
 
 
 def stopped_note(out: list, kept: bool) -> str:
