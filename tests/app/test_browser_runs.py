@@ -92,6 +92,42 @@ def test_a_reload_and_a_link_return_to_the_same_view(browser, app_url):
         p.context.close()
 
 
+def test_back_undoes_a_move_and_forward_redoes_it(browser, app_url):
+    """Each move (a round, a node) is an entry of the browser's history: Back shows the view before it, Forward the
+    one after, as a reload of that URL would; a colour changes no entry."""
+    page = new_page(browser)
+    load(page, app_url)
+    title, details = page.locator("#tree-plot .gtitle"), page.locator("#node-details")
+    for k in range(2):
+        step(page, k)
+    page.locator("#header").click()
+    page.keyboard.press("ArrowLeft")
+    expect(title).to_have_text(re.compile(r"^round 0:"))
+    page.wait_for_function("new URL(location.href).searchParams.get('round') === '0'")
+    node = next(p for p in page.evaluate(POINTS, "nodes") if p["id"] not in (0, None))
+    page.mouse.click(node["x"], node["y"])
+    page.wait_for_function(f"new URL(location.href).searchParams.get('node') === '{node['id']}'")
+    pick_metric(page, "w")
+    page.wait_for_function("new URL(location.href).searchParams.get('metric') === 'w'")
+
+    page.go_back()  # the click undone (the colour rode along with it)
+    page.wait_for_function("new URL(location.href).searchParams.get('round') === '0' && "
+                           "!new URL(location.href).searchParams.get('node')")
+    expect(title).to_have_text(re.compile(r"^round 0:"))
+    expect(details).not_to_contain_text(re.compile(rf"\bnode {node['id']}\b.*token id"))
+    page.go_back()  # the key undone: round 1 again
+    page.wait_for_function("new URL(location.href).searchParams.get('round') === '1'")
+    expect(title).to_have_text(re.compile(r"^round 1:"))
+    page.go_forward()  # the key redone
+    page.wait_for_function("new URL(location.href).searchParams.get('round') === '0'")
+    expect(title).to_have_text(re.compile(r"^round 0:"))
+    page.go_forward()  # and the click: the node selected again
+    page.wait_for_function(f"new URL(location.href).searchParams.get('node') === '{node['id']}'")
+    expect(title).to_have_text(re.compile(r"^round 0:"))
+    expect(details).to_contain_text(re.compile(rf"\bnode {node['id']}\b.*token id"))
+    page.context.close()
+
+
 def test_a_change_of_settings_keeps_the_old_run_one_click_away_and_two_runs_compare(browser, app_url):
     page = new_page(browser)
     load(page, app_url)

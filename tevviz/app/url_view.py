@@ -2,7 +2,7 @@
 &cmp=<browser>.<run>.K&metric=M&find=F` (below: the fold by mass's target flow; cmp: run B and round K of the
 comparison shown; F: the token searched for),
 written as the view changes and read when the page loads, so a reload returns to the same view and a copied link
-opens it on the same server.
+opens it on the same server. Each move is an entry of the browser's history: Back undoes it, Forward redoes it.
 
 The browser's id lives in its localStorage (`tevviz-user`): its runs' folder on the server (app/run_store.py).
 """
@@ -19,6 +19,7 @@ MAX_FIND = 200  # characters of a searched token a link keeps
 
 # A component that draws nothing: its value (updates.view_url's JSON) goes into the address bar, without a reload.
 _SYNC = """
+const MOVES = ['run', 'round', 'node', 'folds', 'below', 'walk', 'pin', 'cmp'];
 const write = () => {
   if (!props.value) return;
   let view;
@@ -29,8 +30,19 @@ const write = () => {
     if (value === undefined || value === null || value === '') url.searchParams.delete(key);
     else url.searchParams.set(key, String(value));
   }
-  if (url.href !== window.location.href) window.history.replaceState(null, '', url.href);
+  if (url.href === window.location.href) return;
+  // A move to another run, round, node, fold or comparison is a step of the browser's history, so Back undoes it and
+  // Forward redoes it; the first view a page shows, a colour or a search replaces the entry instead.
+  const before = new URL(window.location.href).searchParams;
+  const moved = before.get('run') && MOVES.some((key) => (before.get(key) || '') !== (url.searchParams.get(key) || ''));
+  if (moved) window.history.pushState(null, '', url.href);
+  else window.history.replaceState(null, '', url.href);
 };
+// Back and Forward load the view their URL names (the server restores it as on a reload).
+if (!window.tevvizHistory) {
+  window.tevvizHistory = true;
+  window.addEventListener('popstate', () => window.location.reload());
+}
 write();
 watch('value', write);
 """
