@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import gradio as gr
@@ -77,7 +78,7 @@ def side_runs(ctl: Controller, ui: Panel, st, out: list) -> dict:
     with fewer than two such, nothing is compared."""
     runs = []
     for d in (d for d in out if d.rounds):
-        run = Run(d.label, d.prompt, d.generated, d.rounds, {**d.meta, "run_name": d.label}, d.text, d.prompt_ids)
+        run = Run(d.name, d.prompt, d.generated, d.rounds, {**d.meta, "run_name": d.name}, d.text, d.prompt_ids)
         if st.user:
             ctl.runs.save(st.user, new_id(), tio.session_dict(run.meta, run.prompt, run.prompt_token_ids,
                                                                run.token_ids, run.text, run.rounds))
@@ -94,7 +95,7 @@ def side_runs(ctl: Controller, ui: Panel, st, out: list) -> dict:
     kept = " Both are in the Decode tab's run picker: pin one and compare any round." if st.user else ""
     return ui.updates(side_error=stopped_note(out, st.user), **dict(zip(PAIR_OUTPUTS, trees)),
                       md_a=decoded_markdown(out[0]) + "\n\n" + decoded_markdown(out[1]) + kept,
-                      md_b=runs_markdown(cmp, cmp.round(k), tuple(d.label.partition(": ")[2] for d in out[:2])))
+                      md_b=runs_markdown(cmp, cmp.round(k), (out[0].label, out[1].label)))
 
 
 def stopped_note(out: list, kept: bool) -> str:
@@ -102,10 +103,10 @@ def stopped_note(out: list, kept: bool) -> str:
     if not any(d.stopped for d in out):
         return ""
     d = next(d for d in out if d.stopped)
-    said = f"Stopped: {d.label} after {len(d.rounds)} rounds ({d.tokens} tokens)"
+    said = f"Stopped: {d.name} after {len(d.rounds)} rounds ({d.tokens} tokens)"
     if len(out) < 2:
         said += "; B was not decoded"
-    made = [x.label.split(":")[0] for x in out if x.rounds]
+    made = [x.side for x in out if x.rounds]
     if made and kept:
         said += f"; {' and '.join(made)} kept as runs in the Decode tab's run picker"
     return said + ("" if len(made) == 2 else "; nothing to compare") + "."
@@ -133,7 +134,7 @@ def compare_tab(ctl: Controller, state: gr.State, settings: dict, verifiers: lis
         try:
             prompt, _ = decode_settings(**values)
             todo = []
-            for label, (v, b, nodes, draft_path) in zip("AB", sides):
+            for v, b, nodes, draft_path in sides:
                 # Each side's own fixed tree: the auto box's sizing would make B a limit
                 # and refuse static and chain trees.
                 cfg = decode_settings(**{**values, "verifier": v, "builder": b, "budget": nodes,
@@ -142,9 +143,9 @@ def compare_tab(ctl: Controller, state: gr.State, settings: dict, verifiers: lis
                 # A chain keeps no budget; a stopped one takes the Decode tab's stop and H as its longest.
                 size = (f"stop<{cfg.builder.stop_below:g} H<={cfg.builder.depth}" if cfg.builder.stop_below
                         else f"B={nodes}")
-                name = f"{label}: {v}, {b}, {size}" + (f", draft {shown}" if shown else "")
+                name = f"{v}, {b}, {size}" + (f", draft {shown}" if shown else "")
                 todo.append((prompt, cfg, (draft_path or "").strip(), name))
-            out = ctl.decode_each(st.sid, todo, progress)
+            out = [replace(d, side=side) for side, d in zip("AB", ctl.decode_each(st.sid, todo, progress))]
         except TevvizError as e:
             return failed(ui.side_error, e)
         return side_runs(ctl, ui, st, out)

@@ -52,6 +52,12 @@ class Decoded:
     generated: list[int] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
     stopped: bool = False  # ended by Stop: the rounds decoded until then
+    side: str = ""  # "A" or "B" in the side-by-side comparison
+
+    @property
+    def name(self) -> str:
+        """The label with its side: "A: tev, best-first, B=32"."""
+        return f"{self.side}: {self.label}" if self.side else self.label
 
 
 class Controller(TrainingActions):

@@ -62,14 +62,14 @@ def walk_text(r: RoundRecord, G, token: int, temperature: float | None) -> str:
     u = r.parents[v]
     choice = target_choice(G, u)
     lines = [head, "", f"At node {u} `{r.texts[u]!r}` the target's next token is `{r.texts[v]!r}`"
-             + (f" (p = {_fmt(r.p_edge[v])})" if r.p_edge[v] is not None else "")
+             + (f" (p = {fmt(r.p_edge[v])})" if r.p_edge[v] is not None else "")
              + f": it matches child {v}, the drafter's choice {choice.draft_rank} of {choice.siblings} there "
-               f"(draft edge prob {_fmt(choice.draft_q)}). **Accepted**; the walk goes on below {v}."]
+               f"(draft edge prob {fmt(choice.draft_q)}). **Accepted**; the walk goes on below {v}."]
     if temperature is not None and temperature > 0 and r.rho[u] is not None:
         lines += ["", (f"At T = {temperature:g} the walk leaves the tree at {u} with probability rho({u}) = "
-                      f"{_fmt(r.rho[u])}; it stayed, and took this child with probability {_fmt(r.p_edge[v])}.")]
+                      f"{fmt(r.rho[u])}; it stayed, and took this child with probability {fmt(r.p_edge[v])}.")]
     if r.accept is not None and r.accept[v] is not None:
-        lines += ["", f"Speculative sampling accepted it with probability min(1, p/q) = {_fmt(r.accept[v])}."]
+        lines += ["", f"Speculative sampling accepted it with probability min(1, p/q) = {fmt(r.accept[v])}."]
     return "\n".join(lines)
 
 
@@ -77,7 +77,7 @@ def _exit_step(r: RoundRecord, G, temperature: float | None) -> str:
     e = r.exit_node
     kids = sum(1 for p in r.parents if p == e)
     choice = target_choice(G, e)
-    p = "" if choice is None or choice.p is None else f" (p = {_fmt(choice.p)})"
+    p = "" if choice is None or choice.p is None else f" (p = {fmt(choice.p)})"
     if kids:
         why = (f"the target's next token `{r.bonus_text!r}`{p} is none of its {kids} children, so the walk **exits "
                f"at node {e}**")
@@ -86,8 +86,8 @@ def _exit_step(r: RoundRecord, G, temperature: float | None) -> str:
     lines = [(f"At node {e} `{r.texts[e]!r}` {why}. The block is the accepted path and this **bonus token**: "
              f"L = {r.block_length}.")]
     if temperature is not None and temperature > 0:
-        lines += ["", f"At T = {temperature:g}: the walk leaves at {e} with probability rho({e}) = {_fmt(r.rho[e])} "
-                      f"(the exit law w({e}) = P·rho = {_fmt(r.w[e])}); the bonus is drawn from the residual law "
+        lines += ["", f"At T = {temperature:g}: the walk leaves at {e} with probability rho({e}) = {fmt(r.rho[e])} "
+                      f"(the exit law w({e}) = P·rho = {fmt(r.w[e])}); the bonus is drawn from the residual law "
                       "there: the target's law less the children's tokens, renormalised by rho"
                       + (" (at a leaf, the target's law itself)." if not kids else ".")]
     return "\n".join(lines)
@@ -103,9 +103,9 @@ def _node_text(r: RoundRecord, G, v: int) -> str:
     # Short headers: the details column is about 240 px at 1440 px, where "edge probability" cut the table.
     # (a no-break space keeps a name with its value).
     lines += ["", "| | draft | target |", "|---|---|---|",
-              f"| edge | q\u00a0{_fmt(q_edge)} | p\u00a0{_fmt(r.p_edge[v])} |",
-              f"| path | q(v)\u00a0{_fmt(q_path)} | P(v)\u00a0{_fmt(r.P[v])} |",
-              "", f"local exit rho {_fmt(r.rho[v])}, exit probability w {_fmt(r.w[v])}"]
+              f"| edge | q\u00a0{fmt(q_edge)} | p\u00a0{fmt(r.p_edge[v])} |",
+              f"| path | q(v)\u00a0{fmt(q_path)} | P(v)\u00a0{fmt(r.P[v])} |",
+              "", f"local exit rho {fmt(r.rho[v])}, exit probability w {fmt(r.w[v])}"]
     missing = sorted(r.missing[v] if r.missing else [], key=lambda m: -m["gain"])
     if missing:
         lines += ["", "Top missing tokens (coverage gain P(v)·p_v(a) if added as a child):", "",
@@ -122,16 +122,16 @@ def why_not(r: RoundRecord, G, v: int) -> str:
     u = r.parents[v]
     choice = target_choice(G, u)
     where = (f"the drafter put it at rank {choice.draft_rank} of {choice.siblings} there (draft edge prob "
-             f"{_fmt(choice.draft_q)})" if choice.node is not None
+             f"{fmt(choice.draft_q)})" if choice.node is not None
              else f"the drafter did not propose it among its {choice.siblings} children there")
-    p = "" if choice.p is None else f" (p = {_fmt(choice.p)})"
-    mine = "" if r.p_edge[v] is None else f"; it gave this token p = {_fmt(r.p_edge[v])}"
+    p = "" if choice.p is None else f" (p = {fmt(choice.p)})"
+    mine = "" if r.p_edge[v] is None else f"; it gave this token p = {fmt(r.p_edge[v])}"
     return f"Why not: at node {u} the target wanted `{choice.text!r}`{p}{mine}; {where}."
 
 
 def _bonus_text(r: RoundRecord, G) -> str:
     choice = target_choice(G, r.exit_node)
-    p = "" if choice is None or choice.p is None else f", p = {_fmt(choice.p)} at the exit node"
+    p = "" if choice is None or choice.p is None else f", p = {fmt(choice.p)} at the exit node"
     return (f"**bonus token** `{r.bonus_text!r}` (id {r.bonus_token}{p}): drawn at exit node {r.exit_node} from its "
             "residual law p_res (the target's law less its children's tokens; p itself at a leaf).")
 
@@ -142,7 +142,7 @@ def _ghost_text(r: RoundRecord, key: str) -> str:
     if ghost is None:
         return HINT
     return (f"**ghost** `{ghost.text!r}` at depth {ghost.depth}: **in the optimal tree, not drafted**. Target flow "
-            f"P = {_fmt(ghost.P)}: the coverage this branch would add. Path `{ghost.path_text!r}`.")
+            f"P = {fmt(ghost.P)}: the coverage this branch would add. Path `{ghost.path_text!r}`.")
 
 
 def _temperature(st: AppState) -> float | None:
@@ -153,7 +153,8 @@ def _temperature(st: AppState) -> float | None:
     return float(t) if isinstance(t, (int, float)) else None
 
 
-def _fmt(x, digits: int = 3) -> str:
+def fmt(x, digits: int = 3) -> str:
+    """One format for every number a panel shows: fixed decimals, or significant digits below 10^-digits."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "—"
     return f"{x:.{digits}f}" if x == 0 or abs(x) >= 10 ** -digits else f"{x:.{digits - 1}e}"

@@ -13,7 +13,7 @@ from ..engine.records.records import RoundRecord
 from ..render.graph import METRICS, node_metric, round_graph
 from ..render.shared_tree import SharedTree
 from ..render.verdicts import verdict, verdict_line
-from .details import _fmt, why_not
+from .details import fmt, why_not
 
 PAIR_HINT = "Click a node in either tree to select it in both and see what each side has there; +N unfolds."
 # The rows of the table, by the metric's name in render/graph.METRICS; the figure's own colour comes first, in bold.
@@ -84,7 +84,7 @@ def _value(G, u: int | None, key: str) -> str:
     if u is None:
         return "—"
     x = G.nodes[u].get("p_edge") if key == "p_edge" else node_metric(G.nodes[u], key)
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else _fmt(x)
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt(x)
 
 
 def _bonus_sentence(r: RoundRecord, who: str) -> str:

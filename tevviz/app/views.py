@@ -6,7 +6,6 @@ No gradio here; the figures come from tevviz.render.
 from __future__ import annotations
 
 import html
-import math
 from dataclasses import asdict
 
 import plotly.graph_objects as go
@@ -33,6 +32,7 @@ from ..render.panel import tile
 from ..render.search import light_nodes
 from ..render.tree_figure import tree_figure_dict
 from .controller import Decoded
+from .details import fmt
 from .state import AppState
 
 
@@ -65,13 +65,6 @@ def session_figures(st: AppState, as_dict: bool = False) -> dict[str, go.Figure 
     return {"stage": stage_times_figure(r, COMPACT, **kw), "hist": block_length_histogram(r, COMPACT, **kw),
             "depth_plot": acceptance_by_depth_figure(r, COMPACT, engines=st.engines, **kw),
             "mass_plot": exit_mass_by_depth_figure(r, WIDE, **kw), "coverage_plot": coverage_figure(r, WIDE, **kw)}
-
-
-def _fmt(x, digits: int = 3) -> str:
-    """One format for every number a panel shows: fixed decimals, or significant digits below 10^-digits."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    return f"{x:.{digits}f}" if x == 0 or abs(x) >= 10 ** -digits else f"{x:.{digits - 1}e}"
 
 
 def block_rows_plot(st: AppState) -> dict:
@@ -155,11 +148,11 @@ def _optimal_table(r, gap, s: SessionSummary) -> list[str]:
     ceiling, lost, held = NUMBERS["optimal_ceiling"], NUMBERS["gap"], NUMBERS["held"]
     star = "optimal tree" if gap is None or gap.bounds else f"best fixed tree of B = {r.optimal.budget}, not a ceiling"
     shown = ("| — | — | — | — |" if gap is None else
-             f"| {1 + gap.C_p:.3f} | {_fmt(ceiling.value(r))} | {_fmt(lost.value(r))} | {held.value(r):.1%} |")
+             f"| {1 + gap.C_p:.3f} | {fmt(ceiling.value(r))} | {fmt(lost.value(r))} | {held.value(r):.1%} |")
     return [(f"| round {r.index if r else '—'}: 1 + C_p | {ceiling.label} ({star}) | {lost.label} | {held.label} "
              f"| session: {ceiling.heading} | {lost.heading} ({s.bounded_rounds} rounds) |"),
             "|---|---|---|---|---|---|",
-            shown[:-1] + f"| {_fmt(s.numbers[ceiling.name], 4)} | {_fmt(s.numbers[lost.name])} |"]
+            shown[:-1] + f"| {fmt(s.numbers[ceiling.name], 4)} | {fmt(s.numbers[lost.name])} |"]
 
 
 def baseline_fits(st: AppState, base: dict) -> bool:
@@ -189,12 +182,12 @@ def stats_markdown(st: AppState) -> str:
     kept = f" (last {s.rounds} rounds)" if st.dropped else ""
     means = [n for n in SESSION if not n.needs_optimal]  # tau, mean E[L]: with the optimal tree, the table below
     heads = "".join(f"{n.heading}{kept} | " for n in means)
-    cells = "".join(f"{_fmt(s.numbers[n.name], n.digits)} | " for n in means)
+    cells = "".join(f"{fmt(s.numbers[n.name], n.digits)} | " for n in means)
     lines = [
         f"| rounds | tokens | tokens/s | {heads}baseline tokens/s | speed-up |",
         "|---|---|---|" + "---|" * len(means) + "---|---|",
-        (f"| {rounds} | {tokens} | {_fmt(tps)} | {cells}"
-         f"{_fmt(base['tokens_per_s']) if comparable else '—'} | {'—' if speedup is None else f'{speedup:.2f}x'} |"),
+        (f"| {rounds} | {tokens} | {fmt(tps)} | {cells}"
+         f"{fmt(base['tokens_per_s']) if comparable else '—'} | {'—' if speedup is None else f'{speedup:.2f}x'} |"),
     ]
     if comparable and base.get("way"):
         lines.append(f"\n*Plain decoding: {base['way']}, the fastest of {base['ways']} ways timed on this prompt.*")
@@ -237,13 +230,13 @@ def speed_lines(st: AppState, base: dict | None) -> list[str]:
     if not speed.tokens:
         return []
     per = speed.stage_ms_per_token
-    cells = [f"{_fmt(per.get(k), 2)}" for k in ("draft", "target", "verify", "other")]
+    cells = [f"{fmt(per.get(k), 2)}" for k in ("draft", "target", "verify", "other")]
     rest = speed.unrecorded_ms_per_token
     plain = speed.baseline_ms_per_token
     return ["", "| ms per token | draft | target | verify | other | between rounds | all | plain decoding |",
             "|---|---|---|---|---|---|---|---|",
-            (f"| this run | {' | '.join(cells)} | {_fmt(rest, 2)} | {_fmt(speed.ms_per_token, 2)} | "
-            f"{'—' if plain is None else _fmt(plain, 2)} |"),
+            (f"| this run | {' | '.join(cells)} | {fmt(rest, 2)} | {fmt(speed.ms_per_token, 2)} | "
+            f"{'—' if plain is None else fmt(plain, 2)} |"),
             "", speed.sentence + ("" if plain is not None else " Press *Run baseline* to time plain decoding."),
             *ideal_lines(st, base)]
 
@@ -262,12 +255,12 @@ def ideal_lines(st: AppState, base: dict | None) -> list[str]:
         return []
     if speed.share > BEYOND_LIMIT:
         # A limit the run beats is no limit: the passes ran faster during the run than when they were timed.
-        return ["", (f"This run reached {_fmt(speed.tokens_per_s, 1)} tokens/s, above the "
-                     f"{_fmt(speed.ideal_tokens_per_s, 1)} tokens/s its forwards alone would allow at the pass costs "
+        return ["", (f"This run reached {fmt(speed.tokens_per_s, 1)} tokens/s, above the "
+                     f"{fmt(speed.ideal_tokens_per_s, 1)} tokens/s its forwards alone would allow at the pass costs "
                      "timed with the baseline: the machine was busier while they were timed, so they give no limit "
                      "for this run. Press Run baseline again to time them beside it.")]
     return ["", (f"At the pass costs timed with the baseline, these rounds would reach "
-                 f"{_fmt(speed.ideal_tokens_per_s, 1)} tokens/s if a round cost only its forwards: this run reached "
+                 f"{fmt(speed.ideal_tokens_per_s, 1)} tokens/s if a round cost only its forwards: this run reached "
                  f"{speed.share:.0%} of it.")]
 
 
@@ -289,8 +282,8 @@ def decoded_markdown(d: Decoded) -> str:
     s = summarize(d.rounds)
     tps = d.tokens / d.seconds if d.seconds > 0 else 0.0
     ms = "  ".join(f"{k} {v:.0f}" for k, v in s.stage_ms.items())
-    means = "".join(f"{n.heading} {_fmt(s.numbers[n.name], n.digits)}, " for n in SESSION if not n.needs_optimal)
-    return (f"**{d.label}**: {s.rounds} rounds, {d.tokens} tokens, {means}{tps:.1f} tokens/s\n\nstage ms: {ms}\n\n"
+    means = "".join(f"{n.heading} {fmt(s.numbers[n.name], n.digits)}, " for n in SESSION if not n.needs_optimal)
+    return (f"**{d.name}**: {s.rounds} rounds, {d.tokens} tokens, {means}{tps:.1f} tokens/s\n\nstage ms: {ms}\n\n"
             f"```\n{d.text}\n```")
 
 
@@ -308,8 +301,8 @@ def moved_markdown(moved: ExitMassMove) -> str:
     b, a = moved.before, moved.after
     where = {(True, True): "both", (True, False): "original only", (False, True): "trained only"}
     lines = [
-        (f"Round {moved.round_index}'s context. Original tree: {b.size} nodes, C_p = {_fmt(b.C_p, 4)}; "
-         f"trained tree: {a.size} nodes, C_p = {_fmt(a.C_p, 4)}. Nodes match by token path; a node in one tree "
+        (f"Round {moved.round_index}'s context. Original tree: {b.size} nodes, C_p = {fmt(b.C_p, 4)}; "
+         f"trained tree: {a.size} nodes, C_p = {fmt(a.C_p, 4)}. Nodes match by token path; a node in one tree "
          "only has w = 0 in the other. The largest changes:"),
         "",
         "| node (token path) | in | w original | w trained | Δw |",
