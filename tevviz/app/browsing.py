@@ -14,7 +14,7 @@ from .navigation import on_key, select, show_round
 from .search_view import search_nodes
 from .updates import BROWSE_OUTPUTS, MAX_WIDTHS, NODE_OUTPUTS, position_of, search_of, shown, view_url, with_width
 from .views import block_rows_plot, tree_plot
-from .widgets import BROWSE, BROWSE_QUEUE, LIGHT, Panel, current, figure_json
+from .widgets import BROWSE, BROWSE_QUEUE, LIGHT, Panel, current, figure_json, remember
 
 
 def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
@@ -51,9 +51,7 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
             return {}
         if st is None:
             return {}  # the page is still loading its state: the first figure drawn will ask again
-        if len(ui.widths) >= MAX_WIDTHS:
-            ui.widths.clear()
-        ui.widths[st.sid] = width
+        remember(ui.widths, st.sid, width, MAX_WIDTHS)
         # The tree alone, and only a drawn one: the state this event read may be older than one a Step or the page's
         # restore is returning now, which it must not overwrite (the width reaches them through `ui.widths`).
         if st.round is None:

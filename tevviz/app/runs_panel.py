@@ -130,9 +130,10 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
 
     def replan(st, evt: gr.EventData):
         """The comparison's tree again, laid out for the width its view reported."""
-        width, sid = reported_width(evt), current(st).sid
-        if width is None:
-            return {}
+        width = reported_width(evt)
+        if width is None or st is None:
+            return {}  # no width, or a page still loading its state: the view asks again once drawn
+        sid = st.sid
         remember(ui.compare_widths, sid, width, MAX_WIDTHS)
         return {ui.cmp_plot: _union(ui, sid, *ui.compared[sid])} if sid in ui.compared else {}
 

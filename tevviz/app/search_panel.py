@@ -14,7 +14,7 @@ from .search_view import Search, parse_threshold, search_markdown, search_nodes
 from .updates import BROWSE_OUTPUTS, MAX_WIDTHS, found_updates, search_of, shown, view_url, with_width
 from .url_view import read_query
 from .views import tree_plot
-from .widgets import BROWSE, BROWSE_QUEUE, LIGHT, Panel, current, figure_json
+from .widgets import BROWSE, BROWSE_QUEUE, LIGHT, Panel, current, figure_json, remember
 
 FIND_OUTPUTS = ("tree", "url", "found", "found_rounds")  # outputs of /find
 
@@ -50,9 +50,7 @@ def wire_search(ui: Panel) -> None:
             search = Search(query or "", parse_threshold(threshold))
         except ValueError:
             return {ui.found: f"Error: the threshold must be a number (blank: off), got {threshold!r}"}
-        if len(ui.searches) >= MAX_WIDTHS:
-            ui.searches.clear()
-        ui.searches[st.sid] = search
+        remember(ui.searches, st.sid, search, MAX_WIDTHS)
         if st.round is None:
             # Nothing drawn: a page still restoring its view must not have its tree or URL put back to blank.
             return {ui.found: ""}
