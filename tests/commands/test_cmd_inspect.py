@@ -14,7 +14,7 @@ from _cli import PROMPT, one_line
 from conftest import scored_round as scored
 
 from tevviz.cli import build_parser, main
-from tevviz.engine.analysis.session_tables import inspect_table
+from tevviz.engine.analysis.session_tables import rounds_table
 from tevviz.engine.records import io as tio
 from tevviz.engine.records.records import OptimalTree
 from tevviz.render.table import text as table_text
@@ -23,7 +23,7 @@ CHAIN = [-1, 0, 1]
 
 
 def test_inspect_prints_its_rounds_as_the_generic_text_table(tmp_path, capsys):
-    """Below the summary lines, the rounds are session_tables.inspect_table as render/table.text writes it, with the
+    """Below the summary lines, the rounds are session_tables.rounds_table as render/table.text writes it, with the
     numbers worked out by hand: a TEV chain with stage times and a speculative chain, the same optimal tree on both."""
     best = OptimalTree(tokens=[10, 11, 13], texts=["", "", ""], parents=CHAIN, depths=[0, 1, 2], P=[1.0, 0.9, 0.7],
                        budget=2, depth=2, ms=5.0)
@@ -38,7 +38,7 @@ def test_inspect_prints_its_rounds_as_the_generic_text_table(tmp_path, capsys):
     assert out[0] == f"{path}: session, 2 rounds, tau 2.500, mean E[L] 2.275"  # (3 + 2) / 2, (2.2 + 2.35) / 2
     assert out[1] == ("optimal trees in 2 rounds: mean 1 + C_p* 2.600, mean drafter gap 0.400 (1 of 2 rounds), "
                       "mean optimal ms 5")
-    assert out[2:] == table_text(inspect_table(tio.load(path).rounds))
+    assert out[2:] == table_text(rounds_table(tio.load(path).rounds))
     assert out[2] == "rounds" and out[3].split()[-2:] == ["ms", "note"]
     # E[L]: 1 + C_p = 2.2; the chain 1 + 0.9 + 0.9 x 0.5; 1 + C_p* = 2.6, which bounds the TEV round only
     assert out[4].split() == ["0", "2", "3", "2", "3", "2.200", "2.600", "0.400", "10.0"]

@@ -282,8 +282,8 @@ def _defined(rounds, n) -> tuple[int, int]:
 
 
 def cmd_inspect(args) -> int:
-    """A file's kind and session means on a line, then its rounds (session_tables.inspect_table); or all as JSON."""
-    from ..engine.analysis.session_tables import inspect_table
+    """A file's kind and session means on a line, then its rounds (session_tables.rounds_table); or all as JSON."""
+    from ..engine.analysis.session_tables import rounds_table
     from ..engine.analysis.summary import summarize
     from ..engine.records.round_numbers import SESSION, mean_text, round_row
     from ..render.table import text
@@ -300,7 +300,7 @@ def cmd_inspect(args) -> int:
     if s.optimal_rounds:
         print(f"optimal trees in {s.optimal_rounds} rounds: " + ", ".join(
             mean_text(n, s.numbers[n.name], *_defined(rounds, n)) for n in SESSION if n.needs_optimal))
-    print("\n".join(text(inspect_table(rounds))))
+    print("\n".join(text(rounds_table(rounds))))
     return 0
 
 def _engine_runs(paths: list[str]) -> list:

@@ -7,7 +7,6 @@ say what each number is. Torch-free; render/table.py writes them as text, markdo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from ..records.records import RoundRecord
 from ..records.round_numbers import AGGREGATIONS, COLUMNS, MEAN, NUMBERS, SESSION, SUM, RoundNumber, round_row
@@ -35,22 +34,18 @@ def summary_table(rounds: Sequence[RoundRecord]) -> Table:
 
 def rounds_table(rounds: Sequence[RoundRecord]) -> Table:
     """A row a round: its index and exit node, then each column number (round_numbers.round_row), headed by its
-    label."""
+    label; where some round's optimal tree bounds nothing (a sampled chain under speculative sampling), a note column
+    marks those rounds."""
+    rounds = list(rounds)
     cols = (Column("round", "round", "count"), Column("exit", "exit node", "count"),
             *(Column(n.name, n.label, "count" if n.whole else "number", n.digits) for n in COLUMNS))
     notes = (EXIT_NOTE, *(f"{n.label}: {n.definition}" for n in COLUMNS))
-    return Table("rounds", cols, tuple(round_row(r) for r in rounds), notes, id="rounds")
-
-
-def inspect_table(rounds: Sequence[RoundRecord]) -> Table:
-    """`tevviz inspect`'s rounds: the rounds table, and where some round's optimal tree bounds nothing (a sampled chain
-    under speculative sampling), a note column marking those rounds."""
-    table = rounds_table(rounds)
+    rows = tuple(round_row(r) for r in rounds)
     marks = [NOT_A_CEILING if r.optimal is not None and not r.optimal_bounds else "" for r in rounds]
-    if not any(marks):
-        return table
-    return replace(table, columns=(*table.columns, Column("note", "note", "text")),
-                   rows=tuple(row | {"note": m} for row, m in zip(table.rows, marks)))
+    if any(marks):
+        cols += (Column("note", "note", "text"),)
+        rows = tuple(row | {"note": m} for row, m in zip(rows, marks))
+    return Table("rounds", cols, rows, notes, id="rounds")
 
 
 def _kind(n: RoundNumber) -> str:
