@@ -1,10 +1,9 @@
-"""A browser's ExitTrain copy on disk: read back whole on its own pair, refused on another, and a copy of another pair
-is read once per version of the file, not at every status call."""
+"""A browser's ExitTrain copy on disk: read back whole on its own pair, one file a pair (another pair's copy is never
+opened, and training one pair keeps the other's), and an older browser-wide copy moved under its pair's name once."""
 
 from __future__ import annotations
 
 import copy
-import os
 from dataclasses import replace
 
 import torch
@@ -12,7 +11,7 @@ from conftest import tiny_pair
 
 from tevviz.app import training_files
 from tevviz.app.state import Training
-from tevviz.app.training_files import load_training, save_training
+from tevviz.app.training_files import forget_training, load_training, save_training
 from tevviz.engine.train.exittrain import TrainConfig
 
 
@@ -42,18 +41,24 @@ def test_a_copy_comes_back_on_its_pair_with_its_weights_log_and_settings(tmp_pat
     assert back.pair.target is base.target
 
 
-def test_a_copy_of_another_pair_is_refused_and_read_once_per_version(tmp_path, monkeypatch):
+def test_each_pair_keeps_its_own_copy_and_another_pairs_is_never_opened(tmp_path, monkeypatch):
     base = tiny_pair()
-    save_training(tmp_path, "u2", trained(base), base)
     other = replace(base, draft_name="another-draft")
+    save_training(tmp_path, "u2", trained(base), base)
     calls = counting_loads(monkeypatch)
-    assert load_training(tmp_path, "u2", other) is None
-    assert load_training(tmp_path, "u2", other) is None
-    assert len(calls) == 1  # the mismatch was remembered
-    assert load_training(tmp_path, "u2", base) is not None  # its own pair still reads it
-    assert len(calls) == 2
-    path = tmp_path / "u2" / training_files.FILE
-    st = path.stat()
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a new version of the file is read again
-    assert load_training(tmp_path, "u2", other) is None
-    assert len(calls) == 3
+    assert load_training(tmp_path, "u2", other) is None and calls == []  # no file of its pair: nothing read
+    save_training(tmp_path, "u2", trained(other), other)  # training on the other pair keeps the first one's copy
+    assert load_training(tmp_path, "u2", base) is not None and load_training(tmp_path, "u2", other) is not None
+    forget_training(tmp_path, "u2", other)  # Revert on one pair
+    assert load_training(tmp_path, "u2", other) is None and load_training(tmp_path, "u2", base) is not None
+
+
+def test_a_copy_kept_before_copies_were_kept_a_pair_moves_under_its_pairs_name_once(tmp_path, monkeypatch):
+    base = tiny_pair()
+    save_training(tmp_path, "u3", trained(base), base)
+    (kept,) = (tmp_path / "u3").iterdir()
+    kept.rename(tmp_path / "u3" / training_files.LEGACY)  # as an older tevviz wrote it
+    calls = counting_loads(monkeypatch)
+    assert load_training(tmp_path, "u3", replace(base, draft_name="another-draft")) is None
+    assert len(calls) == 1 and [p.name for p in (tmp_path / "u3").iterdir()] == [kept.name]
+    assert load_training(tmp_path, "u3", base) is not None and len(calls) == 2

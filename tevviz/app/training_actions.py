@@ -159,7 +159,7 @@ class TrainingActions:
         had = self._training(st) is not None
         self.store.put_training(st.sid, None, st.user)  # a reload adopts it no more
         if st.user:
-            forget_training(self.runs.root, st.user)  # nor a restart
+            forget_training(self.runs.root, st.user, self.source.get())  # nor a restart
         return ("reverted: the trained copy is gone and this session decodes with the original draft" if had
                 else "nothing to revert: this session uses the original draft")
 

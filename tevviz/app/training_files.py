@@ -5,6 +5,7 @@ moments are not kept: the first Train step after a restart starts a fresh one fr
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -17,20 +18,31 @@ from ..engine.records.io import current_builder
 from ..engine.train.exittrain import TrainConfig
 from .state import Training
 
-FILE = "exittrain.pt"
-# Copies found made on another pair, by (path, mtime, size, target, draft): each status call asks for the copy, and
-# reading a whole drafter's weights to find the same mismatch again cost a torch.load each time.
-_OTHER_PAIR: set[tuple] = set()
-MAX_OTHER = 256
+LEGACY = "exittrain.pt"  # one copy a browser, whatever its pair: read once, then kept under its pair's name
 
 
-def _path(root: Path, user: str) -> Path:
-    return Path(root) / user / FILE
+def _path(root: Path, user: str, target: str, draft: str) -> Path:
+    """The browser's copy for this pair: one file a pair, so a copy made on another pair is never opened and each
+    pair keeps its own."""
+    pair = hashlib.sha1(f"{target}\0{draft}".encode()).hexdigest()[:12]
+    return Path(root) / user / f"exittrain-{pair}.pt"
+
+
+def _migrate(root: Path, user: str) -> None:
+    """A copy written before copies were kept a pair (`exittrain.pt`) moves under its own pair's name, read once."""
+    old = Path(root) / user / LEGACY
+    if not old.is_file():
+        return
+    try:
+        kept = torch.load(old, map_location="cpu", weights_only=True)
+        os.replace(old, _path(root, user, kept["target"], kept["draft"]))
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError):
+        old.unlink(missing_ok=True)  # unreadable: nothing to keep
 
 
 def save_training(root: Path, user: str, training: Training, base: ModelPair) -> None:
     """Write `training` (made on `base`) as this browser's copy, in place of the one before."""
-    path = _path(root, user)
+    path = _path(root, user, base.target_name, base.draft_name)
     path.parent.mkdir(parents=True, exist_ok=True)
     kept = {"target": base.target_name, "draft": base.draft_name, "log": training.log,
             "config": asdict(training.config), "state": training.pair.draft.state_dict()}
@@ -42,21 +54,14 @@ def save_training(root: Path, user: str, training: Training, base: ModelPair) ->
 def load_training(root: Path, user: str, base: ModelPair) -> Training | None:
     """This browser's copy as it was last written, not in use, with no trainer until the next Train step; None where
     there is none, it was made on another pair, or the file cannot be read."""
-    path = _path(root, user)
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    seen = (str(path), stat.st_mtime_ns, stat.st_size, base.target_name, base.draft_name)
-    if seen in _OTHER_PAIR:
+    _migrate(root, user)
+    path = _path(root, user, base.target_name, base.draft_name)
+    if not path.is_file():
         return None
     try:
         kept = torch.load(path, map_location=base.draft.device, weights_only=True)
         if (kept["target"], kept["draft"]) != (base.target_name, base.draft_name):
-            if len(_OTHER_PAIR) >= MAX_OTHER:
-                _OTHER_PAIR.clear()
-            _OTHER_PAIR.add(seen)
-            return None
+            return None  # a name's hash shared with another pair's
         draft = copy.deepcopy(base.draft)
         draft.load_state_dict(kept["state"])
         raw = dict(kept["config"])
@@ -71,6 +76,6 @@ def load_training(root: Path, user: str, base: ModelPair) -> Training | None:
     return Training(None, log, pair, config=config)
 
 
-def forget_training(root: Path, user: str) -> None:
-    """Remove this browser's copy (Revert)."""
-    _path(root, user).unlink(missing_ok=True)
+def forget_training(root: Path, user: str, base: ModelPair) -> None:
+    """Remove this browser's copy for `base` (Revert); its copies for other pairs stay."""
+    _path(root, user, base.target_name, base.draft_name).unlink(missing_ok=True)
