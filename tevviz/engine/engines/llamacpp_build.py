@@ -111,7 +111,8 @@ def download_sdist(dest: Path) -> Path:
     if (dest / name).is_file():
         return dest / name
     print(f"downloading {PACKAGE}=={VERSION} (source package) with pip ...", file=sys.stderr)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+    # Only this package as source: ":all:" would also build its build tools (cmake) from source, for many minutes.
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", PACKAGE,
            "--disable-pip-version-check", "-d", str(dest), f"{PACKAGE}=={VERSION}"]
     if subprocess.run(cmd, check=False).returncode != 0 or not (dest / name).is_file():
         raise TevvizError(f"pip could not download {PACKAGE}=={VERSION}; with the source package at hand, pass it "
