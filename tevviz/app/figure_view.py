@@ -67,22 +67,22 @@ const draw = () => {
 };
 draw();
 watch('value', draw);
-if (!KEYS) {
-  // A view laid out for its width asks again when its room changes (a window resized, a hidden tab shown: 0 px
-  // wide until then), not only when the next figure comes. Once per new width: a pair laid out for the narrower of
-  // its two views leaves the wider one asking nothing more.
-  let asked = 0, waiting = null;
-  new ResizeObserver(() => {
-    clearTimeout(waiting);
-    waiting = setTimeout(() => {
-      const width = Math.round(element.clientWidth);
-      if (planned && width > 0 && Math.abs(width - planned) > 8 && Math.abs(width - asked) > 8) {
-        asked = width;
-        trigger('apply', {width});
-      }
-    }, 150);
-  }).observe(element);
-}
+// A view asks again when its room changes (a window resized, a hidden tab shown: 0 px wide until then), not only
+// when the next figure comes: the tree view at every new width (the server keeps it for the next figure), any other
+// view only where its figure was laid out for another width. Once per new width: a pair laid out for the narrower of
+// its two views leaves the wider one asking nothing more.
+let asked = 0, waiting = null;
+new ResizeObserver(() => {
+  clearTimeout(waiting);
+  waiting = setTimeout(() => {
+    const width = Math.round(element.clientWidth);
+    const stale = KEYS || (planned && Math.abs(width - planned) > 8);
+    if (width > 0 && stale && Math.abs(width - asked) > 8) {
+      asked = width;
+      trigger('apply', {width});
+    }
+  }, 150);
+}).observe(element);
 """
 
 _KEYS = """
@@ -109,12 +109,6 @@ if (!window.__tevvizKeys) {
     trigger('key_up', {key: e.key});
   });
 }
-let sentWidth = 0, timer = null;
-const report = () => {
-  const width = Math.round(element.clientWidth);
-  if (width > 0 && Math.abs(width - sentWidth) > 8) { sentWidth = width; trigger('apply', {width}); }
-};
-new ResizeObserver(() => { clearTimeout(timer); timer = setTimeout(report, 150); }).observe(element);
 """
 
 
