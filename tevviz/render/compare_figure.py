@@ -10,29 +10,31 @@ hover and selection across them (render/compare_report.py and the app's pair vie
 
 from __future__ import annotations
 
-import functools
 import html
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import networkx as nx
-import plotly.colors
 
 from tevviz.engine.analysis.run_compare import A_ONLY, B_ONLY, BOTH
 from tevviz.engine.records.records import RoundRecord
+from tevviz.render.colours import colorscale_of
 from tevviz.render.graph import METRICS, node_metric, round_graph
-from tevviz.render.layout import Point
 from tevviz.render.shared_tree import SIDE_WIDTH, SharedTree, shared_layout
-from tevviz.render.tree_frame import MARGIN, tree_layout
+from tevviz.render.tree_frame import MARGIN, WIDTH, tree_layout
 from tevviz.render.tree_traces import (
     EXIT_RING,
     HIGHLIGHT_RING,
     NODE_SIZE,
     PATH_COLOUR,
+    bonus_edge,
+    bonus_trace,
     edge_trace,
     folded_trace,
     label_trace,
+    line_trace,
+    number_text,
     opened_trace,
     quoted_token,
     ring_trace,
@@ -43,7 +45,6 @@ from tevviz.render.verdicts import verdict_line
 SIDE_COLOURS = {BOTH: "#555555", A_ONLY: "#1f77b4", B_ONLY: "#ff7f0e"}
 SIDE_SYMBOLS = {BOTH: "circle", A_ONLY: "triangle-up", B_ONLY: "square"}
 ABSENT_COLOUR = "#c8c8c8"
-WIDTH = 900
 PAIR_WIDTH = SIDE_WIDTH  # the app's pair before its views report their width (a column of a 1440 px window)
 LEGEND_ROW = 19  # px of a legend row
 LEGEND_CHAR = 7.0  # px of a legend entry's character, at plotly's 12 px font (a little over, never under)
@@ -71,7 +72,7 @@ def union_figure_dict(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A
     for side, (r, colour, line, dash) in enumerate(((a, SIDE_COLOURS[A_ONLY], 6, "solid"),
                                                     (b, SIDE_COLOURS[B_ONLY], 3, "dash"))):
         path = [t.union_id(side, v) for v in r.accepted]
-        traces.append(_line([t.pos[v] for v in path], f"{names[side]}'s accepted path", colour, line, dash))
+        traces.append(line_trace([t.pos[v] for v in path], f"{names[side]}'s accepted path", line, colour, dash, 0.5))
     for side in (BOTH, A_ONLY, B_ONLY):
         ids = [n.id for n in t.nodes if n.side == side and n.id in t.pos]
         marker = {"size": NODE_SIZE, "color": SIDE_COLOURS[side], "symbol": SIDE_SYMBOLS[side],
@@ -140,7 +141,7 @@ def _side(t: SharedTree, side: int, names: Sequence[str], values, metric: str | 
         edge_trace(t.graph.subgraph(here), t.plan.pos) | {"name": "edges"},
         _edges(t, [v for v in absent if v in t.pos], f"edges only in {names[1 - side]}",
                {"color": ABSENT_COLOUR, "width": 1, "dash": "dot"}),
-        _line([t.pos[v] for v in path], "accepted path", PATH_COLOUR, 5, "solid", 0.6),
+        line_trace([t.pos[v] for v in path], "accepted path", 5),
     ]
     label = {BOTH: "in both", mine: f"{names[side]} only"}
     unvalued = []
@@ -154,7 +155,7 @@ def _side(t: SharedTree, side: int, names: Sequence[str], values, metric: str | 
             unvalued += [v for v in ids if values[side][v] is None]
             ids = [v for v in ids if values[side][v] is not None]
             # One scale (cmin, cmax) for both figures of the pair, so a colour means the same value in each.
-            marker.update(color=[values[side][v] for v in ids], colorscale=colorscale_stops(METRICS[metric].colorscale),
+            marker.update(color=[values[side][v] for v in ids], colorscale=colorscale_of(METRICS[metric].colorscale),
                           cmin=scale[0], cmax=scale[1], showscale=kind == BOTH,
                           colorbar={"title": {"text": METRICS[metric].label, "side": "right"}})
         traces.append(_markers(t, ids, label[kind], marker, names))
@@ -234,11 +235,6 @@ def metric_values(t: SharedTree, metric: str) -> tuple[list, list]:
     return out[0], out[1]
 
 
-@functools.cache
-def colorscale_stops(name: str) -> list[list]:
-    return [list(stop) for stop in plotly.colors.get_colorscale(name)]
-
-
 def _edges(t: SharedTree, children, name: str, line: dict) -> dict[str, Any] | None:
     xs, ys = [], []
     for v in children:
@@ -246,11 +242,6 @@ def _edges(t: SharedTree, children, name: str, line: dict) -> dict[str, Any] | N
         xs += [t.pos[u][0], t.pos[v][0], None]  # None breaks the line between edges
         ys += [t.pos[u][1], t.pos[v][1], None]
     return scatter(name, xs, ys, "lines", line=line, hoverinfo="skip") if xs else None
-
-
-def _line(points: list[Point], name: str, colour: str, width: float, dash: str, opacity: float = 0.5) -> dict:
-    return scatter(name, [p[0] for p in points], [p[1] for p in points], "lines",
-                   line={"color": colour, "width": width, "dash": dash}, opacity=opacity, hoverinfo="skip")
 
 
 def _bonus(t: SharedTree, side: int, name: str, colour: str) -> list[dict[str, Any]]:
@@ -261,14 +252,8 @@ def _bonus(t: SharedTree, side: int, name: str, colour: str) -> list[dict[str, A
     if v is None or v not in t.pos:
         return []
     u = t.union_id(side, r.exit_node)
-    line = {"color": colour, "width": 2, "dash": "dash"}
-    hover = (f"<b>bonus {quoted_token(r.bonus_text)}</b>  token_id {r.bonus_token}<br>drawn at the exit node from its "
-             "residual law")
-    return [scatter(f"{name} edge", [t.pos[u][0], t.pos[v][0]], [t.pos[u][1], t.pos[v][1]], "lines", line=line,
-                    hoverinfo="skip", showlegend=False),
-            scatter(name, [t.pos[v][0]], [t.pos[v][1]], "lines+markers", line=line,
-                    marker={"size": 14, "color": "white", "line": {"color": colour, "width": 2}},
-                    hovertext=[hover], hoverinfo="text", customdata=[v])]
+    return [bonus_edge(t.pos[u], t.pos[v], colour, f"{name} edge"),
+            bonus_trace(r.bonus_text, r.bonus_token, t.pos[v], colour, name, key=v)]
 
 
 def _folds(t: SharedTree, clicks: bool = False) -> list[dict[str, Any]]:
@@ -293,10 +278,6 @@ def _markers(t: SharedTree, ids: list[int], name: str, marker: dict, names: Sequ
     }
 
 
-def _number(x: float | None) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
-
-
 def node_hover(t: SharedTree, v: int, names: Sequence[str] = ("A", "B")) -> str:
     """A union node's hover text: its token and path, where it is, and each tree's numbers there."""
     n = t.nodes[v]
@@ -309,8 +290,8 @@ def node_hover(t: SharedTree, v: int, names: Sequence[str] = ("A", "B")) -> str:
             continue
         q = None if u == 0 else math.exp(r.draft_logprobs[u])
         mark = " (accepted)" if u in r.accepted else ""
-        lines.append(f"{names[side]} #{u}{mark}: P {_number(r.P[u])}  w {_number(r.w[u])}  p_edge "
-                     f"{_number(r.p_edge[u])}  draft prob {_number(q)}")
+        lines.append(f"{names[side]} #{u}{mark}: P {number_text(r.P[u])}  w {number_text(r.w[u])}  p_edge "
+                     f"{number_text(r.p_edge[u])}  draft prob {number_text(q)}")
     return "<br>".join(lines)
 
 
@@ -331,8 +312,8 @@ def node_details(t: SharedTree, v: int, names: Sequence[str] = ("A", "B")) -> st
             continue
         said = html.escape(verdict_line(_graph(t, side), u), quote=False)
         bonus = " (and the bonus token)" if t.bonus[side] == n.id else ""
-        lines.append(f"{names[side]} #{u}: {said}{bonus}<br>    P {_number(r.P[u])}, w {_number(r.w[u])}, "
-                     f"p_edge {_number(r.p_edge[u])}, rho {_number(r.rho[u])}")
+        lines.append(f"{names[side]} #{u}: {said}{bonus}<br>    P {number_text(r.P[u])}, w {number_text(r.w[u])}, "
+                     f"p_edge {number_text(r.p_edge[u])}, rho {number_text(r.rho[u])}")
     return "<br>".join(lines)
 
 

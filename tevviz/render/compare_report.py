@@ -27,7 +27,8 @@ from tevviz.engine.analysis.run_depths import depth_analysis
 from tevviz.engine.analysis.speed import speed_breakdown
 from tevviz.engine.analysis.table import Column
 from tevviz.files import atomic_write
-from tevviz.render.compare_figure import colorscale_stops, metric_values, node_hover, shared_layout, side_figure_dicts
+from tevviz.render.colours import colorscale_of
+from tevviz.render.compare_figure import metric_values, node_hover, shared_layout, side_figure_dicts
 from tevviz.render.graph import METRICS
 from tevviz.render.page import PAGE, STYLE, gzip_base64, plotly_blob, unpack_script
 from tevviz.render.report import _esc, _setting
@@ -45,7 +46,7 @@ def compare_report_html(cmp: RunComparison, title: str | None = None, files: tup
     payload = {
         "names": names,
         "depth": _depth_figure(cmp),
-        "metrics": {m: {"label": METRICS[m].label, "colorscale": colorscale_stops(METRICS[m].colorscale)}
+        "metrics": {m: {"label": METRICS[m].label, "colorscale": colorscale_of(METRICS[m].colorscale)}
                     for m in COLOUR_METRICS},
         "rounds": [_round(cmp, c, names) for c in rounds],
     }

@@ -92,7 +92,7 @@ def tree_figure_dict(
     traces += node_traces(G, pos, values, metric, scale)
     # Before the walk's end the exit and bonus traces are there without points: the legend, and so the plot's
     # height, stay as they are.
-    bonus_marker = bonus_trace(G.graph, pos[bonus])
+    bonus_marker = bonus_trace(G.graph["bonus_text"], G.graph.get("bonus_token_id"), pos[bonus])
     exit_ring = ring_trace(pos[exit_node], "exit", size=EXIT_RING, colour=PATH_COLOUR)
     traces += [bonus_marker, exit_ring] if at_end else [emptied(bonus_marker), emptied(exit_ring)]
     if ghosts:

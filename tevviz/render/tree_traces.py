@@ -57,25 +57,29 @@ def edge_trace(G: nx.DiGraph, pos: Mapping[Hashable, tuple]) -> dict[str, Any]:
     return scatter("edges", xs, ys, "lines", line={"color": "#b0b0b0", "width": 1}, hoverinfo="skip")
 
 
-def line_trace(points: list, name: str, width: float) -> dict[str, Any]:
-    """A line through `points` in the path colour (the accepted path)."""
+def line_trace(points: list, name: str, width: float, colour: str = PATH_COLOUR, dash: str = "solid",
+               opacity: float = 0.6) -> dict[str, Any]:
+    """A line through `points`, by default in the path colour (an accepted path)."""
     return scatter(name, [p[0] for p in points], [p[1] for p in points], "lines",
-                   line={"color": PATH_COLOUR, "width": width}, opacity=0.6, hoverinfo="skip")
+                   line={"color": colour, "width": width, "dash": dash}, opacity=opacity, hoverinfo="skip")
 
 
-def bonus_edge(exit_point: tuple, bonus_point: tuple) -> dict[str, Any]:
+def bonus_edge(exit_point: tuple, bonus_point: tuple, colour: str = PATH_COLOUR,
+               name: str = "bonus edge") -> dict[str, Any]:
     """The dashed edge from the exit node to the bonus token."""
-    return scatter("bonus edge", [exit_point[0], bonus_point[0]], [exit_point[1], bonus_point[1]], "lines",
-                   line={"color": PATH_COLOUR, "width": 2, "dash": "dash"}, hoverinfo="skip", showlegend=False)
+    return scatter(name, [exit_point[0], bonus_point[0]], [exit_point[1], bonus_point[1]], "lines",
+                   line={"color": colour, "width": 2, "dash": "dash"}, hoverinfo="skip", showlegend=False)
 
 
-def bonus_trace(info: Mapping[str, Any], point: tuple) -> dict[str, Any]:
-    """The bonus token: its own trace, so no point without a tooltip lies on the exit node."""
-    hover = (f"<b>bonus {markup(token_label(info['bonus_text']))}</b>  token_id {info.get('bonus_token_id')}<br>"
+def bonus_trace(text: str | None, token_id: int | None, point: tuple, colour: str = PATH_COLOUR,
+                name: str = "bonus", key: Hashable = BONUS) -> dict[str, Any]:
+    """The bonus token: its own trace, so no point without a tooltip lies on the exit node; `key` is its customdata
+    (what a click on it selects)."""
+    hover = (f"<b>bonus {markup(token_label(text))}</b>  token_id {token_id}<br>"
              "drawn at the exit node from its residual law (the target's law less the children's tokens)")
-    return scatter("bonus", [point[0]], [point[1]], "markers",
-                   marker={"size": 14, "color": "white", "line": {"color": PATH_COLOUR, "width": 2}},
-                   customdata=[BONUS], hovertext=[hover], hoverinfo="text")
+    return scatter(name, [point[0]], [point[1]], "markers",
+                   marker={"size": 14, "color": "white", "line": {"color": colour, "width": 2}},
+                   customdata=[key], hovertext=[hover], hoverinfo="text")
 
 
 def dim(traces: list[dict[str, Any]], lit: set) -> None:
@@ -217,8 +221,9 @@ def quoted_token(text: str | None) -> str:
     return html.escape(repr(text), quote=False)
 
 
-def _number(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3g}"
+def number_text(value: float | None) -> str:
+    """A number as a tooltip shows it: three significant digits, a dash where there is none."""
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3g}"
 
 
 def _hover(G: nx.DiGraph, v: int) -> str:
@@ -230,12 +235,12 @@ def _hover(G: nx.DiGraph, v: int) -> str:
     lines = [
         f"<b>{quoted_token(attrs['text'])}</b>  node {v}, depth {attrs['depth']}",
         f"<i>{html.escape(verdict_line(G, v), quote=False)}</i>",
-        f"draft: edge prob {_number(q_edge)}, path prob q(v) {_number(q_path)}",
-        f"target: edge prob p {_number(attrs.get('p_edge'))}, flow P {_number(attrs.get('P'))}",
-        f"exit: rho {_number(attrs.get('rho'))}, w {_number(attrs.get('w'))}",
+        f"draft: edge prob {number_text(q_edge)}, path prob q(v) {number_text(q_path)}",
+        f"target: edge prob p {number_text(attrs.get('p_edge'))}, flow P {number_text(attrs.get('P'))}",
+        f"exit: rho {number_text(attrs.get('rho'))}, w {number_text(attrs.get('w'))}",
     ]
     if attrs.get("accept") is not None:  # a sampled chain: the speculative verifier accepts with min(1, p/q), not p
-        lines.append(f"speculative accept {_number(attrs['accept'])}")
+        lines.append(f"speculative accept {number_text(attrs['accept'])}")
     missing = sorted(attrs.get("missing") or [], key=lambda m: -m["gain"])[:3]
     if missing:
         lines.append("missing: " + ", ".join(f"{quoted_token(m.get('text'))} +{m['gain']:.3g}" for m in missing))
