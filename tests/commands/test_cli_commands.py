@@ -170,10 +170,12 @@ def test_inspect_session_with_zero_rounds(tmp_path, capsys):
     assert doc["summary"]["mean_expected_length"] is None
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"{path}: session, 0 rounds, tau -, mean E[L] - (no target scores)"
+    assert out[0] == f"{path}: session, 0 rounds"
+    assert out[1:4] == ["summary", "rounds  tokens  tau  mean E[L]", "     0       0    —          —"]
     # the rounds table's title and header row, no rows, then its notes: the exit node and each column's number
-    assert out[1:3] == ["rounds", "round  exit node  " + "  ".join(n.label for n in COLUMNS)]
-    assert len(out) == 3 + 1 + len(COLUMNS)
+    at = out.index("rounds")
+    assert out[at + 1] == "round  exit node  " + "  ".join(n.label for n in COLUMNS)
+    assert len(out) == at + 2 + 1 + len(COLUMNS)
 
 
 # --- exit codes -----------------------------------------------------------------------------------------------------

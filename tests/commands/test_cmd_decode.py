@@ -145,7 +145,7 @@ def test_optimal_trees_that_bound_no_round_print_no_gap(tmp_path, capsys):
     assert main(argv) == 0
     assert "mean drafter gap - (no round it bounds)" in capsys.readouterr().err
     assert main(["inspect", str(path)]) == 0
-    assert "mean drafter gap - (no round it bounds)" in capsys.readouterr().out
+    assert "mean drafter gap (no round it bounds)" in capsys.readouterr().out
 
 
 def test_decode_says_what_it_ran_and_on_a_terminal_how_to_compare(monkeypatch, capsys):

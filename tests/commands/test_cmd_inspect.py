@@ -14,7 +14,7 @@ from _cli import PROMPT, one_line
 from conftest import scored_round as scored
 
 from tevviz.cli import build_parser, main
-from tevviz.engine.analysis.session_tables import rounds_table
+from tevviz.engine.analysis.session_tables import rounds_table, summary_table
 from tevviz.engine.records import io as tio
 from tevviz.engine.records.records import OptimalTree
 from tevviz.render.table import text as table_text
@@ -22,9 +22,10 @@ from tevviz.render.table import text as table_text
 CHAIN = [-1, 0, 1]
 
 
-def test_inspect_prints_its_rounds_as_the_generic_text_table(tmp_path, capsys):
-    """Below the summary lines, the rounds are session_tables.rounds_table as render/table.text writes it, with the
-    numbers worked out by hand: a TEV chain with stage times and a speculative chain, the same optimal tree on both."""
+def test_inspect_prints_its_summary_and_rounds_as_the_generic_text_tables(tmp_path, capsys):
+    """Below a line naming the file, the session means are session_tables.summary_table and the rounds
+    session_tables.rounds_table as render/table.text writes them, with the numbers worked out by hand: a TEV chain
+    with stage times and a speculative chain, the same optimal tree on both."""
     best = OptimalTree(tokens=[10, 11, 13], texts=["", "", ""], parents=CHAIN, depths=[0, 1, 2], P=[1.0, 0.9, 0.7],
                        budget=2, depth=2, ms=5.0)
     rounds = [scored(0, CHAIN, [1.0, 0.8, 0.4], 2, optimal=best,
@@ -35,16 +36,23 @@ def test_inspect_prints_its_rounds_as_the_generic_text_table(tmp_path, capsys):
     path.write_text(json.dumps(tio.session_dict({}, "p", [1], [], "", rounds)))
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"{path}: session, 2 rounds, tau 2.500, mean E[L] 2.275"  # (3 + 2) / 2, (2.2 + 2.35) / 2
-    assert out[1] == ("optimal trees in 2 rounds: mean 1 + C_p* 2.600, mean drafter gap 0.400 (1 of 2 rounds), "
-                      "mean optimal ms 5")
-    assert out[2:] == table_text(rounds_table(tio.load(path).rounds))
-    assert out[2] == "rounds" and out[3].split()[-2:] == ["ms", "note"]
+    assert out[0] == f"{path}: session, 2 rounds"
+    loaded = tio.load(path).rounds
+    summary = table_text(summary_table(loaded))
+    assert out[1:1 + len(summary)] == summary
+    assert out[1] == "summary"
+    head, row = out[2], out[3].split()
+    # tau (3 + 2) / 2, mean E[L] (2.2 + 2.35) / 2, 1 + C_p* 2.6 on both; the drafter gap bounds the TEV round only
+    assert "mean drafter gap (1 of 2 rounds)" in head
+    assert row[2:6] == ["2.500", "2.275", "2.600", "0.400"]
+    rest = out[1 + len(summary):]
+    assert rest[0] == "" and rest[1:] == table_text(rounds_table(loaded))
+    assert rest[1] == "rounds" and rest[2].split()[-2:] == ["ms", "note"]
     # E[L]: 1 + C_p = 2.2; the chain 1 + 0.9 + 0.9 x 0.5; 1 + C_p* = 2.6, which bounds the TEV round only
-    assert out[4].split() == ["0", "2", "3", "2", "3", "2.200", "2.600", "0.400", "10.0"]
-    assert out[5].split()[:9] == ["1", "1", "3", "2", "2", "2.350", "2.600", "—", "—"]
-    assert out[5].endswith("  best fixed tree, not a ceiling")
-    assert out[6] == "  exit node: the node where verification stopped"
+    assert rest[3].split() == ["0", "2", "3", "2", "3", "2.200", "2.600", "0.400", "10.0"]
+    assert rest[4].split()[:9] == ["1", "1", "3", "2", "2", "2.350", "2.600", "—", "—"]
+    assert rest[4].endswith("  best fixed tree, not a ceiling")
+    assert rest[5] == "  exit node: the node where verification stopped"
 
 
 def test_inspect_errors_name_the_file(tmp_path, capsys):

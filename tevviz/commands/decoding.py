@@ -276,31 +276,23 @@ def depth_text(rows: list[dict], shown: int = 8) -> str:
     return said + ": " + "  ".join(cell(r) for r in rows[:shown]) + more
 
 
-def _defined(rounds, n) -> tuple[int, int]:
-    """(rounds that have the number `n`, rounds): what round_numbers.mean_text says a mean is over."""
-    return n.defined(rounds), len(rounds)
-
-
 def cmd_inspect(args) -> int:
-    """A file's kind and session means on a line, then its rounds (session_tables.rounds_table); or all as JSON."""
-    from ..engine.analysis.session_tables import rounds_table
+    """A file's kind on a line, then its session means (session_tables.summary_table) and its rounds
+    (session_tables.rounds_table) as render/table.text writes them; or all as JSON."""
+    from ..engine.analysis.session_tables import rounds_table, summary_table
     from ..engine.analysis.summary import summarize
-    from ..engine.records.round_numbers import SESSION, mean_text, round_row
+    from ..engine.records.round_numbers import round_row
     from ..render.table import text
 
     imported = load_input(args.file)
     rounds = imported.rounds
-    s = summarize(rounds)
     if args.json:
         rows = [round_row(r) for r in rounds]
-        print(json.dumps({"file": args.file, "kind": imported.kind, "summary": s.to_dict(), "rounds": rows}))
+        print(json.dumps({"file": args.file, "kind": imported.kind, "summary": summarize(rounds).to_dict(),
+                          "rounds": rows}))
         return 0
-    means = (mean_text(n, s.numbers[n.name], *_defined(rounds, n)) for n in SESSION if not n.needs_optimal)
-    print(f"{args.file}: {imported.kind}, {s.rounds} rounds, " + ", ".join(means))
-    if s.optimal_rounds:
-        print(f"optimal trees in {s.optimal_rounds} rounds: " + ", ".join(
-            mean_text(n, s.numbers[n.name], *_defined(rounds, n)) for n in SESSION if n.needs_optimal))
-    print("\n".join(text(rounds_table(rounds))))
+    print(f"{args.file}: {imported.kind}, {len(rounds)} rounds")
+    print("\n".join(text(summary_table(rounds)) + [""] + text(rounds_table(rounds))))
     return 0
 
 def _engine_runs(paths: list[str]) -> list:
