@@ -86,7 +86,8 @@ def test_train_step_use_and_revert(app_url, pair):
         scales.append((both["marker"]["cmin"], both["marker"]["cmax"]))
     assert scales[0] == scales[1]  # one colour scale for both trees
     # One shared layout: a node (by its union id) sits at the same point in both trees.
-    at = [{v: (x, y) for t in fig["data"] if t.get("mode", "").startswith("markers")
+    # (Each side's bonus token is its own: the other tree leaves its place empty.)
+    at = [{v: (x, y) for t in fig["data"] if t.get("mode", "").startswith("markers") and t.get("name") != "bonus"
            for v, x, y in zip(t.get("customdata") or [], t["x"], t["y"]) if v is not None} for fig in trees]
     assert at[0] and at[0] == at[1]
     assert plot(out[TRAIN["moved"]])["data"][0]["type"] == "bar"
