@@ -13,8 +13,6 @@ from pathlib import Path
 import torch
 
 from ..engine import ModelPair
-from ..engine.draft.builders import BuilderConfig
-from ..engine.records.io import current_builder
 from ..engine.train.exittrain import TrainConfig
 from .state import Training
 
@@ -64,10 +62,7 @@ def load_training(root: Path, user: str, base: ModelPair) -> Training | None:
             return None  # a name's hash shared with another pair's
         draft = copy.deepcopy(base.draft)
         draft.load_state_dict(kept["state"])
-        raw = dict(kept["config"])
-        builder = dict(current_builder(raw.pop("builder")))
-        builder["branching"] = tuple(builder.get("branching", ()))
-        config = TrainConfig(**raw, builder=BuilderConfig(**builder))
+        config = TrainConfig.from_dict(kept["config"])
     except (OSError, RuntimeError, KeyError, TypeError, ValueError):
         return None  # a file from another version of tevviz, or cut short: the original draft stands
     log = list(kept["log"])

@@ -49,3 +49,18 @@ def test_the_apps_builder_list_is_the_registry():
 
     assert set(BUILDERS) == set(bk.builder_names()) >= {"eagle", "static", "ddtree", "best-first", "sampled"}
     assert decode_tab.BUILDERS is BUILDERS or list(decode_tab.BUILDERS) == list(BUILDERS)
+
+
+def test_settings_read_back_from_a_file_are_the_ones_written_and_checked_as_ever():
+    """BuilderConfig.from_dict: asdict's JSON reads back equal (branching a tuple again); a file from before
+    `kind` became `name` and before chains had a stop reads with the stop's default; a bad value is refused."""
+    import json
+    from dataclasses import asdict
+
+    cfg = BuilderConfig(name="static", depth=3, branching=(3, 2, 1))
+    assert BuilderConfig.from_dict(json.loads(json.dumps(asdict(cfg)))) == cfg
+    old = {"kind": "best-first", "budget": 16, "depth": 4, "children": 4, "width": 4, "branching": [4, 2],
+           "auto": False, "draft_temperature": 1.0}
+    assert BuilderConfig.from_dict(old) == BuilderConfig(budget=16, depth=4, children=4, width=4, branching=(4, 2))
+    with pytest.raises(TevvizError, match="budget"):
+        BuilderConfig.from_dict({"name": "best-first", "budget": 0})

@@ -396,3 +396,18 @@ def test_bad_distill_settings(kw, message):
         DistillConfig(**kw)
     with pytest.raises(TevvizError, match="more than 256 tokens"):
         distill(None, None, [1] * 100, DistillConfig(steps=1))
+
+
+def test_a_train_config_read_back_from_its_json_is_the_one_written():
+    """TrainConfig.from_dict (the app's ExitTrain copy on disk): asdict's JSON reads back equal, builder included;
+    an objective this version does not know is refused, not trained with."""
+    import json
+    from dataclasses import asdict
+
+    from tevviz.engine.train.exittrain import TrainConfig
+
+    cfg = TrainConfig(objective="prefix", steps=7, builder=BuilderConfig(name="chain", budget=5, depth=5))
+    doc = json.loads(json.dumps(asdict(cfg)))
+    assert TrainConfig.from_dict(doc) == cfg
+    with pytest.raises(TevvizError, match="objective"):
+        TrainConfig.from_dict({**doc, "objective": "nonsense"})

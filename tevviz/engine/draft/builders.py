@@ -18,6 +18,7 @@ from ..core.sampling import SamplingConfig
 from ..core.tree import DraftTree
 from ..cost.auto_budget import Plan
 from ..errors import TevvizError
+from ..records.io import current_builder
 from .builder_kinds import BuilderKind, builder_kind, builder_names, register
 from .draft_result import DraftResult, LevelStep
 from .sampled_chain import sampled_chain
@@ -98,6 +99,15 @@ class BuilderConfig:
     # probability is below this, its depth H the limit (HF assisted generation's confidence threshold). Exact at any
     # temperature: whether to draw on depends on the tokens drawn so far only, and every drawn token is kept.
     stop_below: float = 0.0
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BuilderConfig:
+        """The settings as a file keeps them (asdict's JSON, an older file's `kind` for `name`), checked as ever;
+        a field the file predates takes its default."""
+        d = dict(current_builder(d))
+        if isinstance(d.get("branching"), list):
+            d["branching"] = tuple(d["branching"])
+        return cls(**d)
 
     def __post_init__(self):
         kind = builder_kind(self.name)  # a clear error for an unknown name

@@ -64,6 +64,13 @@ class TrainConfig:
     schedule: str = "constant"
     warmup: float = 0.05
 
+    @classmethod
+    def from_dict(cls, d: dict) -> TrainConfig:
+        """The settings as `dataclasses.asdict` wrote them, checked as ever."""
+        d = dict(d)
+        builder = BuilderConfig.from_dict(d.pop("builder"))
+        return cls(**d, builder=builder)
+
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
             raise TevvizError(f"unknown objective {self.objective!r}; choose one of {', '.join(OBJECTIVES)}")
