@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -73,21 +74,26 @@ def export_gguf(folder: str | Path, source: Path, outtype: str = "f32", target: 
         return Gguf(out, folder, outtype, _notes(log), cached=True)
     check_converter_needs()
     out_dir.mkdir(parents=True, exist_ok=True)
-    partial = out.with_suffix(".partial")
+    # Files of this process's own: two processes converting one folder at once (test workers, two shells) each
+    # write their own, and the last to finish replaces the first's identical file whole.
+    partial = out.with_suffix(f".{os.getpid()}.partial")
+    own_log = out.with_suffix(f".{os.getpid()}.log")
     cmd = [sys.executable, "-m", "tevviz.engine.engines.gguf_runner", str(source), str(folder), "--outtype", outtype,
            "--outfile", str(partial)]
     if target_dir is not None:
         cmd += ["--target-model-dir", str(target_dir)]
     print(f"converting {folder.name} to GGUF ({outtype}) with llama.cpp's converter ...", file=sys.stderr)
-    with log.open("w", encoding="utf-8") as f:
+    with own_log.open("w", encoding="utf-8") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
         done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=False)
     if done.returncode != 0 or not partial.is_file():
         partial.unlink(missing_ok=True)
+        os.replace(own_log, log)
         raise TevvizError(f"llama.cpp's converter could not convert {folder}: {converter_error(log)} "
                           f"(its output: {log})")
-    partial.rename(out)
+    os.replace(own_log, log)
+    os.replace(partial, out)
     return Gguf(out, folder, outtype, _notes(log))
 
 
