@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
-from ..engine.analysis.run_compare import A_ONLY, B_ONLY, BOTH, RoundComparison, RunComparison
+from ..engine.analysis.run_compare import (
+    A_ONLY,
+    B_ONLY,
+    BOTH,
+    RoundComparison,
+    RunComparison,
+    missing_table,
+    round_table,
+)
 from ..engine.analysis.run_depths import depth_analysis
-from ..engine.analysis.table import Column
-from ..render.table import cell, markdown
-
-
-def _num(x, sign: bool = False) -> str:
-    return cell(x, Column("", "", "signed" if sign else "number"))
+from ..render.table import markdown
 
 
 def round_start(run, index: int) -> int | None:
@@ -77,16 +80,8 @@ def comparison_markdown(cmp: RunComparison, rc: RoundComparison, names: tuple[st
     depths, means = depth_analysis(cmp.table)
     lines += [texts_sentence(cmp), "", *markdown(depths), "", *markdown(means), ""]
     lines += [(f"**Round {rc.index}** ({_context(cmp, rc)}): {rc.count(BOTH)} nodes in both trees, "
-              f"{rc.count(A_ONLY)} in A only, {rc.count(B_ONLY)} in B only."), "",
-              "| | A | B | B − A |", "|---|---|---|---|",
-              f"| C_p | {_num(rc.C_p.a)} | {_num(rc.C_p.b)} | {_num(rc.C_p.diff, True)} |",
-              (f"| E[L] | {_num(rc.expected_length.a)} | {_num(rc.expected_length.b)} | "
-              f"{_num(rc.expected_length.diff, True)} |"),
-              f"| L | {rc.block_length.a} | {rc.block_length.b} | {_num(rc.block_length.diff, True)} |"]
-    for name, other, missing in (("A", "B", rc.missing_a), ("B", "A", rc.missing_b)):
+              f"{rc.count(A_ONLY)} in A only, {rc.count(B_ONLY)} in B only."), "", *markdown(round_table(rc))[2:]]
+    for side, missing in (("A", rc.missing_a), ("B", rc.missing_b)):
         if missing:
-            shown = ", ".join(f"`{m.path_text!r}` +{m.gain:.3f}"
-                              + (f" (in {other}'s tree)" if m.drafted_by_other else "")
-                              for m in missing)
-            lines += ["", f"Missing from {name}'s tree, by coverage gain: {shown}"]
+            lines += ["", *markdown(missing_table(rc, side))]
     return "\n".join(lines)

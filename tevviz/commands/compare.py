@@ -41,13 +41,6 @@ def _round_row(c) -> dict:
             "expected_length": c.expected_length.to_dict(), "block_length": c.block_length.to_dict()}
 
 
-def _num(x, digits: int = 3, sign: bool = False) -> str:
-    from ..engine.analysis.table import Column
-    from ..render.table import cell
-
-    return cell(x, Column("", "", "signed" if sign else "number", digits))
-
-
 def compare_text(cmp, rounds: list, detail, files: tuple[str, str]) -> list[str]:
     """What `tevviz compare` prints: the runs, where their texts part, the per-depth table, the rounds."""
     from ..engine.analysis.run_compare import rounds_table
@@ -69,22 +62,15 @@ def compare_text(cmp, rounds: list, detail, files: tuple[str, str]) -> list[str]
 
 def round_text(c) -> list[str]:
     """One round of both runs in detail: nodes, numbers, accepted blocks and missing tokens."""
-    from ..engine.analysis.run_compare import A_ONLY, B_ONLY, BOTH
-    from ..engine.records.round_numbers import NUMBERS
+    from ..engine.analysis.run_compare import A_ONLY, B_ONLY, BOTH, missing_table, round_table
+    from ..render.table import text
 
-    label = {k: NUMBERS[k].label for k in ("C_p", "expected_length", "L")}
     context = {True: "the same context", False: "different contexts", None: "contexts not known to be the same"}
     lines = [(f"round {c.index} ({context[c.same_context]}): {c.count(BOTH)} nodes in both trees, "
-             f"{c.count(A_ONLY)} in A only, {c.count(B_ONLY)} in B only"),
-             f"  {label['C_p']}: A {_num(c.C_p.a)}, B {_num(c.C_p.b)}, B - A {_num(c.C_p.diff, sign=True)}",
-             (f"  {label['expected_length']}: A {_num(c.expected_length.a)}, B {_num(c.expected_length.b)}, "
-             f"B - A {_num(c.expected_length.diff, sign=True)}"),
-             f"  {label['L']}: A {c.block_length.a} ({c.accepted_a!r}), B {c.block_length.b} ({c.accepted_b!r})"]
-    for name, other, missing in (("A", "B", c.missing_a), ("B", "A", c.missing_b)):
+             f"{c.count(A_ONLY)} in A only, {c.count(B_ONLY)} in B only"), *text(round_table(c))[1:]]
+    for side, missing in (("A", c.missing_a), ("B", c.missing_b)):
         if missing:
-            lines.append(f"  missing from {name}'s tree (target tokens it lacks, by coverage gain):")
-            lines += [f"    {m.gain:.4f}  {m.path_text!r}" + (f"  (in {other}'s tree)" if m.drafted_by_other else "")
-                      for m in missing]
+            lines += ["", *text(missing_table(c, side))]
     return lines
 
 

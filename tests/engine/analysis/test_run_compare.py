@@ -13,7 +13,9 @@ from tevviz.engine.analysis.run_compare import (
     Run,
     compare_runs,
     match_nodes,
+    missing_table,
     missing_tokens,
+    round_table,
 )
 from tevviz.engine.analysis.run_depths import depth_curves
 from tevviz.engine.analysis.stats import share
@@ -78,6 +80,23 @@ def test_round_differences_and_missing_tokens():
     assert [(m.path, m.drafted_by_other) for m in c.missing_b] == [((6,), True), ((5, 7, 2), False)]
     assert c.missing_b[1].path_text == "t5t7t2" and c.missing_b[1].gain == 0.2
     assert missing_tokens(A0, top=1)[0].path == (5, 8)
+
+
+def test_a_rounds_numbers_and_missing_tokens_are_tables_of_the_comparison():
+    """round_table and missing_table (what `tevviz compare --round` and the app draw): the same numbers as the
+    comparison, B - A signed, the registry's labels, and the other tree's tokens marked."""
+    from tevviz.engine.records.round_numbers import NUMBERS
+
+    c = compare_runs(run("A", [A0]), run("B", [B0])).round(0)
+    t = round_table(c)
+    assert [r["number"] for r in t.rows] == [NUMBERS[k].label for k in ("C_p", "expected_length", "L")]
+    assert [(r["a"], r["b"]) for r in t.rows][2] == (3, 2) and t.rows[2]["diff"] == -1
+    assert t.rows[0]["diff"] == pytest.approx(-0.3) and [col.kind for col in t.columns][-1] == "signed"
+    assert t.notes == ("A accepted 't5t7t9'", "B accepted 't5t8'")
+    m = missing_table(c, "B")
+    assert m.columns[-1].heading == "in A's tree"
+    assert [(r["path"], r["other"]) for r in m.rows] == [("'t6'", "yes"), ("'t5t7t2'", "")]
+    assert [r["gain"] for r in m.rows] == [x.gain for x in c.missing_b]
 
 
 def test_missing_round_is_a_clear_error():

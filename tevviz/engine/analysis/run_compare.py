@@ -350,3 +350,24 @@ def rounds_table(rounds: list[RoundComparison]) -> Table:
                   "cp_d": c.C_p.diff, "el_d": c.expected_length.diff, "l_a": c.block_length.a,
                   "l_b": c.block_length.b} for c in rounds)
     return Table("rounds", cols, rows, id="rounds")
+
+
+def round_table(c: RoundComparison) -> Table:
+    """One round of both runs: C_p, E[L] and the block length L (a row each, headed by the registry's labels) of A,
+    of B and B - A; the notes give each run's accepted block and bonus token as text."""
+    cols = (Column("number", "", "text"), Column("a", "A"), Column("b", "B"), Column("diff", "B - A", "signed"))
+    rows = tuple({"number": NUMBERS[k].label, "a": d.a, "b": d.b, "diff": d.diff}
+                 for k, d in (("C_p", c.C_p), ("expected_length", c.expected_length), ("L", c.block_length)))
+    notes = (f"A accepted {c.accepted_a!r}", f"B accepted {c.accepted_b!r}")
+    return Table(f"round {c.index}", cols, rows, notes, id=f"round-{c.index}")
+
+
+def missing_table(c: RoundComparison, side: str) -> Table:
+    """The target tokens run `side`'s ("A" or "B") tree lacks in this round, largest coverage gain first, and
+    whether the other run's tree drafted them."""
+    missing, other = (c.missing_a, "B") if side == "A" else (c.missing_b, "A")
+    cols = (Column("gain", "coverage gain", "number", 4), Column("path", "path", "text"),
+            Column("other", f"in {other}'s tree", "text"))
+    rows = tuple({"gain": m.gain, "path": repr(m.path_text), "other": "yes" if m.drafted_by_other else ""}
+                 for m in missing)
+    return Table(f"missing from {side}'s tree (target tokens it lacks, by coverage gain)", cols, rows)
