@@ -128,6 +128,20 @@ def prompt_rows(args) -> list[dict]:
         return load_prompts(args.prompts, args.split)
     return load_prompts(named_pair(args.pair or DEFAULT_PAIR).split_path(args.split), args.split)
 
+
+def prompt_set(args, named) -> tuple[list[dict], str] | None:
+    """--prompts (its --split, else all), else the named pair `named`'s --split prompts (eval by default), with where
+    they come from; None where there is neither."""
+    from ..prompts import load_prompts
+
+    if args.prompts is not None:
+        return load_prompts(args.prompts, args.split), args.prompts
+    if named is not None:
+        split = args.split or "eval"
+        return load_prompts(named.split_path(split), split), f"the {named.name} pair's {split} prompts"
+    return None
+
+
 def prompt_ids(rows: list[dict], pair) -> list[list[int]]:
     """Token ids of prompt rows, chat rows through the template."""
     from ..engine.decode.session import encode_prompt

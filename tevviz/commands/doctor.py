@@ -8,7 +8,7 @@ import sys
 
 from ..engine.errors import TevvizError
 from ..options import source_from_args
-from .common import set_threads
+from .common import prompt_set, set_threads
 
 
 def doctor_rows(args, source) -> tuple[list[dict], str]:
@@ -16,17 +16,11 @@ def doctor_rows(args, source) -> tuple[list[dict], str]:
     held-out (eval) prompts, else the built-in ones; spread over the set, --limit of them. Read before models load."""
     from ..engine.load.pairs import pair_of_target
     from ..engine.scan.doctor import builtin_rows, spread
-    from ..prompts import load_prompts
 
-    named = source.named if args.target is None else pair_of_target(args.target)
-    if args.prompts is not None:
-        rows, where = load_prompts(args.prompts, args.split), args.prompts
-    elif named is not None:
-        split = args.split or "eval"
-        rows, where = load_prompts(named.split_path(split), split), f"the {named.name} pair's {split} prompts"
-    else:
-        rows, where = builtin_rows(), ("the built-in chat prompts (the target is no named pair's; --prompts FILE "
-                                       "decodes the kind of text the drafter was trained on)")
+    found = prompt_set(args, source.named if args.target is None else pair_of_target(args.target))
+    builtin = ("the built-in chat prompts (the target is no named pair's; --prompts FILE decodes the kind of text the "
+               "drafter was trained on)")
+    rows, where = found or (builtin_rows(), builtin)
     if not rows:
         raise TevvizError(f"--prompts {args.prompts!r} has no prompt" + (f" in split {args.split!r}" if args.split
                                                                         else ""))

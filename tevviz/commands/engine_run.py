@@ -92,16 +92,12 @@ def run_rows(args, source) -> tuple[list[dict], str]:
     """The prompts: --prompts (its --split, else all), else the named pair's held-out eval prompts; --limit of them,
     spread over the set. Read before any model loads."""
     from ..engine.scan.doctor import spread
-    from ..prompts import load_prompts
+    from .common import prompt_set
 
-    named = source.named
-    if args.prompts is not None:
-        rows, where = load_prompts(args.prompts, args.split), args.prompts
-    elif named is not None:
-        split = args.split or "eval"
-        rows, where = load_prompts(named.split_path(split), split), f"the {named.name} pair's {split} prompts"
-    else:
+    found = prompt_set(args, source.named)
+    if found is None:
         raise TevvizError("give the prompts with --prompts FILE (a target of your own has no prompt set)")
+    rows, where = found
     picked = spread(rows, args.limit)
     return picked, f"{len(picked)} of {where}"
 
