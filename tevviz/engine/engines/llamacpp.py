@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from .acceptance import EngineAcceptance, EngineFigure, PromptAcceptance
-from .reading import FormatError, json_documents, number, prometheus, rebuild_steps
+from .reading import FormatError, json_documents, number, rebuild_steps, spec_counters
 
 ENGINE = "llama.cpp"
 _REQUEST = re.compile(r"(?:task (?P<task>-?\d+) \| )?draft acceptance = (?P<rate>[\d.]+) \(\s*(?P<accepted>\d+) "
@@ -126,18 +126,10 @@ def _per_step(seen: list[tuple[int, int]], stats: dict, prompts: list[PromptAcce
 
 def parse_metrics(text: str, name: str) -> EngineAcceptance:
     """The server's counters since it started (position labels count from 0)."""
-    samples = prometheus(text, name, _METRIC)
-    total = {metric[len(_METRIC):].removesuffix("_total"): v for (metric, pos), v in samples.items() if pos is None}
-    for key in ("drafts", "draft_tokens", "accepted_tokens"):
-        if key not in total:
-            raise FormatError(name, f"expected the counter {_METRIC}{key}_total in llama-server's /metrics text")
-    per_pos = {int(pos): v for (metric, pos), v in samples.items()
-               if pos is not None and metric == _METRIC + "accepted_tokens_per_pos_total"}
-    reached = [round(per_pos.get(k, 0)) for k in range(max(per_pos, default=-1) + 1)]
-    notes = () if reached else ("no per-position figures (this llama-server build has no per_pos counter)",)
-    return EngineAcceptance.from_position_counts(
-        ENGINE, "llamacpp-metrics", round(total["drafts"]), reached, round(total["draft_tokens"]),
-        round(total["accepted_tokens"]), notes=notes)
+    c = spec_counters(text, name, _METRIC, "llama-server", ("accepted_tokens_per_pos_total",))
+    notes = () if c.reached else ("no per-position figures (this llama-server build has no per_pos counter)",)
+    return EngineAcceptance.from_position_counts(ENGINE, "llamacpp-metrics", c.drafts, c.reached, c.draft_tokens,
+                                                 c.accepted_tokens, notes=notes)
 
 
 def parse_responses(text: str, name: str) -> EngineAcceptance:

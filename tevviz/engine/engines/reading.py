@@ -83,6 +83,31 @@ def prometheus(text: str, name: str, prefix: str) -> dict[tuple[str, str | None]
 
 
 @dataclass(frozen=True)
+class SpecCounters:
+    """A server's speculative-decoding counters since it started: drafts (verification steps), tokens drafted and
+    accepted, and how many steps accepted a token at each draft position (empty where it has no such counter)."""
+
+    drafts: int
+    draft_tokens: int
+    accepted_tokens: int
+    reached: list[int]
+
+
+def spec_counters(text: str, name: str, prefix: str, server: str, per_pos: tuple[str, ...]) -> SpecCounters:
+    """The counters `prefix`drafts/draft_tokens/accepted_tokens (`_total`) and the per-position counter named in
+    `per_pos` (suffixes after `prefix`) of a /metrics text; a missing total is a FormatError naming `server`."""
+    samples = prometheus(text, name, prefix)
+    total = {metric[len(prefix):].removesuffix("_total"): v for (metric, pos), v in samples.items() if pos is None}
+    for key in ("drafts", "draft_tokens", "accepted_tokens"):
+        if key not in total:
+            raise FormatError(name, f"expected the counter {prefix}{key}_total in {server}'s /metrics text")
+    names = {prefix + p for p in per_pos}
+    counts = {int(pos): v for (metric, pos), v in samples.items() if pos is not None and metric in names}
+    reached = [round(counts.get(k, 0)) for k in range(max(counts, default=-1) + 1)]
+    return SpecCounters(round(total["drafts"]), round(total["draft_tokens"]), round(total["accepted_tokens"]), reached)
+
+
+@dataclass(frozen=True)
 class Rebuilt:
     """Verification steps and per-position counts rebuilt from a log's rounded figures."""
 

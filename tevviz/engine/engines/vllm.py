@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from .acceptance import EngineAcceptance, PromptAcceptance
-from .reading import FormatError, json_documents, number, prometheus, rebuild_steps
+from .reading import FormatError, json_documents, number, rebuild_steps, spec_counters
 
 ENGINE = "vllm"
 _LINE = re.compile(
@@ -65,18 +65,11 @@ def _pad(xs: list[int], n: int) -> list[int]:
 
 def parse_metrics(text: str, name: str) -> EngineAcceptance:
     """The counters since the server started, summed over engines (data-parallel ranks)."""
-    samples = prometheus(text, name, _METRIC)
-    total = {metric[len(_METRIC):].removesuffix("_total"): v for (metric, pos), v in samples.items() if pos is None}
-    for key in ("drafts", "draft_tokens", "accepted_tokens"):
-        if key not in total:
-            raise FormatError(name, f"expected the counter {_METRIC}{key}_total in vLLM's /metrics text")
-    names = (_METRIC + "accepted_tokens_per_pos", _METRIC + "accepted_tokens_per_pos_total")  # not its _created
-    per_pos = {int(pos): v for (metric, pos), v in samples.items() if pos is not None and metric in names}
-    reached = [round(per_pos.get(k, 0)) for k in range(max(per_pos, default=-1) + 1)]
-    notes = () if reached else ("no per-position figures (no accepted_tokens_per_pos counter)",)
-    return EngineAcceptance.from_position_counts(
-        ENGINE, "vllm-metrics", round(total["drafts"]), reached, round(total["draft_tokens"]),
-        round(total["accepted_tokens"]), notes=notes)
+    # its _created samples are not counts
+    c = spec_counters(text, name, _METRIC, "vLLM", ("accepted_tokens_per_pos", "accepted_tokens_per_pos_total"))
+    notes = () if c.reached else ("no per-position figures (no accepted_tokens_per_pos counter)",)
+    return EngineAcceptance.from_position_counts(ENGINE, "vllm-metrics", c.drafts, c.reached, c.draft_tokens,
+                                                 c.accepted_tokens, notes=notes)
 
 
 def parse_responses(text: str, name: str) -> EngineAcceptance:
