@@ -132,6 +132,20 @@ def test_step_run_and_browse(app_url):
     assert any(t.get("name") == "highlight" for t in figure(tree)["data"])
 
 
+def test_a_press_with_nothing_to_do_changes_nothing_and_raises_nothing(app_url):
+    """Next with no match (a search cleared, or of a token no node has), a key, a click and a fold with no tree: each
+    leaves the page as it was. (An empty update for many outputs was a server error, shown as red badges.)"""
+    c = client(app_url)
+    for api, args in (("/find_next", {}), ("/find_previous", {}), ("/key", {}), ("/fold_by_mass", {})):
+        c.predict(**args, api_name=api)  # no tree yet
+    c.predict(api_name="/step")
+    for query in ("", "no token is this"):
+        c.predict(query=query, api_name="/find")
+        c.predict(api_name="/find_next")
+    out = c.predict(api_name="/step")
+    assert out[OUT["error"]] == "" and figure(out)["layout"]["title"]["text"].startswith("round 1:")
+
+
 def test_bad_input_leaves_state_unchanged(app_url):
     c = client(app_url)
     c.predict(api_name="/step")

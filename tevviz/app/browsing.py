@@ -28,7 +28,7 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
         st, data = current(st), sent(evt)
         key = str(data.get("key", ""))
         new = show_round(st, position_of(st, data.get("value"))) if key == "Enter" else on_key(st, key)
-        return shown(ui, new, metric_name) if new is not st else {}
+        return shown(ui, new, metric_name) if new is not st else gr.skip()
 
     def picked(st, metric_name, new):
         new = with_width(ui, new)
@@ -40,7 +40,7 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
 
     def click(st, metric_name, evt: gr.EventData):
         st, key = current(st), node_key(sent(evt).get("key"))
-        return picked(st, metric_name, select(st, key)) if key is not None and st.round is not None else {}
+        return picked(st, metric_name, select(st, key)) if key is not None and st.round is not None else gr.skip()
 
     def select_node(st, metric_name, node_id):
         return picked(st, metric_name, select(current(st), node_id))
@@ -48,14 +48,14 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
     def resize(st, metric_name, evt: gr.EventData):
         width = reported_width(evt)
         if width is None:
-            return {}
+            return gr.skip()
         if st is None:
-            return {}  # the page is still loading its state: the first figure drawn will ask again
+            return gr.skip()  # the page is still loading its state: the first figure drawn will ask again
         remember(ui.widths, st.sid, width, MAX_WIDTHS)
         # The tree alone, and only a drawn one: the state this event read may be older than one a Step or the page's
         # restore is returning now, which it must not overwrite (the width reaches them through `ui.widths`).
         if st.round is None:
-            return {}
+            return gr.skip()
         return {ui.tree: figure_json(drawn_tree(ui, with_width(ui, st), st.metric))}
 
     browse = [ui.state, *ui.take(BROWSE_OUTPUTS)]
@@ -81,7 +81,7 @@ def wire_view_options(ui: Panel, by_id: dict[str, str]) -> None:
             # Nothing drawn to recolour. (A view restored on load sets the colour too, and the change event it fires
             # may read the state from before the restore: redrawn, it would blank the restored tree.) A scale or the
             # ghost box set before the first Step is kept for it.
-            return {ui.state: replace(current(st), **changes)} if changes else {}
+            return {ui.state: replace(current(st), **changes)} if changes else gr.skip()
         st = with_width(ui, replace(current(st), metric=metric_name, **changes))
         return {ui.state: st, **ui.updates(tree=figure_json(drawn_tree(ui, st, metric_name)),
                                            url=view_url(st, metric_name, search_of(ui, st).query))}

@@ -293,7 +293,7 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
 
     def import_file(st, metric_name, path):
         if not path:
-            return {}
+            return gr.skip()
         try:
             new = ctl.import_file(current(st), path)
         except TevvizError as e:
@@ -306,7 +306,7 @@ def _wire_files(ctl: Controller, ui: Panel, settings: dict) -> None:
     def engine_overlay(st, metric_name, path):
         """A serving engine's statistics file read (docs/engines.md) and its curves drawn over this run's."""
         if not path:
-            return {}
+            return gr.skip()
         from ..engine.engines.formats import read_file
 
         try:

@@ -104,7 +104,7 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
     def open_run(st, metric, run_id):
         st = current(st)
         if not run_id:
-            return {}
+            return gr.skip()
         try:
             return {**opened(ctl.reopen(st, run_id), metric), ui.runs_error: ""}
         except TevvizError as e:
@@ -132,16 +132,16 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
         """The comparison's tree again, laid out for the width its view reported."""
         width = reported_width(evt)
         if width is None or st is None:
-            return {}  # no width, or a page still loading its state: the view asks again once drawn
+            return gr.skip()  # no width, or a page still loading its state: the view asks again once drawn
         sid = st.sid
         remember(ui.compare_widths, sid, width, MAX_WIDTHS)
-        return {ui.cmp_plot: _union(ui, sid, *ui.compared[sid])} if sid in ui.compared else {}
+        return {ui.cmp_plot: _union(ui, sid, *ui.compared[sid])} if sid in ui.compared else gr.skip()
 
     def pick(st, evt: gr.EventData):
         """A click on a node rings it and shows its details above the tree; a second click on it clears them."""
         key, sid = sent(evt).get("key"), current(st).sid
         if sid not in ui.compared or isinstance(key, bool) or not isinstance(key, (int, float)):
-            return {}  # a "+N" fold, or a comparison this server no longer holds
+            return gr.skip()  # a "+N" fold, or a comparison this server no longer holds
         a, b, k, shown = ui.compared[sid]
         node = None if int(key) == shown else int(key)
         ui.compared[sid] = (a, b, k, node)

@@ -63,13 +63,13 @@ def wire_search(ui: Panel) -> None:
         st = current(st)
         lit = search_nodes(st, search_of(ui, st), metric_name)
         node = step_match(sorted(lit), st.highlight, direction) if lit else None
-        return shown(ui, select(st, node), metric_name) if node is not None else {}
+        return shown(ui, select(st, node), metric_name) if node is not None else gr.skip()
 
     def go(st, metric_name, position):
         """A round of the list shown, its first lit node selected."""
         st = current(st)
         if not isinstance(position, int) or not 0 <= position < len(st.rounds) or position == st.view:
-            return {}
+            return gr.skip()
         new = show_round(st, position)
         lit = search_nodes(new, search_of(ui, new), metric_name)
         return shown(ui, select(new, min(lit)) if lit else new, metric_name)
@@ -78,7 +78,7 @@ def wire_search(ui: Panel) -> None:
         """Fold every node under target flow `mass` (0: unfold all) in this round and the next; blank: by room."""
         st = current(st)
         if st.round is None:
-            return {}
+            return gr.skip()
         below = None if mass is None else min(max(float(mass), 0.0), 1.0)
         return shown(ui, replace(st, expanded=frozenset(), fold_below=below), metric_name)
 
