@@ -25,6 +25,7 @@ from tevviz.render.compare_figure import (
     union_figure_dict,
 )
 from tevviz.render.labels import label_px
+from tevviz.render.tree_frame import WIDER
 from tevviz.render.layout import edges_cross
 
 
@@ -117,6 +118,15 @@ def test_side_figure_colours_by_one_scale_and_rings_the_other_sides_nodes():
     # Each figure draws its own accepted path and exit.
     exit_b = next(n.id for n in t.nodes if n.node_b == B.exit_node)
     assert (trace(fb, "exit")["x"][0], trace(fb, "exit")["y"][0]) == t.pos[exit_b]
+
+
+def test_side_figures_of_one_value_read_from_zero_up_to_it():
+    """Every node of both trees at P = 1 (a one-node round): the bar reads 0 to 1, as the Decode tree's does, not the
+    0.6 to 1.4 plotly pads one value to."""
+    fa, fb = side_figure_dicts(A, B, names=("A", "B"), metric="P")
+    for fig in (fa, fb):
+        marker = trace(fig, "in both")["marker"]
+        assert (marker["cmin"], marker["cmax"]) == (0.0, 1.0)
 
 
 def test_side_figures_without_metric_colour_by_side_and_bad_metric_raises():
@@ -225,6 +235,9 @@ def test_a_wide_tree_planned_for_half_a_window_folds_rather_than_overlap(width):
         # Planned for the view's own width: it neither stretches nor, from half a 900 px window up, scrolls (at 330 px
         # the must-labels alone are wider: the drawing grows rather than overlap).
         assert d["layout"]["width"] == width or (width < 400 and d["layout"]["width"] < width * 1.1)
+        # A drawing wider than its view says so (a scrollbar may show only while scrolling); one that fits does not.
+        said = WIDER in d["layout"].get("title", {}).get("text", "")
+        assert said == (d["layout"]["width"] > width), (width, d["layout"]["width"])
 
 
 def test_pair_figures_for_the_app():

@@ -92,7 +92,8 @@ def side_runs(ctl: Controller, ui: Panel, st, out: list) -> dict:
     k = same[-1] if same else cmp.round_indices[0]
     ra, rb = (next(r for r in run.rounds if r.index == k) for run in runs)
     trees = ui.pair.show(st.sid, Pair(ra, rb, ("A", "B"), "P", (f"A, round {k}", f"B, round {k}")))
-    kept = " Both are in the Decode tab's run picker: pin one and compare any round." if st.user else ""
+    # After the second text's closing fence, on a line of its own: on the fence's line it read as part of the text.
+    kept = "\n\nBoth are in the Decode tab's run picker: pin one and compare any round." if st.user else ""
     return ui.updates(side_error=stopped_note(out, st.user), **dict(zip(PAIR_OUTPUTS, trees)),
                       md_a=decoded_markdown(out[0]) + "\n\n" + decoded_markdown(out[1]) + kept,
                       md_b=runs_markdown(cmp, cmp.round(k), (out[0].label, out[1].label)))

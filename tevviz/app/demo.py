@@ -39,6 +39,12 @@ logger = logging.getLogger("tevviz")
 REFERENCE_VERIFIERS = ("predraw-loop",)  # reference code for the tests, not offered in the UI
 CSS = """
 #tree-plot { overflow-x: auto; }
+/* A tree wider than its view (a fan of labelled exit children) scrolls: a scrollbar always drawn says so, where an
+   overlay one showed nothing and the right of the tree, its colour bar with it, looked cut off. */
+.tv-figure { scrollbar-width: thin; scrollbar-color: #9a9a9a #eeeeee; }
+.tv-figure::-webkit-scrollbar { height: 10px; }
+.tv-figure::-webkit-scrollbar-thumb { background: #9a9a9a; border-radius: 5px; }
+.tv-figure::-webkit-scrollbar-track { background: #eeeeee; }
 #node-details { max-height: 70vh; overflow-y: auto; overflow-x: auto; }
 #node-details table { font-size: 0.9em; }
 #node-details table th, #node-details table td { padding: 4px 6px; }

@@ -6,6 +6,7 @@ No gradio here; the figures come from tevviz.render.
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import asdict
 
 import plotly.graph_objects as go
@@ -284,7 +285,13 @@ def decoded_markdown(d: Decoded) -> str:
     ms = "  ".join(f"{k} {v:.0f}" for k, v in s.stage_ms.items())
     means = "".join(f"{n.heading} {fmt(s.numbers[n.name], n.digits)}, " for n in SESSION if not n.needs_optimal)
     return (f"**{d.name}**: {s.rounds} rounds, {d.tokens} tokens, {means}{tps:.1f} tokens/s\n\nstage ms: {ms}\n\n"
-            f"```\n{d.text}\n```")
+            + fenced(d.text))
+
+
+def fenced(text: str) -> str:
+    """`text` as a markdown code block, its fence longer than any run of backticks in it (generated code has them)."""
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    return f"{fence}\n{text}\n{fence}"
 
 
 # ExitTrain panel: report -> widget values.

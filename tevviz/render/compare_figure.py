@@ -19,7 +19,7 @@ import networkx as nx
 
 from tevviz.engine.analysis.run_compare import A_ONLY, B_ONLY, BOTH
 from tevviz.engine.records.records import RoundRecord
-from tevviz.render.colours import colorscale_of
+from tevviz.render.colours import colorscale_of, colour_range
 from tevviz.render.graph import METRICS, node_metric, round_graph
 from tevviz.render.shared_tree import SIDE_WIDTH, SharedTree, shared_layout
 from tevviz.render.tree_frame import MARGIN, WIDTH, tree_layout
@@ -126,7 +126,7 @@ def side_figure_dicts(a: RoundRecord, b: RoundRecord, names: Sequence[str] = ("A
         raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
     values = metric_values(t, metric) if metric is not None else None
     seen = [x for side in values for x in side if x is not None] if values is not None else []
-    scale = (min(seen, default=0.0), max(seen, default=1.0))
+    scale = colour_range(seen)  # the Decode tree's rule: one value reads from 0 up to it, not padded both ways
     return tuple(_side(t, side, names, values, metric, scale, titles[side], selected, clicks) for side in (0, 1))
 
 

@@ -12,6 +12,7 @@ WIDTH = 900
 ROW_HEIGHT = 70
 MAX_HEIGHT = 6000
 MARGIN = {"l": 16, "r": 76, "b": 20}  # the right margin holds the colour bar, so the plot area is known in px
+WIDER = "wider than its view: scroll sideways for the rest →"
 TOP_LABELLED = 16  # nodes labelled before the rest, by the colour metric
 # px kept clear at each side of the nodes: a ring (the selection's is the widest) on an outermost node stays whole
 EDGE = HIGHLIGHT_RING // 2 + 3
@@ -33,6 +34,10 @@ def tree_layout(plan: TreePlan, width: int, title: str | None) -> dict[str, Any]
     """The layout dict of a figure `width` px wide around `plan`: one row per depth, the axes in the plan's px."""
     rows = 1 - min(p[1] for p in plan.pos.values())  # depth levels, bonus row included
     span = max(plan_room(width), plan.width)
+    if plan.width > plan_room(width) + 1:
+        # Labels that must stay did not fit: the view scrolls, and a scrollbar may be drawn only while scrolling
+        # (overlay scrollbars), so the figure says it.
+        title = (title + "<br>" if title else "") + f"<sup>{WIDER}</sup>"
     return {
         **({} if title is None else {"title": {"text": title, **TITLE, "pad": dict(TITLE["pad"])}}),
         "width": round(span + 2 * EDGE + MARGIN["l"] + MARGIN["r"]),
