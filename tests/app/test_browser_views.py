@@ -72,6 +72,9 @@ def test_a_scans_round_opens_in_the_decode_tab_and_stays_drawn(browser, app_url)
     expect(page.get_by_role("tab", name="Decode")).to_have_attribute("aria-selected", "true")
     page.wait_for_timeout(3000)
     expect(title).to_have_text(re.compile(r"^round \d+:"))
+    # The Decode tab opens at its tree, not at the Scan tab's scroll depth among the settings.
+    top = page.evaluate("document.querySelector('#tree-plot').getBoundingClientRect().top")
+    assert 0 <= top < 300, top
     assert title.text_content() != shown or page.locator(NODES).count() > 0
     page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, _artifact("scan_round_stays.png"))
@@ -190,9 +193,13 @@ def test_two_runs_compare_by_pin_named_as_they_are_with_errors_beside_the_button
     for k in range(2):
         page.get_by_role("button", name="Step", exact=True).click()
         expect(page.locator(TITLE)).to_have_text(re.compile(rf"^round {k}:"))
+    page.evaluate("window.scrollTo(0, 0)")
     page.get_by_role("button", name="Compare with A", exact=True).click()
     text = page.locator("#compare-text")
     expect(text).to_contain_text("Settings that differ")
+    # The comparison opens far below the button: the page goes to it.
+    page.wait_for_function("() => { const r = document.querySelector('#compare-text').getBoundingClientRect(); "
+                           "return r.top >= 0 && r.top < window.innerHeight; }")
     expect(text).to_contain_text(re.compile(r"\*?B\*?: \S.*best-first B 16"))
     body = text.inner_text()
     assert "A: A" not in body and "B: B" not in body

@@ -51,7 +51,7 @@ def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
         stop_btn = gr.Button("Stop: keep the draws so far", variant="stop")
     error = gr.Markdown("", elem_classes="error-box", elem_id="compare-error")  # beside the button pressed
     law = gr.Plot(label="exit law", show_label=False)
-    law_md = gr.Markdown(label="verifier table")
+    law_md = gr.Markdown(label="verifier table", elem_classes="stats-table")
     gr.Markdown("**(b) Side by side.** Decode the prompt with two configurations (the other settings "
                 "come from the Decode tab), keep both as runs and compare them: where the texts part, acceptance by "
                 "depth with standard errors, and a round both decoded in the same context, its trees in one layout.")
@@ -64,7 +64,8 @@ def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
     side_error = gr.Markdown("", elem_classes="error-box", elem_id="side-error")
     pair = PairView(("A: click a node; +N unfolds", "B: the same round, in one layout"), "side-pair")
     with gr.Row():
-        md_a, md_b = gr.Markdown(label="A: summary"), gr.Markdown(label="B: summary")
+        md_a = gr.Markdown(label="A: summary", elem_classes="stats-table")
+        md_b = gr.Markdown(label="B: summary", elem_classes="stats-table")
     return Panel(draws=draws, seed=seed, compare_btn=compare_btn, stop_btn=stop_btn, law=law, law_md=law_md,
                  error=error, side_error=side_error, side_btn=side_btn, side_stop=side_stop, pair=pair,
                  tree_a=pair.views[0], tree_b=pair.views[1], pair_md=pair.details, md_a=md_a, md_b=md_b,

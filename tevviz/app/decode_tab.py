@@ -156,7 +156,7 @@ def _widgets(prompts: list[dict], first_prompt: str, verifiers: list[str], chat:
             # A text box: a blank number box sends 0, and blank here means the round shown.
             c["cmp_round"] = gr.Textbox("", label="round", placeholder="the round shown", min_width=80, scale=1)
         c["cmp_md"] = gr.Markdown("Pin a run as A (beside the run picker), pick a run B here or show it, then "
-                                  "Compare with A.", elem_id="compare-text")
+                                  "Compare with A.", elem_id="compare-text", elem_classes="stats-table")
         c["cmp_plot"] = figure_view(label="round k of A and B in one layout (matched by token path)",
                                     elem_id="compare-plot")
     with gr.Accordion("The drafter's rows (block rounds): they follow the round shown", open=False):

@@ -58,7 +58,10 @@ CSS = """
   body { padding-bottom: 64px; }
 }
 #error-box p, .error-box p { color: #b00020; font-weight: 600; }
+/* Result tables fit their column or scroll inside it, never cut off at its edge (a B − A column read "+0.…"). */
+.stats-table { overflow-x: auto; }
 .stats-table table { font-size: 0.9em; }
+.stats-table table th, .stats-table table td { padding: 4px 6px; }
 /* Tables of results keep their words whole: a header such as hidden_states is one word. */
 .prose table th, .prose table td { word-break: normal; overflow-wrap: normal; }
 """

@@ -63,7 +63,7 @@ def _widgets() -> Panel:
         moved_btn = gr.Button("Show for the shown round", min_width=100)
         pair = PairView(("original draft: click a node; +N unfolds", "trained draft, in one layout"), "moved-pair")
         moved = gr.Plot(label="change of w", show_label=False)
-        moved_md = gr.Markdown("", label="largest changes of w")
+        moved_md = gr.Markdown("", label="largest changes of w", elem_classes="stats-table")
     return Panel(objective=objective, lr=lr, lambda_exit=lambda_exit, batch=batch, steps=steps, train_btn=train_btn,
                  stop_btn=stop_btn, revert_btn=revert_btn, use=use, error=error, note=note, table=table, loss=loss,
                  moved_btn=moved_btn, pair=pair, tree_before=pair.views[0], tree_after=pair.views[1],

@@ -34,7 +34,7 @@ class PairView:
                 with gr.Column(min_width=MIN_COLUMN):
                     views.append(figure_view(label=label, elem_id=f"{elem_id}-{side}"))
         self.views = tuple(views)
-        self.details = gr.Markdown("", label=details_label, elem_id=f"{elem_id}-details")
+        self.details = gr.Markdown("", label=details_label, elem_id=f"{elem_id}-details", elem_classes="stats-table")
         self.shown: dict[str, Pair] = {}
         self.widths: dict[str, tuple[int | None, int | None]] = {}  # px each view reported, by session id
 

@@ -153,12 +153,22 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
                      api_name="pin", **BROWSE_QUEUE)
     ui.cmp_btn.click(compare, [ui.state, ui.metric, ui.b_pick, ui.cmp_round],
                      [ui.state, ui.cmp_md, ui.cmp_plot, ui.runs_error, ui.cmp_acc, ui.url], api_name="compare_runs",
-                     **BROWSE_QUEUE)
+                     **BROWSE_QUEUE).then(None, None, None, js=SHOW_COMPARISON_JS)
     ui.cmp_plot.apply(replan, [ui.state], [ui.cmp_plot], api_visibility="private", show_progress="hidden", **BROWSE)
     ui.cmp_plot.select(pick, [ui.state], [ui.cmp_plot], api_visibility="private", show_progress="hidden", **BROWSE)
     ui.link_btn.click(lambda st: ctl.keep(current(st), wait=True), [ui.state], None, api_visibility="private",
                       **LIGHT).then(None, None, [ui.link], js=COPY_JS).then(
         lambda: gr.Textbox(visible=True), None, [ui.link], api_visibility="private", **LIGHT)
+
+
+# The comparison opens in its accordion far below the button pressed (1,450 px at 1440 px): the page goes there,
+# unless the press was refused (its reason is beside the button).
+SHOW_COMPARISON_JS = """() => {
+  const refused = document.querySelector('#runs-error');
+  if (refused && refused.innerText.trim()) return;
+  const shown = document.querySelector('#compare-text');
+  if (shown) shown.scrollIntoView({behavior: 'smooth', block: 'start'});
+}"""
 
 
 def compared_updates(ctl, ui: Panel, st, b_id: str | None, index) -> tuple:

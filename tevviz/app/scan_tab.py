@@ -22,6 +22,12 @@ SCAN_OUTPUTS = ("error", "folder", "summary", "categories", "acceptance", "loss"
                 "worst", "pick")
 START_OUTPUTS = (*SCAN_OUTPUTS, "status")
 FIGURES = ("categories", "acceptance", "loss", "lengths")
+# The Decode tab came up at the Scan tab's scroll depth, among its settings with the tree off screen: the page goes to
+# the tree (only where the tab did switch: a hidden tree has no offsetParent).
+TO_TREE_JS = """() => {
+  const tree = document.querySelector('#tree-plot');
+  if (tree && tree.offsetParent) tree.scrollIntoView({block: 'start'});
+}"""
 DECODE_TAB = "decode"  # the id the Decode tab needs (gr.Tab(..., id=DECODE_TAB)) for a click to switch to it
 
 
@@ -165,7 +171,9 @@ def _wire_rounds(ctl: Controller, ui: Panel, decode: Panel, tabs) -> None:
                        (picked, {"api_visibility": "private"})):
         if switch:
             event = event(to_decode, [ui.scan, ui.pick], switch, api_visibility="private", **LIGHT).then
-        event(show_round, inputs, outputs, **api, **BROWSE_QUEUE)
+        shown = event(show_round, inputs, outputs, **api, **BROWSE_QUEUE)
+        if switch:
+            shown.then(None, None, None, js=TO_TREE_JS)
 
 
 def scan_tab(ctl: Controller, state: gr.State, decode: Panel, tabs=None, prompt_files: dict[str, Path] | None = None,
