@@ -147,7 +147,9 @@ def opened_trace(plan: TreePlan, opened: list) -> dict[str, Any]:
                               for u in opened], hoverinfo="text")
 
 
-LABEL_HALO = "1px 1px 1px white, -1px -1px 1px white, 1px -1px 1px white, -1px 1px 1px white"
+# A white outline 2 px wide round each glyph, solid: the accepted path's 5 px line runs up through its nodes' labels,
+# and a 1 px halo left a short pink label on it unreadable.
+LABEL_HALO = ", ".join(f"{x}px {y}px 0 white" for x in (-2, 0, 2) for y in (-2, 0, 2) if x or y) + ", 0 0 3px white"
 
 
 def label_trace(plan: TreePlan, on_path: set, ghost_nodes: set, hide: set, rings: Mapping) -> dict[str, Any]:
