@@ -507,6 +507,8 @@ def test_tiled_panel_keeps_every_trace_on_its_own_renumbered_axes():
     assert {(t["xaxis"], t["yaxis"]) for t in panel_traces(fig, "cov")} == {("x4", "y5")}
     assert lay["xaxis"]["anchor"] == "y" and lay["yaxis5"]["anchor"] == "x4"
     assert lay["xaxis2"]["title"]["text"] == "L (tokens committed)"
+    # Rounds, lengths and depths are whole numbers: so are their axes' ticks (plotly put two rounds' at 0.5 and 1.5).
+    assert all(lay[k]["tick0"] == 0 and isinstance(lay[k]["dtick"], int) for k in ("xaxis", "xaxis2", "xaxis4"))
     # Row 0 above row 1, columns side by side without overlap; one title per panel; barmode carried over.
     assert lay["yaxis"]["domain"][0] > lay["yaxis3"]["domain"][1]
     assert lay["xaxis"]["domain"][1] < lay["xaxis2"]["domain"][0]

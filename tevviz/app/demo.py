@@ -124,8 +124,8 @@ def start_note(start: DecodeDefaults, fastest: DecodeDefaults) -> str:
     """Where the Decode tab opens, beside the faster setting `tevviz decode` starts on, when they differ."""
     if start == fastest:
         return ""
-    return (f"\n\nThe Decode tab opens on a tree to look at ({start.describe()}); the fastest setting measured for "
-            f"this pair, where `tevviz decode` starts, is {fastest.describe()}.")
+    return (f"\n\nThe Decode tab's settings start on a tree worth looking at ({start.describe()}: press Step); the "
+            f"fastest setting measured for this pair, where `tevviz decode` starts, is {fastest.describe()}.")
 
 
 def pair_source(source: ModelSource | ModelPair | None, model_dirs: tuple[str, ...] = ()) -> PairSource:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -156,6 +157,16 @@ def _figure(as_dict: bool, traces: list[dict], overrides: Layout | None, title: 
             **layout: Any) -> go.Figure | dict[str, Any]:
     yaxis = ({"title": {"text": yaxis_title}} | ({} if yaxis_range is None else {"range": yaxis_range})
              | ({} if yaxis_side is None else {"side": yaxis_side}))
-    layout |= {"title": {"text": title}, "xaxis": {"title": {"text": xaxis_title}}, "yaxis": yaxis}
+    layout |= {"title": {"text": title}, "xaxis": {"title": {"text": xaxis_title}, **_whole_ticks(traces)},
+               "yaxis": yaxis}
     fig = {"data": traces, "layout": layout | copy.deepcopy(dict(overrides or {}))}
     return fig if as_dict else go.Figure(fig, _validate=False)
+
+
+def _whole_ticks(traces: list[dict]) -> dict[str, Any]:
+    """Ticks at whole numbers where every x is one (rounds, depths): plotly put a 2-round axis's ticks at 0.5 and
+    1.5."""
+    xs = [x for t in traces for x in (t.get("x") or [])]
+    if not xs or not all(isinstance(x, int) and not isinstance(x, bool) for x in xs):
+        return {}
+    return {"tick0": 0, "dtick": max(1, math.ceil((max(xs) - min(xs)) / 10))}

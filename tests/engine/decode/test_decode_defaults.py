@@ -190,7 +190,7 @@ def test_the_apps_decode_tab_opens_on_a_tree_and_names_the_pairs_fastest_setting
     assert source.fastest(0.0) == decode_defaults(STDLIB, 0.0) != source.builder_default()
     assert source.fastest(1.0) == decode_defaults(STDLIB, 1.0)
     header = next(b.value for b in demo.blocks.values() if getattr(b, "elem_id", None) == "header")
-    assert decode_defaults(STDLIB, 0.0).describe() in header and "opens on a tree" in header
+    assert decode_defaults(STDLIB, 0.0).describe() in header and "start on a tree worth looking at" in header
 
 
 def test_the_apps_fastest_follows_the_record_and_every_drafter_opens_on_its_own_tree(recorded):
