@@ -25,8 +25,8 @@ from tevviz.render.compare_figure import (
     union_figure_dict,
 )
 from tevviz.render.labels import label_px
-from tevviz.render.tree_frame import WIDER
 from tevviz.render.layout import edges_cross
+from tevviz.render.tree_frame import WIDER
 
 
 def rec(tokens: list[int], parents: list[int], exit_node: int, bonus: int, w: list[float] | None = None,
