@@ -78,11 +78,14 @@ def test_inspect_reads_the_layout(tmp_path, capsys):
     path = write(tmp_path, {"round_trees": ROUND_TREES})
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"{path}: ddtree, 2 rounds, tau 3.000, mean E[L] - (no target scores)"
-    assert out[1] == "rounds"  # the line above, the rounds table's title, its header, two rounds, then its notes
+    assert out[0] == f"{path}: ddtree, 2 rounds"
+    # the summary table: 2 rounds, 6 tokens, tau 3, no E[L] without target scores
+    assert out[1] == "summary" and out[2].split()[-4:] == ["E[L]", "(no", "target", "scores)"]
+    assert out[3].split() == ["2", "6", "3.000", "—"]
+    at = out.index("rounds")  # the rounds table's title, its header, two rounds, then its notes
     # round, exit, nodes, depth, L; no C_p, no C_p*, no gap, no stage times
-    assert out[3].split() == ["0", "5", "6", "3", "4", "—", "—", "—", "—"]
-    assert out[4].split()[:5] == ["1", "3", "4", "2", "2"] and out[5].startswith("  exit node: ")
+    assert out[at + 2].split() == ["0", "5", "6", "3", "4", "—", "—", "—", "—"]
+    assert out[at + 3].split()[:5] == ["1", "3", "4", "2", "2"] and out[at + 4].startswith("  exit node: ")
     assert main(["inspect", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["kind"] == "ddtree" and doc["summary"]["rounds"] == 2 and doc["summary"]["tau"] == pytest.approx(3.0)

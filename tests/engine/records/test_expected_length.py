@@ -69,8 +69,10 @@ def test_inspect(session, tmp_path, capsys):
     assert doc["summary"]["mean_expected_length"] == pytest.approx(mean_length(session.rounds))
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert f"mean E[L] {mean_length(session.rounds):.3f}" in out[0]
-    assert out[3].split()[5] == f"{session.rounds[0].expected_length:.3f}"  # below the table's title and header
+    # the summary table's row (rounds, tokens, tau, mean E[L], ...), then the rounds table's below its title and header
+    assert out[2].split()[3] == "mean" and out[3].split()[3] == f"{mean_length(session.rounds):.3f}"
+    at = out.index("rounds")
+    assert out[at + 2].split()[5] == f"{session.rounds[0].expected_length:.3f}"
 
 
 def test_app(session):
