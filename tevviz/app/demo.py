@@ -58,6 +58,11 @@ CSS = """
   body { padding-bottom: 64px; }
 }
 #error-box p, .error-box p { color: #b00020; font-weight: 600; }
+/* The address bar's keeper draws nothing: it took a 20 px row and two gaps under the run row. Its script runs all
+   the same. */
+#url-sync { display: none !important; }
+/* Fold by mass alone in its column was stretched to the search row's 115 px, its small text lost in a tall box. */
+#fold-btn { flex: 0 0 auto; margin: auto 0; }
 /* Result tables fit their column or scroll inside it, never cut off at its edge (a B − A column read "+0.…"). */
 .stats-table { overflow-x: auto; }
 .stats-table table { font-size: 0.9em; }

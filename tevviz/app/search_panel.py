@@ -33,7 +33,7 @@ def search_row() -> dict:
         c["fold_mass"] = gr.Number(0.05, label="fold: P <", minimum=0, maximum=1, scale=1, min_width=110,
                                    placeholder="by room", elem_id="fold-mass")
         with gr.Column(scale=0, min_width=110):
-            c["fold_btn"] = gr.Button("Fold by mass", size="sm", elem_id="fold-btn")
+            c["fold_btn"] = gr.Button("Fold by mass", elem_id="fold-btn")
     c["found"] = gr.Markdown("", elem_id="search-count")
     c["found_rounds"] = gr.Radio([], value=None, label="rounds whose tree drafted it (✓ accepted there): click to go",
                                  visible=False, elem_id="search-rounds")
