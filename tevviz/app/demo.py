@@ -56,6 +56,9 @@ CSS = """
   #step-row { position: fixed; bottom: 0; left: 0; right: 0; z-index: 50; padding: 6px 12px;
               background: var(--background-fill-primary, white); box-shadow: 0 -2px 6px rgba(0, 0, 0, 0.15); }
   body { padding-bottom: 64px; }
+  /* The run picker takes the row, its buttons the next: beside four buttons it was 245 px, its name under its arrow. */
+  #runs-row { flex-wrap: wrap; }
+  #runs-row > :has(#run-pick) { flex: 1 1 100% !important; min-width: 100% !important; }
 }
 #error-box p, .error-box p { color: #b00020; font-weight: 600; }
 /* The address bar's keeper draws nothing: it took a 20 px row and two gaps under the run row. Its script runs all
