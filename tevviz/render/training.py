@@ -25,8 +25,9 @@ def loss_figure(log: Sequence[dict[str, Any]]) -> go.Figure:
         title="ExitTrain loss per step: L = L_tok + lambda_exit · L_exit", height=320,
         xaxis={"title": "step", "dtick": max(1, len(log) // 10)}, yaxis={"title": "L, L_tok"},
         yaxis2={"title": "L_exit", "overlaying": "y", "side": "right", "showgrid": False},
-        margin={"l": 50, "r": 50, "t": 50, "b": 40},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.0})
+        # The legend under the step axis: above the plot its line touched the title's.
+        margin={"l": 50, "r": 50, "t": 50, "b": 80},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.3, "x": 0.0})
 
 
 def path_label(texts: Sequence[str], limit: int = 40) -> str:
