@@ -318,3 +318,17 @@ def test_a_server_restart_keeps_this_browsers_exittrain_copy_and_revert_drops_it
     assert other.train_status(replace(st, sid=AppState().sid)) == "Step and Run decode with the original draft."
     assert later.train_revert(page).startswith("reverted")
     assert restart().train_status(replace(st, sid=AppState().sid)) == "Step and Run decode with the original draft."
+
+
+def test_a_runs_settings_fill_the_boxes_and_a_setting_its_file_predates_takes_the_default():
+    """settings_values: what a run recorded fills its box; a builder setting an older file lacks (a stop before chains
+    had one) takes BuilderConfig's default, after the file's `kind` reads as the builder's name."""
+    from tevviz.app.runs import settings_values
+    from tevviz.engine import BuilderConfig
+
+    old = {"sampling": {"temperature": 1.0}, "builder": {"kind": "sampled", "budget": 8, "depth": 4}, "seed": 3}
+    got = settings_values(old)
+    assert (got["builder"], got["budget"], got["depth"], got["temperature"], got["seed"]) == ("sampled", 8, 4, 1.0, 3)
+    assert got["stop_below"] == BuilderConfig.stop_below == 0.0 and got["children"] == BuilderConfig.children
+    assert settings_values({"builder": {"name": "sampled", "stop_below": 0.3}})["stop_below"] == 0.3
+    assert "budget" not in settings_values({"seed": 1})  # no builder recorded: its boxes stay as they are

@@ -4,14 +4,15 @@ that a change of settings, an import, a reload or a link loses nothing; and a ru
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import MISSING, fields, replace
 
-from ..engine import DecodeConfig, TevvizError, encode_prompt
+from ..engine import BuilderConfig, DecodeConfig, TevvizError, encode_prompt
 from ..engine.analysis.speed import PassCosts
 from ..engine.core.scoring import check_ids
 from ..engine.records import io as tio
 from .state import AppState, block_text, decode_settings, view_options
 
+BUILDER_DEFAULTS = {f.name: f.default for f in fields(BuilderConfig) if f.default is not MISSING}
 # The settings widgets a reopened run's recorded settings fill in, by their names in `meta`.
 SETTING_FIELDS = {"temperature": ("sampling", "temperature"), "top_k": ("sampling", "top_k"),
                   "top_p": ("sampling", "top_p"), "builder": ("builder", "name"), "budget": ("builder", "budget"),
@@ -21,16 +22,22 @@ SETTING_FIELDS = {"temperature": ("sampling", "temperature"), "top_k": ("samplin
 
 
 def settings_values(meta: dict) -> dict:
-    """Widget name -> value of the settings a run recorded (those it has)."""
-    out = {}
+    """Widget name -> value of the settings a run recorded (those it has; a builder setting its file predates, the
+    builder's default)."""
+    meta, out = tio.current_settings(meta), {}
     for name, path in SETTING_FIELDS.items():
         value = meta
         for key in path:
             value = value.get(key) if isinstance(value, dict) else None
         if value is not None:
             out[name] = value
-    if isinstance(meta.get("builder"), dict) and "stop_below" not in meta["builder"]:
-        out["stop_below"] = 0.0  # a run saved before chains had a stop had none
+    builder = meta.get("builder")
+    if isinstance(builder, dict):
+        # A setting the run's file predates (a stop before chains had one) takes the builder's default: the run had
+        # none, which is what the default is.
+        for name, path in SETTING_FIELDS.items():
+            if path[0] == "builder" and name not in out and path[1] in BUILDER_DEFAULTS:
+                out[name] = BUILDER_DEFAULTS[path[1]]
     branching = (meta.get("builder") or {}).get("branching")
     if isinstance(branching, list):
         out["branching"] = ",".join(map(str, branching))
