@@ -63,7 +63,7 @@ def _widgets(verifiers: list[str], drafters: dict[str, Path]) -> Panel:
         side_stop = gr.Button("Stop: keep the rounds so far", variant="stop")
     side_error = gr.Markdown("", elem_classes="error-box", elem_id="side-error")
     pair = PairView(("A: click a node; +N unfolds", "B: the same round, in one layout"), "side-pair")
-    with gr.Row():
+    with gr.Row(elem_id="side-summary"):
         md_a = gr.Markdown(label="A: summary", elem_classes="stats-table")
         md_b = gr.Markdown(label="B: summary", elem_classes="stats-table")
     return Panel(draws=draws, seed=seed, compare_btn=compare_btn, stop_btn=stop_btn, law=law, law_md=law_md,

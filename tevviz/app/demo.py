@@ -59,6 +59,8 @@ CSS = """
   /* The run picker takes the row, its buttons the next: beside four buttons it was 245 px, its name under its arrow. */
   #runs-row { flex-wrap: wrap; }
   #runs-row > :has(#run-pick) { flex: 1 1 100% !important; min-width: 100% !important; }
+  /* Side by side's two summaries one under the other: two 340 px columns wrapped every table and line. */
+  #side-summary { flex-direction: column; }
 }
 #error-box p, .error-box p { color: #b00020; font-weight: 600; }
 /* The address bar's keeper draws nothing: it took a 20 px row and two gaps under the run row. Its script runs all

@@ -53,7 +53,8 @@ def markdown(table: Table) -> list[str]:
     lines = [f"**{table.title}**", "", "| " + " | ".join(esc(c.heading) for c in table.columns) + " |",
              "|" + "---|" * len(table.columns)]
     lines += ["| " + " | ".join(esc(x) for x in r) + " |" for r in _cells(table)]
-    return lines + ([""] + [f"*{n}*" for n in table.notes] if table.notes else [])
+    # Each note a line of its own: a hard break (two trailing spaces), or markdown runs them into one paragraph.
+    return lines + ([""] + [f"*{n}*  " for n in table.notes] if table.notes else [])
 
 
 def rows(table: Table) -> tuple[list[str], list[list[str]]]:
