@@ -25,20 +25,17 @@ def settings_values(meta: dict) -> dict:
     """Widget name -> value of the settings a run recorded (those it has; a builder setting its file predates, the
     builder's default)."""
     meta, out = tio.current_settings(meta), {}
+    builder = meta.get("builder")
     for name, path in SETTING_FIELDS.items():
         value = meta
         for key in path:
             value = value.get(key) if isinstance(value, dict) else None
+        if value is None and path[0] == "builder" and isinstance(builder, dict):
+            # A setting the run's file predates (a stop before chains had one): the run had none, the default.
+            value = BUILDER_DEFAULTS.get(path[1])
         if value is not None:
             out[name] = value
-    builder = meta.get("builder")
-    if isinstance(builder, dict):
-        # A setting the run's file predates (a stop before chains had one) takes the builder's default: the run had
-        # none, which is what the default is.
-        for name, path in SETTING_FIELDS.items():
-            if path[0] == "builder" and name not in out and path[1] in BUILDER_DEFAULTS:
-                out[name] = BUILDER_DEFAULTS[path[1]]
-    branching = (meta.get("builder") or {}).get("branching")
+    branching = builder.get("branching") if isinstance(builder, dict) else None
     if isinstance(branching, list):
         out["branching"] = ",".join(map(str, branching))
     return out

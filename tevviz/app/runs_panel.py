@@ -18,7 +18,7 @@ from .navigation import select, show_round
 from .runs import reopened, run_name, settings_values
 from .updates import MAX_WIDTHS, ROUND_OUTPUTS, everything, position_of, search_of, view_url
 from .url_view import COPY_JS, LOAD_JS, read_query
-from .widgets import BROWSE, BROWSE_QUEUE, LIGHT, Panel, current, failed, figure_json, remember
+from .widgets import BROWSE, BROWSE_QUEUE, LIGHT, Panel, current, failed, figure_json, remember, scroll_to_js
 
 ID_CHARS = set("0123456789abcdef")
 MAX_COMPARED = 200  # browser sessions whose last comparison is kept, to lay it out again for its view's width
@@ -153,22 +153,14 @@ def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:
                      api_name="pin", **BROWSE_QUEUE)
     ui.cmp_btn.click(compare, [ui.state, ui.metric, ui.b_pick, ui.cmp_round],
                      [ui.state, ui.cmp_md, ui.cmp_plot, ui.runs_error, ui.cmp_acc, ui.url], api_name="compare_runs",
-                     **BROWSE_QUEUE).then(None, None, None, js=SHOW_COMPARISON_JS)
+                     **BROWSE_QUEUE).then(
+        # The comparison opens far below the button (1,450 px at 1440 px): the page goes to it, unless refused.
+        None, None, None, js=scroll_to_js("#compare-text", unless="#runs-error"))
     ui.cmp_plot.apply(replan, [ui.state], [ui.cmp_plot], api_visibility="private", show_progress="hidden", **BROWSE)
     ui.cmp_plot.select(pick, [ui.state], [ui.cmp_plot], api_visibility="private", show_progress="hidden", **BROWSE)
     ui.link_btn.click(lambda st: ctl.keep(current(st), wait=True), [ui.state], None, api_visibility="private",
                       **LIGHT).then(None, None, [ui.link], js=COPY_JS).then(
         lambda: gr.Textbox(visible=True), None, [ui.link], api_visibility="private", **LIGHT)
-
-
-# The comparison opens in its accordion far below the button pressed (1,450 px at 1440 px): the page goes there,
-# unless the press was refused (its reason is beside the button).
-SHOW_COMPARISON_JS = """() => {
-  const refused = document.querySelector('#runs-error');
-  if (refused && refused.innerText.trim()) return;
-  const shown = document.querySelector('#compare-text');
-  if (shown) shown.scrollIntoView({behavior: 'smooth', block: 'start'});
-}"""
 
 
 def compared_updates(ctl, ui: Panel, st, b_id: str | None, index) -> tuple:

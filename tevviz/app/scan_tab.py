@@ -15,19 +15,13 @@ from .controller import Controller
 from .decode_tab import ROUND_OUTPUTS, SETTINGS, everything
 from .scan_view import open_cached, round_state, scan_prompt_files, shown, start_scan, widget_settings
 from .state import decode_settings
-from .widgets import BROWSE_QUEUE, LIGHT, PROGRESS, Panel, current, failed
+from .widgets import BROWSE_QUEUE, LIGHT, PROGRESS, Panel, current, failed, scroll_to_js
 
 # Outputs of /scan_open and, at its end, /scan_start (after the scan's own gr.State), in order.
 SCAN_OUTPUTS = ("error", "folder", "summary", "categories", "acceptance", "loss", "lengths", "depth", "missed",
                 "worst", "pick")
 START_OUTPUTS = (*SCAN_OUTPUTS, "status")
 FIGURES = ("categories", "acceptance", "loss", "lengths")
-# The Decode tab came up at the Scan tab's scroll depth, among its settings with the tree off screen: the page goes to
-# the tree (only where the tab did switch: a hidden tree has no offsetParent).
-TO_TREE_JS = """() => {
-  const tree = document.querySelector('#tree-plot');
-  if (tree && tree.offsetParent) tree.scrollIntoView({block: 'start'});
-}"""
 DECODE_TAB = "decode"  # the id the Decode tab needs (gr.Tab(..., id=DECODE_TAB)) for a click to switch to it
 
 
@@ -173,7 +167,8 @@ def _wire_rounds(ctl: Controller, ui: Panel, decode: Panel, tabs) -> None:
             event = event(to_decode, [ui.scan, ui.pick], switch, api_visibility="private", **LIGHT).then
         shown = event(show_round, inputs, outputs, **api, **BROWSE_QUEUE)
         if switch:
-            shown.then(None, None, None, js=TO_TREE_JS)
+            # The Decode tab came up at the Scan tab's scroll depth, the tree off screen: the page goes to the tree.
+            shown.then(None, None, None, js=scroll_to_js("#tree-plot"))
 
 
 def scan_tab(ctl: Controller, state: gr.State, decode: Panel, tabs=None, prompt_files: dict[str, Path] | None = None,

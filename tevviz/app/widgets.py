@@ -82,3 +82,12 @@ def remember(memo: dict, key, value, cap: int) -> None:
     while len(memo) >= cap:
         memo.pop(next(iter(memo)))
     memo[key] = value
+
+
+def scroll_to_js(target: str, unless: str | None = None) -> str:
+    """Browser code for an event's `.then(js=...)`: the page goes to the element `target` (a CSS selector) where it is
+    shown (a hidden tab's has no offsetParent), not where the element `unless` says something (a refusal's reason,
+    said beside the button pressed)."""
+    refused = f"const refused = document.querySelector({unless!r}); if (refused && refused.innerText.trim()) return;"
+    return ("() => { " + (refused if unless else "") + f" const el = document.querySelector({target!r});"
+            " if (el && el.offsetParent) el.scrollIntoView({behavior: 'smooth', block: 'start'}); }")

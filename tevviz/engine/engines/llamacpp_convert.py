@@ -83,17 +83,19 @@ def export_gguf(folder: str | Path, source: Path, outtype: str = "f32", target: 
     if target_dir is not None:
         cmd += ["--target-model-dir", str(target_dir)]
     print(f"converting {folder.name} to GGUF ({outtype}) with llama.cpp's converter ...", file=sys.stderr)
-    with own_log.open("w", encoding="utf-8") as f:
-        f.write("$ " + " ".join(cmd) + "\n")
-        f.flush()
-        done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=False)
-    if done.returncode != 0 or not partial.is_file():
-        partial.unlink(missing_ok=True)
+    try:
+        with own_log.open("w", encoding="utf-8") as f:
+            f.write("$ " + " ".join(cmd) + "\n")
+            f.flush()
+            done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=False)
         os.replace(own_log, log)
-        raise TevvizError(f"llama.cpp's converter could not convert {folder}: {converter_error(log)} "
-                          f"(its output: {log})")
-    os.replace(own_log, log)
-    os.replace(partial, out)
+        if done.returncode != 0 or not partial.is_file():
+            raise TevvizError(f"llama.cpp's converter could not convert {folder}: {converter_error(log)} "
+                              f"(its output: {log})")
+        os.replace(partial, out)
+    finally:  # a failure or a Ctrl-C leaves no file of this process behind in the cache
+        partial.unlink(missing_ok=True)
+        own_log.unlink(missing_ok=True)
     return Gguf(out, folder, outtype, _notes(log))
 
 
