@@ -30,7 +30,8 @@ from tevviz.engine.draft.builders import BuilderConfig
 from tevviz.engine.draft.drafters import drafter_kind_of
 from tevviz.engine.load.models import ModelPair, load_model
 from tevviz.engine.load.pairs import AUTO_LIMIT, pair_of_target
-from tevviz.engine.load.threads import TORCH_DEFAULT_THREADS, thread_count
+from tevviz.engine.load.thread_choice import settle
+from tevviz.engine.load.threads import TORCH_DEFAULT_THREADS
 
 TARGET_SIZES = (1, 2, 3, 4, 5, 6, 9, 13, 17, 25, 33, 49, 65)  # tokens per target pass priced (tree sizes)
 DRAFT_ROWS = (1, 2, 4, 8, 16)  # rows per draft forward priced (a level's kept nodes)
@@ -103,9 +104,18 @@ def fastest_threads(pair: ModelPair, ids: list[int], n: int) -> tuple[int, dict[
     return max(rates, key=rates.get), rates
 
 
-def decode_threads() -> int:
-    """The thread count `tevviz decode` runs at by default (engine/load/threads.py)."""
-    return thread_count(None) or torch.get_num_threads()
+_DECODE_THREADS: dict[int, int] = {}
+
+
+def decode_threads(pair: ModelPair) -> int:
+    """The thread count `tevviz decode` runs `pair` at by default (engine/load/thread_choice.py: measured, kept per
+    machine and target), chosen once a run; torch's own count is left as it was."""
+    key = id(pair.target)
+    if key not in _DECODE_THREADS:
+        before = torch.get_num_threads()
+        _DECODE_THREADS[key] = settle(pair, None).threads
+        torch.set_num_threads(before)
+    return _DECODE_THREADS[key]
 
 
 def default_tree(pair: ModelPair, temperature: float) -> tuple[BuilderConfig, str]:
@@ -153,7 +163,7 @@ def decoders(pair: ModelPair, eager, args, temperature: float, meta: dict) -> di
         add(f"{name} threads={args.hf_threads}", lambda ids, i, e=extra: hf_generate(pair.target, pair, ids, n,
                                                                                     temperature, **e), "hf",
             args.hf_threads)
-    threads = decode_threads()
+    threads = decode_threads(pair)
     tree, verifier = default_tree(pair, temperature)
     stop = f" stop<{tree.stop_below:g}" if tree.stop_below else ""
     default = f"tevviz default ({tree.name}+{verifier}{' auto' if tree.auto else ''}{stop} H<={tree.depth})"
@@ -205,7 +215,7 @@ def measured_pass_costs(pair: ModelPair, prompts: list[list[int]], max_new_token
         # The draft's levels timed through the step decoding drafts with (its written-out forward where it takes one).
         return target_pass_ms(pair.target, ctx, block, sizes, repeats), draft_level_ms(pair, ctx, block, rows, repeats)
 
-    target, draft = at_threads(decode_threads(), measure)()
+    target, draft = at_threads(decode_threads(pair), measure)()
     if draft is None:
         raise SystemExit("--baselines prices the levels of a causal-LM drafter only (the ideal of a block drafter or "
                          "an EAGLE-3 head is not modelled)")
@@ -224,7 +234,7 @@ def ideal_of(extras: list, costs: PassCosts, seconds: float) -> dict:
 
 
 def result_rows(runs: dict, meta: dict, seconds: dict, tokens: dict, taus: dict, ceilings: dict, extras: dict,
-                costs: PassCosts) -> tuple[list[dict], dict]:
+                costs: PassCosts, threads: int) -> tuple[list[dict], dict]:
     """One row per temperature and decoder, against the fastest `generate` and the fastest plain decoding of all
     (`generate` with few-row layers too); and per temperature which rows were the fastest of each kind."""
     rows, best = [], {}
@@ -242,7 +252,7 @@ def result_rows(runs: dict, meta: dict, seconds: dict, tokens: dict, taus: dict,
             if taus[t, k]:
                 row |= {"tau": sum(taus[t, k]) / len(taus[t, k]),
                         "ceiling": sum(ceilings[t, k]) / len(ceilings[t, k])}
-            if extras.get((t, k)) and meta[t][k]["threads"] == decode_threads():  # priced at that count only
+            if extras.get((t, k)) and meta[t][k]["threads"] == threads:  # priced at that count only
                 row |= ideal_of(extras[t, k], costs, seconds[t, k])
             rows.append(row)
     return rows, best

@@ -306,9 +306,9 @@ def run_baselines(args, temps: list[float]) -> None:
     measured = timed_runs(pair, prompts, runs, extras)
     after = measure()
     costs = baselines.cheaper_costs(before, after)
-    rows, best = baselines.result_rows(runs, meta, *measured, extras, costs)
+    rows, best = baselines.result_rows(runs, meta, *measured, extras, costs, baselines.decode_threads(pair))
     print(f"{len(prompts)} prompts x {args.max_new_tokens} tokens  device {pair.device}  pair {pair.target_name} / "
-          f"{pair.draft_name}  tevviz rows at {baselines.decode_threads()} thread(s)")
+          f"{pair.draft_name}  tevviz rows at {baselines.decode_threads(pair)} thread(s)")
     print(table(rows, ["T", "decoder", "threads", "attn", "tau", "tokens_per_s", "vs_best_generate", "vs_best_plain",
                        "ideal_tokens_per_s", "share_of_ideal"]))
     for t, b in best.items():

@@ -49,7 +49,7 @@ def decoders(pair, n: int, temperature: float) -> dict:
     for k in thread_counts():
         out[f"generate threads={k}"] = ("generate", at_threads(k, lambda ids, i: hf_generate(
             pair.target, pair, ids, n, temperature)[0]))
-    threads = decode_threads()
+    threads = decode_threads(pair)
     for path in ("stock", "few_rows") if takes_split(pair.target) else ("stock",):
         out[f"tevviz loop {path} threads={threads}"] = ("plain", at_threads(threads, plain_loop(pair, n, temperature,
                                                                                                  path)))
@@ -139,7 +139,7 @@ def main() -> None:
     floor = {t: min(r["vs_best_plain"] for r in rows if r["T"] == t) for t in temps}
     print("floor over sets (aggregate vs best plain): " + ", ".join(f"T={t:g} {v:.2f}x" for t, v in floor.items()))
     write(f"prompt_sets_{name}", args, {"rows": rows, "floor_vs_best_plain": {str(t): v for t, v in floor.items()},
-                                        "threads": decode_threads()})
+                                        "threads": decode_threads(pair)})
 
 
 if __name__ == "__main__":

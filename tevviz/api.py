@@ -25,16 +25,18 @@ def load(pair: str | None = None, target: str | None = None, draft: str | None =
          dtype: str = "auto", threads: int | None = None, **options) -> ModelPair:
     """A checked target/draft pair: a named pair ("stdlib", the default, or "smollm2"), or your own models.
 
-    `threads`: torch's CPU threads, by the policy of `tevviz decode --threads` and the app (engine/load/threads.py):
-    this number, else $OMP_NUM_THREADS when set, else one fewer than torch's default, leaving a core free (a
-    thread on every core loses to anything else running: a notebook example took 13-15 s on a busy machine
-    against 2.9 s with one thread). `options` are ModelSource's other fields (revision, device_map,
+    `threads`: torch's CPU threads, by the policy of `tevviz decode --threads` and the app: this number, else
+    $OMP_NUM_THREADS when set, else the count whose target passes ran fastest on this machine, timed once and kept
+    (engine/load/thread_choice.py). `options` are ModelSource's other fields (revision, device_map,
     attn_implementation, trust_remote_code).
     """
+    from .engine.load.thread_choice import settle
     from .engine.load.threads import use_threads
 
     use_threads(threads)
-    return ModelSource(target=target, draft=draft, pair=pair, device=device, dtype=dtype, **options).load()
+    loaded = ModelSource(target=target, draft=draft, pair=pair, device=device, dtype=dtype, **options).load()
+    settle(loaded, threads)
+    return loaded
 
 
 def session(pair: ModelPair, prompt: str, *, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,

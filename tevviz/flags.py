@@ -159,6 +159,6 @@ def add_decoding(p: argparse.ArgumentParser, note: str = DEFAULTS_NOTE) -> None:
 def add_threads(p) -> None:
     """--threads, one policy for every command, the app and tevviz.load (engine/load/threads.py)."""
     p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads for the models (default: $OMP_NUM_THREADS when set, else one fewer than "
-                        "torch's default, at least 1, which leaves a core free for the browser and the rest of the "
-                        "machine; docs/app-latency.md)")
+                   help="torch CPU threads for the models (default: $OMP_NUM_THREADS when set, else the count whose "
+                        "target passes ran fastest on this machine, timed once per machine and model and kept; "
+                        "more threads only where they clearly win)")

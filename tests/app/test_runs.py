@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 
 import pytest
+import torch
 from conftest import tiny_pair
 
 from tevviz.app.controller import Controller
@@ -250,6 +251,8 @@ def test_the_baseline_timed_for_a_run_is_kept_through_a_reload_a_link_and_a_rest
     timed = ctl.baseline(run, PROMPT, cfg)
     shown = stats_markdown(timed)
     assert "Plain decoding:" in shown
+    on = torch.get_num_threads()  # the rounds' count beside the baseline's way, which may be another
+    assert f"The rounds decode on {on} thread{'s' if on != 1 else ''}." in shown
     restarted = Controller(PairSource(pair=pair), runs=RunStore(ctl.runs.root))
     other_user = "1" * 32
     for how, store, user in (("reload", ctl.runs, USER), ("restart", restarted.runs, USER),
@@ -261,7 +264,7 @@ def test_the_baseline_timed_for_a_run_is_kept_through_a_reload_a_link_and_a_rest
         again = stats_markdown(back)
         # The baseline's cell as it was, with a speed-up beside it, and the way it was timed.
         assert again.split("\n")[2].split("|")[-3] == shown.split("\n")[2].split("|")[-3], how
-        assert "x |" in again.split("\n")[2] and "Plain decoding:" in again, how
+        assert "x |" in again.split("\n")[2] and "Plain decoding:" in again and "The rounds decode on" in again, how
     assert restarted.reopen(AppState(user=USER), run.run_id).baseline == timed.baseline
     twin = Run.of(tio.loads(json.dumps(session_of(run))), "B")
     assert compare_runs(Run.of(ctl.runs.load(USER, run.run_id), "A"), twin).settings == []

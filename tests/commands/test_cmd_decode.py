@@ -72,6 +72,22 @@ def test_baseline_times_plain_decoding_and_gives_the_speed_up(capsys):
     assert "plain decoding: " in err and "ways timed on this prompt" in err
 
 
+def torch_default_threads() -> int:
+    from tevviz.engine.load.threads import TORCH_DEFAULT_THREADS
+
+    return TORCH_DEFAULT_THREADS
+
+
+def test_decode_says_the_thread_count_and_what_chose_it(capsys):
+    asked = run_json(DECODE, capsys)["threads"]  # DECODE asks for --threads 1
+    assert (asked["threads"], asked["source"]) == (1, "asked") and "--threads" in asked["why"]
+    unasked = DECODE[:DECODE.index("--threads")] + DECODE[DECODE.index("--threads") + 2:]
+    spare = run_json(unasked, capsys)["threads"]  # the tests' TEVVIZ_THREADS=spare: one fewer than the cores
+    assert spare["source"] == "spare" and spare["threads"] == max(1, torch_default_threads() - 1)
+    assert main([a for a in DECODE if a != "--json"]) == 0
+    assert "decoded on 1 thread (--threads)" in capsys.readouterr().err
+
+
 def test_ignore_eos_decodes_to_the_token_limit(tmp_path, capsys):
     """--ignore-eos keeps decoding past the end token: the prompt that ends at once here writes every token asked."""
     prompt = ["--prompt", "x = 1\n" * 3]  # short code the embedded pair ends quickly

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import torch
+
 from ..engine import (
     DecodeConfig,
     DecodeSession,
@@ -187,7 +189,8 @@ class Controller(TrainingActions):
                 kept = "the baseline timed before stays" if st.baseline else "no baseline is kept"
                 raise e.saying(kept) from None
         entry = {"tokens": len(result.token_ids), "seconds": result.seconds, "tokens_per_s": result.tokens_per_s,
-                 "way": result.way.label(), "ways": len(result.probe), "prompt": prompt, "cfg": cfg, "costs": costs}
+                 "way": result.way.label(), "ways": len(result.probe), "prompt": prompt, "cfg": cfg, "costs": costs,
+                 "decode_threads": torch.get_num_threads()}  # this (the model) thread's: the rounds' count
         out = replace(st, baseline=entry)
         self.keep(out)  # the run's file keeps its baseline: a reload, a link or a restart shows it untimed again
         return out

@@ -17,6 +17,7 @@ from gradio.tunneling import CURRENT_TUNNELS
 
 from ..engine import ModelPair, ModelSource, TevvizError
 from ..engine.load.pairs import DEFAULT_PAIR, DecodeDefaults, named_pair
+from ..engine.load.thread_choice import settle
 from ..engine.records.io import MAX_BYTES
 from ..engine.verify.verifiers import VERIFIERS
 from ..prompts import load_prompts, with_demo_prompts
@@ -197,14 +198,16 @@ def launch(source: ModelSource | ModelPair | None = None, *, server_name: str = 
     link unless asked.
 
     `preload` loads the models before serving, with their progress in the terminal, so the first Step
-    does not wait for them. `threads`: torch's CPU threads (default: `model_thread.app_threads`)."""
+    does not wait for them, and chooses the thread count they decode on (`threads`, else the fastest here,
+    engine/load/thread_choice.py; without `preload`, the policy's `model_thread.app_threads`)."""
     n = app_threads(threads, TORCH_DEFAULT_THREADS)
     if n is not None:
         torch.set_num_threads(n)
     models = pair_source(source, model_dirs)
     if preload:
         print(f"loading {models.description} ...", flush=True)
-        models.get()
+        # On this (the model) thread: torch's thread count is the calling thread's own.
+        print(f"decoding on {settle(models.get(), threads).describe()}", flush=True)
     demo = build_demo(source, model_dirs=model_dirs)
     # quiet: Gradio's own lines tell a CLI user to pass `share=True` to launch(); ours name the flags instead.
     demo.launch(server_name=server_name, server_port=server_port, share=share, prevent_thread_lock=True,

@@ -7,8 +7,11 @@ measures it). So `launch` keeps the main thread as the model thread: handlers ha
 it and wait. When no model thread is serving (tests, a notebook, an app launched without blocking), a
 call runs where it is made.
 
-The app also leaves a core free by default (engine/load/threads.py, the policy of the CLI and the notebook API too):
-two torch threads that must meet at every op stall whenever the browser, on the same machine, takes a core.
+The app's thread count is the CLI's and the notebook API's: `--threads`, else the count whose target passes run
+fastest on this machine, a clear winner only (engine/load/thread_choice.py), chosen on this thread after the models
+load. Two torch threads that must meet at every op stall whenever the browser, on the same machine, takes a core:
+on the embedded pair one thread wins and is chosen; on SmolLM2 two threads beside a browser measured within noise
+of one (docs/app-latency.md).
 """
 
 from __future__ import annotations

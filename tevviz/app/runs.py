@@ -119,6 +119,8 @@ def baseline_of(saved) -> dict | None:
         if costs is not None:
             costs = PassCosts(*({int(k): float(v) for k, v in costs[p].items()} for p in ("target_ms", "draft_ms")))
         base = {k: saved[k] for k in ("tokens", "seconds", "tokens_per_s", "way", "ways", "prompt")}
+        if isinstance(saved.get("decode_threads"), int):  # a file from before it was kept has none
+            base["decode_threads"] = saved["decode_threads"]
     except (TevvizError, KeyError, TypeError, ValueError, AttributeError):
         return None
     if not isinstance(base["tokens_per_s"], (int, float)):

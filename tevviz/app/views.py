@@ -191,7 +191,10 @@ def stats_markdown(st: AppState) -> str:
          f"{fmt(base['tokens_per_s']) if comparable else '—'} | {'—' if speedup is None else f'{speedup:.2f}x'} |"),
     ]
     if comparable and base.get("way"):
-        lines.append(f"\n*Plain decoding: {base['way']}, the fastest of {base['ways']} ways timed on this prompt.*")
+        on = base.get("decode_threads")
+        rounds_on = "" if on is None else f" The rounds decode on {on} thread{'s' if on != 1 else ''}."
+        lines.append(f"\n*Plain decoding: {base['way']}, the fastest of {base['ways']} ways timed on this "
+                     f"prompt.{rounds_on}*")
     lines += speed_lines(st, base if comparable else None)
     r = st.round
     gap = r.coverage_gap() if r is not None else None

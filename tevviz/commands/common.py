@@ -111,11 +111,19 @@ class UntilStopped:
         return len(self.items)
 
 def set_threads(n: int | None) -> None:
-    """--threads: torch's CPU threads for the models, by the one policy of the CLI, the app and the notebook API
-    (engine/load/threads.py: by default one fewer than torch's own, leaving a core free)."""
+    """--threads: torch's CPU threads while the models load, by the one policy of the CLI, the app and the notebook
+    API (engine/load/threads.py); `settle_threads` chooses decoding's count once they have loaded."""
     from ..engine.load.threads import use_threads
 
     use_threads(n)
+
+
+def settle_threads(pair, n: int | None, cap: int | None = None):
+    """--threads, else the count (at most `cap`) whose target passes are fastest on this machine
+    (engine/load/thread_choice.py): set for the decoding that follows, and returned (`describe()` says why)."""
+    from ..engine.load.thread_choice import settle
+
+    return settle(pair, n, cap)
 
 
 def prompt_rows(args) -> list[dict]:

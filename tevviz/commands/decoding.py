@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..engine.errors import TevvizError
 from ..options import decode_config_from_args, source_from_args
-from .common import Interrupt, load_input, read_prompt, set_threads, use_chat
+from .common import Interrupt, load_input, read_prompt, set_threads, settle_threads, use_chat
 
 
 def _decode_rounds(session, stop, quiet: bool) -> None:
@@ -125,6 +125,7 @@ def cmd_decode(args) -> int:
     export = check_writable(args.export, "--export") if args.export else None
     set_threads(args.threads)
     pair = source.load()
+    threads = settle_threads(pair, args.threads)
     chat = use_chat(args, pair.tokenizer)
     prompt_ids = encode_prompt(pair.tokenizer, prompt, chat=chat)
     args.started = True
@@ -147,6 +148,7 @@ def cmd_decode(args) -> int:
     seconds = time.perf_counter() - t0 - t_prefill - sum(r.optimal.ms for r in session.rounds if r.optimal) / 1e3
     interrupted = at_once or (stop.requested and not session.done)
     out = decode_summary(session, seconds, cfg, args.optimal)
+    out["threads"] = threads.to_dict() | {"why": threads.describe()}
     if args.baseline and not interrupted:
         _timed_baseline(pair, prompt_ids, cfg, out, quiet=args.json or not sys.stderr.isatty())
     failure = _export(session, prompt, export, interrupted) if export is not None else ""
@@ -191,6 +193,8 @@ def print_decoded(args, prompt: str, chat: bool, out: dict, session) -> None:
               "it)", file=sys.stderr)
     if "drafting" in out:
         print(f"no speed-up claimed: {out['drafting']}", file=sys.stderr)
+    if "threads" in out:
+        print(f"decoded on {out['threads']['why']}", file=sys.stderr)
     print("time in each stage, ms over all rounds: " + ", ".join(f"{STAGE_WORDS.get(k, k)} {v:.1f}"
                                                                  for k, v in out["stage_ms"].items()), file=sys.stderr)
     if out.get("acceptance_by_depth"):

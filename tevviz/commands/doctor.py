@@ -8,7 +8,7 @@ import sys
 
 from ..engine.errors import TevvizError
 from ..options import source_from_args
-from .common import prompt_set, set_threads
+from .common import prompt_set, set_threads, settle_threads
 
 
 def doctor_rows(args, source) -> tuple[list[dict], str]:
@@ -44,6 +44,7 @@ def cmd_doctor(args) -> int:
     rows, where = doctor_rows(args, source)
     check_max_new_tokens(args.max_new_tokens)
     pair = source.load()
+    settle_threads(pair, args.threads)
     ids = encode_rows(pair.tokenizer, rows)
     args.started = True
 

@@ -71,7 +71,7 @@ def run_both(args, source, server_bin: Path, llama_source: Path, rows: list[dict
     from ..engine.engines.llamacpp_run import chain_config, llama_prompt, prompt_seed, tevviz_plain, tevviz_prompt
     from ..engine.engines.llamacpp_server import LlamaServer, ServerSpec
     from ..engine.scan.doctor import encode_rows
-    from .common import Interrupt, UntilStopped
+    from .common import Interrupt, UntilStopped, settle_threads
 
     target, draft = source.resolved()
     t_gguf = export_gguf(target, llama_source, args.gguf_type)
@@ -81,6 +81,8 @@ def run_both(args, source, server_bin: Path, llama_source: Path, rows: list[dict
     d_gguf = export_gguf(draft, llama_source, args.gguf_type, target=None if alone else target)
     _status(f"GGUF: {t_gguf.path.name} (target), {d_gguf.path.name} (draft){' (cached)' if d_gguf.cached else ''}")
     pair = source.load()
+    # Both engines run on the count tevviz decodes fastest on here (or --threads): the same threads on both sides.
+    threads = settle_threads(pair, args.threads).threads
     ids = encode_rows(pair.tokenizer, rows)
     cfg = chain_config(args.depth, args.temperature, args.max_new_tokens, args.seed, args.ignore_eos)
     with_draft = ServerSpec(server_bin, t_gguf.path, d_gguf.path, spec_type, args.depth, threads)

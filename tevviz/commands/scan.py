@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..engine.errors import TevvizError
+from .common import settle_threads
 
 MODES = ("merge", "compare", "show")
 DESCRIPTION = """Scan a prompt set: decode every prompt of a JSON-lines file (one object a line: "prompt", and
@@ -125,6 +126,7 @@ def _prepare(args):
     prompts, skipped = read_prompts(path, args.skip_bad)
     mine = shard(prompts, *part) if part else prompts
     pair = source.load()
+    settle_threads(pair, args.threads)
     planned, problems = plan_prompts(pair, mine, args.chat, args.skip_bad, str(path))
     manifest = scan_manifest(pair, cfg, args.chat, path.resolve(), file_digest(path), len(prompts), len(planned),
                              part, skipped + problems)
@@ -145,6 +147,7 @@ def _prepare(args):
 
 def _prepare_auto(args):
     """_prepare for --shard auto: this rank's share of the prompts and its own file in the shared folder."""
+    from ..engine.load.threads import TORCH_DEFAULT_THREADS
     from ..engine.scan.auto_folder import join_folder, rank_file, share
     from ..engine.scan.prompt_files import file_digest, read_prompts
     from ..engine.scan.ranks import launch_rank
@@ -160,6 +163,8 @@ def _prepare_auto(args):
         raise TevvizError(f"-o {str(folder)!r} is a file")
     prompts, skipped = read_prompts(path, args.skip_bad)
     pair = _pin_device(source, rank.local).load()
+    # The ranks on one machine share its cores: each takes its part, none times the others' cores.
+    settle_threads(pair, args.threads, cap=max(1, TORCH_DEFAULT_THREADS // rank.on_machine))
     # Every rank plans every prompt: all refuse the same bad prompt, and all write the same manifest.
     planned, problems = plan_prompts(pair, prompts, args.chat, args.skip_bad, str(path))
     manifest = scan_manifest(pair, cfg, args.chat, path.resolve(), file_digest(path), len(prompts), len(planned),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..engine.errors import TevvizError
 from ..options import drafter_tree, source_from_args
-from .common import Interrupt, UntilStopped, numbers, prompt_ids, prompt_rows, set_threads
+from .common import Interrupt, UntilStopped, numbers, prompt_ids, prompt_rows, set_threads, settle_threads
 
 TEXT_SUFFIXES = (".txt", ".md", ".py", ".rst")
 
@@ -78,6 +78,7 @@ def cmd_train(args) -> int:
     rows = prompt_rows(args)
     set_threads(args.threads)
     pair = source_from_args(args).load()
+    settle_threads(pair, args.threads)
     prompts = prompt_ids(rows, pair)
     args.started = True
     print(f"collecting target continuations of {len(prompts)} prompts ...", file=sys.stderr)
@@ -132,6 +133,7 @@ def cmd_eval(args) -> int:
     rows = prompt_rows(args)
     set_threads(args.threads)
     pair = source_from_args(args).load()
+    settle_threads(pair, args.threads)
     prompts = prompt_ids(rows, pair)
     args.started = True
     results, counts = [], []

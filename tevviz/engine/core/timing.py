@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import platform
 import statistics
 import time
 
@@ -27,3 +29,23 @@ def median_ms(run, sizes, repeats: int, device, clock=time.perf_counter) -> dict
             if rep:
                 times[n].append(1e3 * (clock() - t0))
     return {n: statistics.median(v) for n, v in times.items()}
+
+
+def machine_key(threads: bool = True) -> str:
+    """This machine as a timing choice depends on it: processor, core count, torch version (and thread count)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    key = f"{cpu}|{os.cpu_count()}|torch {torch.__version__}"
+    return key + (f"|threads {torch.get_num_threads()}" if threads else "")
+
+
+def model_key(model) -> str:
+    """A model as its timings depend on it: its configuration, dtype and a sample of its output layer's weights."""
+    head = model.get_output_embeddings()
+    sample = head.weight.detach().reshape(-1)[:4096].float().cpu() if head is not None else torch.zeros(1)
+    return f"{model.config.to_json_string(use_diff=False)}|{model.dtype}|{float(sample.sum()):.6e}|" \
+           f"{float(sample.abs().sum()):.6e}"

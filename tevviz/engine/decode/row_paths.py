@@ -16,13 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
-from ..core.timing import median_ms
+from ..core.timing import machine_key, median_ms, model_key
 from ..errors import TevvizError
 
 PATHS = ("stock", "few_rows")
@@ -91,25 +88,6 @@ def probe_ms(run, rows, repeats: int = PROBE_REPEATS, device="cpu", clock=None) 
     kw = {} if clock is None else {"clock": clock}
     medians = median_ms(lambda key: run(*key), sizes, repeats, device, **kw)
     return {n: {path: medians[(path, n)] for path in PATHS} for n in rows}
-
-
-def machine_key() -> str:
-    """This machine as a row-path choice depends on it: processor, core count, torch version and thread count."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return f"{cpu}|{os.cpu_count()}|torch {torch.__version__}|threads {torch.get_num_threads()}"
-
-
-def model_key(model) -> str:
-    """A model as its timings depend on it: its configuration, dtype and a sample of its output layer's weights."""
-    head = model.get_output_embeddings()
-    sample = head.weight.detach().reshape(-1)[:4096].float().cpu() if head is not None else torch.zeros(1)
-    return f"{model.config.to_json_string(use_diff=False)}|{model.dtype}|{float(sample.sum()):.6e}|" \
-           f"{float(sample.abs().sum()):.6e}"
 
 
 def cache_file(model, root: Path | None = None) -> Path:

@@ -1,9 +1,10 @@
-"""One policy for torch's CPU threads, shared by the command line, the app and the notebook API.
+"""One policy for torch's CPU threads, shared by the command line, the app and the notebook API: the count while
+models load, and the fallback of the measured choice once they have (thread_choice.py).
 
 `--threads N` (or `threads=N`) when given; else, when $OMP_NUM_THREADS is set, what torch read from it; else one
 fewer than torch's default (one a core), at least 1. Torch threads that must meet at every op stall whenever
 anything else on the machine takes a core: a browser, a server, another job (README.md, *Use*, and
-docs/app-latency.md have measured cases), so a core is left free.
+docs/app-latency.md have measured cases), so unmeasured, a core is left free.
 """
 
 from __future__ import annotations

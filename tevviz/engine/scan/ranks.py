@@ -24,12 +24,14 @@ FAMILIES = (
 
 @dataclass(frozen=True)
 class LaunchRank:
-    """This process's shard: `index` of `count`, the variables it was read from, and LOCAL_RANK if set."""
+    """This process's shard: `index` of `count`, the variables it was read from, LOCAL_RANK if set, and how many
+    ranks share this machine (LOCAL_WORLD_SIZE, else 1)."""
 
     index: int
     count: int
     source: str  # "RANK/WORLD_SIZE", ...; "" when no launcher's variables are set
     local: int | None = None
+    on_machine: int = 1
 
     def label(self) -> str:
         where = f"from {self.source}" if self.source else "no launcher's variables set"
@@ -72,6 +74,7 @@ def launch_rank(env: Mapping[str, str] | None = None) -> LaunchRank:
     in words. With no launcher's variables the process is shard 0 of 1: the whole scan."""
     env = os.environ if env is None else env
     local = _whole(env, "LOCAL_RANK", 0) if _set(env, "LOCAL_RANK") else None
+    on_machine = _whole(env, "LOCAL_WORLD_SIZE", 1) if _set(env, "LOCAL_WORLD_SIZE") else 1
     for index_name, count_name, who in FAMILIES:
         present = [name for name in (index_name, count_name) if _set(env, name)]
         if not present:
@@ -85,8 +88,8 @@ def launch_rank(env: Mapping[str, str] | None = None) -> LaunchRank:
             index = _array_index(env, index, count)
         elif index >= count:
             raise TevvizError(f"--shard auto: {index_name}={index} must be below {count_name}={count}")
-        return LaunchRank(index, count, f"{index_name}/{count_name}", local)
-    return LaunchRank(0, 1, "", local)
+        return LaunchRank(index, count, f"{index_name}/{count_name}", local, on_machine)
+    return LaunchRank(0, 1, "", local, on_machine)
 
 
 def pinned_device(device: str, local: int | None, visible: int) -> str:

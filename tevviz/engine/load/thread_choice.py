@@ -1,0 +1,191 @@
+"""How many CPU threads decoding runs on, chosen by measurement: the target's passes timed at each count worth
+trying, once per machine and target, and kept in the cache (as the row paths are, engine/decode/row_paths.py).
+
+Why measured: on a quiet two-core machine SmolLM2-135M decoded plainly 1.6x faster on two threads than on one
+(docs/experiments/2026-12-06-does-smollm2s-default-hold-on-twelve-prompts-a-set.md), while on a busy one, or beside a
+browser on the same cores, two threads that must meet at every op stall (docs/app-latency.md). A fixed rule (one
+fewer than the cores) lost the first case; a speed-up divided by a baseline at a better count then read 0.65x.
+
+`TEVVIZ_THREADS`: `auto` (the default: the kept choice, confirmed by a short re-timing against one thread, else a
+probe), `probe` (probe again and keep it), `spare`
+(one fewer than the cores, at least one, unmeasured). `--threads N` and $OMP_NUM_THREADS decide before any of these.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..core.kv import new_cache
+from ..core.timing import machine_key, median_ms, model_key
+from ..errors import TevvizError
+from . import threads as threads_policy
+from .threads import TORCH_DEFAULT_THREADS, thread_count
+
+MODES = ("auto", "probe", "spare")
+PROBE_CONTEXT = 48  # tokens in the cache under each timed pass
+PROBE_ROWS = (1, 16)  # a plain decoding step and a tree's verification pass
+PROBE_REPEATS = 5
+# More threads must be this much faster to be taken: where counts tie, the fewer win and a core stays free. Not a
+# hair's breadth, since a count chosen on a quiet machine is kept, and threads that must meet at every op lose
+# badly once something else takes a core (a notebook example: 13-15 s on two threads of a busy two-core machine,
+# 2.9 s on one).
+MARGIN = 0.15
+
+
+def mode(environ=os.environ) -> str:
+    """The thread mode `TEVVIZ_THREADS` asks for (auto when unset)."""
+    value = environ.get("TEVVIZ_THREADS", "auto").strip().lower() or "auto"
+    if value not in MODES:
+        raise TevvizError(f"TEVVIZ_THREADS must be one of {', '.join(MODES)}, got {value!r}")
+    return value
+
+
+def candidates(cores: int, cap: int | None = None) -> list[int]:
+    """The counts worth timing on `cores` cores, at most `cap`: one, the powers of two below, all but one, all."""
+    top = max(1, min(cores, cap or cores))
+    counts = {1, top, max(top - 1, 1)} | {2 ** i for i in range(1, top.bit_length()) if 2 ** i <= top}
+    return sorted(counts)
+
+
+def choose(ms: dict[int, dict[int, float]], margin: float = MARGIN) -> int:
+    """The count whose passes took the least time (the geometric mean over the pass sizes timed), or the fewest
+    threads within `margin` of it."""
+    score = {k: math.exp(sum(math.log(max(t, 1e-9)) for t in by_rows.values()) / len(by_rows))
+             for k, by_rows in ms.items()}
+    best = min(score.values())
+    return min(k for k, s in score.items() if s <= (1.0 + margin) * best)
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    """The thread count decoding runs on and what chose it."""
+
+    threads: int
+    source: str  # asked (--threads), env ($OMP_NUM_THREADS), spare, probe, cache, only (one count allowed), device
+    ms: dict[int, dict[int, float]] = field(default_factory=dict)  # probe's median ms per count and rows
+    cap: int | None = None  # the most the choice could take (ranks of a scan sharing this machine's cores)
+    cores: int = TORCH_DEFAULT_THREADS
+
+    def describe(self) -> str:
+        """One line for a person: the count and why."""
+        n = f"{self.threads} thread" + ("s" if self.threads != 1 else "")
+        why = {"asked": "--threads", "env": "$OMP_NUM_THREADS", "device": "the models run on an accelerator",
+               "spare": "TEVVIZ_THREADS=spare: one fewer than the cores",
+               "probe": "the fastest target passes, timed on this machine now",
+               "cache": "the fastest target passes, timed on this machine before",
+               "only": "the only count allowed"}[self.source]
+        if self.ms:
+            why += "; a one-token pass took " + ", ".join(f"{t[1]:.1f} ms on {k}" for k, t in sorted(self.ms.items()))
+        if self.cap is not None and self.cap < self.cores:
+            why += f"; at most {self.cap} of the {self.cores} cores, which the processes on this machine share"
+        return f"{n} ({why})"
+
+    def to_dict(self) -> dict:
+        return {"threads": self.threads, "source": self.source, "cap": self.cap,
+                "ms": {str(k): {str(r): t for r, t in v.items()} for k, v in sorted(self.ms.items())}}
+
+
+def probe_ms(model, counts, rows=PROBE_ROWS, repeats: int = PROBE_REPEATS) -> dict[int, dict[int, float]]:
+    """Median ms of `model`'s passes of each row count on a cached context, at each thread count, interleaved."""
+    device = model.device
+    vocab = min(model.config.vocab_size, 1000)
+    tokens = (torch.arange(PROBE_CONTEXT + max(rows), device=device) * 7 + 3) % vocab
+    context, block = tokens[None, :PROBE_CONTEXT], tokens[None, PROBE_CONTEXT:]
+    cache = new_cache(model)
+    before = torch.get_num_threads()
+    try:
+        with torch.inference_mode():
+            model(input_ids=context, cache=cache, use_cache=True)
+
+            def run(key) -> None:
+                k, n = key
+                if torch.get_num_threads() != k:
+                    torch.set_num_threads(k)
+                model(input_ids=block[:, :n], cache=cache, use_cache=True)
+                cache.crop(-n)
+
+            medians = median_ms(run, [(k, n) for k in counts for n in rows], repeats, device)
+    finally:
+        torch.set_num_threads(before)
+    return {k: {n: medians[(k, n)] for n in rows} for k in counts}
+
+
+def still_wins(model, threads: int, repeats: int = 2) -> bool:
+    """Whether a kept count above one still beats one thread on a one-token pass now (a short re-timing at each
+    load): a machine that has since got busy makes more threads lose (README, *Use*: 0.5 against 3.2 tokens/s)."""
+    if threads == 1:
+        return True
+    return choose(probe_ms(model, [1, threads], rows=(1,), repeats=repeats)) == threads
+
+
+def cache_file(pair, root: Path | None = None) -> Path:
+    """Where the choice for `pair` on this machine is kept."""
+    if root is None:
+        from .pairs import cache_root
+
+        root = cache_root()
+    key = f"{machine_key(threads=False)}\n{model_key(pair.target)}"  # the probe times the target alone
+    return root / "threads" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+
+
+def read_cached(path: Path) -> dict[int, dict[int, float]] | None:
+    """The probe's timings kept at `path`, or None where there are none or they do not parse."""
+    try:
+        data = json.loads(path.read_text())
+        return {int(k): {int(r): float(t) for r, t in v.items()} for k, v in data["ms"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def write_cached(path: Path, ms: dict[int, dict[int, float]]) -> None:
+    """Keep a probe's timings (written whole, then renamed); a cache that cannot be written only means a probe again."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"machine": machine_key(threads=False),
+                                   "ms": {str(k): {str(r): t for r, t in v.items()} for k, v in ms.items()}},
+                                  indent=1))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def settle(pair, requested: int | None = None, cap: int | None = None, environ=os.environ,
+           cores: int | None = None) -> ThreadChoice:
+    """Set torch's threads for decoding `pair`: `requested`, else $OMP_NUM_THREADS's, else the count whose target
+    passes are fastest here (kept per machine and pair; at most `cap`); the choice made."""
+    cores = threads_policy.TORCH_DEFAULT_THREADS if cores is None else cores  # read now: tests set it
+    asked = thread_count(requested, cores, environ)
+    if requested is not None or asked is None:
+        if asked is not None and asked != torch.get_num_threads():
+            torch.set_num_threads(asked)
+        return ThreadChoice(torch.get_num_threads(), "asked" if requested is not None else "env", cap=cap, cores=cores)
+    if pair.target.device.type != "cpu":
+        return ThreadChoice(torch.get_num_threads(), "device", cap=cap, cores=cores)
+    counts = candidates(cores, cap)
+    how = mode(environ)
+    if how == "spare" or len(counts) == 1:
+        choice = ThreadChoice(min(asked, counts[-1]), "spare" if how == "spare" else "only", cap=cap, cores=cores)
+    else:
+        path = cache_file(pair)
+        ms = read_cached(path) if how == "auto" else None
+        source = "cache"
+        if ms is not None and set(counts) <= set(ms):
+            ms = {k: ms[k] for k in counts}
+            if not still_wins(pair.target, choose(ms)):
+                ms = None
+        if ms is None or not set(counts) <= set(ms):
+            ms, source = probe_ms(pair.target, counts), "probe"
+            write_cached(path, ms)
+        ms = {k: ms[k] for k in counts}
+        choice = ThreadChoice(choose(ms), source, ms, cap, cores)
+    if choice.threads != torch.get_num_threads():
+        torch.set_num_threads(choice.threads)
+    return choice
