@@ -26,11 +26,11 @@ from tevviz.engine.analysis.speed import PassCosts, ideal_speed
 from tevviz.engine.core.few_rows import few_rows
 from tevviz.engine.decode.pass_costs import draft_level_ms, target_pass_ms
 from tevviz.engine.decode.start import decode_start
+from tevviz.engine.decode.thread_choice import settle
 from tevviz.engine.draft.builders import BuilderConfig
 from tevviz.engine.draft.drafters import drafter_kind_of
 from tevviz.engine.load.models import ModelPair, load_model
 from tevviz.engine.load.pairs import AUTO_LIMIT, pair_of_target
-from tevviz.engine.load.thread_choice import settle
 from tevviz.engine.load.threads import TORCH_DEFAULT_THREADS
 
 TARGET_SIZES = (1, 2, 3, 4, 5, 6, 9, 13, 17, 25, 33, 49, 65)  # tokens per target pass priced (tree sizes)
@@ -108,7 +108,7 @@ _DECODE_THREADS: dict[int, int] = {}
 
 
 def decode_threads(pair: ModelPair) -> int:
-    """The thread count `tevviz decode` runs `pair` at by default (engine/load/thread_choice.py: measured, kept per
+    """The thread count `tevviz decode` runs `pair` at by default (engine/decode/thread_choice.py: measured, kept per
     machine and target), chosen once a run; torch's own count is left as it was."""
     key = id(pair.target)
     if key not in _DECODE_THREADS:

@@ -20,7 +20,7 @@ torch.set_num_threads(1)
 # layers are the model itself), with no timing probe per tiny model and nothing written to the user's cache; the
 # probe and its choice have tests of their own (tests/test_row_paths.py). A subprocess inherits it.
 os.environ.setdefault("TEVVIZ_ROW_PATHS", "few")
-# Likewise the thread count: one fewer than the cores, unmeasured (its probe and choice: tests/engine/load/).
+# Likewise the thread count: one fewer than the cores, unmeasured (tests/engine/decode/test_thread_choice.py).
 os.environ.setdefault("TEVVIZ_THREADS", "spare")
 
 VOCAB = 96

@@ -27,10 +27,10 @@ def load(pair: str | None = None, target: str | None = None, draft: str | None =
 
     `threads`: torch's CPU threads, by the policy of `tevviz decode --threads` and the app: this number, else
     $OMP_NUM_THREADS when set, else the count whose target passes ran fastest on this machine, timed once and kept
-    (engine/load/thread_choice.py). `options` are ModelSource's other fields (revision, device_map,
+    (engine/decode/thread_choice.py). `options` are ModelSource's other fields (revision, device_map,
     attn_implementation, trust_remote_code).
     """
-    from .engine.load.thread_choice import settle
+    from .engine.decode.thread_choice import settle
     from .engine.load.threads import use_threads
 
     use_threads(threads)

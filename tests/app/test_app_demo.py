@@ -36,3 +36,13 @@ def test_the_start_page_names_the_real_pair(tmp_path, monkeypatch):
     (target / "config.json").write_text("{}")
     assert "is fetched: restart with `tevviz --pair smollm2`" in pair_hint(PairSource())
     assert pair_hint(PairSource(ModelSource(pair="smollm2"))) == ""  # already on it
+
+
+def test_the_app_leaves_a_core_for_a_browser_on_its_own_machine():
+    """Bound to this machine alone the browser shares its cores: the measured thread choice is capped one below them;
+    bound wider (the browser elsewhere), no cap."""
+    from tevviz.app.demo import browser_cap
+
+    assert browser_cap("127.0.0.1", cores=8) == 7 and browser_cap("localhost", cores=2) == 1
+    assert browser_cap("127.0.0.1", cores=1) == 1
+    assert browser_cap("0.0.0.0", cores=8) is None

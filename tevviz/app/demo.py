@@ -16,8 +16,8 @@ import torch
 from gradio.tunneling import CURRENT_TUNNELS
 
 from ..engine import ModelPair, ModelSource, TevvizError
+from ..engine.decode.thread_choice import settle
 from ..engine.load.pairs import DEFAULT_PAIR, DecodeDefaults, named_pair
-from ..engine.load.thread_choice import settle
 from ..engine.records.io import MAX_BYTES
 from ..engine.verify.verifiers import VERIFIERS
 from ..prompts import load_prompts, with_demo_prompts
@@ -69,8 +69,18 @@ CSS = """
 #url-sync { display: none !important; }
 /* Fold by mass alone in its column was stretched to the search row's 115 px, its small text lost in a tall box. */
 #fold-btn { flex: 0 0 auto; margin: auto 0; }
-/* Result tables fit their column or scroll inside it, never cut off at its edge (a B − A column read "+0.…"). */
-.stats-table { overflow-x: auto; }
+/* Result tables fit their column or scroll inside it, never cut off at its edge (a B − A column read "+0.…"). Where
+   scrollbars are overlays (drawn only while scrolling), a shade at an edge says that more lies beyond it: the two
+   covers scroll with the content and hide the shades once an edge is reached. */
+.stats-table { overflow-x: auto;
+  background: linear-gradient(to right, var(--block-background-fill, white) 40%, transparent) left / 32px 100%
+                no-repeat local,
+              linear-gradient(to left, var(--block-background-fill, white) 40%, transparent) right / 32px 100%
+                no-repeat local,
+              radial-gradient(farthest-side at 0 50%, rgba(0, 0, 0, 0.22), transparent) left / 12px 100% no-repeat
+                scroll,
+              radial-gradient(farthest-side at 100% 50%, rgba(0, 0, 0, 0.22), transparent) right / 12px 100%
+                no-repeat scroll; }
 .stats-table table { font-size: 0.9em; }
 .stats-table table th, .stats-table table td { padding: 4px 6px; }
 /* Tables of results keep their words whole: a header such as hidden_states is one word. */
@@ -191,6 +201,13 @@ def build_demo(source: ModelSource | ModelPair | None = None, *, default_prompt:
     return demo
 
 
+def browser_cap(server_name: str, cores: int = TORCH_DEFAULT_THREADS) -> int | None:
+    """The most threads the models may take: bound to this machine alone, the browser runs on it too and a core
+    stays free for it (on the embedded pair two threads beside a browser made a Step 1.5-1.9x slower,
+    docs/app-latency.md); bound wider, no cap."""
+    return max(1, cores - 1) if server_name in ("127.0.0.1", "localhost", "::1") else None
+
+
 def launch(source: ModelSource | ModelPair | None = None, *, server_name: str = "127.0.0.1",
            server_port: int | None = None, share: bool = False, model_dirs: tuple[str, ...] = (),
            preload: bool = False, threads: int | None = None) -> None:
@@ -199,7 +216,7 @@ def launch(source: ModelSource | ModelPair | None = None, *, server_name: str = 
 
     `preload` loads the models before serving, with their progress in the terminal, so the first Step
     does not wait for them, and chooses the thread count they decode on (`threads`, else the fastest here,
-    engine/load/thread_choice.py; without `preload`, the policy's `model_thread.app_threads`)."""
+    engine/decode/thread_choice.py; without `preload`, the policy's `model_thread.app_threads`)."""
     n = app_threads(threads, TORCH_DEFAULT_THREADS)
     if n is not None:
         torch.set_num_threads(n)
@@ -207,7 +224,10 @@ def launch(source: ModelSource | ModelPair | None = None, *, server_name: str = 
     if preload:
         print(f"loading {models.description} ...", flush=True)
         # On this (the model) thread: torch's thread count is the calling thread's own.
-        print(f"decoding on {settle(models.get(), threads).describe()}", flush=True)
+        choice = settle(models.get(), threads, browser_cap(server_name),
+                        cap_why=f"a core left for the browser on this machine (--threads {TORCH_DEFAULT_THREADS} to "
+                                "take it)")
+        print(f"decoding on {choice.describe()}", flush=True)
     demo = build_demo(source, model_dirs=model_dirs)
     # quiet: Gradio's own lines tell a CLI user to pass `share=True` to launch(); ours name the flags instead.
     demo.launch(server_name=server_name, server_port=server_port, share=share, prevent_thread_lock=True,

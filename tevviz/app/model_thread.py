@@ -8,10 +8,9 @@ it and wait. When no model thread is serving (tests, a notebook, an app launched
 call runs where it is made.
 
 The app's thread count is the CLI's and the notebook API's: `--threads`, else the count whose target passes run
-fastest on this machine, a clear winner only (engine/load/thread_choice.py), chosen on this thread after the models
-load. Two torch threads that must meet at every op stall whenever the browser, on the same machine, takes a core:
-on the embedded pair one thread wins and is chosen; on SmolLM2 two threads beside a browser measured within noise
-of one (docs/app-latency.md).
+fastest on this machine (engine/decode/thread_choice.py), chosen on this thread after the models load; bound to this
+machine only, at most one fewer than the cores: two torch threads that must meet at every op stall whenever the
+browser, on the same machine, takes a core (on the embedded pair a Step took 1.5-1.9x as long, docs/app-latency.md).
 """
 
 from __future__ import annotations

@@ -118,12 +118,13 @@ def set_threads(n: int | None) -> None:
     use_threads(n)
 
 
-def settle_threads(pair, n: int | None, cap: int | None = None):
-    """--threads, else the count (at most `cap`) whose target passes are fastest on this machine
-    (engine/load/thread_choice.py): set for the decoding that follows, and returned (`describe()` says why)."""
-    from ..engine.load.thread_choice import settle
+def settle_threads(pair, n: int | None, cap: int | None = None, cap_why: str | None = None):
+    """--threads, else the count (at most `cap`, for the reason `cap_why`) whose target passes are fastest on this
+    machine (engine/decode/thread_choice.py): set for the decoding that follows, and returned (`describe()` says
+    why)."""
+    from ..engine.decode.thread_choice import ThreadChoice, settle
 
-    return settle(pair, n, cap)
+    return settle(pair, n, cap, cap_why=cap_why or ThreadChoice.cap_why)
 
 
 def prompt_rows(args) -> list[dict]:

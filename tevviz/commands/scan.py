@@ -164,7 +164,8 @@ def _prepare_auto(args):
     prompts, skipped = read_prompts(path, args.skip_bad)
     pair = _pin_device(source, rank.local).load()
     # The ranks on one machine share its cores: each takes its part, none times the others' cores.
-    settle_threads(pair, args.threads, cap=max(1, TORCH_DEFAULT_THREADS // rank.on_machine))
+    settle_threads(pair, args.threads, cap=max(1, TORCH_DEFAULT_THREADS // rank.on_machine),
+                   cap_why=f"{rank.on_machine} ranks of this scan share them (LOCAL_WORLD_SIZE)")
     # Every rank plans every prompt: all refuse the same bad prompt, and all write the same manifest.
     planned, problems = plan_prompts(pair, prompts, args.chat, args.skip_bad, str(path))
     manifest = scan_manifest(pair, cfg, args.chat, path.resolve(), file_digest(path), len(prompts), len(planned),

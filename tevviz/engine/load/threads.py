@@ -1,5 +1,5 @@
 """One policy for torch's CPU threads, shared by the command line, the app and the notebook API: the count while
-models load, and the fallback of the measured choice once they have (thread_choice.py).
+models load, and the fallback of the measured choice once they have (engine/decode/thread_choice.py).
 
 `--threads N` (or `threads=N`) when given; else, when $OMP_NUM_THREADS is set, what torch read from it; else one
 fewer than torch's default (one a core), at least 1. Torch threads that must meet at every op stall whenever

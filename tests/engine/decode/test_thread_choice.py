@@ -1,4 +1,4 @@
-"""The thread count decoding runs on, chosen by measurement (engine/load/thread_choice.py): the choice follows the
+"""The thread count decoding runs on, chosen by measurement (engine/decode/thread_choice.py): the choice follows the
 timings it is given, the kept choice is read back and re-checked, and --threads / $OMP_NUM_THREADS decide first."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from tests.conftest import tiny_pair
+from tevviz.engine.decode import thread_choice as tc
 from tevviz.engine.errors import TevvizError
-from tevviz.engine.load import thread_choice as tc
 
 
 @pytest.fixture(autouse=True)

@@ -1,10 +1,14 @@
-"""How many CPU threads decoding runs on, chosen by measurement: the target's passes timed at each count worth
-trying, once per machine and target, and kept in the cache (as the row paths are, engine/decode/row_paths.py).
+"""How many CPU threads decoding runs on, chosen by measurement: the target's passes, as decoding runs them, timed
+at each count worth trying, once per machine and target, and kept in the cache (as the row paths are,
+row_paths.py).
 
 Why measured: on a quiet two-core machine SmolLM2-135M decoded plainly 1.6x faster on two threads than on one
 (docs/experiments/2026-12-06-does-smollm2s-default-hold-on-twelve-prompts-a-set.md), while on a busy one, or beside a
 browser on the same cores, two threads that must meet at every op stall (docs/app-latency.md). A fixed rule (one
 fewer than the cores) lost the first case; a speed-up divided by a baseline at a better count then read 0.65x.
+Why through the passes decoding takes: on another two-core machine the model's own layers ran a one-token pass no
+faster on two threads (58 ms on either), while the few-row path ran it 1.5x faster there; the row paths are chosen
+at each count first (row_paths.py), then the counts compared.
 
 `TEVVIZ_THREADS`: `auto` (the default: the kept choice, confirmed by a short re-timing against one thread, else a
 probe), `probe` (probe again and keep it), `spare`
@@ -25,13 +29,14 @@ import torch
 from ..core.kv import new_cache
 from ..core.timing import machine_key, median_ms, model_key
 from ..errors import TevvizError
-from . import threads as threads_policy
-from .threads import TORCH_DEFAULT_THREADS, thread_count
+from ..load import threads as threads_policy
+from ..load.threads import TORCH_DEFAULT_THREADS, thread_count
+from .target_pass import TargetPass
 
 MODES = ("auto", "probe", "spare")
 PROBE_CONTEXT = 48  # tokens in the cache under each timed pass
-PROBE_ROWS = (1, 16)  # a plain decoding step and a tree's verification pass
-PROBE_REPEATS = 5
+PROBE_ROWS = (1, 3, 16)  # a plain decoding step, a short chain's verification, a tree's
+PROBE_REPEATS = 4
 # More threads must be this much faster to be taken: where counts tie, the fewer win and a core stays free. Not a
 # hair's breadth, since a count chosen on a quiet machine is kept, and threads that must meet at every op lose
 # badly once something else takes a core (a notebook example: 13-15 s on two threads of a busy two-core machine,
@@ -70,8 +75,9 @@ class ThreadChoice:
     threads: int
     source: str  # asked (--threads), env ($OMP_NUM_THREADS), spare, probe, cache, only (one count allowed), device
     ms: dict[int, dict[int, float]] = field(default_factory=dict)  # probe's median ms per count and rows
-    cap: int | None = None  # the most the choice could take (ranks of a scan sharing this machine's cores)
+    cap: int | None = None  # the most the choice could take
     cores: int = TORCH_DEFAULT_THREADS
+    cap_why: str = "the processes on this machine share them"  # why the cap: its words in `describe`
 
     def describe(self) -> str:
         """One line for a person: the count and why."""
@@ -84,23 +90,28 @@ class ThreadChoice:
         if self.ms:
             why += "; a one-token pass took " + ", ".join(f"{t[1]:.1f} ms on {k}" for k, t in sorted(self.ms.items()))
         if self.cap is not None and self.cap < self.cores:
-            why += f"; at most {self.cap} of the {self.cores} cores, which the processes on this machine share"
+            why += f"; at most {self.cap} of the {self.cores} cores: {self.cap_why}"
         return f"{n} ({why})"
 
     def to_dict(self) -> dict:
-        return {"threads": self.threads, "source": self.source, "cap": self.cap,
+        return {"threads": self.threads, "source": self.source, "cap": self.cap, "cap_why": self.cap_why,
                 "ms": {str(k): {str(r): t for r, t in v.items()} for k, v in sorted(self.ms.items())}}
 
 
 def probe_ms(model, counts, rows=PROBE_ROWS, repeats: int = PROBE_REPEATS) -> dict[int, dict[int, float]]:
-    """Median ms of `model`'s passes of each row count on a cached context, at each thread count, interleaved."""
+    """Median ms of `model`'s target passes (TargetPass, its row paths chosen at each count) of each row count on a
+    cached context, at each thread count, interleaved."""
     device = model.device
     vocab = min(model.config.vocab_size, 1000)
     tokens = (torch.arange(PROBE_CONTEXT + max(rows), device=device) * 7 + 3) % vocab
     context, block = tokens[None, :PROBE_CONTEXT], tokens[None, PROBE_CONTEXT:]
     cache = new_cache(model)
     before = torch.get_num_threads()
+    passes = {}
     try:
+        for k in counts:  # each count's row paths are its own (probed at that count the first time, then kept)
+            torch.set_num_threads(k)
+            passes[k] = TargetPass(model)
         with torch.inference_mode():
             model(input_ids=context, cache=cache, use_cache=True)
 
@@ -108,7 +119,7 @@ def probe_ms(model, counts, rows=PROBE_ROWS, repeats: int = PROBE_REPEATS) -> di
                 k, n = key
                 if torch.get_num_threads() != k:
                     torch.set_num_threads(k)
-                model(input_ids=block[:, :n], cache=cache, use_cache=True)
+                passes[k](block[:, :n], None, None, cache)
                 cache.crop(-n)
 
             medians = median_ms(run, [(k, n) for k in counts for n in rows], repeats, device)
@@ -117,18 +128,18 @@ def probe_ms(model, counts, rows=PROBE_ROWS, repeats: int = PROBE_REPEATS) -> di
     return {k: {n: medians[(k, n)] for n in rows} for k in counts}
 
 
-def still_wins(model, threads: int, repeats: int = 2) -> bool:
-    """Whether a kept count above one still beats one thread on a one-token pass now (a short re-timing at each
-    load): a machine that has since got busy makes more threads lose (README, *Use*: 0.5 against 3.2 tokens/s)."""
+def still_wins(model, threads: int, repeats: int = 1) -> bool:
+    """Whether a kept count above one still beats one thread now (a short re-timing at each load): a machine that
+    has since got busy makes more threads lose (README, *Use*: 0.5 against 3.2 tokens/s)."""
     if threads == 1:
         return True
-    return choose(probe_ms(model, [1, threads], rows=(1,), repeats=repeats)) == threads
+    return choose(probe_ms(model, [1, threads], repeats=repeats)) == threads
 
 
 def cache_file(pair, root: Path | None = None) -> Path:
     """Where the choice for `pair` on this machine is kept."""
     if root is None:
-        from .pairs import cache_root
+        from ..load.pairs import cache_root
 
         root = cache_root()
     key = f"{machine_key(threads=False)}\n{model_key(pair.target)}"  # the probe times the target alone
@@ -158,21 +169,25 @@ def write_cached(path: Path, ms: dict[int, dict[int, float]]) -> None:
 
 
 def settle(pair, requested: int | None = None, cap: int | None = None, environ=os.environ,
-           cores: int | None = None) -> ThreadChoice:
+           cores: int | None = None, cap_why: str = ThreadChoice.cap_why) -> ThreadChoice:
     """Set torch's threads for decoding `pair`: `requested`, else $OMP_NUM_THREADS's, else the count whose target
     passes are fastest here (kept per machine and pair; at most `cap`); the choice made."""
     cores = threads_policy.TORCH_DEFAULT_THREADS if cores is None else cores  # read now: tests set it
+
+    def made(threads: int, source: str, ms=None) -> ThreadChoice:
+        return ThreadChoice(threads, source, ms or {}, cap, cores, cap_why)
+
     asked = thread_count(requested, cores, environ)
     if requested is not None or asked is None:
         if asked is not None and asked != torch.get_num_threads():
             torch.set_num_threads(asked)
-        return ThreadChoice(torch.get_num_threads(), "asked" if requested is not None else "env", cap=cap, cores=cores)
+        return made(torch.get_num_threads(), "asked" if requested is not None else "env")
     if pair.target.device.type != "cpu":
-        return ThreadChoice(torch.get_num_threads(), "device", cap=cap, cores=cores)
+        return made(torch.get_num_threads(), "device")
     counts = candidates(cores, cap)
     how = mode(environ)
     if how == "spare" or len(counts) == 1:
-        choice = ThreadChoice(min(asked, counts[-1]), "spare" if how == "spare" else "only", cap=cap, cores=cores)
+        choice = made(min(asked, counts[-1]), "spare" if how == "spare" else "only")
     else:
         path = cache_file(pair)
         ms = read_cached(path) if how == "auto" else None
@@ -185,7 +200,7 @@ def settle(pair, requested: int | None = None, cap: int | None = None, environ=o
             ms, source = probe_ms(pair.target, counts), "probe"
             write_cached(path, ms)
         ms = {k: ms[k] for k in counts}
-        choice = ThreadChoice(choose(ms), source, ms, cap, cores)
+        choice = made(choose(ms), source, ms)
     if choice.threads != torch.get_num_threads():
         torch.set_num_threads(choice.threads)
     return choice
