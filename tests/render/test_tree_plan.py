@@ -125,6 +125,18 @@ def test_fit_label_shortens_with_an_ellipsis_or_gives_up():
     assert token_label(" a\n\tb") == "⎵a↵⇥b" and token_label("") == "∅"
 
 
+def test_whitespace_siblings_that_differ_in_count_stay_apart_when_cut():
+    """Indentation and blank-line tokens: a run of three or more in a token of whitespace alone is its count, so
+    siblings cut to the same room still differ; beside other characters a count would misread ("   1")."""
+    siblings = ["    ", "        ", "\n\n\n", "\n\n\n\n", "\n\n", " \n"]
+    labels = [token_label(t) for t in siblings]
+    assert labels == ["⎵×4", "⎵×8", "↵×3", "↵×4", "↵↵", "⎵↵"]
+    room = label_px("⎵×4")
+    assert len({fit_label(label, room) for label in labels}) == len(labels)
+    assert token_label("   1") == "⎵⎵⎵1" and token_label("\t\t\tx") == "⇥⇥⇥x"
+    assert token_label("\n\n   ") == "↵↵⎵×3"
+
+
 def test_must_labels_are_cut_only_as_far_as_the_room_needs():
     """A fan of 20 children that must be labelled (an exit at the root) in 900 px: each keeps the most characters
     that fit, not the last resort's "⎵…"."""

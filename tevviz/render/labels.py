@@ -20,21 +20,39 @@ ELLIPSIS = "…"
 VISIBLE = {" ": "⎵", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
 
+RUN = 3  # in a token of whitespace alone, a run of this many of one character or more is drawn as it and its count
+
+
 def token_label(text: str | None) -> str:
-    """A token as a label: spaces, newlines and tabs drawn as ⎵ ↵ ⇥, other control characters as their code."""
+    """A token as a label: spaces, newlines and tabs drawn as ⎵ ↵ ⇥ (in a token of whitespace alone, a run of three
+    or more as ⎵×8), other control characters as their code."""
     if text is None:
         return "?"
     if text == "":
         return "∅"
     out = []
-    for ch in text:
+    # Sibling tokens of indentation or blank lines differ in their count alone: cut to fit, "⎵⎵⎵⎵" and "⎵⎵⎵⎵⎵⎵⎵⎵" were
+    # both "⎵⎵…"; "⎵×4" and "⎵×8" stay apart, and shorter. Not beside other characters: "   1" is no "⎵×31".
+    counted = all(ch in VISIBLE for ch in text)
+    for ch, run in _runs(text):
         if ch in VISIBLE:
-            out.append(VISIBLE[ch])
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
-            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
+            out.append(VISIBLE[ch] + f"×{run}" if counted and run >= RUN else VISIBLE[ch] * run)
+            continue
+        for c in ch * run:
+            if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp"):
+                out.append(f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
+            else:
+                out.append(c)
     return "".join(out)
+
+
+def _runs(text: str):
+    """(character, how many in a row) along `text`."""
+    start = 0
+    for i in range(1, len(text) + 1):
+        if i == len(text) or text[i] != text[start]:
+            yield text[start], i - start
+            start = i
 
 
 def char_px(ch: str, size: float = FONT_SIZE) -> float:

@@ -23,6 +23,10 @@ EDGE = HIGHLIGHT_RING // 2 + 3
 TITLE = {"x": 0.0, "xanchor": "left", "xref": "paper", "y": 1.0, "yanchor": "top", "yref": "container",
          "pad": {"t": 12}, "automargin": True}
 LEGEND = {"orientation": "h", "yanchor": "top", "y": -0.02, "x": 0.0}
+# The axes are fixed, so zoom, pan and selection do nothing: their buttons only covered the end of a long title on
+# hover (the modebar sits at the top right). The picture download stays.
+MODEBAR_GONE = ["zoom", "pan", "select", "lasso", "zoomin", "zoomout", "autoscale", "resetscale", "togglespikelines",
+                "hovercompare", "togglehover"]
 
 
 def plan_room(width: int) -> float:
@@ -48,6 +52,7 @@ def tree_layout(plan: TreePlan, width: int, title: str | None) -> dict[str, Any]
         "plot_bgcolor": "white",
         "hovermode": "closest",
         "legend": dict(LEGEND),
+        "modebar": {"remove": list(MODEBAR_GONE)},
         "margin": {**MARGIN, "t": 60 if title else 30},
         "meta": {"width": width},  # the room the labels were planned for: the app's view asks again when it differs
     }
