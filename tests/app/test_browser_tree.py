@@ -100,6 +100,12 @@ def test_labels_never_overlap_and_the_accepted_path_is_labelled(browser, app_url
         badge = page.locator("#tree-plot .block-label, #tree-plot label").first.bounding_box()
         heading = page.locator("#tree-plot .gtitle").bounding_box()
         assert badge is None or badge["y"] + badge["height"] <= heading["y"] + 1
+        # Hovered, the modebar holds the picture download alone (the axes are fixed) and covers none of the title.
+        page.locator("#tree-plot .main-svg").first.hover()
+        expect(page.locator("#tree-plot .modebar-btn")).to_have_count(1)
+        bar = page.locator("#tree-plot .modebar").bounding_box()
+        assert (bar["x"] >= heading["x"] + heading["width"] or bar["y"] >= heading["y"] + heading["height"]
+                or bar["y"] + bar["height"] <= heading["y"]), (bar, heading)
         screenshot(page, _artifact(f"tree_b{budget}.png"))
     finally:
         page.close()

@@ -131,12 +131,15 @@ STDLIB_DEFAULTS = DecodeDefaults(
 STOPPED_CHAIN = DecodeDefaults(
     builder="sampled", verifier="speculative", budget=FIXED_BUDGET, depth=8, stop_below=0.4,
     measured_in="benchmarks/results/end_to_end_stdlib_stop_default_T01_2026-12-04.json")
+# A chain of one draft token: once decoding ran on the measured thread count (two here), a pass of two tokens cost
+# 1.07x a pass of one and a pass of three 1.6x (row_paths's probe), a step that --budget auto's straight-line cost
+# fit does not see; the one-token chain beat auto sizing up to H = 2 (T = 0) and 4 (T = 1) on every set measured.
 SMOLLM2_DEFAULTS = DecodeDefaults(
-    builder="sampled", verifier="speculative", budget="auto", depth=4,
-    measured_in="benchmarks/results/end_to_end_smollm2_few_rows_eval_T1_2026-12-04.json")
+    builder="sampled", verifier="speculative", budget=FIXED_BUDGET, depth=1,
+    measured_in="benchmarks/results/end_to_end_smollm2_chain_depths_two_threads_eval_T1_2026-12-06.json")
 SMOLLM2_GREEDY = DecodeDefaults(
-    builder="sampled", verifier="speculative", budget="auto", depth=2,
-    measured_in="benchmarks/results/end_to_end_smollm2_freeform_floor_T0_2026-12-06.json")
+    builder="sampled", verifier="speculative", budget=FIXED_BUDGET, depth=1,
+    measured_in="benchmarks/results/end_to_end_smollm2_chain_depths_two_threads_freeform_T0_2026-12-06.json")
 
 NAMED_PAIRS: dict[str, NamedPair] = {
     p.name: p
