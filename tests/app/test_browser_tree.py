@@ -169,3 +169,35 @@ def test_a_narrow_window_shows_the_tree_first_and_cuts_nothing(browser, app_url,
 def _artifact(name: str) -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS / name
+
+
+def test_a_table_wider_than_its_column_shades_the_edge_where_more_lies(browser, app_url):
+    """Overlay scrollbars draw nothing until scrolled: a result table that scrolls sideways shades the edge beyond
+    which more of it lies, and only that edge (both in the middle)."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    page = open_app(browser, app_url, 800)
+    try:
+        step(page, 0)
+        box = page.locator(".prose.stats-table").first
+        box.evaluate("e => { e.querySelector('table').style.minWidth = '1400px'; }")
+        box.scroll_into_view_if_needed()
+
+        def edges() -> tuple[int, int]:
+            page.wait_for_timeout(200)
+            shot = Image.open(BytesIO(box.screenshot())).convert("L")
+            y = shot.height // 2
+            return shot.getpixel((1, y)), shot.getpixel((shot.width - 2, y))
+
+        left, right = edges()
+        assert left > 245 and right < 225, (left, right)  # at the start: more to the right only
+        box.evaluate("e => { e.scrollLeft = 300; }")
+        left, right = edges()
+        assert left < 225 and right < 225, (left, right)
+        box.evaluate("e => { e.scrollLeft = e.scrollWidth; }")
+        left, right = edges()
+        assert left < 225 and right > 245, (left, right)
+    finally:
+        page.close()

@@ -67,6 +67,9 @@ CSS = """
 /* The address bar's keeper draws nothing: it took a 20 px row and two gaps under the run row. Its script runs all
    the same. */
 #url-sync { display: none !important; }
+/* A run's name longer than its box ends in an ellipsis short of the arrow, not under it ("(shown)" lost its last
+   letter at 800-900 px). */
+#run-pick input { text-overflow: ellipsis; }
 /* Fold by mass alone in its column was stretched to the search row's 115 px, its small text lost in a tall box. */
 #fold-btn { flex: 0 0 auto; margin: auto 0; }
 /* Result tables fit their column or scroll inside it, never cut off at its edge (a B − A column read "+0.…"). Where
@@ -77,10 +80,8 @@ CSS = """
                 no-repeat local,
               linear-gradient(to left, var(--block-background-fill, white) 40%, transparent) right / 32px 100%
                 no-repeat local,
-              radial-gradient(farthest-side at 0 50%, rgba(0, 0, 0, 0.22), transparent) left / 12px 100% no-repeat
-                scroll,
-              radial-gradient(farthest-side at 100% 50%, rgba(0, 0, 0, 0.22), transparent) right / 12px 100%
-                no-repeat scroll; }
+              linear-gradient(to right, rgba(0, 0, 0, 0.2), transparent) left / 12px 100% no-repeat scroll,
+              linear-gradient(to left, rgba(0, 0, 0, 0.2), transparent) right / 12px 100% no-repeat scroll; }
 .stats-table table { font-size: 0.9em; }
 .stats-table table th, .stats-table table td { padding: 4px 6px; }
 /* Tables of results keep their words whole: a header such as hidden_states is one word. */

@@ -26,7 +26,7 @@ LEGEND = {"orientation": "h", "yanchor": "top", "y": -0.02, "x": 0.0}
 # The axes are fixed, so zoom, pan and selection do nothing: their buttons only covered the end of a long title on
 # hover (the modebar sits at the top right). The picture download stays.
 MODEBAR_GONE = ["zoom", "pan", "select", "lasso", "zoomin", "zoomout", "autoscale", "resetscale", "togglespikelines",
-                "hovercompare", "togglehover"]
+                "hovercompare", "togglehover", "sendcharttocloud"]
 
 
 def plan_room(width: int) -> float:
