@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
@@ -49,3 +51,25 @@ def model_key(model) -> str:
     sample = head.weight.detach().reshape(-1)[:4096].float().cpu() if head is not None else torch.zeros(1)
     return f"{model.config.to_json_string(use_diff=False)}|{model.dtype}|{float(sample.sum()):.6e}|" \
            f"{float(sample.abs().sum()):.6e}"
+
+
+def env_mode(name: str, modes: tuple[str, ...], environ=os.environ) -> str:
+    """The mode environment variable `name` asks for, one of `modes` (the first when unset); another is refused."""
+    from ..errors import TevvizError
+
+    value = environ.get(name, modes[0]).strip().lower() or modes[0]
+    if value not in modes:
+        raise TevvizError(f"{name} must be one of {', '.join(modes)}, got {value!r}")
+    return value
+
+
+def keep_json(path: Path, data: dict) -> None:
+    """Keep a probe's timings at `path` (written whole, then renamed into place); a cache that cannot be written only
+    means the next load probes again."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, path)
+    except OSError:
+        pass

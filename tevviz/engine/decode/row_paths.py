@@ -19,8 +19,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.timing import machine_key, median_ms, model_key
-from ..errors import TevvizError
+from ..core.timing import env_mode, keep_json, machine_key, median_ms, model_key
 
 PATHS = ("stock", "few_rows")
 MODES = ("auto", "probe", "few", "stock")
@@ -32,10 +31,7 @@ MARGIN = 0.05
 
 def mode(environ=os.environ) -> str:
     """The row-path mode `TEVVIZ_ROW_PATHS` asks for (auto when unset)."""
-    value = environ.get("TEVVIZ_ROW_PATHS", "auto").strip().lower() or "auto"
-    if value not in MODES:
-        raise TevvizError(f"TEVVIZ_ROW_PATHS must be one of {', '.join(MODES)}, got {value!r}")
-    return value
+    return env_mode("TEVVIZ_ROW_PATHS", MODES, environ)
 
 
 def choose(ms: dict[int, dict[str, float]], margin: float = MARGIN) -> frozenset[int]:
@@ -109,12 +105,5 @@ def read_cached(path: Path) -> RowPaths | None:
 
 
 def write_cached(path: Path, paths: RowPaths) -> None:
-    """Keep a probe's choice (written whole, then renamed into place); a cache that cannot be written only means
-    the next load probes again."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(paths.to_dict() | {"machine": machine_key()}, indent=1))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    """Keep a probe's choice (core.timing.keep_json: whole or not at all)."""
+    keep_json(path, paths.to_dict() | {"machine": machine_key()})

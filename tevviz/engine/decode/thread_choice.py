@@ -27,8 +27,7 @@ from pathlib import Path
 import torch
 
 from ..core.kv import new_cache
-from ..core.timing import machine_key, median_ms, model_key
-from ..errors import TevvizError
+from ..core.timing import env_mode, keep_json, machine_key, median_ms, model_key
 from ..load import threads as threads_policy
 from ..load.threads import TORCH_DEFAULT_THREADS, thread_count
 from .target_pass import TargetPass
@@ -46,10 +45,7 @@ MARGIN = 0.15
 
 def mode(environ=os.environ) -> str:
     """The thread mode `TEVVIZ_THREADS` asks for (auto when unset)."""
-    value = environ.get("TEVVIZ_THREADS", "auto").strip().lower() or "auto"
-    if value not in MODES:
-        raise TevvizError(f"TEVVIZ_THREADS must be one of {', '.join(MODES)}, got {value!r}")
-    return value
+    return env_mode("TEVVIZ_THREADS", MODES, environ)
 
 
 def candidates(cores: int, cap: int | None = None) -> list[int]:
@@ -156,16 +152,9 @@ def read_cached(path: Path) -> dict[int, dict[int, float]] | None:
 
 
 def write_cached(path: Path, ms: dict[int, dict[int, float]]) -> None:
-    """Keep a probe's timings (written whole, then renamed); a cache that cannot be written only means a probe again."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"machine": machine_key(threads=False),
-                                   "ms": {str(k): {str(r): t for r, t in v.items()} for k, v in ms.items()}},
-                                  indent=1))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    """Keep a probe's timings (core.timing.keep_json: whole or not at all)."""
+    keep_json(path, {"machine": machine_key(threads=False),
+                     "ms": {str(k): {str(r): t for r, t in v.items()} for k, v in ms.items()}})
 
 
 def settle(pair, requested: int | None = None, cap: int | None = None, environ=os.environ,
