@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from ..load import threads as threads_policy
 from ..load.threads import TORCH_DEFAULT_THREADS, thread_count
 from .target_pass import TargetPass
 
+logger = logging.getLogger("tevviz")
 MODES = ("auto", "probe", "spare")
 PROBE_CONTEXT = 48  # tokens in the cache under each timed pass
 PROBE_ROWS = (1, 3, 16)  # a plain decoding step, a short chain's verification, a tree's
@@ -186,6 +188,10 @@ def settle(pair, requested: int | None = None, cap: int | None = None, environ=o
             if not still_wins(pair.target, choose(ms)):
                 ms = None
         if ms is None or not set(counts) <= set(ms):
+            # The first time on a machine, each count's row paths are probed too: seconds for SmolLM2, more for a
+            # model of billions of weights on many cores (kept after).
+            logger.info("timing the target's passes at %s threads, once for this machine",
+                        ", ".join(map(str, counts)))
             ms, source = probe_ms(pair.target, counts), "probe"
             write_cached(path, ms)
         ms = {k: ms[k] for k in counts}
