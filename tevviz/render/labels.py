@@ -24,15 +24,16 @@ RUN = 3  # in a token of whitespace alone, a run of this many of one character o
 
 
 def token_label(text: str | None) -> str:
-    """A token as a label: spaces, newlines and tabs drawn as ⎵ ↵ ⇥ (in a token of whitespace alone, a run of three
-    or more as ⎵×8), other control characters as their code."""
+    """A token as a label: spaces, newlines and tabs drawn as ⎵ ↵ ⇥ (in a token of whitespace alone, a run
+    of three or more as ⎵×8), other control characters as their code."""
     if text is None:
         return "?"
     if text == "":
         return "∅"
     out = []
-    # Sibling tokens of indentation or blank lines differ in their count alone: cut to fit, "⎵⎵⎵⎵" and "⎵⎵⎵⎵⎵⎵⎵⎵" were
-    # both "⎵⎵…"; "⎵×4" and "⎵×8" stay apart, and shorter. Not beside other characters: "   1" is no "⎵×31".
+    # Sibling tokens of indentation or blank lines differ in their count alone: cut to fit,
+    # four spaces and eight were both "⎵⎵…"; "⎵×4" and "⎵×8" stay apart, and shorter.
+    # Not beside other characters: "   1" is no "⎵×31".
     counted = all(ch in VISIBLE for ch in text)
     for ch, run in _runs(text):
         if ch in VISIBLE:

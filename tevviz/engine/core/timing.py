@@ -11,6 +11,8 @@ from pathlib import Path
 
 import torch
 
+from ..errors import TevvizError
+
 
 def sync(device) -> None:
     """Wait for an accelerator's queued work, so that a clock read after it includes that work."""
@@ -55,8 +57,6 @@ def model_key(model) -> str:
 
 def env_mode(name: str, modes: tuple[str, ...], environ=os.environ) -> str:
     """The mode environment variable `name` asks for, one of `modes` (the first when unset); another is refused."""
-    from ..errors import TevvizError
-
     value = environ.get(name, modes[0]).strip().lower() or modes[0]
     if value not in modes:
         raise TevvizError(f"{name} must be one of {', '.join(modes)}, got {value!r}")

@@ -159,6 +159,23 @@ def write_cached(path: Path, ms: dict[int, dict[int, float]]) -> None:
                      "ms": {str(k): {str(r): t for r, t in v.items()} for k, v in ms.items()}})
 
 
+def _kept_or_probed(pair, counts: list[int], how: str) -> tuple[dict[int, dict[int, float]], str]:
+    """The timings of `counts`: the kept ones where they hold them all and their choice still wins, else a probe's,
+    kept beside the other counts' (a capped app and an uncapped decode then share one file)."""
+    path = cache_file(pair)
+    kept = (read_cached(path) if how == "auto" else None) or {}
+    if set(counts) <= set(kept):
+        ms = {k: kept[k] for k in counts}
+        if still_wins(pair.target, choose(ms)):
+            return ms, "cache"
+    # The first time on a machine each count's row paths are probed too: seconds for SmolLM2, more for a model of
+    # billions of weights on many cores (kept after).
+    logger.info("timing the target's passes at %s threads, once for this machine", ", ".join(map(str, counts)))
+    ms = probe_ms(pair.target, counts)
+    write_cached(path, kept | ms)
+    return ms, "probe"
+
+
 def settle(pair, requested: int | None = None, cap: int | None = None, environ=os.environ,
            cores: int | None = None, cap_why: str = ThreadChoice.cap_why) -> ThreadChoice:
     """Set torch's threads for decoding `pair`: `requested`, else $OMP_NUM_THREADS's, else the count whose target
@@ -180,21 +197,7 @@ def settle(pair, requested: int | None = None, cap: int | None = None, environ=o
     if how == "spare" or len(counts) == 1:
         choice = made(min(asked, counts[-1]), "spare" if how == "spare" else "only")
     else:
-        path = cache_file(pair)
-        ms = read_cached(path) if how == "auto" else None
-        source = "cache"
-        if ms is not None and set(counts) <= set(ms):
-            ms = {k: ms[k] for k in counts}
-            if not still_wins(pair.target, choose(ms)):
-                ms = None
-        if ms is None or not set(counts) <= set(ms):
-            # The first time on a machine, each count's row paths are probed too: seconds for SmolLM2, more for a
-            # model of billions of weights on many cores (kept after).
-            logger.info("timing the target's passes at %s threads, once for this machine",
-                        ", ".join(map(str, counts)))
-            ms, source = probe_ms(pair.target, counts), "probe"
-            write_cached(path, ms)
-        ms = {k: ms[k] for k in counts}
+        ms, source = _kept_or_probed(pair, counts, how)
         choice = made(choose(ms), source, ms)
     if choice.threads != torch.get_num_threads():
         torch.set_num_threads(choice.threads)
