@@ -117,3 +117,14 @@ def test_the_probe_times_every_count_and_size_and_restores_the_count(pair):
     assert set(ms) == {1, 2} and all(set(v) == {1, 4} and min(v.values()) > 0 for v in ms.values())
     assert torch.get_num_threads() == 1
     assert tc.still_wins(pair.target, 1)
+
+
+def test_a_capped_probe_keeps_the_other_counts_timings(pair, monkeypatch, tmp_path):
+    """An app capped below the cores and a decode that is not share one file: neither drops the other's counts."""
+    monkeypatch.setenv("TEVVIZ_CACHE", str(tmp_path))
+    monkeypatch.setattr(tc, "probe_ms", lambda model, counts, **k: {c: {1: 100.0 / c} for c in counts})
+    monkeypatch.setattr(tc, "still_wins", lambda model, k: True)
+    assert tc.settle(pair, None, cores=4, environ={}).threads == 4
+    assert tc.settle(pair, None, cores=4, cap=3, environ={"TEVVIZ_THREADS": "probe"}).threads == 3
+    assert set(tc.read_cached(tc.cache_file(pair))) == {1, 2, 3, 4}
+    assert tc.settle(pair, None, cores=4, environ={}).source == "cache"
