@@ -163,8 +163,8 @@ def _kept_or_probed(pair, counts: list[int], how: str) -> tuple[dict[int, dict[i
     """The timings of `counts`: the kept ones where they hold them all and their choice still wins, else a probe's,
     kept beside the other counts' (a capped app and an uncapped decode then share one file)."""
     path = cache_file(pair)
-    kept = (read_cached(path) if how == "auto" else None) or {}
-    if set(counts) <= set(kept):
+    kept = read_cached(path) or {}
+    if how == "auto" and set(counts) <= set(kept):
         ms = {k: kept[k] for k in counts}
         if still_wins(pair.target, choose(ms)):
             return ms, "cache"
