@@ -201,3 +201,40 @@ def test_a_table_wider_than_its_column_shades_the_edge_where_more_lies(browser, 
         assert left < 225 and right > 245, (left, right)
     finally:
         page.close()
+
+
+# The tree shown is laid out for the room its view has.
+VIEW_FITS = """() => {
+  const gd = document.querySelector('#tree-plot .tv-figure');
+  return Math.abs(gd.layout.meta.width - gd.parentElement.clientWidth) <= 8;
+}"""
+
+
+def test_a_width_redraw_that_comes_after_a_step_leaves_the_steps_tree(browser, app_url, monkeypatch):
+    """The race a person hit under load: a width report read the state before a Step, and its redraw of the older
+    round landed after the Step's tree. Held here so it always lands after; the browser must drop it and ask again
+    for the round it shows."""
+    import threading
+    import time
+
+    from tevviz.app import browsing
+
+    page = open_app(browser, app_url)
+    step(page, 0)
+    asked, drawn_tree = threading.Event(), browsing.drawn_tree
+
+    def late(*args):
+        asked.set()  # the state is read and the width kept (the Step's tree gets it): this redraw is of round 0
+        time.sleep(4)
+        return drawn_tree(*args)
+
+    monkeypatch.setattr(browsing, "drawn_tree", late)
+    page.set_viewport_size({"width": 1000, "height": 900})  # the tree view narrows: its width is reported
+    assert asked.wait(30)
+    monkeypatch.setattr(browsing, "drawn_tree", drawn_tree)
+    step(page, 1)
+    page.wait_for_timeout(5000)  # the late redraw of round 0 has come and gone
+    expect(page.locator("#tree-plot .gtitle")).to_have_text(re.compile(r"^round 1:"))
+    page.wait_for_function(VIEW_FITS)  # and round 1 is laid out for the new width
+    expect(page.locator("#tree-plot .gtitle")).to_have_text(re.compile(r"^round 1:"))
+    page.close()

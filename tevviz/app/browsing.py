@@ -56,7 +56,9 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
         # restore is returning now, which it must not overwrite (the width reaches them through `ui.widths`).
         if st.round is None:
             return gr.skip()
-        return {ui.tree: figure_json(drawn_tree(ui, with_width(ui, st), st.metric))}
+        fig = drawn_tree(ui, with_width(ui, st), st.metric)
+        fig["layout"]["meta"]["resized"] = True  # the browser drops it where it shows another view by now
+        return {ui.tree: figure_json(fig)}
 
     browse = [ui.state, *ui.take(BROWSE_OUTPUTS)]
     ui.view.release(set_view, [ui.state, ui.metric, ui.view], browse, api_name="view", **BROWSE)

@@ -40,21 +40,28 @@ _DRAW = """
 const Plotly = window.__tevvizPlotly || (window.__tevvizPlotly = window.Plotly);
 const chart = element.querySelector('.tv-figure');
 const config = {displaylogo: false, responsive: true};
-let bound = false, planned = null;
+let bound = false, planned = null, view = null;
+const askWidth = () => {
+  if (planned && element.clientWidth > 0 && Math.abs(planned - element.clientWidth) > 8) {
+    trigger('apply', {width: Math.round(element.clientWidth)});  // laid out for another width: ask again
+  }
+};
 const draw = () => {
   const text = props.value;
-  if (!text) { Plotly.purge(chart); bound = false; return; }
+  if (!text) { Plotly.purge(chart); bound = false; view = null; return; }
   const fig = typeof text === 'string' ? JSON.parse(text) : text;
   const meta = (fig.layout && fig.layout.meta) || {};
+  // A width report's redraw answers for the view shown when it was asked (the state the server read then): where a
+  // Step or a restored link drew another view meanwhile, it is dropped, and that view asks for its own width.
+  if (meta.resized && meta.view && view && meta.view !== view) { askWidth(); return; }
+  view = meta.view || null;
   // A figure laid out for another width is drawn afresh: redrawn in place, the legend kept the place its old rows had
   // pushed it to and covered the lowest row of nodes.
   if (planned !== null && meta.width && meta.width !== planned) { Plotly.purge(chart); bound = false; }
   planned = meta.width || null;
   Plotly.react(chart, fig.data || [], fig.layout || {}, config).then(() => {
     // Only a view on show asks (a closed accordion's is 0 px wide).
-    if (meta.width && element.clientWidth > 0 && Math.abs(meta.width - element.clientWidth) > 8) {
-      trigger('apply', {width: Math.round(element.clientWidth)});  // laid out for another width: ask again
-    }
+    askWidth();
     if (bound || !(CLICKS || meta.clicks)) return;
     bound = true;
     chart.on('plotly_click', (event) => {

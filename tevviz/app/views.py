@@ -5,6 +5,7 @@ No gradio here; the figures come from tevviz.render.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 from dataclasses import asdict
@@ -112,7 +113,19 @@ def tree_plot(st: AppState, metric: str, as_dict: bool = False, matches=None) ->
     options = {"width": st.width, "expanded": st.expanded, "walk": st.token, "scale": st.scale,
                "marked": cell_nodes(r, st.cell), "matches": matches,
                "hidden": None if st.fold_below is None else light_nodes(r.P, st.fold_below)}
-    return tree_figure_dict(*args, **options) if as_dict else tree_figure(*args, **options)
+    if not as_dict:
+        return tree_figure(*args, **options)
+    fig = tree_figure_dict(*args, **options)
+    fig["layout"]["meta"]["view"] = view_key(st, metric, matches)
+    return fig
+
+
+def view_key(st: AppState, metric: str, matches) -> str:
+    """What the tree shows but its width: a width report's redraw of another view than the one the browser shows
+    now (one a Step returned meanwhile) is dropped there (figure_view.py)."""
+    shown = (st.run_id, st.view, len(st.rounds), metric, st.highlight, st.ghosts, sorted(st.expanded), st.token,
+             st.scale, st.cell, st.fold_below, None if matches is None else sorted(matches))
+    return hashlib.blake2b(repr(shown).encode(), digest_size=8).hexdigest()
 
 
 def text_spans(st: AppState) -> list[tuple[str, str | None]]:
