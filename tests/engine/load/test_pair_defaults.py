@@ -51,3 +51,10 @@ def test_an_eagle3_head_starts_on_eagles_own_tree_sizes():
     start = decode_start(None, 0.0, head, head.folder_depth(None))
     assert (start.builder, start.budget, start.depth) == ("eagle", DEFAULTS["budget"], DEFAULTS["depth"])
     assert decode_start(None, 0.0, head, 8, budget=16).budget == 16  # the user's B wins
+
+
+def test_a_fixed_sampled_chain_is_described_by_its_depth_alone():
+    chain = NAMED_PAIRS["smollm2"].greedy
+    assert chain.builder == "sampled" and chain.budget != "auto"
+    assert chain.describe() == f"a sampled chain of H = {chain.depth} + {chain.verifier}"  # its B bounds nothing
+    assert NAMED_PAIRS["stdlib"].sampled.describe() == "sampled + speculative, --budget auto, H = 4"  # auto sizes it
