@@ -238,3 +238,25 @@ def test_a_width_redraw_that_comes_after_a_step_leaves_the_steps_tree(browser, a
     page.wait_for_function(VIEW_FITS)  # and round 1 is laid out for the new width
     expect(page.locator("#tree-plot .gtitle")).to_have_text(re.compile(r"^round 1:"))
     page.close()
+
+
+# Every width the tree view has shown a figure laid out for, from the page's first moment (an init script).
+DRAWN_WIDTHS = """window.__treeWidths = []; setInterval(() => {
+  const gd = document.querySelector('#tree-plot .tv-figure'), meta = gd && gd.layout && gd.layout.meta;
+  if (meta && meta.width && window.__treeWidths.at(-1) !== meta.width) window.__treeWidths.push(meta.width);
+}, 20);"""
+
+
+def test_a_reload_draws_the_tree_once_for_the_room_it_has(browser, app_url):
+    """The page's load reports the tree view's width, so the restored round is laid out for it at once: drawn for
+    a default width first and again a moment later, a click in between was lost."""
+    page = open_app(browser, app_url, width=900)
+    page.add_init_script(DRAWN_WIDTHS)
+    step(page, 0)
+    page.reload()
+    expect(page.locator("#tree-plot .gtitle")).to_have_text(re.compile(r"^round 0:"))
+    page.wait_for_function(VIEW_FITS)
+    page.wait_for_timeout(1500)  # a second layout would come now
+    room = page.evaluate("() => document.querySelector('#tree-plot .tv-figure').parentElement.clientWidth")
+    assert page.evaluate("() => window.__treeWidths") == [room]
+    page.close()

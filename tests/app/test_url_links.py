@@ -76,3 +76,17 @@ def test_a_link_keeps_the_fold_by_mass_in_the_state_and_its_box(app):
     assert '"below": "0.2"' in view_url(opened, "P")
     out = restore(AppState(), "P", USER, f"?run={USER}.{st.run_id}&round=0")
     assert next(v for v in out.values() if isinstance(v, AppState)).fold_below is None
+
+
+@pytest.mark.parametrize("width", [812, 1333])
+def test_a_link_opens_with_its_tree_laid_out_for_the_width_the_page_reported(app, width):
+    import json
+
+    pair, _, restore = app
+    st = Controller(PairSource(pair=pair)).step(AppState(user=USER), PROMPT, cfg())
+    restore(st, "P", USER, "")
+    out = restore(AppState(), "P", USER, f"?run={USER}.{st.run_id}&round=0", width)
+    trees = [json.loads(v) for v in out.values() if isinstance(v, str) and '"meta"' in v and "round 0:" in v]
+    assert trees and trees[0]["layout"]["meta"]["width"] == width  # not the default, redrawn a moment later
+    out = restore(AppState(), "P", USER, f"?run={USER}.{st.run_id}&round=0", "not a width")
+    assert [json.loads(v) for v in out.values() if isinstance(v, str) and "round 0:" in v]  # ignored, still opens

@@ -109,6 +109,7 @@ def _view_column() -> dict:
     c["link"] = gr.Textbox(label="link to this view (opens it on this server)", visible=False, interactive=False,
                            elem_id="view-link")
     c["url"], c["user_box"], c["query_box"] = url_sync(), gr.Textbox(visible=False), gr.Textbox(visible=False)
+    c["width_box"] = gr.Number(visible=False)  # the tree view's px at load: a restored tree is laid out for it at once
     with gr.Row(equal_height=True):
         c["view"] = gr.Slider(0, 1, value=0, step=1,
                               label="round (← → Home End; ↓ ↑ or j k walk a round's tokens; s: Step)",

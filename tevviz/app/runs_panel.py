@@ -13,7 +13,7 @@ from ..engine.analysis.run_compare import Run, compare_runs
 from ..engine.records import io as tio
 from ..render.compare_figure import WIDTH, union_figure_dict
 from .compare_views import comparison_markdown
-from .figure_view import reported_width, sent
+from .figure_view import as_width, reported_width, sent
 from .navigation import select, show_round
 from .runs import reopened, run_name, settings_values
 from .updates import MAX_WIDTHS, ROUND_OUTPUTS, everything, position_of, search_of, view_url
@@ -48,8 +48,10 @@ def opened_updates(ctl, ui: Panel, st, metric, said_error: str = "") -> dict:
 def wire_restore(ctl, demo: gr.Blocks, ui: Panel, outputs: list) -> None:
     """On load: the browser's id (its runs' folder) and the view the URL names."""
 
-    def restore(st, metric, user, query):
+    def restore(st, metric, user, query, width=None):
         st = current(st)
+        if as_width(width) is not None:
+            remember(ui.widths, st.sid, as_width(width), MAX_WIDTHS)
         if len(user or "") == 32 and set(user) <= ID_CHARS:
             st = replace(st, user=user)
         q = read_query(query)
@@ -84,10 +86,11 @@ def wire_restore(ctl, demo: gr.Blocks, ui: Panel, outputs: list) -> None:
         box = {ui.fold_mass: new.fold_below} if new.fold_below is not None else {}
         return opened_updates(ctl, ui, new, metric) | shown | box
 
-    load = demo.load(None, None, [ui.user_box, ui.query_box], js=LOAD_JS)
+    load = demo.load(None, None, [ui.user_box, ui.query_box, ui.width_box], js=LOAD_JS)
     # At once, beside the views' queue (as before it existed): with restore queued there, a Step pressed right after
     # a link's view showed began a new run twice in two full runs of the suite; the cause is not pinned down.
-    load.then(restore, [ui.state, ui.metric, ui.user_box, ui.query_box], outputs, api_visibility="private", **LIGHT)
+    load.then(restore, [ui.state, ui.metric, ui.user_box, ui.query_box, ui.width_box], outputs,
+              api_visibility="private", **LIGHT)
 
 
 def wire_runs(ctl, demo: gr.Blocks, ui: Panel) -> None:

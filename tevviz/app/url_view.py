@@ -56,7 +56,11 @@ LOAD_JS = """() => {
     user = Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
     window.localStorage.setItem('tevviz-user', user);
   }
-  return [user, window.location.search];
+  // The tree view's room, so that a restored view is drawn for it at once: drawn for another width first, it was
+  // drawn again a moment later, and a click in between (the chart purged and bound afresh) was lost.
+  const tree = document.querySelector('#tree-plot .tv-figure');
+  const width = tree && tree.parentElement ? Math.round(tree.parentElement.clientWidth) : 0;
+  return [user, window.location.search, width];
 }"""
 
 COPY_JS = """() => {
