@@ -9,7 +9,7 @@ import gradio as gr
 
 from ..render.tree_figure import node_key
 from .details import node_details
-from .figure_view import reported_width, sent
+from .figure_view import FITS, as_width, reported_width, sent
 from .navigation import on_key, select, show_round
 from .search_view import search_nodes
 from .updates import BROWSE_OUTPUTS, MAX_WIDTHS, NODE_OUTPUTS, position_of, search_of, shown, view_url, with_width
@@ -52,9 +52,11 @@ def wire_browsing(ui: Panel, by_id: dict[str, str]) -> None:
         if st is None:
             return gr.skip()  # the page is still loading its state: the first figure drawn will ask again
         remember(ui.widths, st.sid, width, MAX_WIDTHS)
-        # The tree alone, and only a drawn one: the state this event read may be older than one a Step or the page's
-        # restore is returning now, which it must not overwrite (the width reaches them through `ui.widths`).
-        if st.round is None:
+        # The tree alone, and only a drawn one laid out for another width: a figure that fits, or none yet (the one
+        # a Step or the page's restore is returning now takes the width from `ui.widths`), is not drawn again; a
+        # second drawing of the same tree a moment after a reload took a click aimed at the first.
+        planned = as_width(sent(evt).get("planned"))
+        if st.round is None or planned is None or abs(planned - width) <= FITS:
             return gr.skip()
         fig = drawn_tree(ui, with_width(ui, st), st.metric)
         fig["layout"]["meta"]["resized"] = True  # the browser drops it where it shows another view by now

@@ -8,10 +8,11 @@ plotly.js comes from the plotly package on disk, so the page needs no network.
 Gradio's plot components send no click events, so the view is also the bridge back to the server: a click on a point
 with `customdata` fires the component's `select` event with {"key": customdata} (`clicks=True`); the tree view also
 fires `key_up` with {"key": ...} for the keys that step through rounds and tokens ("s" presses Step), wherever the focus
-is but in a text field ({"key": "Enter", "value": ...} from the round box), and `apply` with {"width": px} when its
-width changes (`keys=True`). Any view fires `apply` when a figure comes laid out for another width than the view's (its
-`layout.meta.width`) or when its room changes under such a figure, so the server lays labels out for the room they
-really have, and `select` on a click where the figure asks for it (`layout.meta.clicks`).
+is but in a text field ({"key": "Enter", "value": ...} from the round box), and `apply` with {"width": px, "planned":
+the shown figure's px or null} when its width changes (`keys=True`). Any view fires `apply` when a figure comes laid
+out for another width than the view's (its `layout.meta.width`) or when its room changes under such a figure, so the
+server lays labels out for the room they really have, and `select` on a click where the figure asks for it
+(`layout.meta.clicks`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ _HEAD = f'<script src="gradio_api/file={PLOTLY_JS.as_posix()}"></script>'
 # The top padding keeps the component's label badge off the figure's title; a figure wider than its room scrolls.
 _TEMPLATE = '<div class="tv-figure" style="padding-top: 30px; overflow-x: auto; overflow-y: hidden"></div>'
 
+FITS = 8  # px a figure's planned width may differ from its view's and still fit it (no redraw asked or made)
 STEP_KEYS = ("ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "j", "k")
 ROUND_BOX = "round-slider"  # elem_id of the round slider, whose number box takes Enter
 
@@ -42,8 +44,8 @@ const chart = element.querySelector('.tv-figure');
 const config = {displaylogo: false, responsive: true};
 let bound = false, planned = null, view = null;
 const askWidth = () => {
-  if (planned && element.clientWidth > 0 && Math.abs(planned - element.clientWidth) > 8) {
-    trigger('apply', {width: Math.round(element.clientWidth)});  // laid out for another width: ask again
+  if (planned && element.clientWidth > 0 && Math.abs(planned - element.clientWidth) > FITS_PX) {
+    trigger('apply', {width: Math.round(element.clientWidth), planned});  // laid out for another width: ask again
   }
 };
 const draw = () => {
@@ -83,10 +85,10 @@ new ResizeObserver(() => {
   clearTimeout(waiting);
   waiting = setTimeout(() => {
     const width = Math.round(element.clientWidth);
-    const stale = KEYS || (planned && Math.abs(width - planned) > 8);
-    if (width > 0 && stale && Math.abs(width - asked) > 8) {
+    const stale = KEYS || (planned && Math.abs(width - planned) > FITS_PX);
+    if (width > 0 && stale && Math.abs(width - asked) > FITS_PX) {
       asked = width;
-      trigger('apply', {width});
+      trigger('apply', {width, planned});  // `planned`: the shown figure's width (null before the first)
     }
   }, 150);
 }).observe(element);
@@ -132,6 +134,7 @@ def figure_view(value: str | None = None, *, label: str, elem_id: str | None = N
     `clicks`: a click on a point fires `select` with its customdata; `keys`: the page's stepping keys fire `key_up`
     and a change of the view's width fires `apply` (one view a page)."""
     script = _DRAW.replace("CLICKS", "true" if clicks else "false").replace("KEYS", "true" if keys else "false")
+    script = script.replace("FITS_PX", str(FITS))
     if keys:
         script += _KEYS.replace("STEP_KEYS", repr(list(STEP_KEYS))).replace("ROUND_BOX", ROUND_BOX)
     return gr.HTML(value, label=label, show_label=True, container=True, html_template=_TEMPLATE,
