@@ -97,7 +97,9 @@ def wire_view_options(ui: Panel, by_id: dict[str, str]) -> None:
         return by_id.get(prompt_id, gr.skip())
 
     drawn = [ui.state, ui.tree, ui.url]
-    ui.metric.change(redraw, [ui.state, ui.metric], drawn, api_name="metric", **BROWSE_QUEUE)
+    # `input`, a person's choice alone: a restored link or an opened run sets the colour with its tree drawn, and a
+    # change event fired by that drew again from the state it had read, which a Step pressed just after could beat.
+    ui.metric.input(redraw, [ui.state, ui.metric], drawn, api_name="metric", **BROWSE_QUEUE)
     ui.scale.change(lambda st, m, scale: redraw(st, m, scale=scale), [ui.state, ui.metric, ui.scale], drawn,
                     api_name="scale", **BROWSE_QUEUE)
     ui.pick.change(pick_prompt, [ui.pick], [ui.prompt], api_visibility="private", **LIGHT)
