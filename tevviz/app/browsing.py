@@ -82,9 +82,8 @@ def wire_view_options(ui: Panel, by_id: dict[str, str]) -> None:
 
     def redraw(st, metric_name, **changes):
         if current(st).round is None:
-            # Nothing drawn to recolour. (A view restored on load sets the colour too, and the change event it fires
-            # may read the state from before the restore: redrawn, it would blank the restored tree.) A scale or the
-            # ghost box set before the first Step is kept for it.
+            # Nothing drawn to recolour (a redraw now would blank the page's first figure). A scale or the ghost box
+            # set before the first Step is kept for it.
             return {ui.state: replace(current(st), **changes)} if changes else gr.skip()
         st = with_width(ui, replace(current(st), metric=metric_name, **changes))
         return {ui.state: st, **ui.updates(tree=figure_json(drawn_tree(ui, st, metric_name)),

@@ -49,9 +49,9 @@ def wire_restore(ctl, demo: gr.Blocks, ui: Panel, outputs: list) -> None:
     """On load: the browser's id (its runs' folder) and the view the URL names."""
 
     def restore(st, metric, user, query, width=None):
-        st = current(st)
-        if as_width(width) is not None:
-            remember(ui.widths, st.sid, as_width(width), MAX_WIDTHS)
+        st, width = current(st), as_width(width)
+        if width is not None:
+            remember(ui.widths, st.sid, width, MAX_WIDTHS)
         if len(user or "") == 32 and set(user) <= ID_CHARS:
             st = replace(st, user=user)
         q = read_query(query)
@@ -87,8 +87,9 @@ def wire_restore(ctl, demo: gr.Blocks, ui: Panel, outputs: list) -> None:
         return opened_updates(ctl, ui, new, metric) | shown | box
 
     load = demo.load(None, None, [ui.user_box, ui.query_box, ui.width_box], js=LOAD_JS)
-    # At once, beside the views' queue (as before it existed): with restore queued there, a Step pressed right after
-    # a link's view showed began a new run twice in two full runs of the suite; the cause is not pinned down.
+    # At once, beside the views' queue (as before it existed). A Step pressed right after a link's view showed once
+    # seemed to begin a new run; the cause found since was a width redraw of the older round landing after the
+    # Step's tree (now dropped by the browser, figure_view.py).
     load.then(restore, [ui.state, ui.metric, ui.user_box, ui.query_box, ui.width_box], outputs,
               api_visibility="private", **LIGHT)
 

@@ -43,11 +43,11 @@ class DecodeDefaults:
     measured_in: str = field(default="", compare=False)
 
     def describe(self) -> str:
-        size = "--budget auto" if self.budget == "auto" else f"B = {self.budget}"
         if self.stop_below:  # a stopped chain: no budget, H its longest
             return f"{self.builder} + {self.verifier}, H <= {self.depth}, stopped below p = {self.stop_below:g}"
         if self.builder == "sampled" and self.budget != "auto":  # a chain of H: a fixed B bounds nothing
             return f"a sampled chain of H = {self.depth} + {self.verifier}"
+        size = "--budget auto" if self.budget == "auto" else f"B = {self.budget}"
         return f"{self.builder} + {self.verifier}, {size}, H = {self.depth}"
 
 
